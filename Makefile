@@ -1,0 +1,40 @@
+# kubeloop: `make demo` (the main job) and `make test` do all set-up on a fresh machine.
+SHELL := /bin/bash
+export UV_PYTHON_DOWNLOADS := never
+UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+PY := .venv/bin/python
+
+.PHONY: setup controlplane test lint typecheck pytest demo manifests bench clean
+
+## setup: the venv with dev dependencies, and the control-plane binaries (built once, cached)
+setup: .venv/.synced controlplane
+
+$(UV):
+	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
+
+.venv/.synced: pyproject.toml uv.lock | $(UV)
+	@UV=$$(command -v uv || echo $(HOME)/.local/bin/uv); $$UV sync --frozen --group dev
+	@touch $@
+
+controlplane: .venv/.synced
+	@$(PY) -m kubeloop envtest assets >/dev/null
+
+## test: lint, type-check and the whole suite against the real control plane
+test: setup lint typecheck pytest
+
+lint:
+	$(PY) -m ruff check src tests examples bench
+	$(PY) -m ruff format --check src tests examples bench
+
+typecheck:
+	$(PY) -m mypy
+
+pytest:
+	$(PY) -m pytest -q
+
+## demo: the main job
+demo: setup
+	$(PY) examples/envtest_walkthrough.py
+
+clean:
+	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .envtest

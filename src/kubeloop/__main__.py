@@ -1,0 +1,5 @@
+import sys
+
+from kubeloop._cli import main
+
+sys.exit(main())

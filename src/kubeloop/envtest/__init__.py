@@ -1,0 +1,25 @@
+"""A real local control plane for tests and development (kubeloop's envtest).
+
+>>> from kubeloop.envtest import ControlPlane
+>>> with ControlPlane() as cp:           # doctest: +SKIP
+...     print(cp.kubeconfig)
+"""
+
+from kubeloop.envtest._assets import Assets, find_assets
+from kubeloop.envtest._controlplane import ControlPlane, ControlPlaneOptions
+from kubeloop.envtest._errors import AssetsError, EnvtestError, StartError
+from kubeloop.envtest._nodes import node_manifest
+from kubeloop.envtest._rest import RestClient, RestError
+
+__all__ = [
+    "Assets",
+    "AssetsError",
+    "ControlPlane",
+    "ControlPlaneOptions",
+    "EnvtestError",
+    "RestClient",
+    "RestError",
+    "StartError",
+    "find_assets",
+    "node_manifest",
+]

@@ -1,0 +1,409 @@
+"""etcd + kube-apiserver (+ kube-scheduler) on loopback, envtest style."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import ssl
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubeloop.envtest import _certs, _process
+from kubeloop.envtest._assets import Assets, find_assets
+from kubeloop.envtest._errors import EnvtestError, StartError
+from kubeloop.envtest._nodes import node_manifest
+from kubeloop.envtest._rest import RestClient, RestError
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+@dataclass
+class ControlPlaneOptions:
+    """How to start a control plane. Every field has a usable default."""
+
+    #: Run kube-scheduler too (needed for anything that waits for pods to bind).
+    scheduler: bool = True
+    #: Data dir (certs, etcd data, logs, kubeconfig). None: a temp dir removed on stop.
+    dir: Path | None = None
+    #: Seconds each component gets to become healthy (2-core CI machines are slow).
+    start_timeout: float = 90.0
+    #: Extra kube-apiserver flags, appended after the defaults (later flags win).
+    apiserver_args: list[str] = field(default_factory=list)
+    #: Binaries to use; None looks them up (and builds them if needed).
+    assets: Assets | None = None
+
+
+class ControlPlane:
+    """A real etcd, kube-apiserver and (optionally) kube-scheduler on free loopback ports.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`. The admin
+    identity is a client certificate in ``system:masters``; :attr:`kubeconfig`
+    points at a kubeconfig for it.
+    """
+
+    def __init__(self, options: ControlPlaneOptions | None = None) -> None:
+        self.options = options or ControlPlaneOptions()
+        self._owns_dir = self.options.dir is None
+        self.dir = self.options.dir or Path(tempfile.mkdtemp(prefix="kubeloop-envtest-"))
+        self._procs: list[_process.Process] = []
+        self._pidfile: Path | None = None
+        self._ca: _certs.CertificateAuthority | None = None
+        self.etcd_url = ""
+        self.server = ""
+
+    # -- paths -------------------------------------------------------------------------
+    @property
+    def pki(self) -> Path:
+        return self.dir / "pki"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.pki / "ca.crt"
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        _process.reap_leftovers()
+        assets = self.options.assets or find_assets()
+        if self.options.scheduler and assets.kube_scheduler is None:
+            raise EnvtestError("kube-scheduler binary not found; run `make setup` to build it")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "logs").mkdir(exist_ok=True)
+        try:
+            self._write_pki()
+            self._start_etcd(assets)
+            self._start_apiserver(assets)
+            self._write_kubeconfig(self.kubeconfig, "admin", ("system:masters",))
+            if self.options.scheduler:
+                assert assets.kube_scheduler is not None
+                self._start_scheduler(assets.kube_scheduler)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for proc in reversed(self._procs):
+            proc.stop()
+        self._procs.clear()
+        if self._pidfile is not None:
+            self._pidfile.unlink(missing_ok=True)
+            self._pidfile = None
+        if self._owns_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs if p.pid is not None]
+
+    # -- components ----------------------------------------------------------------
+    def _spawn(self, name: str, argv: list[str]) -> _process.Process:
+        proc = _process.Process(name, argv, self.dir / "logs" / f"{name}.log")
+        proc.start()
+        self._procs.append(proc)
+        self._pidfile = _process.record(os.getpid(), self._procs, self.dir, owns_dir=self._owns_dir)
+        return proc
+
+    def _wait(self, proc: _process.Process, probe: Any) -> None:
+        deadline = time.monotonic() + self.options.start_timeout
+        last = ""
+        while time.monotonic() < deadline:
+            code = proc.exited()
+            if code is not None:
+                raise StartError(
+                    f"{proc.name} exited with code {code} during start-up; "
+                    f"last lines of {proc.log_path}:\n{proc.log_tail()}"
+                )
+            try:
+                if probe():
+                    return
+            except (OSError, urllib.error.URLError, ssl.SSLError) as err:
+                last = str(err)
+            time.sleep(0.1)
+        raise StartError(
+            f"{proc.name} not healthy after {self.options.start_timeout:.0f}s ({last}); "
+            f"last lines of {proc.log_path}:\n{proc.log_tail()}"
+        )
+
+    def _write_pki(self) -> None:
+        self.pki.mkdir(parents=True, exist_ok=True)
+        self._ca = _certs.CertificateAuthority()
+        _certs.write(self.ca_file, self._ca.cert_pem)
+        serving = self._ca.serving()
+        _certs.write(self.pki / "apiserver.crt", serving.cert_pem)
+        _certs.write(self.pki / "apiserver.key", serving.key_pem, private=True)
+        admin = self._ca.client("admin", ("system:masters",))
+        _certs.write(self.pki / "admin.crt", admin.cert_pem)
+        _certs.write(self.pki / "admin.key", admin.key_pem, private=True)
+        sa_key, sa_pub = _certs.signing_key_pair()
+        _certs.write(self.pki / "sa.key", sa_key, private=True)
+        _certs.write(self.pki / "sa.pub", sa_pub)
+
+    def _start_etcd(self, assets: Assets) -> None:
+        client, peer = _process.free_port(), _process.free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        peer_url = f"http://127.0.0.1:{peer}"
+        proc = self._spawn(
+            "etcd",
+            [
+                str(assets.etcd),
+                f"--data-dir={self.dir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=default={peer_url}",
+                "--unsafe-no-fsync=true",  # test data: durability is not worth the fsync latency
+                "--log-level=warn",
+            ],
+        )
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2) as resp:
+                return bool(json.loads(resp.read()).get("health") == "true")
+
+        self._wait(proc, healthy)
+
+    def _start_apiserver(self, assets: Assets) -> None:
+        port = _process.free_port()
+        self.server = f"https://127.0.0.1:{port}"
+        proc = self._spawn(
+            "kube-apiserver",
+            [
+                str(assets.kube_apiserver),
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                # no default route is needed to start, and nothing here needs
+                # endpoints for the default/kubernetes Service
+                "--advertise-address=127.0.0.1",
+                "--endpoint-reconciler-type=none",
+                f"--cert-dir={self.dir / 'apiserver-certs'}",
+                f"--tls-cert-file={self.pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={self.pki / 'apiserver.key'}",
+                f"--client-ca-file={self.ca_file}",
+                f"--service-account-issuer={self.server}/",
+                f"--service-account-key-file={self.pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={self.pki / 'sa.key'}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+                # ServiceAccount: no controller creates default SAs here.
+                # TaintNodesByCondition: it taints every new Node not-ready, and
+                # without a kubelet nothing would ever remove the taint.
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+                "--profiling=false",
+                "--v=1",
+                *self.options.apiserver_args,
+            ],
+        )
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+
+        def ready() -> bool:
+            req = urllib.request.Request(f"{self.server}/readyz")
+            try:
+                with urllib.request.urlopen(req, timeout=2, context=ctx) as resp:
+                    return bool(resp.status == 200)
+            except urllib.error.HTTPError:
+                return False
+
+        self._wait(proc, ready)
+
+    def _start_scheduler(self, binary: Path) -> None:
+        port = _process.free_port()
+        config = self.dir / "scheduler.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "clientConnection": {"kubeconfig": str(self.kubeconfig)},
+                    "leaderElection": {"leaderElect": False},
+                }
+            )
+        )
+        proc = self._spawn(
+            "kube-scheduler",
+            [
+                str(binary),
+                f"--config={config}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.dir / 'scheduler-certs'}",
+                "--v=1",
+            ],
+        )
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # its serving cert is self-signed in memory
+
+        def healthy() -> bool:
+            try:
+                with urllib.request.urlopen(
+                    f"https://127.0.0.1:{port}/healthz", timeout=2, context=ctx
+                ) as resp:
+                    return bool(resp.status == 200)
+            except urllib.error.HTTPError:
+                return False
+
+        self._wait(proc, healthy)
+
+    # -- identities ----------------------------------------------------------------
+    def _write_kubeconfig(self, path: Path, user: str, groups: tuple[str, ...]) -> Path:
+        if self._ca is None:
+            raise EnvtestError("control plane not started")
+        pair = self._ca.client(user, groups)
+
+        def b64(data: bytes) -> str:
+            return base64.b64encode(data).decode()
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "envtest",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": b64(self._ca.cert_pem),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": user,
+                    "user": {
+                        "client-certificate-data": b64(pair.cert_pem),
+                        "client-key-data": b64(pair.key_pem),
+                    },
+                }
+            ],
+            "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": user}}],
+            "current-context": "envtest",
+        }
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
+
+    def kubeconfig_for(self, user: str, groups: Sequence[str] = ()) -> Path:
+        """A kubeconfig for another identity (no RBAC rights unless you grant them)."""
+        return self._write_kubeconfig(self.dir / f"kubeconfig-{user}", user, tuple(groups))
+
+    # -- API helpers (synchronous; for fixtures and tools) ---------------------------
+    def rest(self) -> RestClient:
+        """A small synchronous admin client."""
+        return RestClient(self.server, self.ca_file, self.pki / "admin.crt", self.pki / "admin.key")
+
+    def install_crds(
+        self, crds: Iterable[Path | Mapping[str, Any]], *, timeout: float = 30.0
+    ) -> list[str]:
+        """Create (or replace) CRDs from YAML files or objects; wait until they are served."""
+        objs: list[dict[str, Any]] = []
+        for item in crds:
+            if isinstance(item, Path):
+                objs.extend(d for d in yaml.safe_load_all(item.read_text()) if d)
+            else:
+                objs.append(dict(item))
+        rest = self.rest()
+        names = []
+        for crd in objs:
+            name = crd["metadata"]["name"]
+            try:
+                rest.post(CRD_PATH, crd)
+            except RestError as err:
+                if err.status != 409:
+                    raise
+                current = rest.get(f"{CRD_PATH}/{name}")
+                crd = {
+                    **crd,
+                    "metadata": {
+                        **crd["metadata"],
+                        "resourceVersion": current["metadata"]["resourceVersion"],
+                    },
+                }
+                rest.request("PUT", f"{CRD_PATH}/{name}", crd)
+            names.append(name)
+        for crd in objs:
+            self._wait_crd(rest, crd, timeout)
+        return names
+
+    def _wait_crd(self, rest: RestClient, crd: Mapping[str, Any], timeout: float) -> None:
+        name = crd["metadata"]["name"]
+        spec = crd["spec"]
+        plural = spec["names"]["plural"]
+        versions = [v["name"] for v in spec["versions"] if v.get("served", True)]
+        deadline = time.monotonic() + timeout
+        while True:
+            obj = rest.get(f"{CRD_PATH}/{name}")
+            conds = {c["type"]: c["status"] for c in obj.get("status", {}).get("conditions", [])}
+            if conds.get("Established") == "True":
+                try:
+                    served = all(
+                        any(
+                            r["name"] == plural
+                            for r in rest.get(f"/apis/{spec['group']}/{v}")["resources"]
+                        )
+                        for v in versions
+                    )
+                except RestError:
+                    served = False
+                if served:
+                    return
+            if time.monotonic() > deadline:
+                raise EnvtestError(f"CRD {name} not established after {timeout}s: {conds}")
+            time.sleep(0.05)
+
+    def create_namespace(self, prefix: str = "test") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        self.rest().post(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        )
+        return name
+
+    def create_node(self, name: str, **kwargs: Any) -> dict[str, Any]:
+        """Create a kubelet-less Node; keyword arguments go to :func:`node_manifest`."""
+        result: dict[str, Any] = self.rest().post("/api/v1/nodes", node_manifest(name, **kwargs))
+        return result
+
+    def etcd_revision(self) -> int:
+        """The current etcd revision (through etcd's JSON gateway)."""
+        body = self._etcd("/v3/kv/range", {"key": base64.b64encode(b"/").decode(), "limit": 1})
+        return int(body["header"]["revision"])
+
+    def compact_etcd(self, revision: int | None = None) -> int:
+        """Compact etcd up to ``revision`` (default: now); older revisions become 410 Gone."""
+        rev = revision if revision is not None else self.etcd_revision()
+        self._etcd("/v3/kv/compaction", {"revision": str(rev), "physical": True})
+        return rev
+
+    def _etcd(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        req = urllib.request.Request(
+            f"{self.etcd_url}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            result: dict[str, Any] = json.loads(resp.read())
+            return result

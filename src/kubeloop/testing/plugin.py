@@ -1,0 +1,53 @@
+"""pytest fixtures backed by a real local control plane (see :mod:`kubeloop.testing`)."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kubeloop.envtest import ControlPlane, ControlPlaneOptions, RestError
+
+
+@pytest.fixture(scope="session")
+def kube_control_plane() -> Iterator[ControlPlane]:
+    """etcd + kube-apiserver + kube-scheduler for the whole session."""
+    with ControlPlane(ControlPlaneOptions(scheduler=True)) as cp:
+        yield cp
+
+
+@pytest.fixture
+def kube_namespace(kube_control_plane: ControlPlane) -> str:
+    """A fresh namespace. Not deleted afterwards: without kube-controller-manager a
+    namespace never finishes terminating, and unique names make reuse moot."""
+    return kube_control_plane.create_namespace("t")
+
+
+class NodeFactory:
+    """Creates kubelet-less Nodes with given capacity; removes them on teardown."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        self._cp = cp
+        self.names: list[str] = []
+
+    def __call__(self, name: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        node_name = name or f"node-{uuid.uuid4().hex[:8]}"
+        node = self._cp.create_node(node_name, **kwargs)
+        self.names.append(node_name)
+        return node
+
+    def cleanup(self) -> None:
+        rest = self._cp.rest()
+        for name in self.names:
+            with contextlib.suppress(RestError):
+                rest.delete(f"/api/v1/nodes/{name}")
+
+
+@pytest.fixture
+def kube_nodes(kube_control_plane: ControlPlane) -> Iterator[NodeFactory]:
+    factory = NodeFactory(kube_control_plane)
+    yield factory
+    factory.cleanup()

@@ -1,0 +1,1 @@
+"""The NodePool + Autoscaler operator, built on kubeloop's public API."""
