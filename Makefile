@@ -23,8 +23,8 @@ controlplane: .venv/.synced
 test: setup lint typecheck pytest
 
 lint:
-	$(PY) -m ruff check src tests examples bench
-	$(PY) -m ruff format --check src tests examples bench
+	$(PY) -m ruff check src tests examples
+	$(PY) -m ruff format --check src tests examples
 
 typecheck:
 	$(PY) -m mypy

@@ -355,7 +355,9 @@ class ControlPlane:
         deadline = time.monotonic() + timeout
         while True:
             obj = rest.get(f"{CRD_PATH}/{name}")
-            conds = {c["type"]: c["status"] for c in obj.get("status", {}).get("conditions", [])}
+            conds = {
+                c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions") or []
+            }
             if conds.get("Established") == "True":
                 try:
                     served = all(

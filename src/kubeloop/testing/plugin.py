@@ -51,3 +51,17 @@ def kube_nodes(kube_control_plane: ControlPlane) -> Iterator[NodeFactory]:
     factory = NodeFactory(kube_control_plane)
     yield factory
     factory.cleanup()
+
+
+# -- kubeloop's async client ----------------------------------------------------------
+# (imports kept with the fixture so the section above stays untouched; fine to hoist)
+from collections.abc import AsyncIterator  # noqa: E402
+
+from kubeloop._client import Client  # noqa: E402
+
+
+@pytest.fixture
+async def kube_client(kube_control_plane: ControlPlane) -> AsyncIterator[Client]:
+    """An admin :class:`~kubeloop._client.Client` for the control plane, closed afterwards."""
+    async with Client.from_kubeconfig(kube_control_plane.kubeconfig) as client:
+        yield client

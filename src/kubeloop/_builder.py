@@ -1,0 +1,115 @@
+"""Declarative controller wiring, in the controller-runtime builder's shape.
+
+    mgr.controller("nodepool") \\
+        .for_(NODEPOOLS, predicates=[generation_changed]) \\
+        .owns(NODES) \\
+        .watches(PODS, pods_to_pool) \\
+        .with_options(ControllerOptions(max_concurrent_reconciles=4)) \\
+        .complete(reconciler)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from kubeloop._controller import Controller, ControllerOptions
+from kubeloop._handler import MapFunc, enqueue_mapped, enqueue_object, enqueue_owner
+from kubeloop._predicate import Predicate
+from kubeloop._reconcile import Reconciler, Request
+from kubeloop._resource import Resource
+from kubeloop._source import KindSource, PeriodicSource, Source
+
+if TYPE_CHECKING:
+    from kubeloop._manager import Manager
+
+
+class Builder:
+    def __init__(self, manager: Manager, name: str) -> None:
+        self._manager = manager
+        self._name = name
+        self._for: KindSource | None = None
+        self._sources: list[Source] = []
+        self._global_predicates: list[Predicate] = []
+        self._options = ControllerOptions()
+
+    def for_(
+        self,
+        resource: Resource,
+        *,
+        predicates: Sequence[Predicate] = (),
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> Builder:
+        """The kind this controller reconciles; its events enqueue the object itself."""
+        if self._for is not None:
+            raise ValueError(f"controller {self._name}: for_() may be called once")
+        self._for = KindSource(
+            resource, enqueue_object, list(predicates), namespace, label_selector
+        )
+        self._sources.append(self._for)
+        return self
+
+    def owns(self, resource: Resource, *, predicates: Sequence[Predicate] = ()) -> Builder:
+        """A kind this controller creates; its events enqueue the controlling owner."""
+        if self._for is None:
+            raise ValueError(f"controller {self._name}: call for_() before owns()")
+        owner = self._for.resource
+        handler = enqueue_owner(owner.kind, owner.group)
+        self._sources.append(KindSource(resource, handler, list(predicates)))
+        return self
+
+    def watches(
+        self,
+        resource: Resource,
+        map_fn: MapFunc,
+        *,
+        predicates: Sequence[Predicate] = (),
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> Builder:
+        """Any other kind; ``map_fn`` says which requests an object concerns."""
+        self._sources.append(
+            KindSource(
+                resource, enqueue_mapped(map_fn), list(predicates), namespace, label_selector
+            )
+        )
+        return self
+
+    def periodic(self, interval: float, requests: Callable[[], Iterable[Request]]) -> Builder:
+        """Enqueue ``requests()`` every ``interval`` seconds (predicates do not apply)."""
+        self._sources.append(PeriodicSource(interval, requests))
+        return self
+
+    def watches_source(self, source: Source) -> Builder:
+        """A custom source, e.g. a :class:`~kubeloop.ChannelSource`."""
+        self._sources.append(source)
+        return self
+
+    def with_event_filter(self, *predicates: Predicate) -> Builder:
+        """Predicates applied to every kind source of this controller."""
+        self._global_predicates.extend(predicates)
+        return self
+
+    def with_options(self, options: ControllerOptions) -> Builder:
+        self._options = options
+        return self
+
+    def complete(self, reconciler: Reconciler) -> Controller:
+        """Build the controller and register it with the manager."""
+        if self._for is None and not self._sources:
+            raise ValueError(f"controller {self._name}: no sources (call for_() or watches())")
+        for src in self._sources:
+            if isinstance(src, KindSource) and self._global_predicates:
+                src.predicates = [*self._global_predicates, *src.predicates]
+        controller = Controller(
+            self._name,
+            reconciler,
+            sources=self._sources,
+            for_resource=self._for.resource if self._for else None,
+            options=self._options,
+            metrics=self._manager.metrics,
+            recorder=self._manager.recorder,
+        )
+        self._manager.add(controller)
+        return controller

@@ -1,0 +1,620 @@
+"""The async API client: CRUD, patch, server-side apply, watch and discovery on plain dicts.
+
+Objects stay the decoded JSON (:data:`~kubeloop._resource.Object`), so unknown
+fields survive a read-modify-write. Reads (GET, LIST, discovery) retry a few
+times on connection errors and on throttling with ``Retry-After``; writes are
+never retried here, because only the caller knows whether repeating one is safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import email.utils
+import enum
+import gc
+import importlib.metadata
+import logging
+import random
+import time
+from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol, Self, cast
+from urllib.parse import urlsplit
+
+import msgspec
+
+from kubeloop._config import ClusterConfig, load_kubeconfig
+from kubeloop._errors import ApiError, Gone, NotFound, TransportError
+from kubeloop._resource import Object, Resource, name_of, namespace_of
+from kubeloop._transport import AiohttpTransport, Headers, Transport
+
+_log = logging.getLogger("kubeloop.client")
+
+
+def _default_user_agent() -> str:
+    try:
+        version = importlib.metadata.version("kubeloop")
+    except importlib.metadata.PackageNotFoundError:
+        version = "dev"
+    return f"kubeloop/{version} (python)"
+
+
+DEFAULT_USER_AGENT = _default_user_agent()
+
+#: Attempts for an idempotent read before the error reaches the caller.
+_READ_TRIES = 3
+#: Never sleep longer than this on one Retry-After; callers have their own deadlines.
+_MAX_RETRY_AFTER = 10.0
+#: Bodies above this are decoded with the cyclic GC paused: decoding a big LIST
+#: allocates so many containers that repeated collections (which also scan the
+#: whole cache) cost several times the decode itself (research note §3.2).
+_GC_PAUSE_BYTES = 1 << 20
+#: Page size for :meth:`Client.list_all`, as client-go's pager uses.
+_DEFAULT_PAGE = 500
+
+
+class PatchType(enum.StrEnum):
+    """A patch flavour; the value is its Content-Type."""
+
+    #: RFC 7386 JSON merge patch: maps merge, lists are replaced, null deletes.
+    MERGE = "application/merge-patch+json"
+    #: RFC 6902 JSON patch: a list of operations.
+    JSON = "application/json-patch+json"
+    #: Strategic merge patch: lists merge by key (built-in kinds only).
+    STRATEGIC = "application/strategic-merge-patch+json"
+    #: Server-side apply. The body is sent as JSON, which is valid YAML.
+    APPLY = "application/apply-patch+yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One watch event: ``type`` is ADDED, MODIFIED, DELETED or BOOKMARK."""
+
+    type: str
+    object: Object
+
+
+class RequestObserver(Protocol):
+    """Told about every HTTP attempt (for metrics). ``code`` is 0 when no response
+    arrived; ``verb`` is the Kubernetes verb (get, list, watch, create, update,
+    patch, delete); ``resource`` is None for discovery and version requests."""
+
+    def on_request(
+        self,
+        verb: str,
+        resource: Resource | None,
+        subresource: str | None,
+        code: int,
+        seconds: float,
+    ) -> None: ...
+
+
+class WriteObserver(Protocol):
+    """Optionally implemented by an observer: told the server's answer to every
+    successful create, update or patch that returned the object itself (not a
+    Scale), so a cache can read its own writes before the watch delivers them."""
+
+    def on_write(self, resource: Resource, subresource: str | None, obj: Object) -> None: ...
+
+
+class _RawEvent(msgspec.Struct):
+    type: str
+    object: dict[str, Any]
+
+
+_decoder = msgspec.json.Decoder()
+_event_decoder = msgspec.json.Decoder(_RawEvent)
+_encoder = msgspec.json.Encoder()
+
+
+def _decode(body: bytes) -> Any:
+    if not body:
+        return {}
+    if len(body) < _GC_PAUSE_BYTES or not gc.isenabled():
+        return _decoder.decode(body)
+    gc.disable()  # no await in between, so no other task runs with GC off
+    try:
+        return _decoder.decode(body)
+    finally:
+        gc.enable()
+
+
+def _retry_after(headers: Headers) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    value = headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _api_error(status: int, body: bytes, headers: Headers) -> ApiError:
+    try:
+        decoded: Any = _decoder.decode(body) if body else None
+    except msgspec.DecodeError:
+        decoded = body.decode(errors="replace")
+    return ApiError.from_status(status, decoded, retry_after=_retry_after(headers))
+
+
+def _backoff(attempt: int) -> float:
+    """0.1-0.2 s, then 0.2-0.4 s: enough for a connection blip, short for a caller."""
+    return 0.1 * (1 << (attempt - 1)) * (1 + random.random())
+
+
+def _params(**values: str | int | bool | None) -> dict[str, str]:
+    """Query parameters without the unset ones, booleans spelled as Go parses them."""
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out
+
+
+def _namespace(res: Resource, namespace: str | None, obj: Object | None = None) -> str | None:
+    if not res.namespaced:
+        return None
+    ns = namespace or (namespace_of(obj) if obj is not None else None)
+    if not ns:
+        raise ValueError(f"{res.key} is namespaced: a namespace is required")
+    return ns
+
+
+def _required_name(name: str) -> str:
+    if not name:
+        raise ValueError("an object name is required")
+    return name
+
+
+class Client:
+    """An async Kubernetes API client. Use as ``async with Client(config) as client``.
+
+    ``field_manager`` names this client in ``managedFields`` for every write;
+    ``observer`` (and any added with :meth:`add_observer`) receives one call per
+    HTTP attempt, and each write's result if it also is a :class:`WriteObserver`.
+    """
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        *,
+        transport: Transport | None = None,
+        field_manager: str = "kubeloop",
+        user_agent: str = DEFAULT_USER_AGENT,
+        observer: RequestObserver | None = None,
+    ) -> None:
+        self.config = config
+        self.field_manager = field_manager
+        self._transport: Transport = transport or AiohttpTransport(config)
+        self._owns_transport = transport is None
+        self._observers: builtins.list[RequestObserver] = []
+        self._write_observers: builtins.list[WriteObserver] = []
+        if observer is not None:
+            self.add_observer(observer)
+        self._headers: dict[str, str] = {"Accept": "application/json", "User-Agent": user_agent}
+        self._discovery: dict[str, dict[str, Resource]] = {}
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        path: str | Path | None = None,
+        context: str | None = None,
+        *,
+        field_manager: str = "kubeloop",
+        observer: RequestObserver | None = None,
+    ) -> Client:
+        """A client for a kubeconfig context (reads the file synchronously: start-up only)."""
+        return cls(load_kubeconfig(path, context), field_manager=field_manager, observer=observer)
+
+    @property
+    def host(self) -> str:
+        """``host:port`` of the API server (the ``host`` label of request metrics)."""
+        return urlsplit(self.config.server).netloc
+
+    def add_observer(self, observer: RequestObserver) -> None:
+        """Also report requests (and, for a :class:`WriteObserver`, writes) to ``observer``."""
+        self._observers.append(observer)
+        if callable(getattr(observer, "on_write", None)):
+            self._write_observers.append(cast(WriteObserver, observer))
+
+    async def close(self) -> None:
+        """Close connections (only those of a transport this client created)."""
+        if self._owns_transport:
+            await self._transport.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- the one request path ------------------------------------------------------
+
+    def _observe(
+        self, verb: str, res: Resource | None, sub: str | None, code: int, start: float
+    ) -> None:
+        if not self._observers:
+            return
+        seconds = time.monotonic() - start
+        for observer in self._observers:
+            try:
+                observer.on_request(verb, res, sub, code, seconds)
+            except Exception:  # a metrics bug must not fail API calls
+                _log.exception("request observer failed")
+
+    def _wrote(self, res: Resource, sub: str | None, result: Any) -> Object:
+        obj = cast(Object, result)
+        if self._write_observers and obj.get("kind") == res.kind:
+            for observer in self._write_observers:
+                try:
+                    observer.on_write(res, sub, obj)
+                except Exception:  # the write itself succeeded; don't turn it into an error
+                    _log.exception("write observer failed")
+        return obj
+
+    async def _call(
+        self,
+        verb: str,
+        res: Resource | None,
+        sub: str | None,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        payload = None if body is None else _encoder.encode(body)
+        headers = (
+            self._headers if payload is None else {**self._headers, "Content-Type": content_type}
+        )
+        retry = method == "GET"
+        attempt = 0
+        while True:
+            attempt += 1
+            last = not retry or attempt >= _READ_TRIES
+            start = time.monotonic()
+            try:
+                resp = await self._transport.request(
+                    method, path, params=params, body=payload, headers=headers
+                )
+            except TransportError:
+                self._observe(verb, res, sub, 0, start)
+                if last:
+                    raise
+                await asyncio.sleep(_backoff(attempt))
+                continue
+            self._observe(verb, res, sub, resp.status, start)
+            if resp.status < 400:
+                return _decode(resp.body)
+            err = _api_error(resp.status, resp.body, resp.headers)
+            throttled = resp.status == 429 or resp.status >= 500
+            if last or not throttled or err.retry_after is None:
+                raise err
+            # like client-go: a throttled read waits as told, then tries again
+            await asyncio.sleep(min(err.retry_after, _MAX_RETRY_AFTER) + random.random() * 0.1)
+
+    # -- reads -----------------------------------------------------------------------
+
+    async def get(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> Object:
+        """GET one object (or one of its subresources) straight from the server."""
+        path = res.path(_namespace(res, namespace), _required_name(name), subresource)
+        return cast(Object, await self._call("get", res, subresource, "GET", path))
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+    ) -> Object:
+        """One LIST request; returns the List object itself, whose ``metadata`` has the
+        ``resourceVersion`` to watch from and the ``continue`` token of the next page.
+        ``namespace=None`` lists across all namespaces."""
+        params = _params(
+            labelSelector=label_selector,
+            fieldSelector=field_selector,
+            limit=limit,
+            resourceVersion=resource_version,
+            resourceVersionMatch=resource_version_match,
+        )
+        if continue_:
+            params["continue"] = continue_
+        path = res.path(namespace if res.namespaced else None)
+        return cast(Object, await self._call("list", res, None, "GET", path, params=params))
+
+    async def list_all(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = _DEFAULT_PAGE,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+    ) -> tuple[builtins.list[Object], str]:
+        """Every object, page by page, and the list's resourceVersion.
+
+        Items get ``apiVersion``/``kind`` filled in (the server omits them for
+        built-in kinds), so they look like watched objects. If a continue token
+        expires mid-way (410), the whole list starts over once.
+        """
+        restarted = False
+        while True:
+            items: builtins.list[Object] = []
+            token: str | None = None
+            try:
+                while True:
+                    first = token is None
+                    page = await self.list(
+                        res,
+                        namespace,
+                        label_selector=label_selector,
+                        field_selector=field_selector,
+                        limit=limit,
+                        continue_=token,
+                        # the continue token pins the snapshot; the server rejects both
+                        resource_version=resource_version if first else None,
+                        resource_version_match=resource_version_match if first else None,
+                    )
+                    items.extend(page.get("items") or ())
+                    meta = page.get("metadata") or {}
+                    token = meta.get("continue") or None
+                    if token is None:
+                        for item in items:
+                            item.setdefault("apiVersion", res.api_version)
+                            item.setdefault("kind", res.kind)
+                        return items, str(meta.get("resourceVersion") or "")
+            except Gone:
+                if token is None or restarted:
+                    raise
+                _log.info("continue token for %s expired; listing again", res.key)
+                restarted = True
+
+    # -- writes ----------------------------------------------------------------------
+
+    async def create(self, res: Resource, obj: Object, namespace: str | None = None) -> Object:
+        """POST ``obj``; the namespace comes from the argument or ``obj``'s metadata."""
+        path = res.path(_namespace(res, namespace, obj))
+        params = {"fieldManager": self.field_manager}
+        result = await self._call("create", res, None, "POST", path, params=params, body=obj)
+        return self._wrote(res, None, result)
+
+    async def update(self, res: Resource, obj: Object, *, subresource: str | None = None) -> Object:
+        """PUT ``obj`` (name and namespace from its metadata). A stale
+        ``metadata.resourceVersion`` fails with :class:`~kubeloop._errors.Conflict`."""
+        path = res.path(_namespace(res, None, obj), name_of(obj), subresource)
+        params = {"fieldManager": self.field_manager}
+        result = await self._call("update", res, subresource, "PUT", path, params=params, body=obj)
+        return self._wrote(res, subresource, result)
+
+    async def update_status(self, res: Resource, obj: Object) -> Object:
+        """PUT the ``status`` subresource: only ``obj["status"]`` is written."""
+        return await self.update(res, obj, subresource="status")
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        body: Object | builtins.list[Any],
+        namespace: str | None = None,
+        *,
+        patch_type: PatchType = PatchType.MERGE,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+        force: bool | None = None,
+    ) -> Object:
+        """PATCH ``name`` with ``body`` (a list for :attr:`PatchType.JSON`).
+        ``force`` is only meaningful for :attr:`PatchType.APPLY`."""
+        params = _params(fieldManager=field_manager or self.field_manager)
+        if force is not None:
+            if patch_type is not PatchType.APPLY:
+                raise ValueError("force applies only to server-side apply (PatchType.APPLY)")
+            params["force"] = "true" if force else "false"
+        path = res.path(_namespace(res, namespace), _required_name(name), subresource)
+        result = await self._call(
+            "patch",
+            res,
+            subresource,
+            "PATCH",
+            path,
+            params=params,
+            body=body,
+            content_type=patch_type.value,
+        )
+        return self._wrote(res, subresource, result)
+
+    async def apply(
+        self,
+        res: Resource,
+        obj: Object,
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+    ) -> Object:
+        """Server-side apply ``obj`` (a partial object with the fields this manager
+        owns). Without ``force``, fields owned by another manager with a different
+        value fail with :class:`~kubeloop._errors.Conflict`."""
+        if "apiVersion" not in obj or "kind" not in obj:
+            obj = {"apiVersion": res.api_version, "kind": res.kind, **obj}
+        return await self.patch(
+            res,
+            name_of(obj),
+            obj,
+            namespace_of(obj),
+            patch_type=PatchType.APPLY,
+            subresource=subresource,
+            field_manager=field_manager,
+            force=force,
+        )
+
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        preconditions: Mapping[str, str] | None = None,
+        propagation_policy: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> Object:
+        """DELETE ``name``. ``preconditions`` (``uid``/``resourceVersion``) make the
+        delete fail with :class:`~kubeloop._errors.Conflict` if the object changed.
+        ``propagation_policy`` is Orphan, Background or Foreground. Returns the
+        object (when deletion is deferred by finalizers) or a Status."""
+        options: dict[str, Any] = {}
+        if preconditions:
+            options["preconditions"] = dict(preconditions)
+        if propagation_policy is not None:
+            options["propagationPolicy"] = propagation_policy
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", **options} if options else None
+        path = res.path(_namespace(res, namespace), _required_name(name))
+        return cast(Object, await self._call("delete", res, None, "DELETE", path, body=body))
+
+    # -- scale -------------------------------------------------------------------------
+
+    async def get_scale(self, res: Resource, name: str, namespace: str | None = None) -> Object:
+        """The ``autoscaling/v1`` Scale of ``name``."""
+        return await self.get(res, name, namespace, subresource="scale")
+
+    async def update_scale(self, res: Resource, scale: Object) -> Object:
+        """PUT a Scale (as returned by :meth:`get_scale`, with a new ``spec.replicas``)."""
+        return await self.update(res, scale, subresource="scale")
+
+    async def patch_scale(
+        self,
+        res: Resource,
+        name: str,
+        body: Object,
+        namespace: str | None = None,
+        *,
+        patch_type: PatchType = PatchType.MERGE,
+    ) -> Object:
+        """Patch the Scale, e.g. ``{"spec": {"replicas": 3}}``."""
+        return await self.patch(
+            res, name, body, namespace, patch_type=patch_type, subresource="scale"
+        )
+
+    # -- watch -----------------------------------------------------------------------
+
+    async def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None,
+        allow_bookmarks: bool = True,
+        timeout_seconds: int | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        read_timeout: float | None = None,
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """Events after ``resource_version`` until the server ends the watch.
+
+        An ERROR event or an HTTP error raises the matching
+        :class:`~kubeloop._errors.ApiError` (:class:`~kubeloop._errors.Gone` when
+        the version is too old: re-list). No data for ``read_timeout`` seconds
+        raises :class:`~kubeloop._errors.RequestTimeout`: the connection has
+        stalled. Close the iterator (``contextlib.aclosing``) when stopping early.
+        """
+        params = _params(
+            watch=True,
+            resourceVersion=resource_version,
+            allowWatchBookmarks=True if allow_bookmarks else None,
+            timeoutSeconds=timeout_seconds,
+            labelSelector=label_selector,
+            fieldSelector=field_selector,
+        )
+        path = res.path(namespace if res.namespaced else None)
+        start = time.monotonic()
+        answered = False
+        try:
+            async with self._transport.stream(
+                "GET", path, params=params, headers=self._headers, read_timeout=read_timeout
+            ) as resp:
+                answered = True
+                self._observe("watch", res, None, resp.status, start)
+                if resp.status >= 400:
+                    raise _api_error(resp.status, await resp.read(), resp.headers)
+                async for line in resp.lines():
+                    try:
+                        event = _event_decoder.decode(line)
+                    except msgspec.DecodeError as err:
+                        raise TransportError(f"malformed watch event on {path}: {err}") from err
+                    if event.type == "ERROR":
+                        status = event.object
+                        raise ApiError.from_status(int(status.get("code") or 500), status)
+                    yield WatchEvent(event.type, event.object)
+        except TransportError:
+            if not answered:
+                self._observe("watch", res, None, 0, start)
+            raise
+
+    # -- discovery -------------------------------------------------------------------
+
+    async def discover(self, api_version: str, kind: str) -> Resource:
+        """The resource serving ``kind`` in ``api_version`` (``"v1"``, ``"apps/v1"``,
+        CRDs included). Cached per group-version; a miss refreshes the cache once,
+        since a CRD may have been installed since. Raises
+        :class:`~kubeloop._errors.NotFound` if the server does not serve it."""
+        table = self._discovery.get(api_version)
+        if table is None or kind not in table:
+            table = await self._resources_of(api_version)
+        res = table.get(kind)
+        if res is None:
+            raise NotFound(404, "NotFound", f"{api_version} has no resource of kind {kind}")
+        return res
+
+    async def _resources_of(self, api_version: str) -> dict[str, Resource]:
+        group, _, version = api_version.rpartition("/")
+        path = f"/apis/{api_version}" if group else f"/api/{version}"
+        body = await self._call("get", None, None, "GET", path)
+        table: dict[str, Resource] = {}
+        for entry in body.get("resources") or ():
+            plural = entry.get("name", "")
+            if not plural or "/" in plural:  # subresources: pods/status, ...
+                continue
+            table.setdefault(
+                entry["kind"],
+                Resource(group, version, plural, entry["kind"], bool(entry.get("namespaced"))),
+            )
+        self._discovery[api_version] = table
+        return table
+
+    async def server_version(self) -> dict[str, Any]:
+        """``/version``: ``gitVersion``, ``major``, ``minor``, ..."""
+        return cast(dict[str, Any], await self._call("get", None, None, "GET", "/version"))

@@ -1,0 +1,277 @@
+"""A controller: sources feed a workqueue, workers run the reconciler.
+
+``_reconcile_one`` is the one function that decides what happens after a
+reconcile (forget, requeue after a delay, back off, or give up), so the requeue
+policy lives in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from kubeloop import _log
+from kubeloop._errors import ApiError, ErrorClass, TerminalError, classify
+from kubeloop._event import Event
+from kubeloop._informer import Cache
+from kubeloop._loopdetect import LoopDetectionOptions, LoopDetector
+from kubeloop._reconcile import Reconciler, Request, Result
+from kubeloop._resource import Object, Resource
+from kubeloop._source import KindSource, Source
+from kubeloop._workqueue import QueueShutDown, WorkQueue
+
+if TYPE_CHECKING:
+    from kubeloop._backoff import RateLimiter
+    from kubeloop._metrics import RuntimeMetrics
+
+log = logging.getLogger("kubeloop.controller")
+
+
+class EventSink(Protocol):
+    """What a controller needs from an event recorder."""
+
+    def warning(self, obj: Object, reason: str, message: str, *, action: str = "") -> None: ...
+
+
+@dataclass
+class ControllerOptions:
+    """How a controller runs. Every default matches controller-runtime's unless noted."""
+
+    #: Workers reconciling different objects at once (default 1). One object is
+    #: never reconciled by two workers at once, whatever this is.
+    max_concurrent_reconciles: int = 1
+    #: Seconds before a reconcile is cancelled and retried with backoff (default: none).
+    reconcile_timeout: float | None = None
+    #: Safety-net resync: every object of the ``for_`` kind is reconciled this often,
+    #: bypassing predicates (default 10 h, controller-runtime's SyncPeriod). None disables.
+    resync_period: float | None = 10 * 3600.0
+    #: Per-item backoff for failures (default: max of 5 ms..1000 s exponential, 10 qps/100 burst).
+    rate_limiter: RateLimiter[Request] | None = None
+    #: Loop detection (default on, 5 self-triggered reconciles in a row). None disables.
+    loop_detection: LoopDetectionOptions | None = field(default_factory=LoopDetectionOptions)
+    #: Only run while this manager holds the leader lease (default True).
+    need_leader_election: bool = True
+
+
+class Controller:
+    """Runs ``reconciler`` for requests produced by ``sources``."""
+
+    def __init__(
+        self,
+        name: str,
+        reconciler: Reconciler,
+        *,
+        sources: Sequence[Source],
+        for_resource: Resource | None = None,
+        options: ControllerOptions | None = None,
+        metrics: RuntimeMetrics | None = None,
+        recorder: EventSink | None = None,
+    ) -> None:
+        from kubeloop._backoff import default_controller_rate_limiter
+        from kubeloop._metrics import RuntimeMetrics
+
+        self.name = name
+        self.reconciler = reconciler
+        self.sources = list(sources)
+        self.for_resource = for_resource
+        self.options = options or ControllerOptions()
+        self.metrics = metrics or RuntimeMetrics()
+        self.recorder = recorder
+        self.queue: WorkQueue[Request] = WorkQueue(
+            name=name,
+            rate_limiter=self.options.rate_limiter or default_controller_rate_limiter(),
+            metrics=self.metrics,
+        )
+        self.loops = (
+            LoopDetector(self.options.loop_detection, self._on_loop)
+            if self.options.loop_detection
+            else None
+        )
+        self._cache: Cache | None = None
+        self._workers: list[asyncio.Task[None]] = []
+        self._resync: asyncio.Task[None] | None = None
+        self._active = 0
+        self.reconciles = 0
+        self.loops_detected = 0
+        self.metrics.max_concurrent_reconciles.labels(controller=name).set(
+            self.options.max_concurrent_reconciles
+        )
+
+    # -- intake -----------------------------------------------------------------------
+    def enqueue(self, req: Request, event: Event | None = None) -> None:
+        if self.loops is not None:
+            self.loops.enqueued(req, event)
+        self.queue.add(req)
+
+    def own_write(self, obj: Object) -> None:
+        """Tell loop detection about a write this controller made (any subresource)."""
+        if self.loops is None:
+            return
+        meta = obj.get("metadata", {})
+        rv = meta.get("resourceVersion")
+        if rv:
+            self.loops.own_write(Request(meta["name"], meta.get("namespace") or None), rv)
+
+    # -- lifecycle --------------------------------------------------------------------
+    async def start(self, cache: Cache) -> None:
+        """Start sources and wait for their caches; then start the workers."""
+        self._cache = cache
+        for source in self.sources:
+            await source.start(cache, self.enqueue)
+        await cache.wait_for_sync()
+        n = self.options.max_concurrent_reconciles
+        loop = asyncio.get_running_loop()
+        self._workers = [
+            loop.create_task(self._worker(), name=f"{self.name} worker {i}") for i in range(n)
+        ]
+        if self.options.resync_period and self.for_resource is not None:
+            self._resync = loop.create_task(self._resync_loop(self.options.resync_period))
+        log.info("controller started", extra={"controller": self.name, "workers": n})
+
+    async def shutdown(self, grace: float = 30.0) -> None:
+        """Stop taking work; let in-flight reconciles finish within ``grace`` seconds."""
+        self.queue.shutdown(drop_queued=True)
+        for source in self.sources:
+            await source.stop()
+        if self._resync is not None:
+            self._resync.cancel()
+        if self._workers:
+            _, pending = await asyncio.wait(self._workers, timeout=grace)
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            if pending:
+                log.warning(
+                    "reconciles cancelled after the grace period",
+                    extra={"controller": self.name, "cancelled": len(pending)},
+                )
+        self._workers = []
+
+    async def _resync_loop(self, period: float) -> None:
+        while True:
+            await asyncio.sleep(period)
+            for src in self.sources:
+                if (
+                    isinstance(src, KindSource)
+                    and src.resource == self.for_resource
+                    and src.informer
+                ):
+                    for obj in src.informer.store.list():
+                        meta = obj["metadata"]
+                        self.enqueue(Request(meta["name"], meta.get("namespace") or None), None)
+
+    # -- work ---------------------------------------------------------------------------
+    async def _worker(self) -> None:
+        while True:
+            try:
+                req = await self.queue.get()
+            except QueueShutDown:
+                return
+            try:
+                await self._reconcile_one(req)
+            finally:
+                self.queue.done(req)
+
+    async def _reconcile_one(self, req: Request) -> None:
+        """Run one reconcile and apply the requeue policy. Never raises."""
+        rid = uuid.uuid4().hex[:12]
+        tokens = (
+            _log.CONTROLLER.set(self.name),
+            _log.OBJECT.set(str(req)),
+            _log.RECONCILE_ID.set(rid),
+        )
+        m = self.metrics
+        if self.loops is not None and self.loops.starting(req):
+            m.self_triggered_reconciles_total.labels(controller=self.name).inc()
+        self._active += 1
+        m.active_workers.labels(controller=self.name).set(self._active)
+        started = time.monotonic()
+        outcome = "success"
+        try:
+            try:
+                async with asyncio.timeout(self.options.reconcile_timeout):
+                    result = await self.reconciler(req) or Result()
+            except TimeoutError as err:
+                raise TimeoutError(
+                    f"reconcile exceeded its timeout of {self.options.reconcile_timeout}s"
+                ) from err
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            outcome = "error"
+            m.reconcile_errors_total.labels(controller=self.name).inc()
+            if classify(err) is ErrorClass.TERMINAL:
+                m.terminal_reconcile_errors_total.labels(controller=self.name).inc()
+                self.queue.forget(req)
+                log.error("reconcile failed permanently; not retrying: %s", err)
+                await self._report_terminal(req, err)
+            else:
+                self.queue.add_rate_limited(req)
+                log.warning(
+                    "reconcile failed; retrying with backoff: %s",
+                    err,
+                    exc_info=not isinstance(err, ApiError),
+                    extra={"retries": self.queue.num_requeues(req)},
+                )
+        else:
+            if result.requeue_after is not None:
+                outcome = "requeue_after"
+                self.queue.forget(req)
+                self.queue.add_after(req, result.requeue_after)
+            elif result.requeue:
+                outcome = "requeue"
+                self.queue.add_rate_limited(req)
+            else:
+                self.queue.forget(req)
+        finally:
+            self._active -= 1
+            m.active_workers.labels(controller=self.name).set(self._active)
+            elapsed = time.monotonic() - started
+            m.reconcile_time_seconds.labels(controller=self.name).observe(elapsed)
+            m.reconcile_total.labels(controller=self.name, result=outcome).inc()
+            self.reconciles += 1
+            log.debug("reconcile done", extra={"result": outcome, "seconds": round(elapsed, 4)})
+            for var, token in zip(
+                (_log.CONTROLLER, _log.OBJECT, _log.RECONCILE_ID), tokens, strict=True
+            ):
+                var.reset(token)
+
+    async def _current(self, req: Request) -> Object | None:
+        if self._cache is None or self.for_resource is None:
+            return None
+        with contextlib.suppress(Exception):
+            return await self._cache.get(self.for_resource, req.name, req.namespace)
+        return None
+
+    async def _report_terminal(self, req: Request, err: Exception) -> None:
+        if self.recorder is None:
+            return
+        obj = await self._current(req)
+        if obj is None:
+            return
+        reason = err.reason if isinstance(err, ApiError) else type(err).__name__
+        if isinstance(err, TerminalError):
+            reason = "ReconcileFailed"
+        self.recorder.warning(obj, reason, f"{self.name}: {err}"[:1024], action="Reconcile")
+
+    def _on_loop(self, req: Request, obj: Object, fields: list[str]) -> None:
+        self.loops_detected += 1
+        self.metrics.reconcile_loops_detected_total.labels(controller=self.name).inc()
+        what = ", ".join(fields) if fields else "status or metadata"
+        message = (
+            f"controller {self.name} keeps reconciling {req} because of its own writes "
+            f"(no generation change); the field that keeps changing: {what}. "
+            "Filter such events with the generation_changed predicate, or stop writing "
+            "a value that changes on every reconcile."
+        )
+        log.warning("reconcile loop detected: %s", message, extra={"fields": fields})
+        if self.recorder is not None and obj:
+            self.recorder.warning(obj, "ReconcileLoop", message, action="Reconcile")

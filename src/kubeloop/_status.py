@@ -1,0 +1,310 @@
+"""Disciplined writes: status through ``/status`` only when it changed, conflicts re-applied.
+
+Two rules from operating controllers side by side, made into functions:
+
+* **Write only what changed.** :func:`update_status` applies the caller's change
+  to a copy of the status and sends nothing if the result equals what is
+  there. An unchanged write still bumps ``resourceVersion``, comes back on the
+  watch and feeds a reconcile loop.
+* **A 409 Conflict is normal.** It means another writer got there first. The
+  answer is to re-read the object *live from the API* (a cache may still hold
+  the stale copy), re-apply only the caller's change and try again, a few
+  times (client-go's ``DefaultRetry``). Everything else (Invalid, Forbidden,
+  NotFound, ...) is raised on the first try: retrying a permanent error only
+  adds load.
+
+The change is a ``mutate`` function rather than a finished object, so the retry
+re-applies *it* and never re-runs the reconcile's expensive work.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kubeloop._backoff import DEFAULT_RETRY, Backoff
+from kubeloop._client import Client
+from kubeloop._conditions import ConditionStatus, set_condition
+from kubeloop._errors import Conflict, NotFound
+from kubeloop._log import CONTROLLER
+from kubeloop._metrics import RUNTIME_METRICS, RuntimeMetrics
+from kubeloop._resource import Object, Resource, name_of, namespace_of
+from kubeloop._retry import retry_on_conflict
+
+log = logging.getLogger("kubeloop.status")
+
+Status = dict[str, Any]
+StatusMutation = Callable[[Status], None]
+"""Edits a status dict in place. May be called more than once (once per conflict),
+each time on a fresh copy of the latest status, so it must only set values it
+already knows: never re-read the object or redo expensive work inside it."""
+
+ObjectMutation = Callable[[Object], None]
+"""Edits a whole object in place; the same rules as :data:`StatusMutation`."""
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two decoded JSON values are the same JSON.
+
+    Like ``==``, except that ``true`` never equals ``1`` (Python says it does).
+    ``1`` and ``1.0`` stay equal on purpose: the server writes a whole float back
+    as ``1``, and calling that a change would rewrite the status forever.
+    """
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a is b
+    if isinstance(a, dict):
+        return (
+            isinstance(b, dict)
+            and a.keys() == b.keys()
+            and all(same(value, b[key]) for key, value in a.items())
+        )
+    if isinstance(a, list):
+        return (
+            isinstance(b, list)
+            and len(a) == len(b)
+            and all(same(x, y) for x, y in zip(a, b, strict=True))
+        )
+    if isinstance(b, dict | list):
+        return False
+    return bool(a == b)
+
+
+def mutated_status(obj: Object, mutate: StatusMutation) -> Status | None:
+    """``mutate`` applied to a deep copy of ``obj["status"]`` (``{}`` if missing),
+    or ``None`` if that changed nothing. ``obj`` itself is never modified."""
+    current = obj.get("status")
+    if not isinstance(current, dict):
+        current = {}
+    status = copy.deepcopy(current)
+    mutate(status)
+    return None if same(status, current) else status
+
+
+class _Accounting:
+    """The metric children one write touches, looked up once."""
+
+    def __init__(
+        self, metrics: RuntimeMetrics | None, controller: str | None, resource: Resource
+    ) -> None:
+        self.metrics = metrics if metrics is not None else RUNTIME_METRICS
+        # The label must be a string; "" marks a write made outside any controller.
+        self.controller = controller if controller is not None else (CONTROLLER.get() or "")
+        self.resource = resource.key
+        self.conflicts = 0
+
+    def skipped(self, subresource: str) -> None:
+        self.metrics.writes_skipped_total.labels(self.controller, self.resource, subresource).inc()
+
+    def conflict(self, outcome: str) -> None:
+        self.metrics.conflicts_total.labels(self.controller, self.resource, outcome).inc()
+
+
+async def _retrying(
+    attempt: Callable[[], Awaitable[Object]], acct: _Accounting, backoff: Backoff, what: str
+) -> Object:
+    """``retry_on_conflict`` with every conflict counted: ``retried`` when another
+    try follows, ``gave_up`` when it was the last; plus one ``resolved`` when a
+    try succeeds after at least one conflict."""
+
+    def on_conflict(n: int, err: Conflict) -> None:
+        acct.conflicts += 1
+        if n >= backoff.steps:
+            acct.conflict("gave_up")
+            log.info("giving up on %s after %d conflicts: %s", what, n, err.message)
+        else:
+            acct.conflict("retried")
+            log.debug("conflict on %s (try %d); re-reading", what, n)
+
+    result = await retry_on_conflict(attempt, backoff=backoff, on_conflict=on_conflict)
+    if acct.conflicts:
+        acct.conflict("resolved")
+    return result
+
+
+def _describe(resource: Resource, name: str, namespace: str | None) -> str:
+    return f"{resource.key} {namespace}/{name}" if namespace else f"{resource.key} {name}"
+
+
+def _same_incarnation(uid: str | None, latest: Object, what: str) -> None:
+    # A name can be reused: if the object was deleted and re-created meanwhile,
+    # the status we computed describes an object that no longer exists.
+    latest_uid = (latest.get("metadata") or {}).get("uid")
+    if uid and latest_uid and latest_uid != uid:
+        raise NotFound(404, "NotFound", f"{what} was re-created (uid {uid} -> {latest_uid})")
+
+
+async def update_status(
+    client: Client,
+    resource: Resource,
+    obj: Object,
+    mutate: StatusMutation,
+    *,
+    controller: str | None = None,
+    metrics: RuntimeMetrics | None = None,
+    backoff: Backoff = DEFAULT_RETRY,
+) -> Object:
+    """Apply ``mutate`` to ``obj``'s status and write it through the ``status``
+    subresource, only if it changed; return the server's object.
+
+    ``mutate`` edits a deep copy of ``obj["status"]`` (``{}`` if missing). If the
+    result equals the current status nothing is sent, ``writes_skipped_total`` is
+    counted and ``obj`` itself is returned. ``obj`` is never modified (it may be
+    a shared cache entry). Otherwise the object is PUT to
+    ``/status`` carrying ``obj``'s ``resourceVersion``, so the write fails rather
+    than overwrite a newer version.
+
+    On 409 Conflict the latest object is read live from the API (a cache could
+    still hold the stale copy), ``mutate`` is applied to *its* status, and the
+    write is tried again (skipped if now unchanged), at most ``backoff.steps``
+    tries in all; then the Conflict is raised and the workqueue's backoff takes
+    over. Conflicts are counted in ``conflicts_total`` by outcome. Every other
+    error (Invalid, Forbidden, NotFound, throttling, ...) is raised at once.
+
+    **observedGeneration, or how no update is lost.** ``status.observedGeneration``
+    claims "the spec of this generation has been acted on". The closure must
+    capture the generation the reconcile actually processed, never read it again
+    after a conflict::
+
+        generation = pool["metadata"]["generation"]
+        await provision(pool["spec"])           # slow: another writer may change spec
+
+        def done(status: dict[str, Any]) -> None:
+            status["observedGeneration"] = generation
+            status["scaleOperation"] = "inactive"
+
+        await update_status(client, NODEPOOLS, pool, done)
+
+    If an autoscaler raised ``spec.targetNodes`` during ``provision``, the retry
+    writes the old generation: the new spec stays visibly unobserved
+    (``generation > observedGeneration``) and the next reconcile acts on it.
+    Reading ``latest["metadata"]["generation"]`` inside ``mutate`` would mark a
+    spec nobody processed as done: a lost update.
+
+    Args:
+        client: the API client; the conflict re-read uses it, never a cache.
+        resource: the resource type of ``obj``; it must have a status subresource.
+        obj: the object as the reconcile read it; must carry
+            ``metadata.resourceVersion``.
+        mutate: edits a status dict in place; see :data:`StatusMutation`.
+        controller: the ``controller`` metric label. Default: the
+            :data:`~kubeloop._log.CONTROLLER` context variable (set around every
+            reconcile), or ``""`` outside one.
+        metrics: where to count. Default :data:`~kubeloop._metrics.RUNTIME_METRICS`.
+        backoff: the conflict retry schedule. Default
+            :data:`~kubeloop._backoff.DEFAULT_RETRY` (5 tries, 10 ms apart, jittered).
+
+    Raises:
+        ValueError: ``obj`` has no resourceVersion (nothing to guard the write).
+        NotFound: also when the object was deleted and re-created meanwhile.
+    """
+    meta = obj.get("metadata") or {}
+    if not meta.get("resourceVersion"):
+        raise ValueError("update_status needs an object read from the API (no resourceVersion)")
+    name, namespace, uid = name_of(obj), namespace_of(obj), meta.get("uid")
+    what = _describe(resource, name, namespace) + " status"
+    acct = _Accounting(metrics, controller, resource)
+    reread = False
+
+    async def attempt() -> Object:
+        nonlocal reread
+        current = obj
+        if reread:
+            current = await client.get(resource, name, namespace)
+            _same_incarnation(uid, current, what)
+        reread = True
+        status = mutated_status(current, mutate)
+        if status is None:
+            acct.skipped("status")
+            log.debug("%s unchanged; not writing", what)
+            return current
+        return await client.update(resource, {**current, "status": status}, subresource="status")
+
+    return await _retrying(attempt, acct, backoff, what)
+
+
+async def set_status_condition(
+    client: Client,
+    resource: Resource,
+    obj: Object,
+    type: str,
+    status: ConditionStatus,
+    reason: str,
+    message: str = "",
+    *,
+    observed_generation: int | None = None,
+    controller: str | None = None,
+    metrics: RuntimeMetrics | None = None,
+    backoff: Backoff = DEFAULT_RETRY,
+) -> Object:
+    """Set one ``status.conditions`` entry through :func:`update_status`.
+
+    How the runtime reports a terminal error on the object itself, e.g.
+    ``Ready=False, reason=Forbidden``. Nothing is written when the condition
+    already says exactly this; ``lastTransitionTime`` moves only when ``status``
+    flips (see :func:`~kubeloop._conditions.set_condition`). Arguments are
+    validated before any request (:class:`ValueError`).
+
+    Args:
+        observed_generation: the generation the condition describes. Default
+            ``None``: no ``observedGeneration`` on the condition. Capture it from
+            the object you processed, as for :func:`update_status`.
+        controller, metrics, backoff: as for :func:`update_status`.
+    """
+
+    def mutate(st: Status) -> None:
+        conditions = st.get("conditions")
+        if not isinstance(conditions, list):
+            conditions = st["conditions"] = []
+        set_condition(conditions, type, status, reason, message, observed_generation)
+
+    return await update_status(
+        client, resource, obj, mutate, controller=controller, metrics=metrics, backoff=backoff
+    )
+
+
+async def retry_update(
+    client: Client,
+    resource: Resource,
+    name: str,
+    namespace: str | None,
+    mutate: ObjectMutation,
+    *,
+    controller: str | None = None,
+    metrics: RuntimeMetrics | None = None,
+    backoff: Backoff = DEFAULT_RETRY,
+) -> Object:
+    """Read-modify-write of the main resource: GET the latest object, apply
+    ``mutate`` to a deep copy, PUT it unless nothing changed; again on Conflict.
+
+    Every try starts with a live GET, so ``mutate`` always edits the newest
+    version and another writer's changes survive. Returns the server's object
+    (the one read, when nothing changed; ``writes_skipped_total`` is counted with
+    ``subresource=""``). Changes to ``status`` are dropped by the server when the
+    resource has a status subresource: use :func:`update_status` for those.
+
+    Args:
+        namespace: ``None`` for cluster-scoped resources.
+        mutate: edits the object in place; see :data:`ObjectMutation`.
+        controller, metrics, backoff: as for :func:`update_status`.
+    """
+    what = _describe(resource, name, namespace)
+    acct = _Accounting(metrics, controller, resource)
+
+    async def attempt() -> Object:
+        latest = await client.get(resource, name, namespace)
+        changed = copy.deepcopy(latest)
+        mutate(changed)
+        if same(changed, latest):
+            acct.skipped("")
+            log.debug("%s unchanged; not writing", what)
+            return latest
+        # The read's resourceVersion is what makes this write safe; keep it even
+        # if mutate dropped or changed it.
+        changed.setdefault("metadata", {})["resourceVersion"] = latest["metadata"][
+            "resourceVersion"
+        ]
+        return await client.update(resource, changed)
+
+    return await _retrying(attempt, acct, backoff, what)

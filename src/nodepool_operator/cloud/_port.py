@@ -1,0 +1,199 @@
+"""The cloud as a port: what the operator may ask of a VM provider, and how that can fail.
+
+Shaped after Karpenter's ``pkg/cloudprovider/types.go``: domain types in and out, never
+an SDK's, and every failure mode is an exception type, so a caller's retry policy is a
+plain ``except`` clause rather than string matching.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, Protocol
+
+InstanceState = Literal["pending", "running", "stopped", "terminated"]
+"""``pending`` until booted, then ``running``; ``stopped`` by a stop; ``terminated`` is final."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstanceType:
+    """One entry of the provider's catalogue: what a node of this type can hold."""
+
+    name: str
+    cpu_cores: int
+    memory_bytes: int
+    disk_bytes: int
+    pods: int
+    """How many pods the kubelet on this type may run (EC2's ENI-derived max-pods)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateRequest:
+    """Everything needed to launch one VM, decided *before* the call and recorded as intent.
+
+    The same request with the same ``idempotency_token`` may be sent any number of times
+    (after a crash, a timeout, a lost response) and yields one VM: that is what makes a
+    crash between the cloud call and the status write harmless (CAPA #5794, #6131).
+    """
+
+    name: str
+    """Deterministic, e.g. ``<pool>-<index>``; the cloud does not enforce uniqueness."""
+    instance_type: str
+    image: str
+    idempotency_token: str
+    """Stable per intended VM, e.g. the claim's UID. Required; a repeat returns the same VM."""
+    tags: dict[str, str] = field(default_factory=dict)
+    """Set in the create call itself, never by a later tagging call that could fail alone."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Instance:
+    """A VM as the provider reports it. Times are seconds since the epoch (the cloud's clock)."""
+
+    id: str
+    name: str
+    instance_type: str
+    image: str
+    state: InstanceState
+    private_ip: str
+    public_ip: str | None
+    """None unless pending or running: like EC2, a stopped VM gives up its public address."""
+    tags: dict[str, str]
+    created_at: float
+    launched_at: float | None
+    """When it last became running; None if it never has."""
+
+
+class CloudProvider(Protocol):
+    """A VM provider. Every method may also raise :class:`TransientCloudError`."""
+
+    async def create(self, request: CreateRequest) -> Instance:
+        """Launch a VM, or return the one already launched with this idempotency token.
+
+        A repeat returns that VM in whatever state it is now, even ``terminated``: the
+        token names one VM for good, so a lost VM is replaced under a *new* token.
+
+        Raises:
+            InvalidRequest: unknown instance type, missing token, or the token was used
+                with different arguments (:class:`IdempotencyMismatch`).
+            QuotaExceeded: the account may not hold another VM.
+            CapacityUnavailable: no capacity for this instance type right now.
+        """
+        ...
+
+    async def delete(self, instance_id: str) -> None:
+        """Terminate a VM. Idempotent: a missing or already terminated VM is not an error."""
+        ...
+
+    async def describe(self, instance_id: str) -> Instance:
+        """The VM's current state; terminated VMs are still described, as ``terminated``.
+
+        Raises:
+            InstanceNotFound: no VM has ever had this id.
+        """
+        ...
+
+    async def list(self, tags: dict[str, str]) -> builtins.list[Instance]:
+        """Non-terminated VMs whose tags include all of ``tags`` (``{}`` matches all).
+
+        May be eventually consistent: a VM created moments ago can be missing, so never
+        decide to create from this list; the idempotency token decides.
+        """
+        ...
+
+    async def start(self, instance_id: str) -> None:
+        """Boot a stopped VM; a pending or running one is left alone.
+
+        Raises:
+            InstanceNotFound: no VM has ever had this id.
+            InvalidRequest: the VM is terminated.
+        """
+        ...
+
+    async def stop(self, instance_id: str) -> None:
+        """Stop a pending or running VM; a stopped one is left alone.
+
+        Raises:
+            InstanceNotFound: no VM has ever had this id.
+            InvalidRequest: the VM is terminated.
+        """
+        ...
+
+    async def instance_types(self) -> builtins.list[InstanceType]:
+        """The catalogue of instance types this provider can launch."""
+        ...
+
+
+class CloudError(Exception):
+    """Base of every failure a :class:`CloudProvider` reports.
+
+    Attributes:
+        retryable: whether trying again with the caller's usual backoff may succeed.
+        retry_after: the least wait in seconds the provider suggests before trying again,
+            or None to leave it to the caller's backoff. Each subclass documents its default.
+    """
+
+    retryable: ClassVar[bool] = False
+    default_retry_after: ClassVar[float | None] = None
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = self.default_retry_after if retry_after is None else retry_after
+
+
+class QuotaExceeded(CloudError):
+    """The account is at its limit of VMs. Not retryable soon: nothing changes until a VM
+    is deleted or the quota is raised, so report it (e.g. ``Ready=False``,
+    ``CloudQuotaExceeded``), leave existing VMs alone, and look again after
+    ``retry_after`` (default 300 s) instead of a retry storm.
+    """
+
+    default_retry_after: ClassVar[float | None] = 300.0
+
+
+class CapacityUnavailable(CloudError):
+    """No capacity for this instance type right now. Retryable with backoff (default
+    ``retry_after`` 30 s), or at once with another instance type.
+    """
+
+    retryable: ClassVar[bool] = True
+    default_retry_after: ClassVar[float | None] = 30.0
+
+    def __init__(
+        self, message: str, *, instance_type: str | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.instance_type = instance_type
+
+
+class InstanceNotFound(CloudError):
+    """No VM has this id. If the operator recorded the id, the VM is gone: mark its claim
+    failed and replace it through a new claim, never re-create under the old one
+    (CAPA #1351).
+    """
+
+    def __init__(
+        self, message: str, *, instance_id: str | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.instance_id = instance_id
+
+
+class TransientCloudError(CloudError):
+    """Throttling, a 5xx, a timeout: retry with the caller's exponential backoff. The call
+    may or may not have taken effect, which is why creates carry an idempotency token.
+    """
+
+    retryable: ClassVar[bool] = True
+
+
+class InvalidRequest(CloudError):
+    """Terminal: the request can never succeed as sent (e.g. an unknown instance type).
+    Report it on the object and make no further calls until its spec changes.
+    """
+
+
+class IdempotencyMismatch(InvalidRequest):
+    """The idempotency token was already used with different arguments (EC2's
+    ``IdempotentParameterMismatch``): the intent recorded for this VM changed, a bug.
+    """

@@ -1,0 +1,361 @@
+"""How many new nodes do the pending pods need? First-fit-decreasing over a pool's nodes.
+
+The plan follows cluster-autoscaler (``FilterOutSchedulable`` + ``BinpackingNodeEstimator``) and
+Karpenter (existing → in-flight → new):
+
+1. pods that cannot fit an empty template node are set aside with the reason; no node count helps;
+2. the rest are sorted largest first and each goes on the first node with room, trying in order
+   the ready nodes' free capacity, the requested-but-not-ready ("in-flight") nodes, the new nodes
+   opened so far, and only then a fresh template node;
+3. the fresh nodes opened are the scale-up; pods that would need a node beyond ``max_nodes`` are
+   reported as :attr:`PlanReason.MAX_NODES_REACHED`.
+
+Counting in-flight nodes as capacity is what keeps a second wave of pods, arriving while the first
+wave's nodes boot, from asking for the same nodes twice (``kubernetes/kubernetes#43709``).
+
+FFD uses at most 11/9·OPT + 6/9 bins, which is the bound cluster-autoscaler relies on too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from ._fit import FitReason, check_constraints, check_room
+from ._pods import Pod, PodRef, constraint_key, pod_ref, pod_requests
+from ._quantity import Resources
+from ._template import NodeTemplate, Taint
+
+__all__ = [
+    "NodeState",
+    "Placement",
+    "PlanReason",
+    "ScaleUpPlan",
+    "UnschedulableGroup",
+    "lower_bound",
+    "plan_scale_up",
+]
+
+
+class PlanReason(StrEnum):
+    """Why the plan leaves a pod unplaced although it fits a template node."""
+
+    MAX_NODES_REACHED = "MaxNodesReached"
+    """Placing it would need more nodes than the pool's ``max_nodes``."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """A ready node of the pool and the room its running pods leave on it.
+
+    Attributes:
+        name: the Node's name.
+        free: allocatable minus the requests of the pods bound to it. Include ``pods``: a free
+            vector with ``pods=0`` holds nothing.
+        labels: the Node's labels, checked against nodeSelector and affinity.
+        taints: the Node's taints.
+    """
+
+    name: str
+    free: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where the simulation put one pod.
+
+    ``node`` is ``existing:<node name>``, ``inflight:<i>`` or ``new:<i>``, with 0-based ``i``.
+    """
+
+    pod: PodRef
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnschedulableGroup:
+    """Pods left unplaced for the same reason and detail, sorted by namespace and name."""
+
+    reason: FitReason | PlanReason
+    detail: str
+    pods: tuple[PodRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleUpPlan:
+    """The outcome of :func:`plan_scale_up`.
+
+    Attributes:
+        template: the template's name, e.g. ``"mem96.large"``.
+        current_target: the pool's target before the plan.
+        desired_target: the target to write; never below ``current_target``.
+        new_nodes: template nodes opened beyond the current target.
+        max_nodes: the pool's limit the plan respected.
+        placements: every placed pod, in placement order (largest first).
+        unschedulable: unplaced pods, grouped by reason and detail.
+    """
+
+    template: str
+    current_target: int
+    desired_target: int
+    new_nodes: int
+    max_nodes: int
+    placements: tuple[Placement, ...]
+    unschedulable: tuple[UnschedulableGroup, ...]
+
+    @property
+    def scale_up(self) -> bool:
+        """Whether the plan raises the target."""
+        return self.desired_target > self.current_target
+
+    def node_for(self, pod: PodRef) -> str | None:
+        """The node label ``pod`` was placed on, or ``None``."""
+        for placement in self.placements:
+            if placement.pod == pod:
+                return placement.node
+        return None
+
+    @property
+    def summary(self) -> str:
+        """One line for ``status.lastDecision``.
+
+        E.g. ``scale up 2 -> 4: 9 pods need 2 new mem96.large nodes; 1 pod too big (memory
+        120Gi > 96Gi)``.
+        """
+        on_new = sum(1 for p in self.placements if p.node.startswith(_NEW))
+        elsewhere = len(self.placements) - on_new
+        if self.new_nodes:
+            verb = "needs" if on_new == 1 else "need"
+            head = (
+                f"scale up {self.current_target} -> {self.desired_target}: "
+                f"{_pods(on_new)} {verb} {self.new_nodes} new {self.template} "
+                f"node{'' if self.new_nodes == 1 else 's'}"
+            )
+            if elsewhere:
+                head += f", {elsewhere} fit existing or booting nodes"
+        else:
+            head = f"no scale up (target {self.current_target})"
+            if elsewhere:
+                head += f": {_pods(elsewhere)} fit existing or booting nodes"
+            elif not self.unschedulable:
+                head += ": no pending pods"
+        parts = [head, *(self._describe(g) for g in self.unschedulable[:_SUMMARY_GROUPS])]
+        hidden = len(self.unschedulable) - _SUMMARY_GROUPS
+        if hidden > 0:
+            parts.append(f"+{hidden} more reason{'' if hidden == 1 else 's'}")
+        return "; ".join(parts)
+
+    def _describe(self, group: UnschedulableGroup) -> str:
+        count = _pods(len(group.pods))
+        if group.reason is PlanReason.MAX_NODES_REACHED:
+            return f"{count} waiting: pool at max {self.max_nodes} nodes"
+        return f"{count} {_PHRASES[group.reason]} ({group.detail})"
+
+
+_NEW = "new:"
+_SUMMARY_GROUPS = 3
+_PHRASES = {
+    FitReason.TOO_BIG: "too big",
+    FitReason.INSUFFICIENT_RESOURCES: "short of resources",
+    FitReason.NODE_SELECTOR_MISMATCH: "not matching node selector",
+    FitReason.AFFINITY_MISMATCH: "not matching node affinity",
+    FitReason.UNTOLERATED_TAINT: "not tolerating taint",
+}
+_REASON_ORDER = {reason: rank for rank, reason in enumerate([*FitReason, *PlanReason])}
+
+
+def _pods(count: int) -> str:
+    return f"{count} pod{'' if count == 1 else 's'}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    ref: PodRef
+    pod: Pod
+    requests: Resources
+    constraints: str
+
+
+@dataclass(slots=True)
+class _Bin:
+    label: str
+    free: Resources
+
+
+def plan_scale_up(
+    pending_pods: Iterable[Pod],
+    *,
+    template: NodeTemplate,
+    existing_nodes: Sequence[NodeState] = (),
+    in_flight: int = 0,
+    current_target: int,
+    max_nodes: int,
+) -> ScaleUpPlan:
+    """Plan how far to raise a pool's target so that ``pending_pods`` can run.
+
+    Args:
+        pending_pods: pods :func:`classify` calls candidates. Nothing here re-checks that.
+        template: what a new node of the pool looks like.
+        existing_nodes: the pool's ready nodes with their free room; tried in name order.
+        in_flight: nodes requested but not ready (target minus ready), each an empty template
+            node. A negative value (a scale-down in progress) counts as 0. Pass 0 for a pool in
+            backoff, so its phantom nodes stop hiding the need for capacity.
+        current_target: the pool's ``targetNodes`` now.
+        max_nodes: the most nodes the pool may have.
+
+    Pods are placed first-fit-decreasing by their *dominant share*: the largest fraction of the
+    template's allocatable they request in any one resource, ties broken by the sum of shares
+    (cluster-autoscaler's key), then by namespace and name, so equal inputs give equal plans.
+
+    ``desired_target`` is ``min(current_target + new_nodes, max_nodes)``, but never below
+    ``current_target``: lowering a target that is over the limit is scale-down's job.
+
+    Raises:
+        ValueError: if ``current_target`` or ``max_nodes`` is negative.
+    """
+    if current_target < 0 or max_nodes < 0:
+        raise ValueError(f"need non-negative targets, got {current_target=} {max_nodes=}")
+    rejected: _Rejected = {}
+    candidates = _admit(pending_pods, template, rejected)
+    packer = _Packer(
+        template, existing_nodes, max(in_flight, 0), max(max_nodes - current_target, 0)
+    )
+    placements: list[Placement] = []
+    for entry in candidates:
+        node = packer.place(entry)
+        if node is None:
+            key = (PlanReason.MAX_NODES_REACHED, f"max {max_nodes} nodes")
+            rejected.setdefault(key, []).append(entry.ref)
+        else:
+            placements.append(Placement(entry.ref, node))
+    groups = [
+        UnschedulableGroup(reason, detail, tuple(sorted(refs)))
+        for (reason, detail), refs in rejected.items()
+    ]
+    return ScaleUpPlan(
+        template=template.name,
+        current_target=current_target,
+        desired_target=max(current_target, min(current_target + packer.opened, max_nodes)),
+        new_nodes=packer.opened,
+        max_nodes=max_nodes,
+        placements=tuple(placements),
+        unschedulable=tuple(sorted(groups, key=lambda g: (_REASON_ORDER[g.reason], g.detail))),
+    )
+
+
+_Rejected = dict[tuple[FitReason | PlanReason, str], list[PodRef]]
+
+
+def _admit(pods: Iterable[Pod], template: NodeTemplate, rejected: _Rejected) -> list[_Pending]:
+    """The pods an empty template node can hold, largest first; the rest go to ``rejected``."""
+    admitted: list[_Pending] = []
+    for pod in pods:
+        entry = _Pending(pod_ref(pod), pod, pod_requests(pod), constraint_key(pod))
+        fit = check_constraints(pod, template.labels, template.taints)
+        if fit:
+            fit = check_room(entry.requests, template.allocatable, FitReason.TOO_BIG)
+        if fit.reason is None:
+            admitted.append(entry)
+        else:
+            rejected.setdefault((fit.reason, fit.detail), []).append(entry.ref)
+    admitted.sort(key=lambda entry: _order_key(entry, template.allocatable))
+    return admitted
+
+
+def _order_key(entry: _Pending, allocatable: Resources) -> tuple[float, float, PodRef]:
+    shares = [amount / allocatable.get(name) for name, amount in entry.requests.items() if amount]
+    # Negated so that an ascending sort puts the biggest pods first and names break ties.
+    return (-max(shares, default=0.0), -sum(shares), entry.ref)
+
+
+class _Packer:
+    """First-fit over existing, then in-flight, then new bins.
+
+    Free room only shrinks, so once a pod fails a bin, an identical pod (same requests and
+    constraints) fails it too: each such class keeps a cursor and resumes where the last one
+    stopped. That turns N identical pods on M full nodes from N·M checks into about N + M.
+    """
+
+    def __init__(
+        self,
+        template: NodeTemplate,
+        existing_nodes: Sequence[NodeState],
+        in_flight: int,
+        allowed_new: int,
+    ) -> None:
+        self._template = template
+        self._existing = sorted(existing_nodes, key=lambda n: n.name)
+        self._existing_bins = [_Bin(f"existing:{n.name}", n.free) for n in self._existing]
+        self._template_bins = [
+            _Bin(f"inflight:{i}", template.allocatable) for i in range(in_flight)
+        ]
+        self._allowed_new = allowed_new
+        self.opened = 0
+        self._compatible: dict[str, list[_Bin]] = {}
+        self._cursors: dict[tuple[str, Resources], tuple[int, int]] = {}
+
+    def place(self, entry: _Pending) -> str | None:
+        """Put ``entry`` on the first bin with room and return its label; ``None`` at max."""
+        key = (entry.constraints, entry.requests)
+        at_existing, at_template = self._cursors.get(key, (0, 0))
+        chosen, at_existing = _first_fit(self._existing_for(entry), entry.requests, at_existing)
+        if chosen is None:
+            chosen, at_template = _first_fit(self._template_bins, entry.requests, at_template)
+        if chosen is None and self.opened < self._allowed_new:
+            chosen = _Bin(f"{_NEW}{self.opened}", self._template.allocatable)
+            self._template_bins.append(chosen)
+            self.opened += 1
+        self._cursors[key] = (at_existing, at_template)
+        if chosen is None:
+            return None
+        chosen.free = chosen.free - entry.requests
+        return chosen.label
+
+    def _existing_for(self, entry: _Pending) -> list[_Bin]:
+        # Label and taint checks depend only on the pod's constraints, so do them once per class.
+        bins = self._compatible.get(entry.constraints)
+        if bins is None:
+            bins = [
+                b
+                for b, node in zip(self._existing_bins, self._existing, strict=True)
+                if check_constraints(entry.pod, node.labels, node.taints, node.name)
+            ]
+            self._compatible[entry.constraints] = bins
+        return bins
+
+
+def _first_fit(bins: list[_Bin], requests: Resources, start: int) -> tuple[_Bin | None, int]:
+    """The first bin from ``start`` with room for ``requests`` and its index (or the end)."""
+    index = start
+    while index < len(bins):
+        if requests.fits_in(bins[index].free):
+            return bins[index], index
+        index += 1
+    return None, index
+
+
+def lower_bound(pods: Iterable[Pod], template: NodeTemplate) -> int:
+    """The fewest empty template nodes that could hold ``pods``, ignoring how they pack.
+
+    ``max`` over resources of ``ceil(total request / allocatable)``. Pods that cannot fit a
+    template node at all are left out: no number of nodes holds them.
+    """
+    total = Resources()
+    for pod in pods:
+        requests = pod_requests(pod)
+        fits = check_constraints(pod, template.labels, template.taints) and check_room(
+            requests, template.allocatable, FitReason.TOO_BIG
+        )
+        if fits:
+            total += requests
+    return max(
+        (
+            math.ceil(amount / template.allocatable.get(name))
+            for name, amount in total.items()
+            if amount
+        ),
+        default=0,
+    )

@@ -1,0 +1,110 @@
+"""The node template: what a node of a pool will look like before it exists.
+
+Scale-up decisions are made against a template (cluster-autoscaler's ``TemplateNodeInfo``), so a
+pool at zero nodes can still answer "would this pod fit?". The template is built from the pool's
+settings alone, never from a live node.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ._pods import get_text
+from ._quantity import QuantityLike, Resources, parse_bytes, parse_cpu
+
+__all__ = ["DEFAULT_MAX_PODS", "NodeTemplate", "Taint"]
+
+DEFAULT_MAX_PODS = 110
+"""kubelet's default ``--max-pods``."""
+
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node taint. ``effect`` is ``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``."""
+
+    key: str
+    effect: str
+    value: str = ""
+
+    def __post_init__(self) -> None:
+        if self.effect not in _EFFECTS:
+            raise ValueError(f"taint {self.key!r}: effect {self.effect!r} is not one of {_EFFECTS}")
+
+    @classmethod
+    def from_api(cls, taint: Mapping[str, object]) -> Taint:
+        """Build from an API taint: ``{"key": "gpu", "value": "1", "effect": "NoSchedule"}``."""
+        return cls(get_text(taint, "key"), get_text(taint, "effect"), get_text(taint, "value"))
+
+    def __str__(self) -> str:
+        value = f"={self.value}" if self.value else ""
+        return f"{self.key}{value}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTemplate:
+    """An empty node of a pool, as the scheduler would see it.
+
+    Attributes:
+        name: how messages call the node type, e.g. ``"mem96.large"``.
+        allocatable: what pods may request on an empty node.
+        labels: the node's labels.
+        taints: the node's taints.
+    """
+
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+
+    @classmethod
+    def from_pool(
+        cls,
+        name: str,
+        *,
+        cpu: QuantityLike,
+        memory: QuantityLike,
+        disk: QuantityLike = 0,
+        labels: Mapping[str, str] | None = None,
+        taints: Iterable[Taint | Mapping[str, object]] = (),
+        max_pods: int = DEFAULT_MAX_PODS,
+        extended: Mapping[str, QuantityLike] | None = None,
+        reserved_fraction: float = 0.0,
+        daemonset_overhead: Resources | None = None,
+        os: str = "linux",
+        arch: str = "amd64",
+    ) -> NodeTemplate:
+        """Build the template from pool settings: ``cpu=16, memory="96Gi", disk="100Gi"``.
+
+        By default allocatable equals the VM's size: nothing is held back. A real node keeps
+        kube-reserved, system-reserved and an eviction threshold (a "96 GB" VM shows perhaps
+        89 GiB), so a pod near the VM size may fit the template but not the node. Pass
+        ``reserved_fraction`` (e.g. ``0.07``) to hold back that share of cpu, memory and disk, and
+        ``daemonset_overhead`` for what DaemonSet pods take on every node.
+
+        ``kubernetes.io/os`` and ``kubernetes.io/arch`` are added because the kubelet sets them on
+        every node and many charts select on them; ``labels`` may override them.
+
+        Raises:
+            ValueError: on a malformed quantity, a bad taint, or a fraction outside ``[0, 1)``.
+        """
+        if not 0.0 <= reserved_fraction < 1.0:
+            raise ValueError(f"reserved_fraction must be in [0, 1), got {reserved_fraction}")
+        if max_pods < 1:
+            raise ValueError(f"max_pods must be at least 1, got {max_pods}")
+        keep = 1 - Fraction(str(reserved_fraction))  # str(): 0.07 means 7/100, not the float
+        capacity = Resources(
+            cpu=math.floor(parse_cpu(cpu) * keep),
+            memory=math.floor(parse_bytes(memory) * keep),
+            ephemeral_storage=math.floor(parse_bytes(disk) * keep),
+            pods=max_pods,
+            extended=tuple(sorted((k, parse_bytes(v)) for k, v in (extended or {}).items())),
+        )
+        allocatable = capacity - (daemonset_overhead or Resources())
+        node_labels = {"kubernetes.io/os": os, "kubernetes.io/arch": arch, **(labels or {})}
+        node_taints = tuple(t if isinstance(t, Taint) else Taint.from_api(t) for t in taints)
+        return cls(name=name, allocatable=allocatable, labels=node_labels, taints=node_taints)

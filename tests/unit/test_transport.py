@@ -1,0 +1,199 @@
+"""AiohttpTransport against a local aiohttp server: streaming, timeouts, TLS, auth."""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import os
+import socket
+import ssl
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from kubeloop._config import ClusterConfig
+from kubeloop._errors import ConfigError, RequestTimeout, TransportError
+from kubeloop._transport import AiohttpTransport, build_ssl_context
+from kubeloop.envtest import _certs
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def serve(handler: Handler, tls: ssl.SSLContext | None = None) -> tuple[web.AppRunner, int]:
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)  # handlers that hang are cut off
+    await runner.setup()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    await web.SockSite(runner, sock, ssl_context=tls).start()
+    return runner, sock.getsockname()[1]
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Callable[..., Awaitable[int]]]:
+    runners: list[web.AppRunner] = []
+
+    async def start(handler: Handler, tls: ssl.SSLContext | None = None) -> int:
+        runner, port = await serve(handler, tls)
+        runners.append(runner)
+        return port
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+async def test_request_sends_token_and_returns_errors_as_responses(server) -> None:
+    seen: dict[str, str] = {}
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.update(request.headers)
+        seen["selector"] = request.query["labelSelector"]
+        return web.json_response({"kind": "Status", "code": 404}, status=404)
+
+    port = await server(handler)
+    transport = AiohttpTransport(ClusterConfig(f"http://127.0.0.1:{port}", token="s3cret"))
+    try:
+        resp = await transport.request("GET", "/api/v1/x", params={"labelSelector": "a in (b)"})
+    finally:
+        await transport.close()
+    assert resp.status == 404
+    assert b'"Status"' in resp.body
+    assert seen["Authorization"] == "Bearer s3cret"
+    assert seen["selector"] == "a in (b)"
+
+
+async def test_stream_lines_across_chunks_and_big_lines(server) -> None:
+    big = b'{"x":"' + b"a" * (3 * 1024 * 1024) + b'"}'
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        for piece in (b'{"n":1}\n{"n"', b":2}\n\n", big[:1000], big[1000:], b"\n", b'{"n":3}'):
+            await resp.write(piece)
+            await asyncio.sleep(0)
+        await resp.write_eof()
+        return resp
+
+    port = await server(handler)
+    transport = AiohttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
+    try:
+        async with transport.stream("GET", "/watch") as resp:
+            assert resp.status == 200
+            lines = [line async for line in resp.lines()]
+    finally:
+        await transport.close()
+    assert lines == [b'{"n":1}', b'{"n":2}', big, b'{"n":3}']
+
+
+async def test_stream_read_timeout(server) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await resp.write(b'{"n":1}\n')
+        await asyncio.sleep(30)
+        return resp
+
+    port = await server(handler)
+    transport = AiohttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
+    got: list[bytes] = []
+
+    async def consume() -> None:
+        async with transport.stream("GET", "/watch", read_timeout=0.3) as resp:
+            async for line in resp.lines():
+                got.append(line)
+
+    try:
+        with pytest.raises(RequestTimeout):
+            await consume()
+    finally:
+        await transport.close()
+    assert got == [b'{"n":1}']
+
+
+async def test_request_timeout(server) -> None:
+    async def handler(request: web.Request) -> web.Response:
+        await asyncio.sleep(30)
+        return web.Response()
+
+    port = await server(handler)
+    transport = AiohttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
+    try:
+        with pytest.raises(RequestTimeout):
+            await transport.request("GET", "/", timeout=0.3)
+    finally:
+        await transport.close()
+
+
+async def test_connection_refused() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    transport = AiohttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
+    try:
+        with pytest.raises(TransportError) as info:
+            await transport.request("GET", "/")
+        assert not isinstance(info.value, RequestTimeout)
+        with pytest.raises(TransportError):
+            async with transport.stream("GET", "/"):
+                pass
+    finally:
+        await transport.close()
+
+
+async def test_mutual_tls_with_server_name(server, tmp_path: Path) -> None:
+    ca = _certs.CertificateAuthority()
+    serving = ca.serving()
+    _certs.write(tmp_path / "srv.crt", serving.cert_pem)
+    _certs.write(tmp_path / "srv.key", serving.key_pem)
+    _certs.write(tmp_path / "ca.crt", ca.cert_pem)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(tmp_path / "ca.crt"))
+    tls.load_cert_chain(tmp_path / "srv.crt", tmp_path / "srv.key")
+    tls.verify_mode = ssl.CERT_REQUIRED
+
+    async def handler(request: web.Request) -> web.Response:
+        peer = request.transport.get_extra_info("peercert")  # type: ignore[union-attr]
+        subject = dict(x[0] for x in peer["subject"])
+        return web.Response(text=subject["commonName"])
+
+    port = await server(handler, tls)
+    client = ca.client("alice", ("devs",))
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "kubeloop-*.pem")))
+    # the serving certificate names localhost and 127.0.0.1; connecting to 127.0.0.1
+    # while verifying "localhost" exercises tls_server_name
+    config = ClusterConfig(
+        f"https://127.0.0.1:{port}",
+        ca_data=ca.cert_pem,
+        client_cert_data=client.cert_pem,
+        client_key_data=client.key_pem,
+        tls_server_name="localhost",
+    )
+    transport = AiohttpTransport(config)
+    try:
+        resp = await transport.request("GET", "/")
+    finally:
+        await transport.close()
+    assert resp.body == b"alice"
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "kubeloop-*.pem"))) == before
+
+    wrong = AiohttpTransport(ClusterConfig(f"https://127.0.0.1:{port}", tls_server_name="x.y"))
+    try:
+        with pytest.raises(TransportError):
+            await wrong.request("GET", "/")
+    finally:
+        await wrong.close()
+
+
+def test_bad_tls_material() -> None:
+    with pytest.raises(ConfigError, match="invalid TLS material"):
+        build_ssl_context(ClusterConfig("https://h", ca_data=b"not a pem"))
+
+
+def test_insecure_context() -> None:
+    ctx = build_ssl_context(ClusterConfig("https://h", insecure=True))
+    assert ctx.verify_mode == ssl.CERT_NONE
+    assert not ctx.check_hostname
