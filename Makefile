@@ -38,3 +38,5 @@ demo: setup
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .envtest
+manifests: .venv/.synced
+	$(PY) -m nodepool_operator.manifests

@@ -1,0 +1,100 @@
+"""The operator's API, group ``kubeloop.dev``, version ``v1alpha1``: NodePool, Autoscaler and
+Instance as Python types, the CRDs generated from them, and typed parsing for controllers.
+
+>>> pool = parse_nodepool({"spec": {"instanceType": "m5.large"}})
+>>> (pool.spec.min_nodes, pool.spec.max_nodes, pool.status.scale_operation)
+(0, 10, 'inactive')
+>>> to_api(pool.spec)["maxNodes"]
+10
+
+``config/crd/`` holds the generated CRDs; ``make manifests`` regenerates them and a unit test
+fails when they are stale.
+"""
+
+from nodepool_operator.api._autoscaler import (
+    MIN_FREQUENCY,
+    Autoscaler,
+    AutoscalerSpec,
+    AutoscalerStatus,
+    NodePoolRef,
+    parse_autoscaler,
+)
+from nodepool_operator.api._crds import (
+    AUTOSCALERS,
+    CATEGORY,
+    GROUP,
+    INSTANCES,
+    NODEPOOLS,
+    VERSION,
+    crds,
+)
+from nodepool_operator.api._instance import (
+    Instance,
+    InstanceSpec,
+    InstanceState,
+    InstanceStatus,
+    parse_instance,
+)
+from nodepool_operator.api._nodepool import (
+    DEGRADED,
+    MAX_POOL_NODES,
+    READY,
+    RESERVED_LABEL_PREFIX,
+    SCALING,
+    InstanceRecord,
+    NodePool,
+    NodePoolSpec,
+    NodePoolStatus,
+    ScaleOperation,
+    Taint,
+    TaintEffect,
+    parse_nodepool,
+)
+from nodepool_operator.api._schema import (
+    Condition,
+    InvalidField,
+    ObjectMeta,
+    format_duration,
+    parse_duration,
+    to_api,
+)
+
+__all__ = [
+    "AUTOSCALERS",
+    "CATEGORY",
+    "DEGRADED",
+    "GROUP",
+    "INSTANCES",
+    "MAX_POOL_NODES",
+    "MIN_FREQUENCY",
+    "NODEPOOLS",
+    "READY",
+    "RESERVED_LABEL_PREFIX",
+    "SCALING",
+    "VERSION",
+    "Autoscaler",
+    "AutoscalerSpec",
+    "AutoscalerStatus",
+    "Condition",
+    "Instance",
+    "InstanceRecord",
+    "InstanceSpec",
+    "InstanceState",
+    "InstanceStatus",
+    "InvalidField",
+    "NodePool",
+    "NodePoolRef",
+    "NodePoolSpec",
+    "NodePoolStatus",
+    "ObjectMeta",
+    "ScaleOperation",
+    "Taint",
+    "TaintEffect",
+    "crds",
+    "format_duration",
+    "parse_autoscaler",
+    "parse_duration",
+    "parse_instance",
+    "parse_nodepool",
+    "to_api",
+]

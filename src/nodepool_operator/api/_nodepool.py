@@ -1,0 +1,189 @@
+"""NodePool: identical VMs registered as worker nodes, as many as ``spec.targetNodes``.
+
+Field ownership follows the seeds: users and the Autoscaler write ``spec`` (the Autoscaler
+only ``targetNodes``, through the scale subresource or a patch); the NodePool controller
+alone writes ``status``, through the status subresource.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final, Literal
+
+from nodepool_operator.api._schema import (
+    CEL,
+    Condition,
+    ListMapKey,
+    Maximum,
+    MaxItems,
+    MaxLength,
+    MaxProperties,
+    Minimum,
+    MinLength,
+    ObjectMeta,
+    Pattern,
+    Quantity,
+    parse,
+    rules,
+)
+
+#: The most nodes one pool may ask for; a bound, so that a typo such as 1000000 is refused.
+MAX_POOL_NODES: Final = 1000
+#: Node label keys under this prefix belong to the operator (pool membership).
+RESERVED_LABEL_PREFIX: Final = "kubeloop.dev/"
+
+# Condition types of a NodePool.
+READY: Final = "Ready"
+SCALING: Final = "Scaling"
+DEGRADED: Final = "Degraded"
+
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+ScaleOperation = Literal["inactive", "active"]
+
+_QUALIFIED_NAME = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+_LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+_NOT_NEGATIVE = CEL(
+    "!string(self).startsWith('-')",
+    "must not be negative",
+    check=lambda q: not q.startswith("-"),
+)
+_VALID_LABEL_KEYS = CEL(
+    f"self.all(k, k.size() <= 317 && k.matches(r'{_QUALIFIED_NAME}'))",
+    "label keys must be qualified names such as example.com/team",
+    check=lambda labels: all(len(k) <= 317 and re.search(_QUALIFIED_NAME, k) for k in labels),
+)
+_NO_RESERVED_LABELS = CEL(
+    f"!self.exists(k, k.startsWith('{RESERVED_LABEL_PREFIX}'))",
+    f"label keys under {RESERVED_LABEL_PREFIX} are reserved for the operator",
+    check=lambda labels: not any(k.startswith(RESERVED_LABEL_PREFIX) for k in labels),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Taint:
+    """A taint that every node of the pool is registered with."""
+
+    key: Annotated[str, MinLength(1), MaxLength(317), Pattern(_QUALIFIED_NAME)]
+    """The taint key, a qualified name such as dedicated or example.com/gpu."""
+    value: Annotated[str, MaxLength(63), Pattern(_LABEL_VALUE)] | None = None
+    """The taint value; empty when omitted."""
+    effect: TaintEffect
+    """What the taint does to pods that do not tolerate it: NoSchedule, PreferNoSchedule or
+    NoExecute."""
+
+
+@rules(
+    CEL(
+        "self.minNodes <= self.maxNodes",
+        "minNodes must be less than or equal to maxNodes",
+        field_path=".minNodes",
+        check=lambda spec: spec.min_nodes <= spec.max_nodes,
+    ),
+    CEL(
+        "self.targetNodes <= self.maxNodes",
+        "targetNodes must be less than or equal to maxNodes",
+        field_path=".targetNodes",
+        check=lambda spec: spec.target_nodes <= spec.max_nodes,
+    ),
+)
+@dataclass(frozen=True, kw_only=True)
+class NodePoolSpec:
+    """NodePoolSpec is the desired state of a NodePool: how many nodes, and of what kind."""
+
+    target_nodes: Annotated[int, Minimum(0), Maximum(MAX_POOL_NODES)] = 0
+    """How many nodes the pool should have. The Autoscaler raises it when pods are pending;
+    `kubectl scale nodepool/NAME --replicas=N` sets it. At most maxNodes."""
+    min_nodes: Annotated[int, Minimum(0), Maximum(MAX_POOL_NODES)] = 0
+    """The fewest nodes the Autoscaler may scale the pool down to."""
+    max_nodes: Annotated[int, Minimum(1), Maximum(MAX_POOL_NODES)] = 10
+    """The most nodes the pool may have; targetNodes and the Autoscaler stay within it."""
+    instance_type: Annotated[str, MinLength(1), MaxLength(63)]
+    """The cloud instance type of every VM in the pool, e.g. m5.large."""
+    cpu: Annotated[str, Quantity(), _NOT_NEGATIVE] | None = None
+    """CPU capacity of each node as a quantity (4, 3500m); defaults to the instance type's."""
+    memory: Annotated[str, Quantity(), _NOT_NEGATIVE] | None = None
+    """Memory capacity of each node as a quantity (96Gi); defaults to the instance type's."""
+    disk_size: Annotated[str, Quantity(), _NOT_NEGATIVE] | None = None
+    """Root disk size of each VM as a quantity (100Gi); defaults to the instance type's."""
+    labels: Annotated[
+        dict[str, Annotated[str, MaxLength(63), Pattern(_LABEL_VALUE)]],
+        MaxProperties(64),
+        _VALID_LABEL_KEYS,
+        _NO_RESERVED_LABELS,
+    ] = field(default_factory=dict)
+    """Labels every node of the pool is registered with. Keys under kubeloop.dev/ are
+    reserved for the operator."""
+    taints: Annotated[list[Taint], MaxItems(32)] = field(default_factory=list)
+    """Taints every node of the pool is registered with."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstanceRecord:
+    """One VM the pool intends to have, recorded before the cloud is asked for it, so that a
+    crash between the cloud call and the status write never loses or duplicates a VM."""
+
+    name: Annotated[str, MinLength(1), MaxLength(253)]
+    """The VM's deterministic name, e.g. POOL-INDEX; also its idempotency key."""
+    instance_id: Annotated[str, MaxLength(256)] | None = None
+    """The cloud's id for the VM, once the cloud has returned one."""
+    state: Annotated[str, MinLength(1), MaxLength(63)]
+    """Where the VM is in its life: creating (intent recorded, no id yet), then the cloud's
+    state (pending, running, stopped, terminated), or deleting."""
+    node_name: Annotated[str, MaxLength(253)] | None = None
+    """The Node the VM registered as, once it has."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodePoolStatus:
+    """NodePoolStatus is what the NodePool controller last observed."""
+
+    current_nodes: Annotated[int, Minimum(0)] = 0
+    """How many VMs the pool has now (the scale subresource's status.replicas)."""
+    ready_nodes: Annotated[int, Minimum(0)] = 0
+    """How many of them are registered as Ready nodes."""
+    scale_operation: ScaleOperation = "inactive"
+    """active while the controller is creating or deleting VMs to reach targetNodes, else
+    inactive."""
+    observed_generation: Annotated[int, Minimum(0)] = 0
+    """The metadata.generation this status describes; older than metadata.generation means
+    the controller has not yet acted on the latest spec."""
+    selector: Annotated[str, MaxLength(1024)] | None = None
+    """The label selector of the pool's nodes, in string form, for the scale subresource."""
+    conditions: Annotated[list[Condition], ListMapKey("type"), MaxItems(16)] = field(
+        default_factory=list
+    )
+    """The pool's conditions. Ready: the pool has targetNodes ready nodes and its spec is
+    valid (reason InvalidSpec names the field otherwise). Scaling: VMs are being created or
+    deleted. Degraded: the cloud refuses or fails requests (quota, capacity, errors)."""
+    instances: Annotated[list[InstanceRecord], ListMapKey("name"), MaxItems(2 * MAX_POOL_NODES)] = (
+        field(default_factory=list)
+    )
+    """The VMs the pool intends to have, recorded before each cloud call."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodePool:
+    """NodePool is a set of identical VMs, each registered as a worker node. Scale it with
+    spec.targetNodes, by hand or with an Autoscaler."""
+
+    metadata: ObjectMeta = field(default_factory=ObjectMeta)
+    """Standard object metadata."""
+    spec: NodePoolSpec
+    """The desired state of the pool."""
+    status: NodePoolStatus = field(default_factory=NodePoolStatus)
+    """The observed state of the pool, written by the NodePool controller."""
+
+
+def parse_nodepool(obj: Mapping[str, Any]) -> NodePool:
+    """A NodePool from its API object, defaults filled in.
+
+    Raises:
+        InvalidField: the object breaks the schema (it bypassed admission); its ``path``
+            names the field, for a ``Ready=False, reason=InvalidSpec`` condition.
+    """
+    return parse(NodePool, obj)

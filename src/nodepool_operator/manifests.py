@@ -1,0 +1,88 @@
+"""Write the operator's CRDs as YAML, one file per CRD, generated from ``nodepool_operator.api``.
+
+    python -m nodepool_operator.manifests [--check] [--out config/crd]
+
+``--check`` writes nothing: it prints a unified diff and exits 1 when the files in ``--out``
+differ from what the types generate (stale, hand-edited, missing or left over).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nodepool_operator.api import GROUP, crds
+
+DEFAULT_OUT = Path("config/crd")
+HEADER = (
+    "# Generated from the Python types in src/nodepool_operator/api by `make manifests`.\n"
+    "# Do not edit: change the types and regenerate.\n"
+)
+# Files we would delete as left over; anything else in the directory is not ours.
+_OURS = f"{GROUP}_*.yaml"
+
+
+def filename(crd: dict[str, Any]) -> str:
+    """``<group>_<plural>.yaml``, controller-gen's naming."""
+    return f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
+
+
+def render() -> dict[str, str]:
+    """File name → YAML text of every CRD."""
+    return {
+        filename(crd): HEADER + yaml.safe_dump(crd, sort_keys=False, allow_unicode=True, width=100)
+        for crd in crds()
+    }
+
+
+def _differences(out: Path, wanted: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """File name → (current text, wanted text) for each file that must change."""
+    current = {p.name: p.read_text(encoding="utf-8") for p in sorted(out.glob(_OURS))}
+    return {
+        name: (current.get(name, ""), wanted.get(name, ""))
+        for name in sorted(current.keys() | wanted.keys())
+        if current.get(name) != wanted.get(name)
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nodepool_operator.manifests")
+    parser.add_argument("--check", action="store_true", help="diff instead of writing")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="default: %(default)s")
+    args = parser.parse_args(argv)
+    out: Path = args.out
+    wanted = render()
+    changes = _differences(out, wanted)
+    if args.check:
+        for name, (have, want) in changes.items():
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    have.splitlines(keepends=True),
+                    want.splitlines(keepends=True),
+                    fromfile=str(out / name),
+                    tofile=f"{out / name} (generated)",
+                )
+            )
+        if changes:
+            print(f"{len(changes)} CRD file(s) out of date; run `make manifests`", file=sys.stderr)
+        return 1 if changes else 0
+    out.mkdir(parents=True, exist_ok=True)
+    for name, (_, want) in changes.items():
+        path = out / name
+        if want:
+            path.write_text(want, encoding="utf-8")
+            print(f"wrote {path}")
+        else:
+            path.unlink()
+            print(f"removed {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

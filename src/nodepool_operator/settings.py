@@ -1,0 +1,34 @@
+"""The operator's settings, one documented object (every field has its default)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class OperatorSettings:
+    """How the operator runs; ``nodepool-operator run --help`` maps flags onto these."""
+
+    #: SQLite file of the simulated cloud; it outlives the operator, like a real cloud.
+    cloud_state: Path = Path(".nodepool-cloud.sqlite")
+    #: Seconds a simulated VM takes to boot (pending -> running).
+    boot_seconds: float = 5.0
+    #: Parallel reconciles per controller: slow cloud work for one pool never blocks another.
+    nodepool_workers: int = 4
+    autoscaler_workers: int = 2
+    instance_workers: int = 4
+    #: A VM tagged for a pool but unknown to it is deleted after this many seconds.
+    gc_grace_seconds: float = 60.0
+    #: Instance drift check period (the seeds' "every few minutes"; shorter in tests).
+    drift_interval_seconds: float = 120.0
+    #: How long a pod must have been unschedulable before the Autoscaler acts, so a burst
+    #: of pods is planned together (cluster-autoscaler's new-pod delay).
+    batch_window_seconds: float = 2.0
+    #: Install or update the CRDs at start-up.
+    install_crds: bool = True
+    #: Leader election (off for a single local process).
+    leader_election: bool = False
+    #: /metrics and /healthz,/readyz addresses (None disables).
+    metrics_bind_address: str | None = "127.0.0.1:8080"
+    health_probe_bind_address: str | None = "127.0.0.1:8081"
