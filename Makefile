@@ -32,9 +32,9 @@ typecheck:
 pytest:
 	$(PY) -m pytest -q
 
-## demo: the main job
+## demo: the main job (the NodePool + Autoscaler operator on a local control plane)
 demo: setup
-	$(PY) examples/envtest_walkthrough.py
+	$(PY) -m nodepool_operator demo --report demo-report
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .envtest

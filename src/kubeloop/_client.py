@@ -29,6 +29,7 @@ import msgspec
 
 from kubeloop._config import ClusterConfig, load_kubeconfig
 from kubeloop._errors import ApiError, Gone, NotFound, TransportError
+from kubeloop._log import CONTROLLER
 from kubeloop._resource import Object, Resource, name_of, namespace_of
 from kubeloop._transport import AiohttpTransport, Headers, Transport
 
@@ -182,7 +183,9 @@ def _required_name(name: str) -> str:
 class Client:
     """An async Kubernetes API client. Use as ``async with Client(config) as client``.
 
-    ``field_manager`` names this client in ``managedFields`` for every write;
+    ``field_manager`` names this client in ``managedFields`` for every write; inside a
+    reconcile it becomes ``<field_manager>-<controller>``, so each controller's fields
+    have their own owner without any wiring;
     ``observer`` (and any added with :meth:`add_observer`) receives one call per
     HTTP attempt, and each write's result if it also is a :class:`WriteObserver`.
     """
@@ -407,7 +410,7 @@ class Client:
     async def create(self, res: Resource, obj: Object, namespace: str | None = None) -> Object:
         """POST ``obj``; the namespace comes from the argument or ``obj``'s metadata."""
         path = res.path(_namespace(res, namespace, obj))
-        params = {"fieldManager": self.field_manager}
+        params = {"fieldManager": self.manager_name()}
         result = await self._call("create", res, None, "POST", path, params=params, body=obj)
         return self._wrote(res, None, result)
 
@@ -415,9 +418,14 @@ class Client:
         """PUT ``obj`` (name and namespace from its metadata). A stale
         ``metadata.resourceVersion`` fails with :class:`~kubeloop._errors.Conflict`."""
         path = res.path(_namespace(res, None, obj), name_of(obj), subresource)
-        params = {"fieldManager": self.field_manager}
+        params = {"fieldManager": self.manager_name()}
         result = await self._call("update", res, subresource, "PUT", path, params=params, body=obj)
         return self._wrote(res, subresource, result)
+
+    def manager_name(self) -> str:
+        """The field manager for a write made now (see the class docstring)."""
+        controller = CONTROLLER.get()
+        return f"{self.field_manager}-{controller}" if controller else self.field_manager
 
     async def update_status(self, res: Resource, obj: Object) -> Object:
         """PUT the ``status`` subresource: only ``obj["status"]`` is written."""
@@ -437,7 +445,7 @@ class Client:
     ) -> Object:
         """PATCH ``name`` with ``body`` (a list for :attr:`PatchType.JSON`).
         ``force`` is only meaningful for :attr:`PatchType.APPLY`."""
-        params = _params(fieldManager=field_manager or self.field_manager)
+        params = _params(fieldManager=field_manager or self.manager_name())
         if force is not None:
             if patch_type is not PatchType.APPLY:
                 raise ValueError("force applies only to server-side apply (PatchType.APPLY)")

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from kubeloop import _log
+from kubeloop import _log, _metrics
 from kubeloop._errors import ApiError, ErrorClass, TerminalError, classify
-from kubeloop._event import Event
+from kubeloop._event import Deleted, Event
 from kubeloop._informer import Cache
 from kubeloop._loopdetect import LoopDetectionOptions, LoopDetector
 from kubeloop._reconcile import Reconciler, Request, Result
@@ -106,8 +106,21 @@ class Controller:
     # -- intake -----------------------------------------------------------------------
     def enqueue(self, req: Request, event: Event | None = None) -> None:
         if self.loops is not None:
-            self.loops.enqueued(req, event)
+            if self._is_own_deletion(req, event):
+                self.loops.forget(req)  # nothing left to loop on; free its bookkeeping
+            else:
+                self.loops.enqueued(req, event)
         self.queue.add(req)
+
+    def _is_own_deletion(self, req: Request, event: Event | None) -> bool:
+        if not isinstance(event, Deleted) or self.for_resource is None:
+            return False
+        meta = event.obj.get("metadata", {})
+        return (
+            event.obj.get("kind") == self.for_resource.kind
+            and meta.get("name") == req.name
+            and (meta.get("namespace") or None) == req.namespace
+        )
 
     def own_write(self, obj: Object) -> None:
         """Tell loop detection about a write this controller made (any subresource)."""
@@ -189,6 +202,7 @@ class Controller:
             _log.RECONCILE_ID.set(rid),
         )
         m = self.metrics
+        metrics_token = _metrics.CURRENT.set(m)
         if self.loops is not None and self.loops.starting(req):
             m.self_triggered_reconciles_total.labels(controller=self.name).inc()
         self._active += 1
@@ -243,12 +257,25 @@ class Controller:
                 (_log.CONTROLLER, _log.OBJECT, _log.RECONCILE_ID), tokens, strict=True
             ):
                 var.reset(token)
+            _metrics.CURRENT.reset(metrics_token)
 
     async def _current(self, req: Request) -> Object | None:
         if self._cache is None or self.for_resource is None:
             return None
+        # Read through the for_ source's own scope: an unscoped read would start a
+        # cluster-wide informer of the kind just to name the object in an Event.
+        selector = next(
+            (
+                src.label_selector
+                for src in self.sources
+                if isinstance(src, KindSource) and src.resource == self.for_resource
+            ),
+            None,
+        )
         with contextlib.suppress(Exception):
-            return await self._cache.get(self.for_resource, req.name, req.namespace)
+            return await self._cache.get(
+                self.for_resource, req.name, req.namespace, label_selector=selector
+            )
         return None
 
     async def _report_terminal(self, req: Request, err: Exception) -> None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kubeloop._event import Added, Event
+from kubeloop._event import Added, Deleted, Event
 from kubeloop._reflector import Reflector, ReflectorOptions, rv_at_least
 from kubeloop._resource import Object, Resource
 from kubeloop._store import IndexFunc, Store, object_key
@@ -156,6 +157,7 @@ class Cache:
                 options=self.options,
             )
             self._informers[key] = inf
+            inf.add_handler(functools.partial(self._settle, resource))
             if self._started:
                 inf.start()
         return inf
@@ -183,21 +185,34 @@ class Cache:
         ]
 
     # -- reads ----------------------------------------------------------------------
-    def _reader(self, resource: Resource, namespace: str | None) -> Informer:
+    def _reader(
+        self, resource: Resource, namespace: str | None, label_selector: str | None
+    ) -> Informer:
         # a cluster-wide informer serves every namespace; prefer it when present
         for key in (
-            _InformerKey(resource, None, None, None),
-            _InformerKey(resource, namespace, None, None),
+            _InformerKey(resource, None, label_selector, None),
+            _InformerKey(resource, namespace, label_selector, None),
         ):
             if key in self._informers:
                 return self._informers[key]
-        return self.informer(resource)
+        return self.informer(resource, label_selector=label_selector)
 
     async def get(
-        self, resource: Resource, name: str, namespace: str | None = None
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
     ) -> Object | None:
-        """The cached object, or None. Never older than our own last write to it."""
-        inf = self._reader(resource, namespace)
+        """The cached object, or None. Never older than our own last write to it.
+
+        ``label_selector`` reads from the informer of that scope (the one a
+        ``for_``/``watches`` with the same selector uses): an object outside it is
+        None. Without it, the read is served by an unscoped informer, started if
+        none exists, which watches every object of the kind.
+        """
+        inf = self._reader(resource, namespace, label_selector)
         if not inf.has_synced:
             if not self._started:
                 inf.start()
@@ -223,9 +238,11 @@ class Cache:
         namespace: str | None = None,
         *,
         index: tuple[str, str] | None = None,
+        label_selector: str | None = None,
     ) -> list[Object]:
-        """Cached objects of a kind, optionally in one namespace or under one index value."""
-        inf = self._reader(resource, namespace)
+        """Cached objects of a kind, optionally in one namespace or under one index value;
+        ``label_selector`` picks the informer of that scope, as for :meth:`get`."""
+        inf = self._reader(resource, namespace, label_selector)
         if not inf.has_synced:
             if not self._started:
                 inf.start()
@@ -235,12 +252,32 @@ class Cache:
             objs = [o for o in objs if o["metadata"].get("namespace") == namespace]
         return objs
 
+    def _settle(self, resource: Resource, event: Event) -> None:
+        """Drop a read-your-writes expectation once the watch has delivered it, so the
+        table holds only writes still in flight (not every object ever written)."""
+        exp = self._expected.get(resource)
+        if not exp:
+            return
+        key = object_key(event.obj)
+        want = exp.get(key)
+        if want is None:
+            return
+        have = event.obj.get("metadata", {}).get("resourceVersion", "")
+        if isinstance(event, Deleted) or rv_at_least(have, want):
+            del exp[key]
+
     def note_write(self, resource: Resource, obj: Object) -> None:
         """Record the version our write produced, so reads wait for it."""
         rv = obj.get("metadata", {}).get("resourceVersion")
         if not rv:
             return
         key = object_key(obj)
+        for k, inf in self._informers.items():
+            cached = inf.store.get(key) if k.resource == resource else None
+            if cached is not None and rv_at_least(
+                cached["metadata"].get("resourceVersion", ""), rv
+            ):
+                return  # the watch was faster than our response: nothing to wait for
         exp = self._expected.setdefault(resource, {})
         if key not in exp or rv_at_least(rv, exp[key]):
             exp[key] = rv

@@ -34,6 +34,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("kubeloop.manager")
 
 _WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "apply"})
+#: Kubernetes verb -> HTTP method, the ``method`` label client-go gives rest_client_requests_total.
+_HTTP_METHODS = {
+    "get": "GET",
+    "list": "GET",
+    "watch": "GET",
+    "create": "POST",
+    "update": "PUT",
+    "patch": "PATCH",
+    "apply": "PATCH",
+    "delete": "DELETE",
+}
 
 
 class LeaderElectionLost(Exception):
@@ -116,7 +127,9 @@ class Manager:
     ) -> None:
         """Every API request: rest_client_requests_total, and writes per controller."""
         self.metrics.rest_client_requests_total.labels(
-            code=str(code) if code else "<error>", method=verb.upper(), host=self.client.host
+            code=str(code) if code else "<error>",
+            method=_HTTP_METHODS.get(verb, verb.upper()),
+            host=self.client.host,
         ).inc()
         if verb in _WRITE_VERBS and 200 <= code < 300 and resource is not None:
             self.metrics.api_writes_total.labels(

@@ -14,6 +14,7 @@ one (tests, two managers in one process).
 
 from __future__ import annotations
 
+import contextvars
 import math
 import re
 from bisect import bisect_left
@@ -557,3 +558,9 @@ class RuntimeMetrics:
 
 RUNTIME_METRICS = RuntimeMetrics(REGISTRY)
 """kubeloop's metric families on the default :data:`REGISTRY`."""
+
+CURRENT: contextvars.ContextVar[RuntimeMetrics | None] = contextvars.ContextVar(
+    "kubeloop_metrics", default=None
+)
+"""The metrics of the controller whose reconcile is running (set around each reconcile),
+so helpers called inside it (``update_status``) count into its manager's registry."""

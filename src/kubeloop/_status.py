@@ -29,7 +29,7 @@ from kubeloop._client import Client
 from kubeloop._conditions import ConditionStatus, set_condition
 from kubeloop._errors import Conflict, NotFound
 from kubeloop._log import CONTROLLER
-from kubeloop._metrics import RUNTIME_METRICS, RuntimeMetrics
+from kubeloop._metrics import CURRENT, RUNTIME_METRICS, RuntimeMetrics
 from kubeloop._resource import Object, Resource, name_of, namespace_of
 from kubeloop._retry import retry_on_conflict
 
@@ -88,7 +88,8 @@ class _Accounting:
     def __init__(
         self, metrics: RuntimeMetrics | None, controller: str | None, resource: Resource
     ) -> None:
-        self.metrics = metrics if metrics is not None else RUNTIME_METRICS
+        # Inside a reconcile, count where its controller counts (its manager's registry).
+        self.metrics = metrics if metrics is not None else (CURRENT.get() or RUNTIME_METRICS)
         # The label must be a string; "" marks a write made outside any controller.
         self.controller = controller if controller is not None else (CONTROLLER.get() or "")
         self.resource = resource.key
@@ -191,7 +192,9 @@ async def update_status(
         controller: the ``controller`` metric label. Default: the
             :data:`~kubeloop._log.CONTROLLER` context variable (set around every
             reconcile), or ``""`` outside one.
-        metrics: where to count. Default :data:`~kubeloop._metrics.RUNTIME_METRICS`.
+        metrics: where to count. Default: inside a reconcile, its controller's
+            metrics (the manager's registry); elsewhere
+            :data:`~kubeloop._metrics.RUNTIME_METRICS`.
         backoff: the conflict retry schedule. Default
             :data:`~kubeloop._backoff.DEFAULT_RETRY` (5 tries, 10 ms apart, jittered).
 

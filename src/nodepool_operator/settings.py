@@ -25,6 +25,9 @@ class OperatorSettings:
     #: How long a pod must have been unschedulable before the Autoscaler acts, so a burst
     #: of pods is planned together (cluster-autoscaler's new-pod delay).
     batch_window_seconds: float = 2.0
+    #: Only handle NodePools, Autoscalers and Instances with these labels (e.g. ``shard=a``);
+    #: None handles all. Lets several operators (or tests) share one cluster.
+    label_selector: str | None = None
     #: Install or update the CRDs at start-up.
     install_crds: bool = True
     #: Leader election (off for a single local process).
@@ -32,3 +35,5 @@ class OperatorSettings:
     #: /metrics and /healthz,/readyz addresses (None disables).
     metrics_bind_address: str | None = "127.0.0.1:8080"
     health_probe_bind_address: str | None = "127.0.0.1:8081"
+    #: Shut down gracefully on SIGTERM/SIGINT (off when embedded in tests or the demo).
+    handle_signals: bool = True

@@ -1,0 +1,288 @@
+"""kubeloop's benchmark harness.
+
+    bench/run.py [--quick] [--only NAME] [--kubeconfig K] [--write]
+
+Starts its own control plane (etcd + kube-apiserver on loopback, no scheduler) unless
+``--kubeconfig`` names a cluster, runs each benchmark, prints one JSON line per benchmark
+on stdout (``name``, ``params``, ``figures``, ``ratios``; progress goes to stderr), and with
+``--write`` updates ``docs/benchmarks.md``: the machine, the date and the exact command, and
+a table per benchmark. ``--quick`` uses smaller sizes (about 10 minutes at most on 2 cores);
+``--objects``/``--repeats`` override a benchmark's sizes (the smoke test runs a tiny case).
+Benchmarks are not part of ``make test``; ``make bench`` runs the full set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shlex
+import sys
+import traceback
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+if not __package__:  # run as a script (bench/run.py): make the `bench` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import (
+    ROOT,
+    Benchmark,
+    BenchResult,
+    Context,
+    throughput,
+)
+from kubeloop import Client
+from kubeloop.envtest import ControlPlane, ControlPlaneOptions
+
+#: Every benchmark, in the order they run and appear in the docs.
+BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (throughput.BENCHMARK,)}
+
+DOCS = ROOT / "docs" / "benchmarks.md"
+RUN_BEGIN, RUN_END = "<!-- bench:run:begin -->", "<!-- bench:run:end -->"
+
+SKELETON = f"""# Benchmarks
+
+Speed is measured here, never asserted in tests. Everything between `<!-- bench:... -->`
+markers is written by the harness; the rest of this file (such as the "what limits it" notes)
+is kept by every `--write`.
+
+```bash
+make bench                                  # the full set; updates this file
+.venv/bin/python bench/run.py --quick       # smaller sizes, about 10 minutes at most on 2 cores
+.venv/bin/python bench/run.py --only NAME --kubeconfig K --write
+```
+
+Each benchmark prints one JSON line (`name`, `params`, `figures`, `ratios`). Without
+`--kubeconfig` the harness starts its own control plane (etcd and kube-apiserver on loopback,
+on the same machine as the clients it measures, so they compete for its cores).
+
+## Last run
+
+{RUN_BEGIN}
+{RUN_END}
+"""
+
+
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
+
+
+# -- the machine ---------------------------------------------------------------------------
+
+
+def _proc_field(path: str, key: str) -> str | None:
+    with contextlib.suppress(OSError):
+        for line in Path(path).read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() == key:
+                return value.strip()
+    return None
+
+
+def machine(apiserver: str, etcd: str | None, own_control_plane: bool) -> dict[str, Any]:
+    """What the figures depend on, for the docs header."""
+    mem_kib = _proc_field("/proc/meminfo", "MemTotal") or "0 kB"
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {
+        "cores": os.cpu_count(),
+        "usable_cores": usable,
+        "cpu": _proc_field("/proc/cpuinfo", "model name") or platform.processor() or "unknown",
+        "memory_gib": round(int(mem_kib.split()[0]) / 1024 / 1024, 1),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": f"{platform.python_version()} ({platform.python_implementation()})",
+        "kubeloop": importlib.metadata.version("kubeloop"),
+        "aiohttp": importlib.metadata.version("aiohttp"),
+        "apiserver": apiserver,
+        "etcd": etcd,
+        "load_before": " / ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "control_plane": (
+            "started by the harness on loopback, same machine (etcd --unsafe-no-fsync)"
+            if own_control_plane
+            else "given by --kubeconfig"
+        ),
+    }
+
+
+def _etcd_version(url: str) -> str | None:
+    with (
+        contextlib.suppress(OSError, ValueError),
+        urllib.request.urlopen(f"{url}/version", timeout=5) as resp,
+    ):
+        return str(json.loads(resp.read()).get("etcdserver"))
+    return None
+
+
+async def _apiserver_version(kubeconfig: Path) -> str:
+    async with Client.from_kubeconfig(kubeconfig) as client:
+        return str((await client.server_version()).get("gitVersion", "unknown"))
+
+
+def command_line() -> str:
+    """The command that ran this, as typed from the repository root."""
+
+    def rel(path: str) -> str:
+        p = Path(path).absolute()
+        with contextlib.suppress(ValueError):
+            return str(p.relative_to(Path.cwd()))
+        return str(p)
+
+    return shlex.join([rel(sys.executable), rel(sys.argv[0]), *sys.argv[1:]])
+
+
+# -- docs/benchmarks.md ------------------------------------------------------------------
+
+
+def _replace_block(text: str, begin: str, end: str, body: str) -> str:
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
+    return pattern.sub(lambda _: f"{begin}\n{body}\n{end}", text, count=1)
+
+
+def _machine_line(m: dict[str, Any]) -> str:
+    return (
+        f"{m['cores']} cores, {m['memory_gib']} GiB, Python {m['python'].split()[0]}, "
+        f"kube-apiserver {m['apiserver']}"
+    )
+
+
+def run_header(m: dict[str, Any], date: str, command: str, quick: bool) -> str:
+    cores = f"{m['cores']}" + (
+        f" ({m['usable_cores']} usable)" if m["usable_cores"] not in (None, m["cores"]) else ""
+    )
+    rows = [
+        ("date", date),
+        ("command", f"`{command}`"),
+        ("sizes", "quick (`--quick`)" if quick else "full"),
+        ("cores", f"{cores}: {m['cpu']}"),
+        ("memory", f"{m['memory_gib']} GiB"),
+        ("OS", m["os"]),
+        ("Python", m["python"]),
+        ("kube-apiserver", m["apiserver"]),
+        ("etcd", m["etcd"] or "unknown"),
+        ("kubeloop / aiohttp", f"{m['kubeloop']} / {m['aiohttp']}"),
+        ("control plane", m["control_plane"]),
+        ("load average before the run (1/5/15 min)", m["load_before"]),
+    ]
+    return "\n".join(["| | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in rows)])
+
+
+def update_docs(
+    path: Path, results: list[BenchResult], m: dict[str, Any], date: str, command: str, quick: bool
+) -> None:
+    """Rewrite the run header and each measured benchmark's block; keep everything else."""
+    text = path.read_text() if path.exists() else SKELETON
+    if RUN_BEGIN not in text:
+        text = text.rstrip("\n") + f"\n\n## Last run\n\n{RUN_BEGIN}\n{RUN_END}\n"
+    text = _replace_block(text, RUN_BEGIN, RUN_END, run_header(m, date, command, quick))
+    for result in results:
+        bench = BENCHMARKS[result["name"]]
+        begin, end = _markers(bench.name)
+        body = (
+            f"_Measured {date} with `{command}`"
+            f"{' (quick sizes)' if quick else ''}; {_machine_line(m)}._\n\n"
+            f"{bench.markdown(result)}"
+        )
+        if begin in text and end in text:
+            text = _replace_block(text, begin, end, body)
+        else:
+            text = (
+                text.rstrip("\n")
+                + f"\n\n## {bench.title}\n\n{bench.description}\n\n{begin}\n{body}\n{end}\n"
+            )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+# -- running -----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def cluster(kubeconfig: str | None) -> Iterator[tuple[Path, ControlPlane | None]]:
+    if kubeconfig is not None:
+        yield Path(kubeconfig).resolve(), None
+        return
+    print("[bench] starting a control plane (etcd + kube-apiserver)", file=sys.stderr)
+    with ControlPlane(ControlPlaneOptions(scheduler=False)) as cp:
+        yield cp.kubeconfig, cp
+
+
+async def run_all(ctx: Context, names: list[str]) -> tuple[list[BenchResult], list[str]]:
+    results: list[BenchResult] = []
+    failed: list[str] = []
+    for name in names:
+        ctx.log(f"{name}: starting")
+        try:
+            result = await BENCHMARKS[name].run(ctx)
+        except Exception:
+            traceback.print_exc()
+            ctx.log(f"{name}: FAILED")
+            failed.append(name)
+            continue
+        print(json.dumps(result), flush=True)
+        results.append(result)
+    return results, failed
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="bench/run.py", description="Run kubeloop's benchmarks (one JSON line each)."
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (<= ~10 min)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME",
+        choices=list(BENCHMARKS),
+        help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}",
+    )
+    parser.add_argument("--kubeconfig", help="use this cluster instead of starting one")
+    parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
+    parser.add_argument("--docs", type=Path, default=DOCS, help=argparse.SUPPRESS)
+    parser.add_argument("--objects", type=int, help="override the object count")
+    parser.add_argument("--repeats", type=int, help="override the number of repeats")
+    parser.add_argument(
+        "--server-pids",
+        default="",
+        help="with --kubeconfig: comma-separated apiserver/etcd PIDs, to report their CPU time",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    names = [n for n in BENCHMARKS if not args.only or n in args.only]
+    overrides = {
+        k: v for k, v in (("objects", args.objects), ("repeats", args.repeats)) if v is not None
+    }
+    pids = [int(p) for p in args.server_pids.split(",") if p]
+    command = command_line()
+    date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    with cluster(args.kubeconfig) as (kubeconfig, cp):
+        ctx = Context(
+            kubeconfig=kubeconfig,
+            quick=args.quick,
+            overrides=overrides,
+            server_pids=cp.pids if cp is not None else pids,
+        )
+        apiserver = asyncio.run(_apiserver_version(kubeconfig))
+        m = machine(apiserver, _etcd_version(cp.etcd_url) if cp else None, cp is not None)
+        ctx.log(f"{_machine_line(m)}; {command}")
+        if os.getloadavg()[0] > 0.5 * (os.cpu_count() or 1):
+            ctx.log(f"warning: the machine is busy (load {m['load_before']}); figures will suffer")
+        results, failed = asyncio.run(run_all(ctx, names))
+    if args.write and results:
+        update_docs(args.docs, results, m, date, command, args.quick)
+        ctx.log(f"wrote {args.docs}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""The ``nodepool-operator`` command: ``run`` the operator, or ``demo`` it on a local cluster.
+
+``run`` maps each flag onto one :class:`~nodepool_operator.settings.OperatorSettings` field, and
+its help shows that field's default, read from the dataclass so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from kubeloop import ConfigError, KubeloopError, LeaderElectionLost, configure_logging
+from nodepool_operator import operator
+from nodepool_operator.demo import (
+    DEFAULT_PODS,
+    DemoError,
+    DemoInterrupted,
+    DemoOptions,
+    DemoResult,
+    run_demo,
+)
+from nodepool_operator.settings import OperatorSettings
+
+log = logging.getLogger("nodepool_operator")
+
+_DEFAULTS = OperatorSettings()
+_DEMO = DemoOptions()
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+#: controller-runtime's convention: a bind address of "0" turns the endpoint off.
+_DISABLED = "0"
+_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "run":
+        return _run(args)
+    return _demo(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nodepool-operator",
+        description="The NodePool + Autoscaler operator, on kubeloop.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser(
+        "run",
+        help="run the operator against a cluster until SIGTERM/SIGINT",
+        description="Run the operator against a cluster until SIGTERM or SIGINT.",
+    )
+    _kubeconfig_flag(run, "the cluster to run in (default: $KUBECONFIG, else ~/.kube/config)")
+    run.add_argument(
+        "--cloud-state",
+        type=Path,
+        default=_DEFAULTS.cloud_state,
+        metavar="PATH",
+        help="SQLite file of the simulated cloud; it outlives the operator "
+        f"(default: {_DEFAULTS.cloud_state})",
+    )
+    run.add_argument(
+        "--boot-seconds",
+        type=float,
+        default=_DEFAULTS.boot_seconds,
+        metavar="S",
+        help=f"seconds a simulated VM takes to boot (default: {_DEFAULTS.boot_seconds:g})",
+    )
+    run.add_argument(
+        "--label-selector",
+        default=_DEFAULTS.label_selector,
+        metavar="SEL",
+        help="only handle NodePools, Autoscalers and Instances with these labels, e.g. "
+        "shard=a (default: all)",
+    )
+    run.add_argument(
+        "--metrics-bind-address",
+        default=_DEFAULTS.metrics_bind_address or _DISABLED,
+        metavar="A",
+        help="host:port of /metrics; 0 turns it off "
+        f"(default: {_DEFAULTS.metrics_bind_address or _DISABLED})",
+    )
+    run.add_argument(
+        "--health-probe-bind-address",
+        default=_DEFAULTS.health_probe_bind_address or _DISABLED,
+        metavar="A",
+        help="host:port of /healthz and /readyz; 0 turns them off "
+        f"(default: {_DEFAULTS.health_probe_bind_address or _DISABLED})",
+    )
+    run.add_argument(
+        "--leader-elect",
+        action="store_true",
+        default=_DEFAULTS.leader_election,
+        help="take a Lease before reconciling, for several replicas "
+        f"(default: {'on' if _DEFAULTS.leader_election else 'off'})",
+    )
+    run.add_argument(
+        "--no-install-crds",
+        dest="install_crds",
+        action="store_false",
+        default=_DEFAULTS.install_crds,
+        help="do not install or update the CRDs at start-up "
+        f"(default: {'install them' if _DEFAULTS.install_crds else 'do not'})",
+    )
+    run.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="log lines on stderr as text or one JSON object each (default: text)",
+    )
+    run.add_argument(
+        "--log-level",
+        choices=_LOG_LEVELS,
+        default="info",
+        help="the least severe level logged (default: info)",
+    )
+
+    demo = sub.add_parser(
+        "demo",
+        help="the operator end to end on a local control plane, with a live view",
+        description="Start a local control plane and the operator with the simulated cloud, "
+        "apply a NodePool (96 GiB nodes) and an Autoscaler for namespaces prod and money-maker, "
+        "create a burst of pending pods, and watch until every pod that fits is scheduled.",
+    )
+    _kubeconfig_flag(
+        demo,
+        "use this cluster instead of starting a local control plane; the demo still runs its "
+        "own operator, so stop any other one first (default: a local control plane)",
+    )
+    demo.add_argument(
+        "--pods",
+        type=int,
+        default=_DEMO.pods,
+        metavar="N",
+        help="pods in the burst; 4 of them must not cause a scale-up, the rest keep the "
+        f"default mix of 28Gi, 12Gi and 4Gi pods (default: {DEFAULT_PODS})",
+    )
+    demo.add_argument(
+        "--boot-seconds",
+        type=float,
+        default=_DEMO.boot_seconds,
+        metavar="S",
+        help=f"seconds a simulated VM takes to boot (default: {_DEMO.boot_seconds:g})",
+    )
+    demo.add_argument(
+        "--report",
+        type=Path,
+        metavar="DIR",
+        help="write summary.md and chart.png here, with the cloud file and operator log "
+        "(default: no report; a temp dir for the rest)",
+    )
+    demo.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the control plane and operator running for kubectl until Ctrl-C",
+    )
+    demo.add_argument(
+        "--headless",
+        action="store_true",
+        help="no live view; a progress line on stderr every few seconds",
+    )
+    demo.add_argument(
+        "--json",
+        action="store_true",
+        help="end with one JSON line of figures on stdout instead of the summary",
+    )
+    demo.add_argument(
+        "--timeout",
+        type=float,
+        default=_DEMO.timeout,
+        metavar="T",
+        help="seconds to wait for every fitting pod to be scheduled; then exit 1 "
+        f"(default: {_DEMO.timeout:g})",
+    )
+    return parser
+
+
+def _kubeconfig_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--kubeconfig", type=Path, metavar="K", help=help)
+
+
+def _address(value: str) -> str | None:
+    return None if value in (_DISABLED, "") else value
+
+
+def _run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level.upper(), json_format=args.log_format == "json")
+    settings = OperatorSettings(
+        cloud_state=args.cloud_state,
+        boot_seconds=args.boot_seconds,
+        label_selector=args.label_selector,
+        install_crds=args.install_crds,
+        leader_election=args.leader_elect,
+        metrics_bind_address=_address(args.metrics_bind_address),
+        health_probe_bind_address=_address(args.health_probe_bind_address),
+    )
+    kubeconfig = str(args.kubeconfig) if args.kubeconfig is not None else None
+    try:
+        asyncio.run(operator.run(kubeconfig, settings))
+    except ConfigError as err:
+        log.error("cannot connect: %s", err)
+        return 1
+    except LeaderElectionLost as err:
+        # Exit so the supervisor restarts us as a standby (controller-runtime does the same).
+        log.error("%s", err)
+        return 1
+    except KeyboardInterrupt:
+        return _INTERRUPTED
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    options = DemoOptions(
+        kubeconfig=args.kubeconfig,
+        pods=args.pods,
+        boot_seconds=args.boot_seconds,
+        report=args.report,
+        keep=args.keep,
+        headless=args.headless,
+        json=args.json,
+        timeout=args.timeout,
+    )
+    try:
+        result = asyncio.run(run_demo(options))
+    except (DemoInterrupted, KeyboardInterrupt):
+        print("interrupted", file=sys.stderr)
+        return _INTERRUPTED
+    except (DemoError, KubeloopError) as err:
+        # KubeloopError: the cluster refused or failed a request while setting up.
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return _exit_status(result)
+
+
+def _exit_status(result: DemoResult) -> int:
+    f = result.figures
+    if not result.converged:
+        print(
+            f"error: timed out after {result.timeout:g} s: {f.pods_scheduled} of "
+            f"{f.pods_fitting} pods that fit were scheduled",
+            file=sys.stderr,
+        )
+        return 1
+    if not result.ok:
+        print(f"error: {'; '.join(f.problems())}", file=sys.stderr)
+        return 1
+    if f.nodes != f.nodes_lower_bound:
+        print(
+            f"warning: {f.nodes} nodes where {f.nodes_lower_bound} would hold the pods",
+            file=sys.stderr,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Batching: plan a burst of unschedulable pods once, not once per pod.
+
+The scheduler marks a burst's pods unschedulable one by one over a few hundred milliseconds.
+Planning on the first event would raise the target for the first pods and again for the rest:
+twice the writes, and with booting nodes counted right, the same nodes in the end. So the
+Autoscaler waits until the burst has gone quiet for ``batch_window_seconds`` (Karpenter's idle
+window), but never longer than :data:`MAX_BATCH_WINDOWS` windows from the burst's first pod
+(Karpenter's max window), so a steady trickle of pods cannot postpone scale-up for ever.
+
+When a pod became a candidate is taken from the watch, in memory, not from its
+``PodScheduled.lastTransitionTime``: that has one-second precision, which would make a pod look
+up to a second older than it is and split a burst in two.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Final
+
+from kubeloop import Deleted, Event
+from nodepool_operator.scheduling import Pod, classify, pod_ref
+from nodepool_operator.scheduling._pods import get_mapping, get_text
+
+__all__ = ["MAX_BATCH_WINDOWS", "FirstSeen", "batch_wait"]
+
+#: The longest a burst is held back, in batch windows.
+MAX_BATCH_WINDOWS: Final = 5
+
+
+class FirstSeen:
+    """When each pod was first seen as a scale-up candidate, on a monotonic clock.
+
+    :meth:`observe` is a pod informer handler: it sees every event, so a pod's time is when the
+    watch delivered it as unschedulable, not when a reconcile got round to it. A pod that stops
+    being a candidate (bound, gated, deleted) is forgotten, so memory follows the pending pods.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._since: dict[str, float] = {}
+
+    def __len__(self) -> int:
+        return len(self._since)
+
+    def observe(self, event: Event) -> None:
+        key = _key(event.obj)
+        if isinstance(event, Deleted) or not classify(event.obj).candidate:
+            self._since.pop(key, None)
+        else:
+            self._since.setdefault(key, self._clock())
+
+    def since(self, pod: Pod) -> float:
+        """When ``pod`` was first seen as a candidate; now, if this is the first time."""
+        return self._since.setdefault(_key(pod), self._clock())
+
+
+def batch_wait(
+    first_seen: Iterable[float], *, now: float, window: float, planned_at: float | None
+) -> float:
+    """Seconds to wait before planning, 0 to plan now.
+
+    Args:
+        first_seen: when each current candidate was first seen.
+        now: the same clock's now.
+        window: the quiet time that ends a burst (``batch_window_seconds``).
+        planned_at: when this Autoscaler last planned, or ``None``. Candidates seen before
+            that were planned already; only the newer ones form the burst being gathered.
+    """
+    burst = [t for t in first_seen if planned_at is None or t > planned_at]
+    if not burst:
+        return 0.0
+    quiet_for = now - max(burst)
+    gathering_for = now - min(burst)
+    remaining = min(window - quiet_for, MAX_BATCH_WINDOWS * window - gathering_for)
+    return max(remaining, 0.0)
+
+
+def _key(pod: Pod) -> str:
+    # The uid tells a re-created pod from the one it replaces; hand-made pods may lack one.
+    return get_text(get_mapping(pod, "metadata"), "uid") or str(pod_ref(pod))

@@ -1,0 +1,125 @@
+"""The Node a pool's VM registers as, built from the VM and the pool alone.
+
+There is no kubelet: the operator creates the Node with its status (which the API accepts on
+create) and keeps its Ready condition in step with the VM. kube-scheduler needs ``pods`` in
+allocatable and no NoSchedule taint of its own to bind pods to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kubeloop import Object
+from nodepool_operator.api import NodePool, NodePoolSpec
+from nodepool_operator.cloud import Instance, InstanceType
+from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.scheduling import DEFAULT_MAX_PODS
+
+INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
+#: ``spec.providerID`` is this plus the instance id (``aws:///zone/i-...`` for EC2).
+PROVIDER_ID_PREFIX: Final = "sim:///"
+
+_BINARY_UNITS: Final = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20))
+
+
+def provider_id(instance_id: str) -> str:
+    return PROVIDER_ID_PREFIX + instance_id
+
+
+def _bytes(amount: int) -> str:
+    """An exact quantity: ``8Gi``, ``1536Mi``, or plain bytes."""
+    for suffix, unit in _BINARY_UNITS:
+        if amount and amount % unit == 0:
+            return f"{amount // unit}{suffix}"
+    return str(amount)
+
+
+def capacity(spec: NodePoolSpec, instance_type: InstanceType | None) -> dict[str, str]:
+    """cpu, memory and ephemeral-storage from the spec, else the instance type; and ``pods``.
+
+    ``pods`` is kubelet's default max-pods, the value the Autoscaler's node template assumes,
+    so its packing and the scheduler agree. A resource neither source knows is left out.
+    """
+    known: dict[str, str] = {}
+    if instance_type is not None:
+        known = {
+            "cpu": str(instance_type.cpu_cores),
+            "memory": _bytes(instance_type.memory_bytes),
+            "ephemeral-storage": _bytes(instance_type.disk_bytes),
+        }
+    given = {"cpu": spec.cpu, "memory": spec.memory, "ephemeral-storage": spec.disk_size}
+    out = {key: str(value) for key, value in given.items() if value is not None}
+    out = {**known, **out}
+    out["pods"] = str(DEFAULT_MAX_PODS)
+    return out
+
+
+def ready_condition(ready: bool) -> dict[str, str]:
+    return {
+        "type": "Ready",
+        "status": "True" if ready else "False",
+        "reason": "VMRunning" if ready else "VMNotRunning",
+        "message": "the VM is running" if ready else "the VM is not running",
+    }
+
+
+def is_ready(node: Object) -> bool:
+    """Whether the Node's Ready condition is True."""
+    for cond in (node.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def _hostname(name: str) -> str:
+    # A label value: at most 63 characters, ending alphanumeric.
+    return name[:63].rstrip("-.")
+
+
+def node_manifest(
+    pool: NodePool,
+    vm: Instance,
+    instance_type: InstanceType | None,
+    *,
+    run_labels: Mapping[str, str] | None = None,
+) -> Object:
+    """The Node for ``vm`` (named like it), Ready, with the pool's labels and taints.
+
+    Label precedence, lowest first: the pool's ``spec.labels``, the operator's scope labels
+    (``run_labels``), then the well-known labels and the pool label, which nobody may
+    override.
+    """
+    name = vm.name
+    labels = {
+        **pool.spec.labels,
+        **(run_labels or {}),
+        "kubernetes.io/hostname": _hostname(name),
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        INSTANCE_TYPE_LABEL: vm.instance_type,
+        POOL_LABEL: pool.metadata.name,
+    }
+    taints: list[dict[str, Any]] = []
+    for taint in pool.spec.taints:
+        entry = {"key": taint.key, "effect": taint.effect}
+        if taint.value is not None:
+            entry["value"] = taint.value
+        taints.append(entry)
+    resources = capacity(pool.spec, instance_type)
+    addresses = [{"type": "InternalIP", "address": vm.private_ip}]
+    if vm.public_ip:
+        addresses.append({"type": "ExternalIP", "address": vm.public_ip})
+    addresses.append({"type": "Hostname", "address": _hostname(name)})
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"providerID": provider_id(vm.id), "taints": taints},
+        "status": {
+            "capacity": dict(resources),
+            "allocatable": dict(resources),
+            "conditions": [ready_condition(vm.state == "running")],
+            "addresses": addresses,
+        },
+    }

@@ -1,0 +1,53 @@
+"""What a pass over a pool must change in its recorded intents: which VMs to retire and how
+many to add. Pure, so the scale-down order can be tested without a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from nodepool_operator.api import InstanceRecord
+from nodepool_operator.controllers._intent import DELETING
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    retire: tuple[str, ...] = ()
+    """Records to mark ``deleting``: VMs that are gone, then the surplus, in that order."""
+    add: int = 0
+    """How many new intents to record."""
+
+    @property
+    def empty(self) -> bool:
+        return not self.retire and not self.add
+
+
+def desired_nodes(target: int, min_nodes: int, max_nodes: int) -> int:
+    """``targetNodes`` clamped into ``[minNodes, maxNodes]`` (spec is never rewritten)."""
+    return max(min_nodes, min(target, max_nodes))
+
+
+def plan(
+    records: Sequence[InstanceRecord],
+    desired: int,
+    *,
+    gone: Collection[str] = (),
+    busy: Collection[str] = (),
+) -> Plan:
+    """Retire what is ``gone`` (its VM terminated or unknown to the cloud) and the surplus
+    over ``desired``, or add the missing.
+
+    Surplus goes in this order: records whose node runs no pods (``busy`` names those that
+    do) before the rest; within each, the newest first, so VMs still booting (or never
+    created) go before serving ones. Records already ``deleting`` are neither counted nor
+    chosen: their removal is under way.
+    """
+    retire = [r.name for r in records if r.state != DELETING and r.name in gone]
+    live = [r for r in records if r.state != DELETING and r.name not in gone]
+    if len(live) < desired:
+        return Plan(retire=tuple(retire), add=desired - len(live))
+    surplus = len(live) - desired
+    newest_empty_first = sorted(range(len(live)), key=lambda i: (live[i].name in busy, -i))
+    retire += [live[i].name for i in newest_empty_first[:surplus]]
+    return Plan(retire=tuple(retire))

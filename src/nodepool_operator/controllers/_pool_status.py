@@ -1,0 +1,174 @@
+"""A NodePool's status, computed from what one pass observed and did. Pure.
+
+Every value here is a function of state (counts, names, the cloud's answer), never of time,
+so a pass that changes nothing computes the status already stored and ``update_status``
+sends nothing: an idle pool costs no writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from kubeloop import set_condition
+from nodepool_operator.api import (
+    DEGRADED,
+    READY,
+    SCALING,
+    InstanceRecord,
+    InvalidField,
+    ScaleOperation,
+    to_api,
+)
+from nodepool_operator.cloud import CloudError, IdempotencyMismatch, InvalidRequest
+from nodepool_operator.controllers._intent import CREATING, DELETING
+from nodepool_operator.controllers._scope import POOL_LABEL
+
+#: Degraded's reason when the cloud refuses the pool's instance type.
+INVALID_INSTANCE_TYPE: Final = "InvalidInstanceType"
+_MAX_MESSAGE = 32768
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+StatusMutation = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CloudFailure:
+    """A cloud error as the Degraded condition reports it."""
+
+    reason: str
+    message: str
+    error: CloudError
+
+
+def cloud_failure(err: CloudError) -> CloudFailure:
+    """The Degraded reason for ``err``: its class name, except that a plain InvalidRequest
+    from a create can only mean an instance type the cloud does not offer (the operator
+    always sends a name and a token)."""
+    if isinstance(err, InvalidRequest) and not isinstance(err, IdempotencyMismatch):
+        reason = INVALID_INSTANCE_TYPE
+    else:
+        reason = type(err).__name__
+    return CloudFailure(reason, str(err)[:_MAX_MESSAGE], err)
+
+
+def live_vms(records: Sequence[InstanceRecord]) -> int:
+    """VMs the pool has: recorded with an id and not being removed."""
+    return sum(1 for r in records if r.instance_id and r.state not in (CREATING, DELETING))
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStatus:
+    """The whole status one pass wants; :meth:`apply` is the ``update_status`` mutation."""
+
+    generation: int
+    selector: str
+    current_nodes: int
+    ready_nodes: int
+    scale_operation: ScaleOperation
+    instances: tuple[InstanceRecord, ...]
+    conditions: tuple[tuple[str, ConditionStatus, str, str], ...]
+
+    @property
+    def converged(self) -> bool:
+        return self.scale_operation == "inactive"
+
+    def apply(self, status: dict[str, Any]) -> None:
+        status["currentNodes"] = self.current_nodes
+        status["readyNodes"] = self.ready_nodes
+        status["scaleOperation"] = self.scale_operation
+        status["observedGeneration"] = self.generation
+        status["selector"] = self.selector
+        if self.instances:
+            status["instances"] = [to_api(r) for r in self.instances]
+        else:
+            status.pop("instances", None)
+        conditions = status.get("conditions")
+        if not isinstance(conditions, list):
+            conditions = status["conditions"] = []
+        for type_, state, reason, message in self.conditions:
+            # lastTransitionTime moves only when a condition flips: no write per pass
+            set_condition(conditions, type_, state, reason, message, self.generation)
+
+
+def _clamp_note(target: int, desired: int, min_nodes: int) -> str:
+    if target == desired:
+        return ""
+    bound = "minNodes" if desired == min_nodes and target < desired else "maxNodes"
+    return f" (targetNodes {target} clamped to {bound} {desired})"
+
+
+def pool_status(
+    *,
+    name: str,
+    generation: int,
+    target: int,
+    desired: int,
+    min_nodes: int,
+    records: Sequence[InstanceRecord],
+    ready: Collection[str],
+    failure: CloudFailure | None,
+) -> PoolStatus:
+    """The status of pool ``name`` whose ``records`` are as given, ``ready`` naming the
+    records registered as Ready nodes, after a pass that met ``failure`` (or none)."""
+    current = live_vms(records)
+    ready_count = sum(1 for r in records if r.name in ready and r.state != DELETING)
+    in_flight = any(r.state in (CREATING, DELETING) for r in records)
+    converged = not in_flight and current == desired and ready_count == desired
+    progress = f"{ready_count}/{desired} nodes ready{_clamp_note(target, desired, min_nodes)}"
+    deleting = any(r.state == DELETING for r in records)
+
+    if converged:
+        ready_cond: tuple[str, ConditionStatus, str, str] = (READY, "True", "Converged", progress)
+    elif failure is not None and failure.reason == INVALID_INSTANCE_TYPE:
+        ready_cond = (READY, "False", "InvalidSpec", f"spec.instanceType: {failure.message}")
+    elif ready_count < desired:
+        ready_cond = (READY, "False", "Provisioning", progress)
+    else:
+        ready_cond = (READY, "False", "ScalingDown", progress)
+
+    if converged:
+        scaling: tuple[str, ConditionStatus, str, str] = (SCALING, "False", "Stable", "")
+    else:
+        if ready_count < desired:
+            reason = "ScalingUp"
+        elif current > desired or deleting:
+            reason = "ScalingDown"
+        else:
+            reason = "Converging"
+        scaling = (SCALING, "True", reason, f"{current} -> {desired} nodes")
+
+    if failure is not None:
+        degraded: tuple[str, ConditionStatus, str, str] = (
+            DEGRADED,
+            "True",
+            failure.reason,
+            failure.message,
+        )
+    else:
+        degraded = (DEGRADED, "False", "CloudHealthy", "")
+
+    return PoolStatus(
+        generation=generation,
+        selector=f"{POOL_LABEL}={name}",
+        current_nodes=current,
+        ready_nodes=ready_count,
+        scale_operation="inactive" if converged else "active",
+        instances=tuple(records),
+        conditions=(ready_cond, scaling, degraded),
+    )
+
+
+def invalid_spec(generation: int, err: InvalidField) -> StatusMutation:
+    """Ready=False, reason InvalidSpec, naming the field; the rest of the status stays."""
+    message = str(err)[:_MAX_MESSAGE]
+
+    def mutate(status: dict[str, Any]) -> None:
+        status["observedGeneration"] = generation
+        conditions = status.get("conditions")
+        if not isinstance(conditions, list):
+            conditions = status["conditions"] = []
+        set_condition(conditions, READY, "False", "InvalidSpec", message, generation)
+
+    return mutate

@@ -1,0 +1,400 @@
+"""The Autoscaler controller: raises a NodePool's targetNodes when pods wait for room.
+
+One reconcile, for one Autoscaler:
+
+1. read the Autoscaler, its NodePool, the pending pods of its namespaces and the pool's Nodes
+   from the cache (``Ready=False, reason=NodePoolNotFound`` if the pool is missing; the pool's
+   watch brings the Autoscaler back when it appears, so there is nothing to retry);
+2. keep the pods the scheduler marked ``Unschedulable`` (:func:`~nodepool_operator.scheduling.
+   classify`), and wait until the burst they came in has gone quiet (:mod:`._batching`);
+3. set aside pods that wait on a missing Secret, ConfigMap or claim (:mod:`._pending`);
+4. plan by simulation (:func:`~nodepool_operator.scheduling.plan_scale_up`): room on the
+   pool's nodes first, then its booting nodes (target minus registered nodes), then new
+   template nodes, first-fit-decreasing, within the smaller of the two maxNodes;
+5. raise ``targetNodes`` through the scale subresource, re-planned against the target the
+   server has (:mod:`._scale`); or, with scale-down enabled, lower it when nodes have been
+   empty for ``scaleDownUnneededTime``;
+6. write status only if it changed, and emit TriggeredScaleUp / NotTriggerScaleUp Events, each
+   distinct one once (:mod:`._report`).
+
+It then runs again after ``frequency``; pod, node and pool events bring it back sooner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from kubeloop import (
+    NODES,
+    PODS,
+    Controller,
+    ControllerOptions,
+    Manager,
+    NotFound,
+    Object,
+    Request,
+    Result,
+    generation_changed,
+    set_condition,
+    update_status,
+)
+from nodepool_operator.api import (
+    AUTOSCALERS,
+    MAX_POOL_NODES,
+    NODEPOOLS,
+    Autoscaler,
+    InvalidField,
+    NodePool,
+    parse_autoscaler,
+    parse_nodepool,
+)
+from nodepool_operator.controllers._batching import FirstSeen, batch_wait
+from nodepool_operator.controllers._capacity import PoolNodes, pool_nodes, pool_template
+from nodepool_operator.controllers._decision import (
+    decision_text,
+    next_unneeded_due,
+    not_triggered,
+    scale_down_target,
+    scale_down_text,
+    set_aside,
+    track_unneeded,
+)
+from nodepool_operator.controllers._pending import blocked
+from nodepool_operator.controllers._references import look_up
+from nodepool_operator.controllers._report import Reporter
+from nodepool_operator.controllers._scale import ScaleOutcome, lower_target, raise_target
+from nodepool_operator.controllers._scope import equality_labels, node_selector
+from nodepool_operator.controllers._watch import (
+    BY_NAMESPACE,
+    BY_NODE,
+    BY_POOL,
+    Routes,
+    autoscaler_namespaces,
+    autoscaler_pool,
+    node_changed,
+    node_pool,
+    pod_moved,
+    pod_namespace,
+    pod_node,
+)
+from nodepool_operator.scheduling import (
+    NodeTemplate,
+    PodReason,
+    ScaleUpPlan,
+    classify,
+    plan_scale_up,
+    pod_ref,
+)
+from nodepool_operator.settings import OperatorSettings
+
+__all__ = ["AutoscalerController"]
+
+log = logging.getLogger("nodepool_operator.autoscaler")
+
+READY: Final = "Ready"
+# Reasons of the Ready condition.
+WATCHING: Final = "Watching"
+NODEPOOL_NOT_FOUND: Final = "NodePoolNotFound"
+INVALID_SPEC: Final = "InvalidSpec"
+INVALID_NODEPOOL: Final = "InvalidNodePool"
+#: Pods that are not pending at all (not counted in status.pendingPods).
+_GONE: Final = (PodReason.BOUND, PodReason.TERMINATING, PodReason.FINISHED)
+
+
+@dataclass
+class _Memory:
+    """What one Autoscaler's reconciles remember between runs. Lost on a restart, harmlessly:
+    the next look plans again and empty nodes start their unneeded time again."""
+
+    planned_at: float | None = None
+    unneeded_since: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Look:
+    """Everything one reconcile read, for planning."""
+
+    scaler: Autoscaler
+    pool: NodePool
+    pool_obj: Object
+    template: NodeTemplate
+    nodes: PoolNodes
+    pending: int
+    candidates: tuple[Object, ...]
+
+
+class AutoscalerController:
+    """Wires and runs the Autoscaler controller; see the module docstring."""
+
+    def __init__(
+        self,
+        mgr: Manager,
+        settings: OperatorSettings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.mgr = mgr
+        self.settings = settings
+        self._clock = clock
+        self._first_seen = FirstSeen(clock)
+        self._memory: dict[str, _Memory] = {}
+        self._report = Reporter(mgr.recorder)
+        cache, selector = mgr.cache, settings.label_selector
+        # The operator's scope labels are on every Node it registers (see _scope), so the Node
+        # watch is scoped like the NodePool one, and the node template carries them too.
+        self._scope_labels = equality_labels(selector)
+        self._node_selector = node_selector(self._scope_labels)
+        # The informers the builder below (and the NodePool controller) use for the same kind,
+        # scope and selector: one watch each, and these indexes serve the map functions and the
+        # reconcile alike.
+        self._autoscalers = cache.informer(AUTOSCALERS, label_selector=selector)
+        self._nodes = cache.informer(NODES, label_selector=self._node_selector)
+        self._pods = cache.informer(PODS)
+
+    def register(self) -> Controller:
+        self._autoscalers.add_index(BY_NAMESPACE, autoscaler_namespaces)
+        self._autoscalers.add_index(BY_POOL, autoscaler_pool)
+        self._nodes.add_index(BY_POOL, node_pool)
+        self._pods.add_index(BY_NAMESPACE, pod_namespace)
+        self._pods.add_index(BY_NODE, pod_node)
+        self._pods.add_handler(self._first_seen.observe)
+        routes = Routes(self._autoscalers.store, self._nodes.store)
+        selector = self.settings.label_selector
+        return (
+            self.mgr.controller("autoscaler")
+            .for_(AUTOSCALERS, predicates=[generation_changed], label_selector=selector)
+            .watches(PODS, routes.for_pod, predicates=[pod_moved])
+            .watches(
+                NODES,
+                routes.for_node,
+                predicates=[node_changed],
+                label_selector=self._node_selector,
+            )
+            .watches(
+                NODEPOOLS, routes.for_pool, predicates=[generation_changed], label_selector=selector
+            )
+            .with_options(
+                ControllerOptions(max_concurrent_reconciles=self.settings.autoscaler_workers)
+            )
+            .complete(self.reconcile)
+        )
+
+    # -- reconcile ---------------------------------------------------------------------
+
+    async def reconcile(self, req: Request) -> Result:
+        # Through the cache, not the store: a read right after our own status write waits
+        # for the watch to bring that write back, so the next write does not conflict.
+        obj = await self.mgr.cache.get(
+            AUTOSCALERS, req.name, label_selector=self.settings.label_selector
+        )
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            self._memory.pop(req.name, None)
+            self._report.forget(req.name)
+            return Result()
+        try:
+            scaler = parse_autoscaler(obj)
+        except InvalidField as err:
+            # Admission should have refused it; a spec fix is a generation change, which
+            # brings the Autoscaler back: nothing to retry until then.
+            await self._not_ready(obj, INVALID_SPEC, str(err))
+            return Result()
+        memory = self._memory.setdefault(req.name, _Memory())
+        look = await self._look(obj, scaler)
+        if look is None:
+            return Result()
+        now = self._clock()
+        wait = batch_wait(
+            (self._first_seen.since(p) for p in look.candidates),
+            now=now,
+            window=self.settings.batch_window_seconds,
+            planned_at=memory.planned_at,
+        )
+        if wait > 0:
+            log.debug("gathering a burst of %d candidates for %.2fs", len(look.candidates), wait)
+            return Result(requeue_after=wait)
+        memory.planned_at = now
+        return await self._decide(obj, look, memory, now)
+
+    async def _look(self, obj: Object, scaler: Autoscaler) -> _Look | None:
+        """Read what planning needs; ``None`` (with the reason in status) if it cannot plan."""
+        pool_name = scaler.spec.node_pool_ref.name
+        pool_obj = await self.mgr.cache.get(
+            NODEPOOLS, pool_name, label_selector=self.settings.label_selector
+        )
+        if pool_obj is None:
+            await self._pool_not_found(obj, pool_name)
+            return None
+        try:
+            pool = parse_nodepool(pool_obj)
+            template = pool_template(pool, scope_labels=self._scope_labels)
+        except ValueError as err:  # InvalidField is a ValueError too
+            await self._not_ready(obj, INVALID_NODEPOOL, f"NodePool {pool_name}: {err}")
+            return None
+        pending, candidates = 0, list[Object]()
+        for namespace in scaler.spec.namespaces:
+            for pod in self._pods.store.by_index(BY_NAMESPACE, namespace):
+                verdict = classify(pod)
+                pending += verdict.reason not in _GONE
+                if verdict.candidate:
+                    candidates.append(pod)
+        nodes = pool_nodes(
+            self._nodes.store.by_index(BY_POOL, pool_name),
+            lambda node: self._pods.store.by_index(BY_NODE, node),
+        )
+        return _Look(scaler, pool, pool_obj, template, nodes, pending, tuple(candidates))
+
+    async def _decide(self, obj: Object, look: _Look, memory: _Memory, now: float) -> Result:
+        lookup = await look_up(self.mgr.client, look.candidates)
+        stuck = [(pod_ref(p), why) for p in look.candidates if (why := blocked(p, lookup))]
+        stuck_refs = {ref for ref, _ in stuck}
+        eligible = [p for p in look.candidates if pod_ref(p) not in stuck_refs]
+        aside = set_aside(stuck)
+        spec = look.scaler.spec
+        pool_name = spec.node_pool_ref.name
+        try:
+            plan, outcome = await self._scale(look, memory, _planner(look, eligible), now)
+        except NotFound:  # the pool went away after we read it
+            await self._pool_not_found(obj, pool_name)
+            return Result()
+        head: str | None = None
+        scaled_at: str | None = None
+        if outcome.written:
+            if outcome.after < outcome.before:
+                head = scale_down_text(outcome.before, outcome.after, spec.scale_down_unneeded_time)
+            what = head or plan.summary
+            log.info(
+                "NodePool %s targetNodes %d -> %d: %s",
+                pool_name,
+                outcome.before,
+                outcome.after,
+                what,
+            )
+            self._report.scaled(obj, look.pool_obj, outcome, what)
+            scaled_at = _now_rfc3339()
+        self._report.not_triggered(
+            obj, not_triggered(plan, aside), {pod_ref(p): p for p in look.candidates}
+        )
+        generation = obj["metadata"].get("generation", 0)
+        decision = decision_text(plan, aside, head=head)
+
+        def mutate(status: dict[str, Any]) -> None:
+            status["pendingPods"] = look.pending
+            status["unschedulablePods"] = len(look.candidates)
+            status["lastDecision"] = decision
+            status["observedGeneration"] = generation
+            if scaled_at is not None:
+                status["lastScaleTime"] = scaled_at
+            message = f"scaling NodePool {pool_name} for pods in {', '.join(spec.namespaces)}"
+            set_condition(_conditions(status), READY, "True", WATCHING, message, generation)
+
+        await self._write_status(obj, mutate)
+        requeue = spec.frequency.total_seconds()
+        due = next_unneeded_due(
+            memory.unneeded_since, now, spec.scale_down_unneeded_time.total_seconds()
+        )
+        return Result(requeue_after=requeue if due is None else min(requeue, due))
+
+    async def _scale(
+        self, look: _Look, memory: _Memory, plan_for: Callable[[int], ScaleUpPlan], now: float
+    ) -> tuple[ScaleUpPlan, ScaleOutcome]:
+        """Raise the target if the plan needs new nodes; else, with scale-down on, lower it
+        when nodes have been unneeded long enough. Returns the plan as made against the
+        target the server had, and what was written."""
+        target = look.pool.spec.target_nodes
+        plan = plan_for(target)
+        if plan.scale_up:
+            memory.unneeded_since.clear()
+            outcome = await raise_target(
+                self.mgr.client,
+                look.scaler.spec.node_pool_ref.name,
+                lambda current: plan_for(current).desired_target,
+            )
+            return plan_for(outcome.before), outcome
+        if not look.scaler.spec.scale_down_enabled:
+            memory.unneeded_since.clear()
+            return plan, ScaleOutcome(target, target)
+        return plan, await self._scale_down(look, memory, plan, now)
+
+    async def _scale_down(
+        self, look: _Look, memory: _Memory, plan: ScaleUpPlan, now: float
+    ) -> ScaleOutcome:
+        memory.unneeded_since = track_unneeded(memory.unneeded_since, look.nodes.empty, now)
+        spec = look.scaler.spec
+        target = look.pool.spec.target_nodes
+        desired = scale_down_target(
+            target=target,
+            min_nodes=look.pool.spec.min_nodes,
+            nodes=look.nodes,
+            unneeded_since=memory.unneeded_since,
+            now=now,
+            unneeded_seconds=spec.scale_down_unneeded_time.total_seconds(),
+            pods_need_room=bool(plan.placements),
+        )
+        if desired is None:
+            return ScaleOutcome(target, target)
+        outcome = await lower_target(
+            self.mgr.client, spec.node_pool_ref.name, expected=target, desired=desired
+        )
+        if outcome.written:
+            # Which nodes go is the NodePool controller's choice: every empty node starts over.
+            memory.unneeded_since.clear()
+        return outcome
+
+    # -- status -----------------------------------------------------------------------
+
+    async def _pool_not_found(self, obj: Object, pool: str) -> None:
+        selector = self.settings.label_selector
+        scope = f" with labels {selector}" if selector else ""
+        await self._not_ready(obj, NODEPOOL_NOT_FOUND, f"NodePool {pool}{scope} not found")
+
+    async def _not_ready(self, obj: Object, reason: str, message: str) -> None:
+        generation = obj["metadata"].get("generation", 0)
+
+        def mutate(status: dict[str, Any]) -> None:
+            status["observedGeneration"] = generation
+            set_condition(_conditions(status), READY, "False", reason, message, generation)
+
+        await self._write_status(obj, mutate)
+
+    async def _write_status(self, obj: Object, mutate: Callable[[dict[str, Any]], None]) -> None:
+        """Write status if it changed. An Autoscaler deleted meanwhile needs no status (and
+        its deletion event ends its reconciles), so that is not an error."""
+        with contextlib.suppress(NotFound):
+            await update_status(self.mgr.client, AUTOSCALERS, obj, mutate)
+
+
+def _planner(look: _Look, pods: Sequence[Object]) -> Callable[[int], ScaleUpPlan]:
+    """The plan for ``pods`` as a function of the pool's target, so that it can be made again
+    against the target the server has (booting nodes = target - registered nodes)."""
+    spec = look.scaler.spec
+    max_nodes = min(look.pool.spec.max_nodes, spec.max_nodes or MAX_POOL_NODES)
+
+    def plan_for(target: int) -> ScaleUpPlan:
+        return plan_scale_up(
+            pods,
+            template=look.template,
+            existing_nodes=look.nodes.room,
+            in_flight=target - look.nodes.registered,
+            current_target=target,
+            max_nodes=max_nodes,
+        )
+
+    return plan_for
+
+
+def _conditions(status: dict[str, Any]) -> list[dict[str, Any]]:
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        conditions = status["conditions"] = []
+    return conditions
+
+
+def _now_rfc3339() -> str:
+    # metav1.Time: seconds precision, UTC.
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,56 @@
+"""The demo's own eyes on the cluster: watches, on a client of its own, of what it shows.
+
+Separate from the operator's cache and client on purpose: the demo looks as ``kubectl get -w``
+would, so what it reports is what the API server holds, and its reads never count as the
+operator's API traffic. Watches rather than polling: redrawing four times a second costs the
+API server nothing after the initial lists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kubeloop import EVENTS, NODES, PODS, Client, Informer
+from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
+from nodepool_operator.demo._workload import DEMO_LABEL, POOL_LABEL, POOL_NAME
+
+
+class ClusterView:
+    """Watches the demo's pods, the pool, its Autoscaler, its Nodes and Events."""
+
+    def __init__(self, client: Client) -> None:
+        by_name = f"metadata.name={POOL_NAME}"
+        self._pods = Informer(client, PODS, label_selector=DEMO_LABEL)
+        self._nodes = Informer(client, NODES, label_selector=f"{POOL_LABEL}={POOL_NAME}")
+        self._pools = Informer(client, NODEPOOLS, field_selector=by_name)
+        self._autoscalers = Informer(client, AUTOSCALERS, field_selector=by_name)
+        # Events have no labels to select on, and field selectors on events.k8s.io differ
+        # between versions; the demo's cluster has few, so watch them all and filter here.
+        self._events = Informer(client, EVENTS)
+        self._all = (self._pods, self._nodes, self._pools, self._autoscalers, self._events)
+
+    async def start(self, timeout: float) -> None:
+        """Start every watch and wait until each has listed once."""
+        for informer in self._all:
+            informer.start()
+        async with asyncio.timeout(timeout):
+            await asyncio.gather(*(i.wait_synced() for i in self._all))
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(i.stop() for i in self._all))
+
+    def pods(self) -> list[dict[str, Any]]:
+        return self._pods.store.list()
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._nodes.store.list()
+
+    def events(self) -> list[dict[str, Any]]:
+        return self._events.store.list()
+
+    def pool(self) -> dict[str, Any] | None:
+        return self._pools.store.get(POOL_NAME)
+
+    def autoscaler(self) -> dict[str, Any] | None:
+        return self._autoscalers.store.get(POOL_NAME)

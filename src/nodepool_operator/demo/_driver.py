@@ -1,0 +1,441 @@
+"""Runs the demo: a control plane, the operator in this event loop, the burst, and the watch.
+
+Everything blocking (starting etcd and the apiserver, SQLite reads of the simulated cloud,
+writing the report) runs in worker threads, so the operator's reconciles, the demo's watches
+and the live view share one event loop without stalling each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from kubeloop import (
+    NAMESPACES,
+    PODS,
+    AlreadyExists,
+    Client,
+    Manager,
+    NotFound,
+    Registry,
+    configure_logging,
+)
+from kubeloop.envtest import ControlPlane, ControlPlaneOptions, find_assets
+from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
+from nodepool_operator.cloud import SimulatedCloud
+from nodepool_operator.demo._apiactivity import ApiActivity, api_activity
+from nodepool_operator.demo._clusterview import ClusterView
+from nodepool_operator.demo._figures import compute_figures
+from nodepool_operator.demo._liveview import LiveView, status_line
+from nodepool_operator.demo._report import terminal_summary, write_report
+from nodepool_operator.demo._result import DemoResult
+from nodepool_operator.demo._sample import Sample, take_sample
+from nodepool_operator.demo._workload import DEFAULT_PODS, POOL_NAME, Role, Workload
+from nodepool_operator.operator import operator
+from nodepool_operator.settings import OperatorSettings
+
+#: Seconds between two samples (and redraws of the live view).
+TICK = 0.25
+#: Seconds between two progress lines when there is no live view.
+PROGRESS_EVERY = 2.0
+#: After the last fitting pod is bound, how long to wait at most for the pool to come to rest
+#: (no VM in flight, every node ready) and the Autoscaler's Events to arrive.
+SETTLE_SECONDS = 15.0
+#: ... and at least this long, so the chart shows the end state and a late wrong scale-up
+#: (say, for a pod that was bound into spare room) would still be seen.
+TAIL_SECONDS = 2.0
+#: How long the operator and the demo's watches get to list everything at start-up.
+SYNC_SECONDS = 60.0
+#: On a cluster given with --kubeconfig, how long deleting the pool (and its VMs) may take.
+CLEANUP_SECONDS = 60.0
+#: The demo writes as itself, so managedFields tell its objects from the operator's writes.
+FIELD_MANAGER = "nodepool-demo"
+
+log = logging.getLogger("nodepool_operator.demo")
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """``nodepool-operator demo``'s flags."""
+
+    #: Use this cluster instead of starting a local control plane.
+    kubeconfig: Path | None = None
+    #: Pods in the burst, four of which must not cause a scale-up.
+    pods: int = DEFAULT_PODS
+    #: Seconds a simulated VM takes to boot.
+    boot_seconds: float = 3.0
+    #: Write summary.md and chart.png (and keep the cloud file and operator log) here.
+    report: Path | None = None
+    #: Leave the control plane and operator running until Ctrl-C.
+    keep: bool = False
+    #: No live view; progress lines on stderr instead.
+    headless: bool = False
+    #: End with one JSON line of figures on stdout instead of the summary.
+    json: bool = False
+    #: Seconds to wait for every fitting pod to be scheduled.
+    timeout: float = 300.0
+
+
+class DemoError(Exception):
+    """The demo could not run (as opposed to: it ran and the operator misbehaved)."""
+
+
+class DemoInterrupted(Exception):
+    """Ctrl-C or SIGTERM before the demo finished."""
+
+
+async def run_demo(
+    options: DemoOptions, *, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr
+) -> DemoResult:
+    """Run the demo end to end and return what happened; prints as ``options`` say.
+
+    Raises:
+        DemoError: the cluster or the operator could not be set up.
+        DemoInterrupted: on Ctrl-C or SIGTERM (everything started is stopped first).
+    """
+    stop = asyncio.Event()
+    with _stop_on_signals(stop):
+        async with contextlib.AsyncExitStack() as stack:
+            return await _Run(options, stop, stack, stdout, stderr).run()
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+class _Run:
+    """One run's state; :meth:`run` is the script, the other methods its steps."""
+
+    def __init__(
+        self,
+        options: DemoOptions,
+        stop: asyncio.Event,
+        stack: contextlib.AsyncExitStack,
+        stdout: TextIO,
+        stderr: TextIO,
+    ) -> None:
+        self.options = options
+        self.stop = stop
+        self.stack = stack
+        self.stdout = stdout
+        self.stderr = stderr
+        try:
+            self.workload = Workload.sized(options.pods)
+        except ValueError as err:
+            raise DemoError(str(err)) from None
+        self.registry = Registry()
+        self.baseline = ApiActivity()
+        self.samples: list[Sample] = []
+        self.live = (
+            None if options.headless or not stdout.isatty() else LiveView(stdout, self.workload)
+        )
+
+    def say(self, message: str) -> None:
+        print(message, file=self.stderr, flush=True)
+
+    async def run(self) -> DemoResult:
+        workdir = self._workdir()
+        kubeconfig = self.options.kubeconfig or await self._start_control_plane()
+        self.say("starting the operator (in this process) with the simulated cloud")
+        settings = OperatorSettings(
+            cloud_state=workdir / "cloud.sqlite",
+            boot_seconds=self.options.boot_seconds,
+            install_crds=True,
+            metrics_bind_address=None,
+            health_probe_bind_address=None,
+            handle_signals=False,
+        )
+        mgr = await self.stack.enter_async_context(
+            operator(str(kubeconfig), settings, registry=self.registry)
+        )
+        running = asyncio.create_task(mgr.run(), name="nodepool-operator")
+        self.stack.push_async_callback(_stop_operator, mgr, running)
+        cloud = await asyncio.to_thread(SimulatedCloud, settings.cloud_state)
+        client = Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER)
+        self.stack.push_async_callback(client.close)
+        await self._until(lambda: _synced(mgr), running, "the operator's caches to sync")
+
+        await self._apply(client)
+        if self.options.kubeconfig is not None and not self.options.keep:
+            # Another's cluster: leave it as found. Runs before the operator stops (LIFO),
+            # since the pool's finalizer needs the operator to delete its VMs.
+            self.stack.push_async_callback(self._clean_up, client)
+        view = ClusterView(client)
+        self.stack.push_async_callback(view.stop)
+        await view.start(SYNC_SECONDS)
+        self.say(f"creating {len(self.workload.pods())} pods at once")
+        # Count the operator's writes from here: installing CRDs is start-up, not the scenario.
+        self.baseline = api_activity(self.registry)
+        started = asyncio.get_running_loop().time()
+        await self._create_pods(client)
+
+        converged_at = await self._watch(view, cloud, running, started)
+        result = await self._result(view, cloud, converged_at)
+        if self.options.report is not None:
+            summary, chart = await asyncio.to_thread(write_report, result, self.options.report)
+            self.say(f"report: {summary} and {chart}")
+        if self.options.json:
+            print(json.dumps(result.figures.to_json()), file=self.stdout, flush=True)
+        else:
+            self.stdout.write(terminal_summary(result))
+            self.stdout.flush()
+        if self.options.keep:
+            await self._keep(kubeconfig, workdir)
+        return result
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def _workdir(self) -> Path:
+        """Where the cloud file and the operator log go: the report dir, or a temp dir."""
+        if self.options.report is not None:
+            workdir = self.options.report
+            workdir.mkdir(parents=True, exist_ok=True)
+            # A fresh cloud each run: VMs of an earlier run would count as leaked.
+            for name in ("cloud.sqlite", "cloud.sqlite-wal", "cloud.sqlite-shm"):
+                (workdir / name).unlink(missing_ok=True)
+        else:
+            workdir = Path(tempfile.mkdtemp(prefix="nodepool-demo-"))
+            self.stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+        self._log_to(workdir / "operator.log")
+        return workdir
+
+    def _log_to(self, path: Path) -> None:
+        """The operator logs to a file: on the terminal its lines would tear the live view."""
+        configure_logging(logging.INFO)
+        handler = logging.getLogger().handlers[0]
+        stream = path.open("w", encoding="utf-8")
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(stream)
+        self.stack.callback(stream.close)
+        self.stack.callback(logging.getLogger().removeHandler, handler)
+
+    async def _start_control_plane(self) -> Path:
+        self.say("starting a local control plane (etcd, kube-apiserver, kube-scheduler)")
+        plane = ControlPlane(ControlPlaneOptions(scheduler=True))
+        try:
+            await asyncio.to_thread(plane.start)
+        except Exception as err:
+            raise DemoError(f"the control plane did not start: {err}") from err
+        self.stack.push_async_callback(asyncio.to_thread, plane.stop)
+        if self.stop.is_set():
+            raise DemoInterrupted
+        self.say(f"control plane up at {plane.server}")
+        return plane.kubeconfig
+
+    async def _apply(self, client: Client) -> None:
+        for namespace in self.workload.namespaces():
+            with contextlib.suppress(AlreadyExists):
+                await client.create(NAMESPACES, {"metadata": {"name": namespace}})
+        self.say(
+            f"applying NodePool {POOL_NAME} ({self.workload.shape.instance_type}, "
+            f"{self.workload.shape.memory}) and its Autoscaler "
+            f"(frequency {self.workload.frequency})"
+        )
+        try:
+            await client.create(NODEPOOLS, self.workload.nodepool())
+            await client.create(AUTOSCALERS, self.workload.autoscaler())
+        except AlreadyExists as err:
+            raise DemoError(
+                f"{err.message}: a demo already ran on this cluster; delete its NodePool and "
+                "Autoscaler, or run without --kubeconfig for a fresh cluster"
+            ) from None
+
+    async def _create_pods(self, client: Client) -> None:
+        pods = self.workload.pods()
+        results = await asyncio.gather(
+            *(client.create(PODS, pod, pod["metadata"]["namespace"]) for pod in pods),
+            return_exceptions=True,
+        )
+        for result in results:
+            if isinstance(result, AlreadyExists):
+                raise DemoError(f"{result.message}: delete the demo's pods first")
+            if isinstance(result, BaseException):
+                raise result
+
+    # -- the run --------------------------------------------------------------------------
+
+    async def _watch(
+        self, view: ClusterView, cloud: SimulatedCloud, running: asyncio.Task[None], start: float
+    ) -> float | None:
+        """Sample until every fitting pod is bound and the pool is at rest, or the timeout.
+
+        Returns when the last fitting pod was seen bound (seconds after ``start``), or None.
+        """
+        loop = asyncio.get_running_loop()
+        converged_at: float | None = None
+        progress_at = -PROGRESS_EVERY
+        try:
+            while True:
+                _raise_if_stopped(running)
+                sample = await self._sample(view, cloud, loop.time() - start)
+                self.samples.append(sample)
+                if self.live is not None:
+                    self.live.draw(sample, self.samples)
+                elif sample.t - progress_at >= PROGRESS_EVERY:
+                    progress_at = sample.t
+                    self.say(status_line(sample))
+                if converged_at is None and sample.converged:
+                    converged_at = sample.t
+                if converged_at is not None:
+                    settled = self._at_rest(sample) and sample.t - converged_at >= TAIL_SECONDS
+                    if settled or sample.t - converged_at > SETTLE_SECONDS:
+                        return converged_at
+                if converged_at is None and sample.t > self.options.timeout:
+                    return None
+                if await _stopped_within(self.stop, TICK):
+                    raise DemoInterrupted
+        finally:
+            if self.live is not None:
+                self.live.close()
+
+    def _at_rest(self, sample: Sample) -> bool:
+        """No VM in flight, every node ready, and the Autoscaler has had its say on the pods
+        that must not trigger it (its Events are written in the background)."""
+        expected = sum(1 for r in self.workload.roles().values() if r is not Role.FITS)
+        return (
+            sample.scale_operation == "inactive"
+            and sample.ready_nodes == sample.nodes == sample.target_nodes == sample.vms
+            and len(sample.not_triggering) >= expected
+        )
+
+    async def _sample(self, view: ClusterView, cloud: SimulatedCloud, t: float) -> Sample:
+        snapshot = await asyncio.to_thread(cloud.snapshot)
+        return take_sample(
+            t,
+            pods=view.pods(),
+            nodes=view.nodes(),
+            pool=view.pool(),
+            autoscaler=view.autoscaler(),
+            vms=snapshot.live,
+            api=api_activity(self.registry).since(self.baseline),
+            events=view.events(),
+        )
+
+    async def _result(
+        self, view: ClusterView, cloud: SimulatedCloud, converged_at: float | None
+    ) -> DemoResult:
+        snapshot = await asyncio.to_thread(cloud.snapshot)
+        final = self.samples[-1]
+        figures = compute_figures(
+            self.workload,
+            final,
+            vms=snapshot.live,
+            nodes=view.nodes(),
+            pool=view.pool(),
+            duplicates=snapshot.duplicates,
+            seconds=final.t if converged_at is None else converged_at,
+        )
+        pod_nodes = {
+            (p["metadata"]["namespace"], p["metadata"]["name"]): p["spec"].get("nodeName", "")
+            for p in view.pods()
+        }
+        return DemoResult(
+            workload=self.workload,
+            figures=figures,
+            samples=tuple(self.samples),
+            pod_nodes=pod_nodes,
+            cloud_calls=snapshot.calls,
+            boot_seconds=self.options.boot_seconds,
+            converged=converged_at is not None,
+            timeout=self.options.timeout,
+        )
+
+    async def _until(
+        self,
+        done: Callable[[], bool],
+        running: asyncio.Task[None],
+        what: str,
+        timeout: float = SYNC_SECONDS,
+    ) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not done():
+            _raise_if_stopped(running)
+            if asyncio.get_running_loop().time() > deadline:
+                raise DemoError(f"timed out after {timeout:.0f} s waiting for {what}")
+            if await _stopped_within(self.stop, TICK):
+                raise DemoInterrupted
+
+    # -- the end --------------------------------------------------------------------------
+
+    async def _keep(self, kubeconfig: Path, workdir: Path) -> None:
+        assets = await asyncio.to_thread(find_assets, build=False)
+        kubectl = str(assets.kubectl) if assets.kubectl is not None else "kubectl"
+        self.say(
+            "\nThe cluster and the operator keep running; Ctrl-C stops them.\n"
+            f"  export KUBECONFIG={kubeconfig}\n"
+            f"  {kubectl} get nodepools,autoscalers\n"
+            f"  {kubectl} get nodes -L kubeloop.dev/nodepool\n"
+            f"  {kubectl} get pods -A -o wide\n"
+            f"  {kubectl} scale nodepool/{POOL_NAME} --replicas=5\n"
+            f"operator log: {workdir / 'operator.log'}"
+        )
+        await self.stop.wait()
+
+    async def _clean_up(self, client: Client) -> None:
+        """Delete what the demo created, and wait for the pool's finalizer to remove its VMs."""
+        for pod in self.workload.pods():
+            with contextlib.suppress(NotFound):
+                await client.delete(PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
+        for resource in (AUTOSCALERS, NODEPOOLS):
+            with contextlib.suppress(NotFound):
+                await client.delete(resource, POOL_NAME)
+        deadline = asyncio.get_running_loop().time() + CLEANUP_SECONDS
+        while asyncio.get_running_loop().time() < deadline:
+            try:
+                await client.get(NODEPOOLS, POOL_NAME)
+            except NotFound:
+                return
+            await asyncio.sleep(TICK)
+        self.say(f"NodePool {POOL_NAME} still exists after {CLEANUP_SECONDS:.0f} s; left as is")
+
+
+def _synced(mgr: Manager) -> bool:
+    informers = mgr.cache.informers
+    return bool(informers) and all(i.has_synced for i in informers)
+
+
+def _raise_if_stopped(running: asyncio.Task[None]) -> None:
+    """The operator's task should run until the demo stops it; if it ended, say why."""
+    if running.done():
+        err = None if running.cancelled() else running.exception()
+        raise DemoError(f"the operator stopped unexpectedly: {err!r}") from err
+
+
+async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep ``seconds``; True (at once) if ``stop`` is set meanwhile."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    return stop.is_set()
+
+
+async def _stop_operator(mgr: Manager, running: asyncio.Task[None]) -> None:
+    mgr.stop()
+    try:
+        await asyncio.wait_for(running, 30)
+    except asyncio.CancelledError:
+        pass
+    except Exception:
+        # Already reported by _raise_if_stopped, or the demo is failing for another reason
+        # that must not be masked by this one.
+        log.exception("the operator did not stop cleanly")

@@ -1,0 +1,120 @@
+"""The demo's result in numbers: the JSON line of ``--json`` and the table of the report."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from nodepool_operator.cloud import Instance
+from nodepool_operator.demo._sample import Sample
+from nodepool_operator.demo._workload import POOL_LABEL, POOL_NAME, Role, Workload
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What a run ended with; :data:`MEANINGS` says what each figure is. A perfect run has
+    ``pods_scheduled == pods_fitting``, ``nodes == nodes_lower_bound`` and no duplicate or
+    leaked VMs."""
+
+    pods: int
+    pods_fitting: int
+    pods_scheduled: int
+    pods_not_triggering: int
+    nodes: int
+    nodes_lower_bound: int
+    vms: int
+    duplicate_vms: int
+    leaked_vms: int
+    api_writes: int
+    conflicts: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def problems(self) -> list[str]:
+        """What keeps this run from being a perfect one, in words; empty when it is."""
+        found = []
+        if self.pods_scheduled != self.pods_fitting:
+            found.append(f"{self.pods_fitting - self.pods_scheduled} fitting pods not scheduled")
+        if self.nodes != self.nodes_lower_bound:
+            found.append(f"{self.nodes} nodes where {self.nodes_lower_bound} would do")
+        if self.duplicate_vms:
+            found.append(f"{self.duplicate_vms} duplicate VMs")
+        if self.leaked_vms:
+            found.append(f"{self.leaked_vms} leaked VMs")
+        return found
+
+
+MEANINGS: dict[str, str] = {
+    "pods": "pods in the burst",
+    "pods_fitting": "pods that fit a node of the pool, in a watched namespace",
+    "pods_scheduled": "fitting pods bound to a node (spec.nodeName set)",
+    "pods_not_triggering": (
+        "pods that must not cause a scale-up (too big, unwatched namespace, a nodeSelector the "
+        "pool cannot satisfy, a missing Secret) and did not: the Autoscaler's NotTriggerScaleUp "
+        "Event on the pod, or a namespace it does not watch"
+    ),
+    "nodes": "Nodes of the pool (label kubeloop.dev/nodepool)",
+    "nodes_lower_bound": "fewest nodes that could hold the fitting pods (scheduling.lower_bound)",
+    "vms": "live (not terminated) VMs in the simulated cloud",
+    "duplicate_vms": "live VMs beyond the first of each name (SimulatedCloud.duplicates())",
+    "leaked_vms": "live VMs tagged for the pool that are neither a Node nor in status.instances",
+    "api_writes": "successful writes the operator sent to the API server from the burst on",
+    "conflicts": "409 Conflicts the operator met from the burst on (retried or given up on)",
+    "seconds": "from creating the pods to the last fitting pod bound (or to the timeout)",
+}
+
+
+def compute_figures(
+    workload: Workload,
+    final: Sample,
+    *,
+    vms: Sequence[Instance],
+    nodes: Iterable[Mapping[str, Any]],
+    pool: Mapping[str, Any] | None,
+    duplicates: int,
+    seconds: float,
+) -> Figures:
+    """The figures of a run from its last sample and the cloud as it stands.
+
+    ``vms`` are the cloud's live VMs, ``nodes`` the pool's Nodes.
+    """
+    pool_vms = [vm for vm in vms if vm.tags.get(POOL_LABEL) == POOL_NAME]
+    roles = workload.roles().values()
+    return Figures(
+        pods=len(workload.pods()),
+        pods_fitting=sum(1 for r in roles if r is Role.FITS),
+        pods_scheduled=final.fitting.scheduled,
+        pods_not_triggering=len(final.not_triggering),
+        nodes=final.nodes,
+        nodes_lower_bound=workload.nodes_lower_bound(),
+        vms=len(vms),
+        duplicate_vms=duplicates,
+        leaked_vms=len(leaked_vms(pool_vms, nodes, pool)),
+        api_writes=final.api.writes,
+        conflicts=final.api.conflicts,
+        seconds=round(seconds, 1),
+    )
+
+
+def leaked_vms(
+    vms: Sequence[Instance], nodes: Iterable[Mapping[str, Any]], pool: Mapping[str, Any] | None
+) -> list[Instance]:
+    """Live VMs of the pool that nothing accounts for: no Node registered for them and no
+    entry in the pool's ``status.instances``.
+
+    A VM is matched to a Node by the Node's name or its ``spec.providerID`` (which ends with
+    the instance id, as ``aws:///zone/i-...`` does), and to an instance record by name or id.
+    """
+    known: set[str] = set()
+    for node in nodes:
+        known.add(str(node.get("metadata", {}).get("name", "")))
+        provider_id = str(node.get("spec", {}).get("providerID", ""))
+        if provider_id:
+            known.add(provider_id.rsplit("/", 1)[-1])
+    for record in (pool or {}).get("status", {}).get("instances") or []:
+        known.update(str(record[k]) for k in ("name", "instanceId", "nodeName") if record.get(k))
+    known.discard("")
+    return [vm for vm in vms if vm.id not in known and vm.name not in known]

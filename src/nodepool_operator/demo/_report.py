@@ -1,0 +1,142 @@
+"""The end of a run in words: the terminal summary, and ``--report DIR`` (summary.md, chart.png)."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+from nodepool_operator.demo._apiactivity import ApiActivity
+from nodepool_operator.demo._chart import chart_png
+from nodepool_operator.demo._figures import MEANINGS, Figures
+from nodepool_operator.demo._result import DemoResult
+from nodepool_operator.demo._timeline import milestones
+from nodepool_operator.demo._workload import POOL_NAME, WATCHED_NAMESPACES, Role
+
+SUMMARY = "summary.md"
+CHART = "chart.png"
+
+
+def verdict(result: DemoResult) -> str:
+    """One sentence: did the run do what it should?"""
+    f = result.figures
+    if not result.converged:
+        return (
+            f"Timed out after {result.timeout:.0f} s: {f.pods_scheduled} of {f.pods_fitting} "
+            f"fitting pods scheduled."
+        )
+    problems = f.problems()
+    if problems:
+        return f"Converged in {f.seconds} s, but: {'; '.join(problems)}."
+    return (
+        f"All {f.pods_fitting} fitting pods scheduled in {f.seconds} s on {f.nodes} nodes "
+        f"(the lower bound is {f.nodes_lower_bound}); {f.pods_not_triggering} pods did not "
+        f"trigger a scale-up; no duplicate or leaked VMs."
+    )
+
+
+def terminal_summary(result: DemoResult) -> str:
+    """What the demo prints when it ends (without ``--json``)."""
+    lines = ["", verdict(result), ""]
+    width = max(len(f.name) for f in fields(Figures))
+    for name, value in result.figures.to_json().items():
+        lines.append(f"  {name:<{width}}  {value}")
+    lines += ["", "Timeline (the report has the Autoscaler's reasoning too):"]
+    lines += [f"  {m.t:6.1f} s  {m.text}" for m in milestones(result.samples) if not m.detail]
+    return "\n".join(lines) + "\n"
+
+
+def summary_markdown(result: DemoResult) -> str:
+    """The Markdown report: what was applied, what happened, the figures and the timeline."""
+    w = result.workload
+    f = result.figures
+    shape = w.shape
+    watched = ", ".join(f"`{n}`" for n in WATCHED_NAMESPACES)
+    out = [
+        "# NodePool + Autoscaler demo",
+        "",
+        f"**{verdict(result)}**",
+        "",
+        "## What happened",
+        "",
+        "The demo ran a local control plane (etcd, kube-apiserver, kube-scheduler; no kubelet, "
+        'so "scheduled" means bound: `spec.nodeName` is set) and the operator in the same '
+        f"process, with the simulated cloud (a VM boots in {result.boot_seconds:g} s). It applied:",
+        "",
+        f"- NodePool `{POOL_NAME}`: `{shape.instance_type}` nodes of {shape.memory} and "
+        f"{shape.cpu} CPUs, 0 to {shape.max_nodes} nodes, `targetNodes: 0`;",
+        f"- Autoscaler `{POOL_NAME}` for namespaces {watched}"
+        f" with `frequency: {w.frequency}`. The seeds' default is `5m`; the period does not set "
+        "the reaction time, because the Autoscaler reacts to pod events through its watch and the "
+        "period is only a safety net.",
+        "",
+        f"Then it created {f.pods} pods at once:",
+        "",
+        "| pod | memory | cpu | should it scale the pool? | bound to |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    groups = {(g.namespace, name): g for g in w.burst for name in g.names()}
+    for (namespace, name), group in groups.items():
+        answer = "yes" if group.role is Role.FITS else f"no: {group.role.explanation}"
+        node = result.pod_nodes.get((namespace, name), "") or "(pending)"
+        out.append(f"| `{namespace}/{name}` | {group.memory} | {group.cpu} | {answer} | {node} |")
+    out += [
+        "",
+        "The pods that must not scale the pool may still be bound once nodes exist: the "
+        "scheduler checks neither namespaces nor Secrets, so the unwatched pod and the pod with "
+        "the missing Secret can land in spare room (in a real cluster the latter would then wait "
+        "in ContainerCreating). They are counted in `pods_not_triggering`, never in "
+        "`pods_scheduled`. The burst is sized so that no binding order can strand a fitting "
+        "pod on the lower-bound number of nodes, so any extra node is a wrong scale-up.",
+        "",
+        "## Figures",
+        "",
+        "| figure | value | meaning |",
+        "| --- | --- | --- |",
+    ]
+    for name, value in f.to_json().items():
+        out.append(f"| `{name}` | {value} | {MEANINGS[name]} |")
+    out += ["", "## Timeline", "", "| t (s) | what |", "| ---: | --- |"]
+    out += [f"| {m.t:.1f} | {m.text} |" for m in milestones(result.samples)]
+    api = result.samples[-1].api if result.samples else ApiActivity()
+    conflicts = ", ".join(f"`{k}` {n}" for k, n in api.conflicts_by_target.items()) or "none"
+    out += [
+        "",
+        "## Cost",
+        "",
+        "The operator's API writes from the burst on (installing the CRDs before it is not "
+        "counted), by controller (`-`: outside any reconcile, e.g. Events), verb and resource:",
+        "",
+        "| writer | writes |",
+        "| --- | ---: |",
+        *(f"| `{target}` | {n} |" for target, n in api.writes_by_target.items()),
+        "",
+        f"409 Conflicts, by controller and resource: {conflicts}. A conflict is a write that "
+        "lost a race and was re-read and re-applied (docs/ownership.md), not an error.",
+        "",
+        "Cloud calls: "
+        + (", ".join(f"{k} {v}" for k, v in sorted(result.cloud_calls.items())) or "none")
+        + ".",
+        "",
+        "## Chart",
+        "",
+        f"![pending pods, target nodes and ready nodes over time]({CHART})",
+        "",
+        "Pending pods (blue) are all the demo's unbound pods, so the line ends at the pods that "
+        "can never fit; target nodes (orange, wide) and ready nodes (green) meet when the pool "
+        "has converged.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def write_report(result: DemoResult, directory: Path) -> tuple[Path, Path]:
+    """Write ``summary.md`` and ``chart.png`` into ``directory`` (created if missing).
+
+    Blocking (file writes, PNG encoding): call it from a worker thread in async code.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    summary = directory / SUMMARY
+    chart = directory / CHART
+    summary.write_text(summary_markdown(result))
+    chart.write_bytes(chart_png(result.samples))
+    return summary, chart

@@ -1,0 +1,37 @@
+"""Everything a demo run produced, handed from the driver to the summary, report and JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nodepool_operator.demo._figures import Figures
+from nodepool_operator.demo._sample import Sample
+from nodepool_operator.demo._workload import Workload
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """One run: its figures, every sample taken, and where each pod ended up."""
+
+    workload: Workload
+    figures: Figures
+    samples: tuple[Sample, ...]
+    #: ``(namespace, name) -> node name`` ("" while unbound) at the end of the run.
+    pod_nodes: dict[tuple[str, str], str]
+    #: Cloud API calls by method, as the simulated cloud counted them.
+    cloud_calls: dict[str, int] = field(default_factory=dict)
+    boot_seconds: float = 3.0
+    #: Every fitting pod was bound before the timeout.
+    converged: bool = True
+    timeout: float = 300.0
+
+    @property
+    def ok(self) -> bool:
+        """Every fitting pod was bound, and no VM was duplicated or leaked.
+
+        More nodes than the lower bound is reported but not a failure: for bursts other than
+        the default, the scheduler's binding order can strand a pod and make a further node
+        the right call (see :mod:`._workload`).
+        """
+        f = self.figures
+        return self.converged and f.duplicate_vms == 0 and f.leaked_vms == 0

@@ -1,0 +1,73 @@
+"""The composition root: the one place that wires client, cloud, manager and controllers."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Collection
+
+from kubeloop import Client, Manager, ManagerOptions, Registry
+from nodepool_operator.api import crds
+from nodepool_operator.cloud import CloudProvider, SimulatedCloud
+from nodepool_operator.controllers.autoscaler import AutoscalerController
+from nodepool_operator.controllers.instance import InstanceController
+from nodepool_operator.controllers.nodepool import NodePoolController
+from nodepool_operator.crdinstall import install_crds
+from nodepool_operator.settings import OperatorSettings
+
+#: Writes are attributed to ``kubeloop-<controller>`` in managedFields (see docs/ownership.md).
+FIELD_MANAGER = "kubeloop"
+#: Every controller the operator has.
+CONTROLLERS = ("nodepool", "autoscaler", "instance")
+
+
+def build_manager(
+    client: Client,
+    cloud: CloudProvider,
+    settings: OperatorSettings,
+    *,
+    registry: Registry | None = None,
+    controllers: Collection[str] = CONTROLLERS,
+) -> Manager:
+    """One manager with the NodePool, Autoscaler and Instance controllers (or a subset)."""
+    options = ManagerOptions(
+        name="nodepool-operator",
+        leader_election=settings.leader_election,
+        leader_election_id="nodepool-operator-leader",
+        metrics_bind_address=settings.metrics_bind_address,
+        health_probe_bind_address=settings.health_probe_bind_address,
+        handle_signals=settings.handle_signals,
+    )
+    if registry is not None:
+        options.registry = registry
+    mgr = Manager(client, options)
+    if "nodepool" in controllers:
+        NodePoolController(mgr, cloud, settings).register()
+    if "autoscaler" in controllers:
+        AutoscalerController(mgr, settings).register()
+    if "instance" in controllers:
+        InstanceController(mgr, cloud, settings).register()
+    return mgr
+
+
+@contextlib.asynccontextmanager
+async def operator(
+    kubeconfig: str | None,
+    settings: OperatorSettings,
+    *,
+    registry: Registry | None = None,
+) -> AsyncIterator[Manager]:
+    """A ready-to-run manager (CRDs installed if asked); the client closes on exit."""
+    client = Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER)
+    try:
+        if settings.install_crds:
+            await install_crds(client, crds())
+        cloud = SimulatedCloud(settings.cloud_state, boot_seconds=settings.boot_seconds)
+        yield build_manager(client, cloud, settings, registry=registry)
+    finally:
+        await client.close()
+
+
+async def run(kubeconfig: str | None, settings: OperatorSettings) -> None:
+    """Run until SIGTERM/SIGINT."""
+    async with operator(kubeconfig, settings) as mgr:
+        await mgr.run()

@@ -1,0 +1,152 @@
+"""The operator end to end: real apiserver and scheduler, the operator in-process.
+
+Each test gets its own simulated cloud file and a unique label; the operator it
+starts handles only objects with that label, so tests sharing the session's
+control plane never act on each other's pools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from kubeloop import NODES, Client, Manager, NotFound, Registry, Resource
+from kubeloop.envtest import ControlPlane
+from nodepool_operator.api import AUTOSCALERS, INSTANCES, NODEPOOLS
+from nodepool_operator.cloud import SimulatedCloud
+from nodepool_operator.operator import CONTROLLERS, build_manager
+from nodepool_operator.settings import OperatorSettings
+
+CRD_DIR = Path(__file__).resolve().parents[2] / "config" / "crd"
+LABEL = "e2e.kubeloop.dev/run"
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="session")
+def operator_crds(kube_control_plane: ControlPlane) -> None:
+    kube_control_plane.install_crds(sorted(CRD_DIR.glob("*.yaml")))
+
+
+@dataclass
+class OperatorEnv:
+    """One test's operator world: client, cloud, settings and the running manager."""
+
+    client: Client
+    cloud: SimulatedCloud
+    settings: OperatorSettings
+    run_id: str
+    registry: Registry = field(default_factory=Registry)
+    mgr: Manager | None = None
+    task: asyncio.Task[None] | None = None
+    created: list[tuple[Resource, str, str | None]] = field(default_factory=list)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {LABEL: self.run_id}
+
+    def labelled(self, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("labels", {}).update(self.labels)
+        return obj
+
+    async def create(self, res: Resource, obj: dict[str, Any], namespace: str | None = None) -> Any:
+        created = await self.client.create(res, self.labelled(obj), namespace)
+        self.created.append((res, created["metadata"]["name"], namespace))
+        return created
+
+    async def start(
+        self, *, controllers: tuple[str, ...] = CONTROLLERS, **overrides: Any
+    ) -> Manager:
+        """Start the operator (in this event loop) with settings overrides."""
+        settings = replace(self.settings, **overrides)
+        self.mgr = build_manager(
+            self.client, self.cloud, settings, registry=self.registry, controllers=controllers
+        )
+        self.task = asyncio.create_task(self.mgr.run())
+        return self.mgr
+
+    async def stop(self) -> None:
+        if self.mgr is not None and self.task is not None:
+            self.mgr.stop()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        self.mgr, self.task = None, None
+
+    async def eventually(
+        self, probe: Callable[[], Awaitable[T]], what: str, timeout: float = 60.0
+    ) -> T:
+        """Poll ``probe`` until it returns something truthy (or fail naming ``what``)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        last: T | None = None
+        while asyncio.get_running_loop().time() < deadline:
+            last = await probe()
+            if last:
+                return last
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+    async def cleanup(self) -> None:
+        """Delete what the test created while the operator runs (finalizers need it)."""
+        for res, name, ns in reversed(self.created):
+            with contextlib.suppress(NotFound):
+                await self.client.delete(res, name, ns)
+        if self.mgr is not None:
+            for res, name, ns in self.created:
+                if res in (NODEPOOLS, INSTANCES, AUTOSCALERS):
+                    with contextlib.suppress(AssertionError):
+                        await self.eventually(
+                            functools.partial(_gone, self.client, res, name, ns),
+                            f"{res.kind} {name} to be deleted",
+                            timeout=30,
+                        )
+        await self.stop()
+        # nodes a crashed test left behind must not attract other tests' pods
+        for node in (await self.client.list(NODES, label_selector=f"{LABEL}={self.run_id}"))[
+            "items"
+        ]:
+            with contextlib.suppress(NotFound):
+                await self.client.delete(NODES, node["metadata"]["name"])
+
+
+async def _gone(client: Client, res: Resource, name: str, ns: str | None) -> bool:
+    try:
+        await client.get(res, name, ns)
+    except NotFound:
+        return True
+    return False
+
+
+@pytest.fixture
+async def operator_env(
+    kube_control_plane: ControlPlane, operator_crds: None, tmp_path: Path
+) -> AsyncIterator[OperatorEnv]:
+    run_id = uuid.uuid4().hex[:8]
+    settings = OperatorSettings(
+        cloud_state=tmp_path / "cloud.sqlite",
+        boot_seconds=1.0,
+        gc_grace_seconds=5.0,
+        drift_interval_seconds=5.0,
+        batch_window_seconds=0.5,
+        install_crds=False,
+        metrics_bind_address=None,
+        health_probe_bind_address=None,
+        handle_signals=False,
+        label_selector=f"{LABEL}={run_id}",
+    )
+    cloud = SimulatedCloud(settings.cloud_state, boot_seconds=settings.boot_seconds)
+    async with Client.from_kubeconfig(
+        kube_control_plane.kubeconfig, field_manager="kubeloop"
+    ) as client:
+        env = OperatorEnv(client=client, cloud=cloud, settings=settings, run_id=run_id)
+        try:
+            yield env
+        finally:
+            await env.cleanup()

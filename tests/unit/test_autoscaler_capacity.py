@@ -1,0 +1,156 @@
+"""Autoscaler: the pool's node template, and the room its registered nodes have left."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nodepool_operator.api import parse_nodepool
+from nodepool_operator.controllers._capacity import pool_nodes, pool_template
+from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.scheduling import Resources, Taint
+
+GI = 2**30
+
+
+def pool(**spec: Any) -> Any:
+    return parse_nodepool(
+        {"metadata": {"name": "big"}, "spec": {"instanceType": "mem96.large", **spec}}
+    )
+
+
+def node(
+    name: str,
+    *,
+    ready: bool = True,
+    memory: str = "96Gi",
+    cpu: str = "12",
+    taints: list[dict[str, str]] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {POOL_LABEL: "big", "tier": "mem"}},
+        "spec": {"taints": taints or [], **spec},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pod(name: str, memory: str = "28Gi", phase: str = "Running", **meta: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "prod", **meta},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"memory": memory}}}]},
+        "status": {"phase": phase},
+    }
+
+
+def test_template_from_the_catalogue_when_the_pool_sets_no_size() -> None:
+    template = pool_template(pool())
+    assert template.name == "mem96.large"
+    assert template.allocatable.memory == 96 * GI
+    assert template.allocatable.cpu == 12_000
+    assert template.allocatable.pods == 110
+    assert template.labels[POOL_LABEL] == "big"
+
+
+def test_template_from_the_pool_spec_overrides_the_catalogue() -> None:
+    template = pool_template(
+        pool(
+            cpu="64",
+            memory="96Gi",
+            labels={"tier": "mem"},
+            taints=[{"key": "dedicated", "value": "db", "effect": "NoSchedule"}],
+        )
+    )
+    assert template.allocatable.cpu == 64_000
+    assert template.labels["tier"] == "mem"
+    assert template.taints == (Taint("dedicated", "NoSchedule", "db"),)
+
+
+def test_template_of_an_unknown_type_needs_cpu_and_memory() -> None:
+    with pytest.raises(ValueError, match="not in the catalogue"):
+        pool_template(
+            parse_nodepool({"metadata": {"name": "x"}, "spec": {"instanceType": "z9.huge"}})
+        )
+    sized = parse_nodepool(
+        {
+            "metadata": {"name": "x"},
+            "spec": {"instanceType": "z9.huge", "cpu": "4", "memory": "8Gi"},
+        }
+    )
+    assert pool_template(sized).allocatable.pods == 110
+
+
+def test_free_room_subtracts_non_terminal_pods() -> None:
+    pods = {"n1": [pod("a"), pod("b"), pod("done", phase="Succeeded")]}
+    nodes = pool_nodes([node("n1")], lambda n: pods.get(n, []))
+    assert nodes.registered == nodes.ready == 1
+    (state,) = nodes.room
+    assert state.free == Resources(cpu=12_000, memory=40 * GI, pods=108)
+    assert nodes.empty == ()
+
+
+def test_booting_nodes_are_registered_room_but_not_ready_and_never_empty() -> None:
+    taint = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    nodes = pool_nodes([node("n1", ready=False, taints=[taint])], lambda _: [])
+    assert (nodes.registered, nodes.ready, nodes.empty) == (1, 0, ())
+    # the lifecycle taint goes away when the node is Ready; it says nothing about the pool
+    assert nodes.room[0].taints == ()
+
+
+def test_cordoned_and_deleting_nodes() -> None:
+    deleting = node("gone")
+    deleting["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    nodes = pool_nodes([node("cordoned", unschedulable=True), deleting], lambda _: [])
+    assert nodes.registered == nodes.ready == 1  # the cordoned one
+    assert nodes.room == ()
+    assert nodes.empty == ()
+
+
+def test_daemonset_and_mirror_pods_do_not_make_a_node_needed() -> None:
+    ds = pod("ds", ownerReferences=[{"kind": "DaemonSet", "name": "agent"}])
+    mirror = pod("static", annotations={"kubernetes.io/config.mirror": "abc"})
+    pods = {"n1": [ds, mirror], "n2": [pod("app")], "n3": []}
+    nodes = pool_nodes([node("n3"), node("n1"), node("n2")], lambda n: pods[n])
+    assert nodes.empty == ("n1", "n3")
+
+
+def test_a_node_with_malformed_allocatable_offers_no_room() -> None:
+    bad = node("bad", memory="lots")
+    nodes = pool_nodes([bad, node("good")], lambda _: [])
+    assert [n.name for n in nodes.room] == ["good"]
+    assert nodes.registered == 2
+
+
+def test_template_matches_the_nodes_the_pool_registers() -> None:
+    """The same sizes and labels as the NodePool controller's Node, so plan and scheduler agree."""
+    from nodepool_operator.cloud import CATALOGUE, Instance
+    from nodepool_operator.controllers._node_manifest import node_manifest
+
+    small = parse_nodepool(
+        {
+            "metadata": {"name": "small"},
+            "spec": {"instanceType": "m5.large", "labels": {"tier": "web"}},
+        }
+    )
+    vm = Instance(
+        id="i-1",
+        name="small-0",
+        instance_type="m5.large",
+        image="img",
+        state="running",
+        private_ip="10.0.0.1",
+        public_ip=None,
+        tags={},
+        created_at=0.0,
+        launched_at=0.0,
+    )
+    m5 = next(t for t in CATALOGUE if t.name == "m5.large")
+    registered = node_manifest(small, vm, m5, run_labels={"run": "x"})
+    template = pool_template(small, scope_labels={"run": "x"})
+    assert template.allocatable == Resources.from_resource_list(registered["status"]["allocatable"])
+    node_labels = registered["metadata"]["labels"]
+    assert all(node_labels.get(k) == v for k, v in template.labels.items())

@@ -1,0 +1,66 @@
+"""Refused creates are held back per pool and spec generation, not retried on every pass."""
+
+from __future__ import annotations
+
+import math
+
+from nodepool_operator.cloud import (
+    CapacityUnavailable,
+    InvalidRequest,
+    QuotaExceeded,
+    TransientCloudError,
+)
+from nodepool_operator.controllers._create_gate import DEFAULT_QUOTA_WAIT, CreateGate
+from nodepool_operator.controllers._pool_status import cloud_failure
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_quota_holds_until_retry_after() -> None:
+    clock = Clock()
+    gate = CreateGate(clock)
+    failure = cloud_failure(QuotaExceeded("full", retry_after=30))
+    assert gate.refused("uid", 1, failure) == 30
+    assert gate.holding("uid", 1) is failure
+    assert gate.holding("other-uid", 1) is None
+    assert gate.remaining("uid", 1) == 30
+    clock.now += 29
+    assert gate.holding("uid", 1) is failure
+    clock.now += 1
+    assert gate.holding("uid", 1) is None
+    assert gate.remaining("uid", 1) is None
+
+
+def test_quota_without_a_suggestion_holds_the_default() -> None:
+    failure = cloud_failure(QuotaExceeded("full", retry_after=0))
+    assert CreateGate(Clock()).refused("uid", 1, failure) == DEFAULT_QUOTA_WAIT
+
+
+def test_an_invalid_request_holds_until_the_spec_changes() -> None:
+    gate = CreateGate(Clock())
+    assert gate.refused("uid", 3, cloud_failure(InvalidRequest("unknown type"))) == math.inf
+    assert gate.holding("uid", 3) is not None
+    assert gate.remaining("uid", 3) == math.inf
+    assert gate.remaining("uid", 4) is None, "a new generation gets a fresh try"
+    assert gate.holding("uid", 3) is None, "and the old one is over"
+
+
+def test_retryable_errors_are_left_to_the_backoff() -> None:
+    gate = CreateGate(Clock())
+    gate.refused("uid", 1, cloud_failure(QuotaExceeded("full")))
+    for err in (CapacityUnavailable("none"), TransientCloudError("503")):
+        assert gate.refused("uid", 1, cloud_failure(err)) is None
+        assert gate.holding("uid", 1) is None
+
+
+def test_forget() -> None:
+    gate = CreateGate(Clock())
+    gate.refused("uid", 1, cloud_failure(QuotaExceeded("full")))
+    gate.forget("uid")
+    assert gate.holding("uid", 1) is None

@@ -1,0 +1,46 @@
+"""Intents: names and the create request that must be the same every time it is sent."""
+
+from __future__ import annotations
+
+import itertools
+
+from nodepool_operator.controllers._intent import (
+    NODE_IMAGE,
+    create_request,
+    idempotency_token,
+    new_intents,
+)
+
+
+def test_new_intents_are_creating_records_with_fresh_names() -> None:
+    intents = new_intents("web", 3, taken={"web-aaaaa"})
+    assert len(intents) == 3
+    assert all(r.state == "creating" and r.instance_id is None for r in intents)
+    names = [r.name for r in intents]
+    assert len(set(names)) == 3
+    assert all(n.startswith("web-") and len(n) == len("web-") + 5 for n in names)
+    assert "web-aaaaa" not in names
+
+
+def test_new_intents_skip_taken_and_repeated_names() -> None:
+    hexes = itertools.chain(["aaaaaa", "aaaaaa", "bbbbbb", "cccccc"])
+    intents = new_intents("p", 2, taken={"p-bbbbb"}, token_hex=lambda n: next(hexes))
+    assert [r.name for r in intents] == ["p-aaaaa", "p-ccccc"]
+
+
+def test_long_pool_names_keep_node_names_within_a_label_value() -> None:
+    (intent,) = new_intents("a" * 100, 1, taken=())
+    assert len(intent.name) <= 63
+
+
+def test_create_request_is_stable_and_tagged_with_name_and_uid() -> None:
+    first = create_request(pool_name="web", pool_uid="u-1", instance_type="m5.large", name="web-1")
+    again = create_request(pool_name="web", pool_uid="u-1", instance_type="m5.large", name="web-1")
+    assert first == again
+    assert first.idempotency_token == idempotency_token("u-1", "web-1") == "u-1/web-1"
+    assert first.tags == {"kubeloop.dev/nodepool": "web", "kubeloop.dev/nodepool-uid": "u-1"}
+    assert first.image == NODE_IMAGE
+    other_incarnation = create_request(
+        pool_name="web", pool_uid="u-2", instance_type="m5.large", name="web-1"
+    )
+    assert other_incarnation.idempotency_token != first.idempotency_token

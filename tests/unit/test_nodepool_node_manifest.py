@@ -1,0 +1,106 @@
+"""The Node a NodePool's VM registers as."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodepool_operator.api import parse_nodepool
+from nodepool_operator.cloud import CATALOGUE, Instance
+from nodepool_operator.controllers._node_manifest import (
+    capacity,
+    is_ready,
+    node_manifest,
+    ready_condition,
+)
+
+M5 = next(t for t in CATALOGUE if t.name == "m5.large")
+
+
+def pool(**spec: Any) -> Any:
+    return parse_nodepool(
+        {
+            "metadata": {"name": "web", "uid": "u-1"},
+            "spec": {"instanceType": "m5.large", **spec},
+        }
+    )
+
+
+def vm(name: str = "web-1a2b3", state: str = "running") -> Instance:
+    return Instance(
+        id="i-abc",
+        name=name,
+        instance_type="m5.large",
+        image="img",
+        state=state,  # type: ignore[arg-type]
+        private_ip="10.0.0.7",
+        public_ip="203.0.113.9",
+        tags={},
+        created_at=0.0,
+        launched_at=1.0,
+    )
+
+
+def test_capacity_falls_back_to_the_instance_type_and_always_has_pods() -> None:
+    assert capacity(pool().spec, M5) == {
+        "cpu": "2",
+        "memory": "8Gi",
+        "ephemeral-storage": "100Gi",
+        "pods": "110",
+    }
+
+
+def test_capacity_from_the_spec_wins() -> None:
+    sizes = capacity(pool(cpu="3500m", memory="96Gi", diskSize="50Gi").spec, M5)
+    assert sizes == {"cpu": "3500m", "memory": "96Gi", "ephemeral-storage": "50Gi", "pods": "110"}
+
+
+def test_capacity_without_a_known_type_keeps_what_the_spec_gives() -> None:
+    assert capacity(pool(cpu="4").spec, None) == {"cpu": "4", "pods": "110"}
+
+
+def test_node_manifest_labels_taints_provider_id_and_status() -> None:
+    p = pool(
+        labels={"team": "a", "kubernetes.io/os": "windows", "run": "mine"},
+        taints=[
+            {"key": "gpu", "effect": "NoSchedule"},
+            {"key": "d", "value": "x", "effect": "NoExecute"},
+        ],
+    )
+    node = node_manifest(p, vm(), M5, run_labels={"run": "r1"})
+    assert node["metadata"]["name"] == "web-1a2b3"
+    assert node["metadata"]["labels"] == {
+        "team": "a",
+        "run": "r1",  # the operator's scope label beats the pool's
+        "kubernetes.io/hostname": "web-1a2b3",
+        "kubernetes.io/os": "linux",  # well-known labels are the operator's
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": "m5.large",
+        "kubeloop.dev/nodepool": "web",
+    }
+    assert node["spec"] == {
+        "providerID": "sim:///i-abc",
+        "taints": [
+            {"key": "gpu", "effect": "NoSchedule"},
+            {"key": "d", "effect": "NoExecute", "value": "x"},
+        ],
+    }
+    status = node["status"]
+    assert status["allocatable"] == status["capacity"]
+    assert status["allocatable"]["pods"] == "110"
+    assert is_ready(node)
+    assert {"type": "InternalIP", "address": "10.0.0.7"} in status["addresses"]
+
+
+def test_node_of_a_vm_not_running_is_not_ready() -> None:
+    node = node_manifest(pool(), vm(state="pending"), M5)
+    assert not is_ready(node)
+    assert ready_condition(False)["status"] == "False"
+    assert not is_ready({"metadata": {"name": "n"}})
+
+
+def test_hostname_label_is_a_valid_label_value() -> None:
+    name = "x" * 60 + "-abcde"
+    node = node_manifest(pool(), vm(name=name), M5)
+    hostname = node["metadata"]["labels"]["kubernetes.io/hostname"]
+    assert len(hostname) <= 63
+    assert hostname[-1].isalnum()
