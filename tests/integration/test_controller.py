@@ -155,6 +155,10 @@ async def warning_events(client: Client, ns: str, obj: Object) -> list[Object]:
     ]
 
 
+async def _has_event(client: Client, ns: str, obj: Object, reason: str) -> bool:
+    return any(e.get("reason") == reason for e in await warning_events(client, ns, obj))
+
+
 def _contains(items: list[str], item: str) -> Callable[[], bool]:
     return lambda: item in items
 
@@ -309,10 +313,6 @@ async def test_forbidden_or_invalid_write_is_not_retried_in_a_loop(
         )
         == 1
     )
-
-
-async def _has_event(client: Client, ns: str, obj: Object, reason: str) -> bool:
-    return any(e.get("reason") == reason for e in await warning_events(client, ns, obj))
 
 
 async def test_terminal_error_is_not_retried(kube_client: Client, ns: str) -> None:
