@@ -67,6 +67,10 @@ class Informer:
     def has_synced(self) -> bool:
         return self.reflector.synced.is_set()
 
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
     def add_handler(self, handler: Handler) -> None:
         """Subscribe; a late subscriber first gets Added for every cached object."""
         self._handlers.append(handler)

@@ -150,7 +150,9 @@ class Manager:
 
     # -- probes ---------------------------------------------------------------------
     def _synced_check(self) -> str | None:
-        pending = [i.name for i in self.cache.informers if not i.has_synced]
+        # informers of controllers that wait for the lease are not started on a standby,
+        # which must still report ready (or a rolling update never finishes)
+        pending = [i.name for i in self.cache.informers if i.started and not i.has_synced]
         return f"not synced: {', '.join(pending)}" if pending else None
 
     def _stall_check(self) -> str | None:

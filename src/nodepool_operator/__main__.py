@@ -53,7 +53,11 @@ def _parser() -> argparse.ArgumentParser:
         help="run the operator against a cluster until SIGTERM/SIGINT",
         description="Run the operator against a cluster until SIGTERM or SIGINT.",
     )
-    _kubeconfig_flag(run, "the cluster to run in (default: $KUBECONFIG, else ~/.kube/config)")
+    _kubeconfig_flag(
+        run,
+        "the cluster to run in (default: $KUBECONFIG, else the pod's service account, "
+        "else ~/.kube/config)",
+    )
     run.add_argument(
         "--cloud-state",
         type=Path,
@@ -96,6 +100,13 @@ def _parser() -> argparse.ArgumentParser:
         default=_DEFAULTS.leader_election,
         help="take a Lease before reconciling, for several replicas "
         f"(default: {'on' if _DEFAULTS.leader_election else 'off'})",
+    )
+    run.add_argument(
+        "--leader-election-namespace",
+        default=_DEFAULTS.leader_election_namespace,
+        metavar="NS",
+        help="namespace of the leader Lease (default: the pod's namespace in a cluster, "
+        "else default)",
     )
     run.add_argument(
         "--no-install-crds",
@@ -194,6 +205,7 @@ def _run(args: argparse.Namespace) -> int:
         label_selector=args.label_selector,
         install_crds=args.install_crds,
         leader_election=args.leader_elect,
+        leader_election_namespace=args.leader_election_namespace,
         metrics_bind_address=_address(args.metrics_bind_address),
         health_probe_bind_address=_address(args.health_probe_bind_address),
     )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Collection
+from pathlib import Path
 
-from kubeloop import Client, Manager, ManagerOptions, Registry
+from kubeloop import Client, Manager, ManagerOptions, Registry, load_config, load_kubeconfig
 from nodepool_operator.api import crds
 from nodepool_operator.cloud import CloudProvider, SimulatedCloud
 from nodepool_operator.controllers.autoscaler import AutoscalerController
@@ -16,8 +17,17 @@ from nodepool_operator.settings import OperatorSettings
 
 #: Writes are attributed to ``kubeloop-<controller>`` in managedFields (see docs/ownership.md).
 FIELD_MANAGER = "kubeloop"
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 #: Every controller the operator has.
 CONTROLLERS = ("nodepool", "autoscaler", "instance")
+
+
+def _own_namespace() -> str:
+    """The pod's namespace when running in a cluster, else ``default``."""
+    try:
+        return (SERVICE_ACCOUNT_NAMESPACE.read_text().strip()) or "default"
+    except OSError:
+        return "default"
 
 
 def build_manager(
@@ -33,6 +43,7 @@ def build_manager(
         name="nodepool-operator",
         leader_election=settings.leader_election,
         leader_election_id="nodepool-operator-leader",
+        leader_election_namespace=settings.leader_election_namespace or _own_namespace(),
         metrics_bind_address=settings.metrics_bind_address,
         health_probe_bind_address=settings.health_probe_bind_address,
         handle_signals=settings.handle_signals,
@@ -57,7 +68,9 @@ async def operator(
     registry: Registry | None = None,
 ) -> AsyncIterator[Manager]:
     """A ready-to-run manager (CRDs installed if asked); the client closes on exit."""
-    client = Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER)
+    # no kubeconfig: $KUBECONFIG, then the pod's service account, then ~/.kube/config
+    config = load_kubeconfig(kubeconfig) if kubeconfig else load_config()
+    client = Client(config, field_manager=FIELD_MANAGER)
     try:
         if settings.install_crds:
             await install_crds(client, crds())

@@ -32,6 +32,8 @@ class OperatorSettings:
     install_crds: bool = True
     #: Leader election (off for a single local process).
     leader_election: bool = False
+    #: Namespace of the leader Lease; None: the pod's own namespace in a cluster, else default.
+    leader_election_namespace: str | None = None
     #: /metrics and /healthz,/readyz addresses (None disables).
     metrics_bind_address: str | None = "127.0.0.1:8080"
     health_probe_bind_address: str | None = "127.0.0.1:8081"

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import aiohttp
 import pytest
 
 from kubeloop import (
@@ -104,7 +105,7 @@ async def test_only_the_leader_reconciles_and_a_stopped_leader_hands_over(
                 retry_period=RETRY,
                 identity=identity,
                 metrics_bind_address=None,
-                health_probe_bind_address=None,
+                health_probe_bind_address="127.0.0.1:0",
                 handle_signals=False,
                 registry=Registry(),
             ),
@@ -115,6 +116,11 @@ async def test_only_the_leader_reconciles_and_a_stopped_leader_hands_over(
             return Result()
 
         mgr.controller("configmaps").for_(CONFIGMAPS, namespace=ns).complete(reconcile)
+        # wiring that touches the cache up front (e.g. adding an index), as the operator's
+        # Autoscaler does: the informer exists on a standby but is not started there
+        mgr.cache.informer(CONFIGMAPS, namespace=ns).add_index(
+            "name", lambda o: [o["metadata"]["name"]]
+        )
         return mgr
 
     def reconciled_by(who: str) -> set[str]:
@@ -138,6 +144,13 @@ async def test_only_the_leader_reconciles_and_a_stopped_leader_hands_over(
             assert reconciled_by("b") == set()
             assert mgr_b.elector is not None
             assert not mgr_b.elector.is_leader
+            # a standby is ready (its leader-only informers are not started), or a rolling
+            # update of a two-replica Deployment would never finish
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(mgr_b.endpoints.url("probes") + "/readyz") as resp,
+            ):
+                assert resp.status == 200, await resp.text()
             held = await lease_spec(kube_client, lease_name, ns)
             assert held["holderIdentity"] == "a"
 

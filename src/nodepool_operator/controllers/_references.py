@@ -100,5 +100,10 @@ async def _get(client: Client, res: Resource, namespace: str | None, name: str) 
         return None
     except Forbidden as err:
         log.warning("cannot read %s %s/%s; assuming it exists: %s", res.kind, namespace, name, err)
-        # Only presence is used; a stub stands for the object we may not read.
-        return {"metadata": {"name": name, "namespace": namespace}, "status": {"phase": "Bound"}}
+        # A stub that blocks nothing stands for the object we may not read: a bound claim,
+        # a late-binding class.
+        return {
+            "metadata": {"name": name, "namespace": namespace},
+            "status": {"phase": "Bound"},
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
