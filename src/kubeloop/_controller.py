@@ -24,6 +24,7 @@ from kubeloop._loopdetect import LoopDetectionOptions, LoopDetector
 from kubeloop._reconcile import Reconciler, Request, Result
 from kubeloop._resource import Object, Resource
 from kubeloop._source import KindSource, Source
+from kubeloop._status import set_status_condition
 from kubeloop._workqueue import QueueShutDown, WorkQueue
 
 if TYPE_CHECKING:
@@ -55,6 +56,10 @@ class ControllerOptions:
     rate_limiter: RateLimiter[Request] | None = None
     #: Loop detection (default on, 5 self-triggered reconciles in a row). None disables.
     loop_detection: LoopDetectionOptions | None = field(default_factory=LoopDetectionOptions)
+    #: On a terminal error, also set this status condition to False with the error's
+    #: reason (e.g. "Ready"; needs a status subresource with conditions). Default None:
+    #: only the Warning Event.
+    terminal_error_condition: str | None = None
     #: Only run while this manager holds the leader lease (default True).
     need_leader_election: bool = True
 
@@ -279,15 +284,24 @@ class Controller:
         return None
 
     async def _report_terminal(self, req: Request, err: Exception) -> None:
-        if self.recorder is None:
-            return
+        """A failure retrying cannot fix: a Warning Event, and (if configured) a condition."""
         obj = await self._current(req)
         if obj is None:
             return
         reason = err.reason if isinstance(err, ApiError) else type(err).__name__
         if isinstance(err, TerminalError):
             reason = "ReconcileFailed"
-        self.recorder.warning(obj, reason, f"{self.name}: {err}"[:1024], action="Reconcile")
+        message = f"{self.name}: {err}"[:1024]
+        if self.recorder is not None:
+            self.recorder.warning(obj, reason, message, action="Reconcile")
+        cond = self.options.terminal_error_condition
+        if cond and self._cache is not None and self.for_resource is not None:
+            try:
+                await set_status_condition(
+                    self._cache.client, self.for_resource, obj, cond, "False", reason, message
+                )
+            except Exception as write_err:  # best effort: the Event already says it
+                log.warning("could not record the %s condition: %s", cond, write_err)
 
     def _on_loop(self, req: Request, obj: Object, fields: list[str]) -> None:
         self.loops_detected += 1
