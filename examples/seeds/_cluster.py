@@ -10,50 +10,23 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from kubeloop import CRDS, NAMESPACES, AlreadyExists, Client, KubeloopError, Resource
+from kubeloop import CRDS, NAMESPACES, AlreadyExists, Client, KubeloopError
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions
+from kubeloop.testing import resource_of, simple_crd
 
 GROUP = "seeds.kubeloop.dev"
-POOLS = Resource(GROUP, "v1", "pools", "Pool")
-
-POOL_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"pools.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "scope": "Namespaced",
-        "names": {"plural": "pools", "singular": "pool", "kind": "Pool"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {"targetNodes": {"type": "integer", "minimum": 0}},
-                            },
-                            "status": {
-                                "type": "object",
-                                "properties": {
-                                    "observedGeneration": {"type": "integer"},
-                                    "readyNodes": {"type": "integer"},
-                                    "lastCheckedAt": {"type": "string"},
-                                    "phase": {"type": "string"},
-                                },
-                            },
-                        },
-                    }
-                },
-            }
-        ],
+POOL_CRD = simple_crd(
+    GROUP,
+    "Pool",
+    spec={"targetNodes": {"type": "integer", "minimum": 0}},
+    status={
+        "observedGeneration": {"type": "integer"},
+        "readyNodes": {"type": "integer"},
+        "lastCheckedAt": {"type": "string"},
+        "phase": {"type": "string"},
     },
-}
+)
+POOLS = resource_of(POOL_CRD)
 
 
 def pool(name: str, target: int = 1) -> dict[str, Any]:

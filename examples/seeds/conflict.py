@@ -23,15 +23,13 @@ from typing import Any
 from _cluster import POOLS, add_cluster_args, cluster, new_namespace, pool
 
 from kubeloop import (
-    Manager,
-    ManagerOptions,
-    Registry,
     Request,
     Resource,
     Result,
     generation_changed,
     update_status,
 )
+from kubeloop.testing import new_manager
 
 
 class ConflictCounter:
@@ -58,15 +56,7 @@ async def run(kubeconfig: str | None) -> dict[str, object]:
         client.add_observer(counter)
         ns = await new_namespace(client, "conflict")
         await client.create(POOLS, pool("np", target=1), ns)
-        mgr = Manager(
-            client,
-            ManagerOptions(
-                metrics_bind_address=None,
-                health_probe_bind_address=None,
-                handle_signals=False,
-                registry=Registry(),
-            ),
-        )
+        mgr = new_manager(client)
         expensive_runs: Counter[int] = Counter()
         first_write: dict[str, Any] = {}
         read_done, other_wrote = asyncio.Event(), asyncio.Event()

@@ -25,14 +25,12 @@ from _cluster import POOLS, add_cluster_args, cluster, new_namespace, pool
 
 from kubeloop import (
     ControllerOptions,
-    Manager,
-    ManagerOptions,
-    Registry,
     Request,
     Result,
     generation_changed,
     update_status,
 )
+from kubeloop.testing import new_manager
 
 
 async def run(
@@ -41,15 +39,7 @@ async def run(
     async with cluster(kubeconfig) as client:
         ns = await new_namespace(client, "drift")
         await client.create(POOLS, pool("vm"), ns)
-        mgr = Manager(
-            client,
-            ManagerOptions(
-                metrics_bind_address=None,
-                health_probe_bind_address=None,
-                handle_signals=False,
-                registry=Registry(),
-            ),
-        )
+        mgr = new_manager(client)
         reconciles = 0
         writes = 0
 

@@ -17,7 +17,8 @@ import time
 
 from _cluster import POOLS, add_cluster_args, cluster, new_namespace, pool
 
-from kubeloop import ControllerOptions, Manager, ManagerOptions, Registry, Request, Result
+from kubeloop import ControllerOptions, Request, Result
+from kubeloop.testing import new_manager
 
 
 async def run(
@@ -46,15 +47,7 @@ async def run(
                 all_done.set()
             return Result()
 
-        mgr = Manager(
-            client,
-            ManagerOptions(
-                metrics_bind_address=None,
-                health_probe_bind_address=None,
-                handle_signals=False,
-                registry=Registry(),
-            ),
-        )
+        mgr = new_manager(client)
         mgr.controller("workers").for_(POOLS, namespace=ns).with_options(
             ControllerOptions(max_concurrent_reconciles=workers)
         ).complete(reconcile)

@@ -4,7 +4,6 @@ watch behaviour the runtime relies on."""
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Any
 
 import pytest
@@ -22,72 +21,31 @@ from kubeloop._errors import (
 )
 from kubeloop._resource import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, PODS, Object, Resource
 from kubeloop.envtest import ControlPlane
+from kubeloop.testing import ScaleSpec, resource_of, simple_crd
 
 pytestmark = pytest.mark.integration
 
 GROUP = "test.kubeloop.dev"
-SPROCKETS = Resource(GROUP, "v1", "sprockets", "Sprocket")
-
-SPROCKET_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"sprockets.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "scope": "Namespaced",
-        "names": {"plural": "sprockets", "singular": "sprocket", "kind": "Sprocket"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {
-                    "status": {},
-                    "scale": {
-                        "specReplicasPath": ".spec.replicas",
-                        "statusReplicasPath": ".status.replicas",
-                        "labelSelectorPath": ".status.selector",
-                    },
-                },
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {
-                                    "replicas": {"type": "integer", "minimum": 0},
-                                    "color": {"type": "string"},
-                                    "tags": {"type": "array", "items": {"type": "string"}},
-                                },
-                            },
-                            "status": {
-                                "type": "object",
-                                "properties": {
-                                    "replicas": {"type": "integer"},
-                                    "selector": {"type": "string"},
-                                    "phase": {"type": "string"},
-                                },
-                            },
-                        },
-                    }
-                },
-            }
-        ],
+SPROCKET_CRD = simple_crd(
+    GROUP,
+    "Sprocket",
+    spec={
+        "replicas": {"type": "integer", "minimum": 0},
+        "color": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
     },
-}
+    status={
+        "replicas": {"type": "integer"},
+        "selector": {"type": "string"},
+        "phase": {"type": "string"},
+    },
+    scale=ScaleSpec(label_selector_path=".status.selector"),
+)
+SPROCKETS = resource_of(SPROCKET_CRD)
 
 
 @pytest.fixture(scope="module")
 def sprocket_crd(kube_control_plane: ControlPlane) -> None:
-    # install_crds can read the CRD while status.conditions is still null and fail
-    # with TypeError; retrying is harmless (create-or-replace)
-    for _ in range(100):
-        try:
-            kube_control_plane.install_crds([SPROCKET_CRD])
-            return
-        except TypeError:
-            time.sleep(0.1)
     kube_control_plane.install_crds([SPROCKET_CRD])
 
 

@@ -9,10 +9,9 @@ generous deadlines and never measure time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -26,9 +25,7 @@ from kubeloop import (
     ControllerOptions,
     ItemExponentialBackoff,
     Manager,
-    ManagerOptions,
     Object,
-    Registry,
     Request,
     Resource,
     Result,
@@ -37,48 +34,21 @@ from kubeloop import (
     update_status,
 )
 from kubeloop.envtest import ControlPlane
+from kubeloop.testing import eventually, new_manager, resource_of, running, simple_crd
 
 pytestmark = pytest.mark.integration
 
 GROUP = "ctl.kubeloop.dev"
-GIZMOS = Resource(GROUP, "v1", "gizmos", "Gizmo")
-
-GIZMO_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"gizmos.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "scope": "Namespaced",
-        "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {"size": {"type": "integer", "minimum": 0}},
-                            },
-                            "status": {
-                                "type": "object",
-                                "properties": {
-                                    "phase": {"type": "string", "enum": ["Pending", "Ready"]},
-                                    "count": {"type": "integer"},
-                                },
-                            },
-                        },
-                    }
-                },
-            }
-        ],
+GIZMO_CRD = simple_crd(
+    GROUP,
+    "Gizmo",
+    spec={"size": {"type": "integer", "minimum": 0}},
+    status={
+        "phase": {"type": "string", "enum": ["Pending", "Ready"]},
+        "count": {"type": "integer"},
     },
-}
+)
+GIZMOS = resource_of(GIZMO_CRD)
 
 #: Generous deadline for anything the control plane has to do.
 DEADLINE = 30.0
@@ -101,50 +71,6 @@ def gizmo_crd(kube_control_plane: ControlPlane) -> None:
 @pytest.fixture
 def ns(kube_control_plane: ControlPlane, gizmo_crd: None) -> str:
     return kube_control_plane.create_namespace("ctl")
-
-
-def new_manager(client: Client, **options: Any) -> Manager:
-    opts: dict[str, Any] = {
-        "metrics_bind_address": None,
-        "health_probe_bind_address": None,
-        "handle_signals": False,
-        "registry": Registry(),
-        **options,
-    }
-    return Manager(client, ManagerOptions(**opts))
-
-
-@contextlib.asynccontextmanager
-async def running(mgr: Manager) -> AsyncIterator[asyncio.Task[None]]:
-    """Run ``mgr`` in the background; stop it (and surface its errors) on exit."""
-    task = asyncio.create_task(mgr.run())
-    try:
-        yield task
-    finally:
-        mgr.stop()
-        async with asyncio.timeout(DEADLINE):
-            await task
-
-
-async def until(check: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    """Wait until ``check()`` holds; fail the test after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for: {what}")
-        await asyncio.sleep(0.02)
-
-
-async def until_async(
-    check: Callable[[], Awaitable[bool]], what: str, timeout: float = DEADLINE
-) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for: {what}")
-        await asyncio.sleep(0.1)
 
 
 async def warning_events(client: Client, ns: str, obj: Object) -> list[Object]:
@@ -206,14 +132,16 @@ async def test_one_key_is_never_reconciled_by_two_workers_at_once(
         ControllerOptions(max_concurrent_reconciles=8)
     ).complete(reconcile)
     async with running(mgr):
-        await until(lambda: all(runs[n] >= 1 for n in names), "first reconcile of every object")
+        await eventually(
+            lambda: all(runs[n] >= 1 for n in names), "first reconcile of every object"
+        )
 
         async def burst(name: str, updates: int) -> None:
             for i in range(updates):
                 await kube_client.patch(GIZMOS, name, {"spec": {"size": i + 2}}, ns)
 
         await asyncio.gather(burst("hot", 50), *(burst(n, 5) for n in names if n != "hot"))
-        await until(
+        await eventually(
             lambda: (
                 last_size.get("hot") == 51
                 and all(last_size.get(n) == 6 for n in names if n != "hot")
@@ -251,10 +179,10 @@ async def test_exception_is_retried_with_backoff_and_does_not_kill_the_controlle
 
     controller = mgr.controller("retry").for_(GIZMOS, namespace=ns).complete(reconcile)
     async with running(mgr):
-        await until(lambda: "flaky" in succeeded, "flaky to succeed after its failures")
+        await eventually(lambda: "flaky" in succeeded, "flaky to succeed after its failures")
         # the controller is alive for new work after the failures
         await kube_client.create(GIZMOS, gizmo("late"), ns)
-        await until(lambda: "late" in succeeded, "a new object to be reconciled")
+        await eventually(lambda: "late" in succeeded, "a new object to be reconciled")
         flaky_requeues_after_success = controller.queue.num_requeues(Request("flaky", ns))
     # each retry went through the per-item backoff: one more step per failure
     assert attempts["flaky"] == [0, 1, 2, 3]
@@ -295,8 +223,8 @@ async def test_forbidden_or_invalid_write_is_not_retried_in_a_loop(
         controller = mgr.controller("terminal").for_(GIZMOS, namespace=ns).complete(reconcile)
         reason = "Forbidden" if failure == "forbidden" else "Invalid"
         async with running(mgr):
-            await until(lambda: runs["doomed"] >= 1, "the first reconcile")
-            await until_async(
+            await eventually(lambda: runs["doomed"] >= 1, "the first reconcile")
+            await eventually(
                 lambda: _has_event(kube_client, ns, created, reason),
                 f"a Warning Event with reason {reason}",
             )
@@ -326,7 +254,7 @@ async def test_terminal_error_is_not_retried(kube_client: Client, ns: str) -> No
 
     controller = mgr.controller("terminal-error").for_(GIZMOS, namespace=ns).complete(reconcile)
     async with running(mgr):
-        await until_async(
+        await eventually(
             lambda: _has_event(kube_client, ns, created, "ReconcileFailed"),
             "a ReconcileFailed Warning Event",
         )
@@ -354,7 +282,7 @@ async def test_requeue_after_reconciles_again_without_events(kube_client: Client
 
     controller = mgr.controller("requeue-after").for_(GIZMOS, namespace=ns).complete(reconcile)
     async with running(mgr):
-        await until(lambda: len(runs) >= 4, "four reconciles of an untouched object")
+        await eventually(lambda: len(runs) >= 4, "four reconciles of an untouched object")
     # requeue_after is a schedule, not a failure: the backoff never grows
     assert set(runs) == {0}
     assert (
@@ -471,19 +399,19 @@ async def test_owned_child_change_enqueues_its_controller_owner(
     async def patch_and_settle(name: str) -> None:
         patched = await kube_client.patch(CONFIGMAPS, name, {"data": {"v": "1"}}, ns)
         rv = patched["metadata"]["resourceVersion"]
-        await until(lambda: rv in delivered, f"the update of {name} on the watch")
+        await eventually(lambda: rv in delivered, f"the update of {name} on the watch")
         await controller.queue.wait_idle()  # covers a reconcile it may have caused
 
     async with running(mgr):
         # start-up: all Added events are queued before the workers start, so each
         # Gizmo is reconciled once (the owned child's Added folds into the parent's)
-        await until(lambda: {"parent", "bystander"} <= set(log), "the start-up reconciles")
+        await eventually(lambda: {"parent", "bystander"} <= set(log), "the start-up reconciles")
         await controller.queue.wait_idle()
         assert Counter(log) == {"parent": 1, "bystander": 1}
         await patch_and_settle("merely-referencing")  # controller: false
         assert Counter(log) == {"parent": 1, "bystander": 1}
         await patch_and_settle("owned")
-        await until(lambda: Counter(log)["parent"] == 2, "the owner reconciled for its child")
+        await eventually(lambda: Counter(log)["parent"] == 2, "the owner reconciled for its child")
     assert Counter(log) == {"parent": 2, "bystander": 1}  # never the ConfigMaps themselves
 
 
@@ -510,7 +438,7 @@ async def test_generation_changed_drops_status_only_updates(kube_client: Client,
         lambda e: delivered.append(e.obj["metadata"]["resourceVersion"])
     )
     async with running(mgr):
-        await until(lambda: runs == [1], "the start-up reconcile")
+        await eventually(lambda: runs == [1], "the start-up reconcile")
         await controller.queue.wait_idle()
         for phase in ("Pending", "Ready", "Pending", "Ready", "Pending"):
             current = await kube_client.get(GIZMOS, "quiet", ns)
@@ -518,11 +446,11 @@ async def test_generation_changed_drops_status_only_updates(kube_client: Client,
             rv = (await kube_client.update_status(GIZMOS, current))["metadata"]["resourceVersion"]
             # once we saw the event the controller has decided about it; had it
             # enqueued a reconcile, wait_idle would wait for that reconcile
-            await until(_contains(delivered, rv), "the status update on the watch")
+            await eventually(_contains(delivered, rv), "the status update on the watch")
             await controller.queue.wait_idle()
         assert runs == [1]
         await kube_client.patch(GIZMOS, "quiet", {"spec": {"size": 7}}, ns)
-        await until(lambda: runs == [1, 2], "a reconcile for the spec change")
+        await eventually(lambda: runs == [1, 2], "a reconcile for the spec change")
 
 
 async def test_resync_reconciles_even_when_predicates_drop_every_event(
@@ -546,9 +474,9 @@ async def test_resync_reconciles_even_when_predicates_drop_every_event(
         ControllerOptions(resync_period=0.5)
     ).complete(reconcile)
     async with running(mgr):
-        await until(lambda: len(dropped) >= 2, "the Added events to reach the predicate")
+        await eventually(lambda: len(dropped) >= 2, "the Added events to reach the predicate")
         await kube_client.patch(GIZMOS, "a", {"spec": {"size": 3}}, ns)
-        await until(lambda: runs["a"] >= 3 and runs["b"] >= 3, "three resyncs of each object")
+        await eventually(lambda: runs["a"] >= 3 and runs["b"] >= 3, "three resyncs of each object")
     assert len(dropped) >= 3  # Added a, Added b, the update of a: all dropped
 
 
@@ -577,7 +505,7 @@ async def test_shutdown_lets_the_reconcile_in_flight_finish_and_starts_no_new_on
         async with asyncio.timeout(DEADLINE):
             await started.wait()
         await kube_client.create(GIZMOS, gizmo("second"), ns)
-        await until(lambda: controller.queue.depth >= 1, "the second object to be queued")
+        await eventually(lambda: controller.queue.depth >= 1, "the second object to be queued")
         assert log == ["start first"]
         mgr.stop()
         stop_called.set()
@@ -649,7 +577,7 @@ async def test_metrics_and_probes(kube_client: Client, ns: str) -> None:
     )
     resource = GIZMOS.key
     async with running(mgr), aiohttp.ClientSession() as http:
-        await until(lambda: "done" in steps, "the three reconciles")
+        await eventually(lambda: "done" in steps, "the three reconciles")
         probes = mgr.endpoints.url("probes")
         async with http.get(f"{probes}/healthz") as resp:
             assert resp.status == 200
@@ -693,13 +621,15 @@ async def test_readyz_fails_until_caches_sync(kube_client: Client, ns: str) -> N
         return Result()
 
     mgr.controller("ready").for_(GIZMOS, namespace=ns).complete(reconcile)
-    # an informer that has not listed yet makes the manager not ready
+    # a started informer that has not listed yet makes the manager not ready; this one
+    # never will (its kind is not served), so the probe cannot race its sync
     await mgr.endpoints.start(None, "127.0.0.1:0")
     try:
-        mgr.cache.informer(GIZMOS, namespace=ns)
+        mgr.cache.informer(Resource("missing.kubeloop.dev", "v1", "nothings", "Nothing")).start()
         url = f"{mgr.endpoints.url('probes')}/readyz"
         async with aiohttp.ClientSession() as http, http.get(url) as resp:
             assert resp.status == 500
             assert "informers-synced" in await resp.text()
     finally:
+        await mgr.cache.stop()
         await mgr.endpoints.stop()

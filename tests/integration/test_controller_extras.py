@@ -17,57 +17,29 @@ from kubeloop import (
     ControllerOptions,
     ReflectorOptions,
     Request,
-    Resource,
     Result,
     update_status,
 )
 from kubeloop.envtest import ControlPlane
-from tests.integration.test_controller import new_manager, running, until, until_async
+from kubeloop.testing import eventually, new_manager, resource_of, running, simple_crd
 
 pytestmark = pytest.mark.integration
 
 GROUP = "extras.kubeloop.dev"
-THINGS = Resource(GROUP, "v1", "things", "Thing")
-THING_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"things.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "scope": "Namespaced",
-        "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {"type": "object", "properties": {"n": {"type": "integer"}}},
-                            "status": {
-                                "type": "object",
-                                "properties": {
-                                    "phase": {"type": "string", "enum": ["Ready"]},
-                                    "checkedAt": {"type": "string"},
-                                    "conditions": {
-                                        "type": "array",
-                                        "items": {
-                                            "type": "object",
-                                            "x-kubernetes-preserve-unknown-fields": True,
-                                        },
-                                    },
-                                },
-                            },
-                        },
-                    }
-                },
-            }
-        ],
+THING_CRD = simple_crd(
+    GROUP,
+    "Thing",
+    spec={"n": {"type": "integer"}},
+    status={
+        "phase": {"type": "string", "enum": ["Ready"]},
+        "checkedAt": {"type": "string"},
+        "conditions": {
+            "type": "array",
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
     },
-}
+)
+THINGS = resource_of(THING_CRD)
 
 
 def thing(name: str) -> dict[str, Any]:
@@ -99,7 +71,7 @@ async def test_a_reconcile_that_exceeds_its_timeout_is_cancelled_and_retried(
     ).complete(reconcile)
     await kube_client.create(THINGS, thing("slow"), ns)
     async with running(mgr):
-        await until(lambda: bool(finished), "a reconcile to finish after two timeouts")
+        await eventually(lambda: bool(finished), "a reconcile to finish after two timeouts")
     assert finished == [3]
     assert attempts == ["slow"] * 3
     assert "controller_runtime_reconcile_errors_total" in mgr.options.registry.render()
@@ -121,9 +93,9 @@ async def test_periodic_and_channel_sources_enqueue_requests(kube_client: Client
         .complete(reconcile)
     )
     async with running(mgr):
-        await until(lambda: seen.count(Request("tick", ns)) >= 3, "three timer ticks")
+        await eventually(lambda: seen.count(Request("tick", ns)) >= 3, "three timer ticks")
         await channel.put(Request("pushed", ns))
-        await until(lambda: Request("pushed", ns) in seen, "the pushed request")
+        await eventually(lambda: Request("pushed", ns) in seen, "the pushed request")
 
 
 async def test_terminal_error_sets_the_configured_condition(kube_client: Client, ns: str) -> None:
@@ -151,7 +123,7 @@ async def test_terminal_error_sets_the_configured_condition(kube_client: Client,
         return None
 
     async with running(mgr):
-        await until_async(lambda: _truthy(condition()), "the Ready condition")
+        await eventually(lambda: _truthy(condition()), "the Ready condition")
     cond = await condition()
     assert cond is not None
     assert cond["status"] == "False"
@@ -194,8 +166,8 @@ async def test_a_detected_loop_is_reported_as_an_event_naming_the_field(
         )
 
     async with running(mgr):
-        await until(lambda: controller.loops_detected >= 1, "the loop to be detected")
-        await until_async(loop_event, "the ReconcileLoop Event")
+        await eventually(lambda: controller.loops_detected >= 1, "the loop to be detected")
+        await eventually(loop_event, "the ReconcileLoop Event")
     events = await kube_client.list(EVENTS, ns)
     note = next(e["note"] for e in events["items"] if e.get("reason") == "ReconcileLoop")
     assert "looper" in note
@@ -222,14 +194,14 @@ async def test_readyz_fails_while_a_watch_shows_no_life(kube_client: Client, ns:
             return resp.status
 
     async with running(mgr):
-        await until(
+        await eventually(
             lambda: bool(mgr.cache.informers) and all(i.has_synced for i in mgr.cache.informers),
             "cache sync",
         )
         # nothing happens on the resource: after the threshold the watch counts as stalled
-        await until_async(lambda: _eq(readyz(), 500), "/readyz to fail on the silent watch")
+        await eventually(lambda: _eq(readyz(), 500), "/readyz to fail on the silent watch")
         await kube_client.create(THINGS, thing("wake"), ns)  # a line on the watch: alive again
-        await until_async(lambda: _eq(readyz(), 200), "/readyz to recover")
+        await eventually(lambda: _eq(readyz(), 200), "/readyz to recover")
 
 
 async def _eq(value: Any, expected: int) -> bool:

@@ -25,11 +25,8 @@ from kubeloop import (
     Deleted,
     Event,
     Informer,
-    Manager,
-    ManagerOptions,
     Object,
     ReflectorOptions,
-    Registry,
     Request,
     Resource,
     Result,
@@ -37,40 +34,13 @@ from kubeloop import (
 )
 from kubeloop._resource import ROLEBINDINGS, ROLES
 from kubeloop.envtest import ControlPlane
+from kubeloop.testing import eventually, new_manager, resource_of, running, simple_crd
 
 pytestmark = pytest.mark.integration
 
 GROUP = "inf.kubeloop.dev"
-THINGS = Resource(GROUP, "v1", "things", "Thing")
-
-THING_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"things.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "scope": "Namespaced",
-        "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {"size": {"type": "integer", "minimum": 0}},
-                            },
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
+THING_CRD = simple_crd(GROUP, "Thing", spec={"size": {"type": "integer", "minimum": 0}})
+THINGS = resource_of(THING_CRD)
 
 DEADLINE = 30.0
 
@@ -114,16 +84,6 @@ class Requests:
         return sum(
             1 for v, r, c in self.log if v == verb and r == resource and (code is None or c == code)
         )
-
-
-async def until(check: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    """Wait until ``check()`` holds; fail the test after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for: {what}")
-        await asyncio.sleep(0.02)
 
 
 def name_of(event: Event) -> str:
@@ -206,11 +166,11 @@ async def test_relist_after_gone_reports_objects_deleted_during_the_gap(
         inf.start()
         try:
             await inf.wait_synced()
-            await until(lambda: requests.count("watch", THINGS, 200) >= 1, "a watch")
+            await eventually(lambda: requests.count("watch", THINGS, 200) >= 1, "a watch")
             assert sorted(inf.store.keys()) == [f"{ns}/{n}" for n in "abcd"]
 
             await allow(["get", "list"])
-            await until(lambda: requests.count("watch", THINGS, 403) >= 1, "a refused watch")
+            await eventually(lambda: requests.count("watch", THINGS, 403) >= 1, "a refused watch")
             # the gap: nobody watching
             await kube_client.delete(THINGS, "c", ns)
             await kube_client.delete(THINGS, "d", ns)
@@ -221,7 +181,7 @@ async def test_relist_after_gone_reports_objects_deleted_during_the_gap(
             during_gap = len(events)
             await allow(["get", "list", "watch"])
 
-            await until(lambda: f"{ns}/e" in inf.store, "the informer to catch up")
+            await eventually(lambda: f"{ns}/e" in inf.store, "the informer to catch up")
         finally:
             await inf.stop()
 
@@ -267,7 +227,7 @@ async def test_watch_cut_by_the_server_resumes_without_losing_or_repeating_event
                 written[name].append(obj["metadata"]["resourceVersion"])
             await asyncio.sleep(0.1)
             assert step < 1000, "the server never ended a watch"
-        await until(
+        await eventually(
             lambda: all(seen[n][-1:] == written[n][-1:] for n in names),
             "the last version of every object",
         )
@@ -297,10 +257,10 @@ async def test_stalled_watch_is_detected_and_the_informer_keeps_working(
     try:
         await inf.wait_synced()
         # nothing happens in this namespace: no line arrives within the read timeout
-        await until(lambda: inf.reflector.stalls >= 1, "a stall to be detected")
+        await eventually(lambda: inf.reflector.stalls >= 1, "a stall to be detected")
         created = await kube_client.create(THINGS, thing("after-stall"), ns)
-        await until(lambda: len(events) >= 1, "the write after the stall")
-        await until(lambda: inf.reflector.stalls >= 2, "the restarted watch to stall again")
+        await eventually(lambda: len(events) >= 1, "the write after the stall")
+        await eventually(lambda: inf.reflector.stalls >= 2, "the restarted watch to stall again")
     finally:
         await inf.stop()
     # delivered once, from the resumed watch: no relist
@@ -319,15 +279,7 @@ async def test_controllers_watching_one_kind_share_one_informer(
     client = observed_client
     for name in ("x", "y"):
         await client.create(THINGS, thing(name), ns)
-    mgr = Manager(
-        client,
-        ManagerOptions(
-            metrics_bind_address=None,
-            health_probe_bind_address=None,
-            handle_signals=False,
-            registry=Registry(),
-        ),
-    )
+    mgr = new_manager(client)
     reconciled: dict[str, set[str]] = defaultdict(set)
 
     def reconciler(controller: str) -> Callable[[Request], Any]:
@@ -341,9 +293,8 @@ async def test_controllers_watching_one_kind_share_one_informer(
         mgr.controller(controller).for_(THINGS, namespace=ns).owns(CONFIGMAPS).with_options(
             ControllerOptions(max_concurrent_reconciles=2)
         ).complete(reconciler(controller))
-    task = asyncio.create_task(mgr.run())
-    try:
-        await until(
+    async with running(mgr):
+        await eventually(
             lambda: reconciled["first"] == reconciled["second"] == {"x", "y"},
             "both controllers to reconcile both objects",
         )
@@ -351,13 +302,10 @@ async def test_controllers_watching_one_kind_share_one_informer(
         assert requests.count("list", THINGS) == 1
         assert requests.count("watch", THINGS) == 1
         await client.create(THINGS, thing("z"), ns)
-        await until(
+        await eventually(
             lambda: "z" in reconciled["first"] and "z" in reconciled["second"],
             "both controllers to see a new object",
         )
-    finally:
-        mgr.stop()
-        await task
 
 
 # -- indexes and transforms --------------------------------------------------------------
@@ -385,7 +333,7 @@ async def test_index_follows_objects_through_changes_and_deletes(
 
         await kube_client.patch(THINGS, "small-2", {"spec": {"size": 9}}, ns)
         await kube_client.delete(THINGS, "big", ns)
-        await until(lambda: f"{ns}/big" not in inf.store, "the delete to reach the cache")
+        await eventually(lambda: f"{ns}/big" not in inf.store, "the delete to reach the cache")
         assert await by_size(1) == ["small-1"]
         assert await by_size(9) == ["small-2"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -23,14 +23,13 @@ from kubeloop import (
     LeaderElectionOptions,
     LeaderElector,
     Manager,
-    ManagerOptions,
     Object,
-    Registry,
     Request,
     Resource,
     Result,
 )
 from kubeloop.envtest import ControlPlane
+from kubeloop.testing import eventually, new_manager
 
 pytestmark = pytest.mark.integration
 
@@ -55,16 +54,6 @@ class LeaseReads:
     ) -> None:
         if verb == "get" and resource == LEASES:
             self.gets += 1
-
-
-async def until(check: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    """Wait until ``check()`` holds; fail the test after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for: {what}")
-        await asyncio.sleep(0.02)
 
 
 def configmap(name: str) -> Object:
@@ -92,23 +81,18 @@ async def test_only_the_leader_reconciles_and_a_stopped_leader_hands_over(
     lease_name = "ctl-leader"
     log: list[tuple[str, str]] = []  # (who, what): reconciles and milestones, in order
 
-    def new_manager(client: Client, identity: str) -> Manager:
-        mgr = Manager(
+    def candidate_manager(client: Client, identity: str) -> Manager:
+        mgr = new_manager(
             client,
-            ManagerOptions(
-                name="leader-test",
-                leader_election=True,
-                leader_election_id=lease_name,
-                leader_election_namespace=ns,
-                lease_duration=LEASE,
-                renew_deadline=RENEW,
-                retry_period=RETRY,
-                identity=identity,
-                metrics_bind_address=None,
-                health_probe_bind_address="127.0.0.1:0",
-                handle_signals=False,
-                registry=Registry(),
-            ),
+            name="leader-test",
+            leader_election=True,
+            leader_election_id=lease_name,
+            leader_election_namespace=ns,
+            lease_duration=LEASE,
+            renew_deadline=RENEW,
+            retry_period=RETRY,
+            identity=identity,
+            health_probe_bind_address="127.0.0.1:0",
         )
 
         async def reconcile(req: Request) -> Result:
@@ -131,16 +115,16 @@ async def test_only_the_leader_reconciles_and_a_stopped_leader_hands_over(
         candidate(kube_control_plane) as (client_a, _),
         candidate(kube_control_plane) as (client_b, reads_b),
     ):
-        mgr_a, mgr_b = new_manager(client_a, "a"), new_manager(client_b, "b")
+        mgr_a, mgr_b = candidate_manager(client_a, "a"), candidate_manager(client_b, "b")
         run_a = asyncio.create_task(mgr_a.run())
         run_b: asyncio.Task[None] | None = None
         try:
-            await until(lambda: "before" in reconciled_by("a"), "a to lead and reconcile")
+            await eventually(lambda: "before" in reconciled_by("a"), "a to lead and reconcile")
             run_b = asyncio.create_task(mgr_b.run())
             await kube_client.create(CONFIGMAPS, configmap("while-a-leads"), ns)
-            await until(lambda: "while-a-leads" in reconciled_by("a"), "a to reconcile news")
+            await eventually(lambda: "while-a-leads" in reconciled_by("a"), "a to reconcile news")
             # b is a live candidate: it keeps reading the lease and is refused each time
-            await until(lambda: reads_b.gets >= 3, "b to try for the lease a few times")
+            await eventually(lambda: reads_b.gets >= 3, "b to try for the lease a few times")
             assert reconciled_by("b") == set()
             assert mgr_b.elector is not None
             assert not mgr_b.elector.is_leader
@@ -161,7 +145,7 @@ async def test_only_the_leader_reconciles_and_a_stopped_leader_hands_over(
             released = await lease_spec(kube_client, lease_name, ns)
             assert released["holderIdentity"] in ("", "b")
             await kube_client.create(CONFIGMAPS, configmap("after-a-stopped"), ns)
-            await until(
+            await eventually(
                 lambda: {"before", "while-a-leads", "after-a-stopped"} <= reconciled_by("b"),
                 "b to take over and reconcile everything",
             )
@@ -214,7 +198,7 @@ async def test_a_leader_killed_without_release_is_replaced_after_the_lease_expir
         try:
             await asyncio.wait_for(elector_a.became_leader.wait(), DEADLINE)
             task_b = asyncio.create_task(elector_b.run())
-            await until(lambda: reads_b.gets >= 3, "b to try for the lease a few times")
+            await eventually(lambda: reads_b.gets >= 3, "b to try for the lease a few times")
             assert not elector_b.is_leader
             held = await lease_spec(kube_client, lease_name, ns)
 

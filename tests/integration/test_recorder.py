@@ -3,7 +3,6 @@ repeats folded into ``series``, and failures that never reach the caller."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -14,6 +13,7 @@ from kubeloop._client import Client
 from kubeloop._recorder import EventRecorder
 from kubeloop._resource import CONFIGMAPS, EVENTS, NAMESPACES, Object
 from kubeloop.envtest import ControlPlane
+from kubeloop.testing import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -51,11 +51,7 @@ async def _events_about(client: Client, namespace: str, obj: Object) -> list[Obj
 
 async def _until(check: Callable[[], bool]) -> None:
     """Wait (at most ~10 s) for the recorder's background task to get somewhere."""
-    for _ in range(1000):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the recorder did not get there")
+    await eventually(check, "the recorder to get there", timeout=10.0, interval=0.01)
 
 
 async def test_ten_identical_warnings_make_one_event_with_a_series(

@@ -7,7 +7,6 @@ facts about the wire, not about our bookkeeping.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,9 +20,9 @@ from kubeloop._metrics import Registry, RuntimeMetrics
 from kubeloop._resource import Object, Resource
 from kubeloop._status import retry_update, set_status_condition, update_status
 from kubeloop.envtest import ControlPlane
+from kubeloop.testing import resource_of, simple_crd
 
 GROUP = "status.kubeloop.dev"
-GADGETS = Resource(GROUP, "v1", "gadgets", "Gadget")
 
 _CONDITION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -38,43 +37,17 @@ _CONDITION_SCHEMA: dict[str, Any] = {
     },
 }
 
-GADGET_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"gadgets.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "scope": "Namespaced",
-        "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {"size": {"type": "integer", "minimum": 0}},
-                            },
-                            "status": {
-                                "type": "object",
-                                "properties": {
-                                    "observedGeneration": {"type": "integer"},
-                                    "phase": {"type": "string", "enum": ["Pending", "Ready"]},
-                                    "conditions": {"type": "array", "items": _CONDITION_SCHEMA},
-                                },
-                            },
-                        },
-                    }
-                },
-            }
-        ],
+GADGET_CRD = simple_crd(
+    GROUP,
+    "Gadget",
+    spec={"size": {"type": "integer", "minimum": 0}},
+    status={
+        "observedGeneration": {"type": "integer"},
+        "phase": {"type": "string", "enum": ["Pending", "Ready"]},
+        "conditions": {"type": "array", "items": _CONDITION_SCHEMA},
     },
-}
+)
+GADGETS = resource_of(GADGET_CRD)
 
 pytestmark = pytest.mark.integration
 
@@ -99,21 +72,9 @@ class Calls:
         self.log.clear()
 
 
-def install_crd(cp: ControlPlane, crd: dict[str, Any]) -> None:
-    """``install_crds``, tolerating its race with a CRD whose ``status.conditions`` is
-    still null just after creation (envtest's wait then fails with TypeError)."""
-    for _ in range(100):
-        try:
-            cp.install_crds([crd])
-            return
-        except TypeError:
-            time.sleep(0.1)
-    cp.install_crds([crd])
-
-
 @pytest.fixture(scope="module")
 def gadget_crd(kube_control_plane: ControlPlane) -> None:
-    install_crd(kube_control_plane, GADGET_CRD)
+    kube_control_plane.install_crds([GADGET_CRD])
 
 
 @pytest.fixture
