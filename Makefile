@@ -13,7 +13,7 @@ $(UV):
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
 
 .venv/.synced: pyproject.toml uv.lock | $(UV)
-	@UV=$$(command -v uv || echo $(HOME)/.local/bin/uv); $$UV sync --frozen --group dev
+	@UV=$$(command -v uv || echo $(HOME)/.local/bin/uv); $$UV sync --frozen --group dev --group bench
 	@touch $@
 
 controlplane: .venv/.synced
@@ -23,8 +23,8 @@ controlplane: .venv/.synced
 test: setup lint typecheck pytest
 
 lint:
-	$(PY) -m ruff check src tests examples
-	$(PY) -m ruff format --check src tests examples
+	$(PY) -m ruff check src tests examples bench
+	$(PY) -m ruff format --check src tests examples bench
 
 typecheck:
 	$(PY) -m mypy
@@ -35,6 +35,10 @@ pytest:
 ## demo: the main job (the NodePool + Autoscaler operator on a local control plane)
 demo: setup
 	$(PY) -m nodepool_operator demo --report demo-report
+
+## bench: the full benchmark set (not part of make test); updates docs/benchmarks.md
+bench: setup
+	$(PY) bench/run.py --write
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .envtest

@@ -2,7 +2,8 @@
 
     bench/run.py [--quick] [--only NAME] [--kubeconfig K] [--write]
 
-Starts its own control plane (etcd + kube-apiserver on loopback, no scheduler) unless
+Starts its own control plane (etcd + kube-apiserver on loopback; kube-scheduler too when the
+``autoscaler`` benchmark runs, as it needs pods scheduled) unless
 ``--kubeconfig`` names a cluster, runs each benchmark, prints one JSON line per benchmark
 on stdout (``name``, ``params``, ``figures``, ``ratios``; progress goes to stderr), and with
 ``--write`` updates ``docs/benchmarks.md``: the machine, the date and the exact command, and
@@ -38,13 +39,28 @@ from bench import (
     Benchmark,
     BenchResult,
     Context,
+    autoscaler_scenarios,
+    informer_scale,
+    kopf_compare,
+    loop,
     throughput,
+    workers,
 )
 from kubeloop import Client
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions
 
 #: Every benchmark, in the order they run and appear in the docs.
-BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (throughput.BENCHMARK,)}
+BENCHMARKS: dict[str, Benchmark] = {
+    b.name: b
+    for b in (
+        throughput.BENCHMARK,
+        workers.BENCHMARK,
+        loop.BENCHMARK,
+        informer_scale.BENCHMARK,
+        autoscaler_scenarios.BENCHMARK,
+        kopf_compare.BENCHMARK,
+    )
+}
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 RUN_BEGIN, RUN_END = "<!-- bench:run:begin -->", "<!-- bench:run:end -->"
@@ -186,6 +202,7 @@ def update_docs(
         bench = BENCHMARKS[result["name"]]
         begin, end = _markers(bench.name)
         body = (
+            f"{bench.description}\n\n"
             f"_Measured {date} with `{command}`"
             f"{' (quick sizes)' if quick else ''}; {_machine_line(m)}._\n\n"
             f"{bench.markdown(result)}"
@@ -193,10 +210,7 @@ def update_docs(
         if begin in text and end in text:
             text = _replace_block(text, begin, end, body)
         else:
-            text = (
-                text.rstrip("\n")
-                + f"\n\n## {bench.title}\n\n{bench.description}\n\n{begin}\n{body}\n{end}\n"
-            )
+            text = text.rstrip("\n") + f"\n\n## {bench.title}\n\n{begin}\n{body}\n{end}\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
 
@@ -205,12 +219,15 @@ def update_docs(
 
 
 @contextlib.contextmanager
-def cluster(kubeconfig: str | None) -> Iterator[tuple[Path, ControlPlane | None]]:
+def cluster(
+    kubeconfig: str | None, scheduler: bool = False
+) -> Iterator[tuple[Path, ControlPlane | None]]:
     if kubeconfig is not None:
         yield Path(kubeconfig).resolve(), None
         return
-    print("[bench] starting a control plane (etcd + kube-apiserver)", file=sys.stderr)
-    with ControlPlane(ControlPlaneOptions(scheduler=False)) as cp:
+    parts = "etcd + kube-apiserver" + (" + kube-scheduler" if scheduler else "")
+    print(f"[bench] starting a control plane ({parts})", file=sys.stderr)
+    with ControlPlane(ControlPlaneOptions(scheduler=scheduler)) as cp:
         yield cp.kubeconfig, cp
 
 
@@ -248,6 +265,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--docs", type=Path, default=DOCS, help=argparse.SUPPRESS)
     parser.add_argument("--objects", type=int, help="override the object count")
     parser.add_argument("--repeats", type=int, help="override the number of repeats")
+    parser.add_argument("--scenarios", help="autoscaler: only these scenarios, e.g. S1,S5")
+    parser.add_argument("--warmup", type=int, help="override the uncounted warm-up passes")
     parser.add_argument(
         "--server-pids",
         default="",
@@ -260,12 +279,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     names = [n for n in BENCHMARKS if not args.only or n in args.only]
     overrides = {
-        k: v for k, v in (("objects", args.objects), ("repeats", args.repeats)) if v is not None
+        k: v
+        for k, v in (
+            ("objects", args.objects),
+            ("repeats", args.repeats),
+            ("scenarios", args.scenarios),
+            ("warmup", args.warmup),
+        )
+        if v is not None
     }
     pids = [int(p) for p in args.server_pids.split(",") if p]
     command = command_line()
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    with cluster(args.kubeconfig) as (kubeconfig, cp):
+    with cluster(args.kubeconfig, scheduler="autoscaler" in names) as (kubeconfig, cp):
         ctx = Context(
             kubeconfig=kubeconfig,
             quick=args.quick,

@@ -1,7 +1,7 @@
 """The benchmark harness cannot rot: one tiny throughput case, end to end.
 
-Runs ``bench/run.py --quick --only throughput`` with 20 objects and one repeat against
-the session control plane, exactly as a user would, and checks the JSON line's shape.
+Runs ``bench/run.py --quick --only throughput`` with 20 objects, one repeat and no
+warm-up against the session control plane, as a user would, and checks the JSON line.
 No speed is asserted: speed is measured in ``make bench``, never in tests.
 """
 
@@ -34,6 +34,8 @@ def test_throughput_quick_smoke(kube_control_plane: ControlPlane, tmp_path: Path
             "20",
             "--repeats",
             "1",
+            "--warmup",
+            "0",
             "--kubeconfig",
             str(kube_control_plane.kubeconfig),
             "--write",

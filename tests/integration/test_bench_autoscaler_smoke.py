@@ -1,0 +1,85 @@
+"""The autoscaler benchmark cannot rot: scenario S5 at quick size, end to end.
+
+Runs ``bench/run.py --quick --only autoscaler --scenarios S5`` against the session control
+plane (which has kube-scheduler), as a user would, checks the JSON line's shape, and that the
+run left no NodePool or Node of its own behind (those are cluster-scoped, shared with every
+other test). No speed or outcome is asserted: that is what the benchmark reports.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kubeloop.envtest import ControlPlane
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The label on every object a benchmark run creates (bench/autoscaler_scenarios.py).
+RUN_LABEL = "bench.kubeloop.dev/run"
+SIDE_KEYS = {
+    "t_decide_s",
+    "t_decide_from_last_pod_s",
+    "all_scheduled_s",
+    "target",
+    "scale_writes",
+    "vm_creates",
+    "live_vms",
+    "api_writes",
+    "autoscaler_writes",
+    "cloud_calls",
+    "cloud_calls_by_op",
+}
+
+
+def test_autoscaler_quick_s5_smoke(kube_control_plane: ControlPlane, tmp_path: Path) -> None:
+    docs = tmp_path / "benchmarks.md"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "bench/run.py",
+            "--quick",
+            "--only",
+            "autoscaler",
+            "--scenarios",
+            "S5",
+            "--kubeconfig",
+            str(kube_control_plane.kubeconfig),
+            "--write",
+            "--docs",
+            str(docs),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stdout
+    result = lines[0]
+    assert set(result) == {"name", "params", "figures", "ratios"}
+    assert result["name"] == "autoscaler"
+    assert result["params"]["scenarios"] == ["S5"]
+    s5 = result["figures"]["S5"]
+    assert s5["lower_bound"] == s5["ffd"] == 0
+    for side in ("ours", "naive"):
+        assert set(s5[side]) >= SIDE_KEYS, (side, sorted(s5[side]))
+        assert s5[side]["duplicates"] == 0
+    assert s5["naive"]["naive"]["ticks"] >= 1
+    assert isinstance(result["figures"]["targets"]["s5_zero_scale_writes"], bool)
+    text = docs.read_text()
+    assert "<!-- bench:autoscaler:begin -->" in text
+    assert "| S5: " in text
+
+    rest = kube_control_plane.rest()
+    pools = rest.get(f"/apis/kubeloop.dev/v1alpha1/nodepools?labelSelector={RUN_LABEL}")
+    assert pools["items"] == []
+    nodes = rest.get(f"/api/v1/nodes?labelSelector={RUN_LABEL}")
+    assert nodes["items"] == []

@@ -1,0 +1,115 @@
+"""The kubeloop-vs-kopf benchmark cannot rot: one tiny case, end to end.
+
+Runs ``bench/run.py --quick --only kopf`` with 10 objects, no apiserver warm-up pass and a
+2 s quiet period (``KUBELOOP_BENCH_QUIET_S``) against the session control plane, as a user
+would, and checks the JSON line and the docs block. Both operators really run (kopf from
+the ``bench`` dependency group). No speed is asserted: speed is measured in ``make bench``,
+never in tests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kubeloop.envtest import ControlPlane
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+OBJECTS = 10
+
+FIGURES = {
+    "converge_s",
+    "objects_per_s",
+    "create_s",
+    "writes_per_object",
+    "event_writes_per_object",
+    "requests",
+    "cpu_s",
+    "cpu_ms_per_object",
+    "peak_rss_mib",
+    "quiet_s",
+    "quiet_writes_per_min",
+    "change_s",
+    "change_writes_per_object",
+    "change_requests",
+    "backlog_s",
+    "backlog_writes_per_object",
+}
+
+
+def test_kopf_compare_quick_smoke(kube_control_plane: ControlPlane, tmp_path: Path) -> None:
+    # kopf is a bench dependency that `make setup` installs: its absence is a failure
+    assert importlib.util.find_spec("kopf") is not None, "kopf missing: uv sync --group bench"
+    docs = tmp_path / "benchmarks.md"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "bench/run.py",
+            "--quick",
+            "--only",
+            "kopf",
+            "--objects",
+            str(OBJECTS),
+            "--warmup",
+            "0",
+            "--kubeconfig",
+            str(kube_control_plane.kubeconfig),
+            "--write",
+            "--docs",
+            str(docs),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "KUBELOOP_BENCH_QUIET_S": "2"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stdout
+    result = lines[0]
+    assert set(result) == {"name", "params", "figures", "ratios"}
+    assert result["name"] == "kopf"
+    assert result["params"]["sizes"] == [OBJECTS]
+    assert result["params"]["quiet_s"] == 2.0
+    figures = result["figures"]
+    for fw in ("kubeloop", "kopf"):
+        fig = figures[fw][f"n{OBJECTS}"]
+        assert fig.keys() >= FIGURES, (fw, sorted(FIGURES - fig.keys()))
+        for key in ("converge_s", "change_s", "backlog_s", "peak_rss_mib", "cpu_total_s"):
+            assert fig[key] > 0, (fw, key, fig)
+        # every object converged through the operator's own writes, counted at the apiserver
+        assert fig["writes_per_object"] >= 1, (fw, fig)
+        assert fig["change_writes_per_object"] >= 1, (fw, fig)
+    # kubeloop's one status write per object and per change (a correctness property)
+    kubeloop = figures["kubeloop"][f"n{OBJECTS}"]
+    assert kubeloop["requests"] == {"PUT/status": OBJECTS}
+    assert kubeloop["change_requests"] == {"PUT/status": OBJECTS}
+    assert set(figures["targets"]) == {
+        f"converge_speedup_{OBJECTS}",
+        "writes_per_object_ratio",
+        "kubeloop_quiet_writes_per_min",
+    }
+    for key in (
+        f"converge_speedup_{OBJECTS}",
+        f"change_speedup_{OBJECTS}",
+        f"backlog_speedup_{OBJECTS}",
+        f"cpu_ratio_{OBJECTS}",
+        "writes_per_object_ratio",
+        "writes_per_change_ratio",
+        "peak_rss_ratio",
+    ):
+        assert result["ratios"][key] > 0, key
+    text = docs.read_text()
+    assert "<!-- bench:kopf:begin -->" in text
+    assert f"| kopf | {OBJECTS} |" in text
+    assert "**What limits it.**" in text

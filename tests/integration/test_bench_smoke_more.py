@@ -1,0 +1,75 @@
+"""The workers benchmark cannot rot: one tiny case, end to end.
+
+Runs ``bench/run.py --quick --only workers`` with 4 objects and one repeat against the
+session control plane, as a user would, and checks the JSON line and the docs block.
+No speed is asserted: speed is measured in ``make bench``, never in tests.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kubeloop.envtest import ControlPlane
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_workers_quick_smoke(kube_control_plane: ControlPlane, tmp_path: Path) -> None:
+    docs = tmp_path / "benchmarks.md"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "bench/run.py",
+            "--quick",
+            "--only",
+            "workers",
+            "--objects",
+            "4",
+            "--repeats",
+            "1",
+            "--kubeconfig",
+            str(kube_control_plane.kubeconfig),
+            "--write",
+            "--docs",
+            str(docs),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stdout
+    result = lines[0]
+    assert set(result) == {"name", "params", "figures", "ratios"}
+    assert result["name"] == "workers"
+    params = result["params"]
+    assert params["objects"] == 4
+    assert params["repeats"] == 1
+    workers = params["workers"]
+    assert workers == [1, 2, 5, 10]
+    figures, ratios = result["figures"], result["ratios"]
+    for w in workers:
+        fig = figures[f"w{w}"]
+        for key in ("makespan_s", "ideal_s", "from_start_s", "peak_rss_mib"):
+            assert fig[key] > 0, (w, key, fig)
+        # what the runtime promises, whatever the speed: one reconcile per object, never
+        # two at once for one object, and never more in flight than W
+        assert fig["reconciles_per_object"] == 1.0
+        assert fig["same_object_overlap"] == 0
+        assert 1 <= fig["max_overlap"] <= min(w, 4)
+        assert ratios[f"w{w}_makespan_over_ideal"] > 0
+    assert "worst_makespan_over_ideal" in ratios
+    assert isinstance(figures["within_target"], bool)
+    text = docs.read_text()
+    assert "<!-- bench:workers:begin -->" in text
+    assert "| 10 |" in text
