@@ -910,7 +910,7 @@ def markdown(result: BenchResult) -> str:
     rows = [
         "| scenario | autoscaler | T_decide s (from last pod) | all fitting scheduled s "
         "| pod to bound p50 / p95 s | nodes (target / VM creates) | LB / FFD "
-        "| scale writes | API writes | cloud calls |",
+        "| scale writes | API writes (Autoscaler status) | cloud calls |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for sid in p["scenarios"]:
@@ -934,7 +934,7 @@ def markdown(result: BenchResult) -> str:
                 f"| {_cell(fig['pod_to_bound_p50_s'])} / {_cell(fig['pod_to_bound_p95_s'])} "
                 f"| {fig['target']}{capped} / {fig['vm_creates']} "
                 f"| {entry['lower_bound']} / {entry['ffd']} | {fig['scale_writes']} "
-                f"| {fig['api_writes']} | {fig['cloud_calls']} |"
+                f"| {fig['api_writes']} ({_status_writes(fig)}) | {fig['cloud_calls']} |"
             )
     targets = f.get("targets", {})
     lines = [
@@ -980,6 +980,11 @@ def markdown(result: BenchResult) -> str:
                 f"How kube-scheduler filled our nodes in {sid} (pods per node: nodes): {mix}.",
             ]
     return "\n".join(lines)
+
+
+def _status_writes(fig: dict[str, Any]) -> int:
+    by_target: dict[str, int] = fig.get("api_writes_by_target", {})
+    return sum(n for k, n in by_target.items() if k.endswith("autoscalers.kubeloop.dev/status"))
 
 
 def _verdicts(values: dict[str, bool], why: dict[str, str]) -> str:

@@ -24,7 +24,9 @@ class OperatorSettings:
     drift_interval_seconds: float = 120.0
     #: How long a pod must have been unschedulable before the Autoscaler acts, so a burst
     #: of pods is planned together (cluster-autoscaler's new-pod delay).
-    batch_window_seconds: float = 2.0
+    #: 1 s, as Karpenter's batch idle duration: long enough to plan a burst once, short
+    #: enough to decide within 2 s of the last pod.
+    batch_window_seconds: float = 1.0
     #: Only handle NodePools, Autoscalers and Instances with these labels (e.g. ``shard=a``);
     #: None handles all. Lets several operators (or tests) share one cluster.
     label_selector: str | None = None

@@ -181,3 +181,19 @@ def test_malformed_fields_read_as_absent() -> None:
     }
     assert references(p) == References()
     assert blocked(p, Lookup()) is None
+
+
+@pytest.mark.parametrize(
+    ("priority", "expected"),
+    [
+        (-100, Blocked(Blocker.BELOW_PRIORITY_CUTOFF, "priority -100 < cutoff -10")),
+        (-11, Blocked(Blocker.BELOW_PRIORITY_CUTOFF, "priority -11 < cutoff -10")),
+        (-10, None),  # at the cutoff a pod still counts, as in cluster-autoscaler
+        (0, None),
+        (1000, None),
+    ],
+)
+def test_expendable_pods_below_the_priority_cutoff_are_set_aside(
+    priority: int, expected: Blocked | None
+) -> None:
+    assert blocked(pod(priority=priority), Lookup()) == expected

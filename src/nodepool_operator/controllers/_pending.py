@@ -35,6 +35,9 @@ class Blocker(StrEnum):
     """A non-optional ConfigMap it mounts or reads into its environment does not exist."""
     MISSING_PVC = "MissingPVC"
     """A PersistentVolumeClaim it mounts does not exist or is being deleted."""
+    BELOW_PRIORITY_CUTOFF = "BelowPriorityCutoff"
+    """Its priority is below the cutoff: an expendable pod, worth no new node (it would be
+    preempted by anything that needs the room)."""
     UNBOUND_PVC = "UnboundPVC"
     """A claim it mounts is not bound and will not be bound for a node (immediate binding, or
     lost): the scheduler rejects every node, new ones included."""
@@ -111,11 +114,22 @@ def references(pod: Pod) -> References:
     return References(tuple(secrets), tuple(config_maps), tuple(claims))
 
 
+#: Pods below this priority never cause a scale-up (cluster-autoscaler's default
+#: ``--expendable-pods-priority-cutoff``).
+PRIORITY_CUTOFF = -10
+
+
 def blocked(pod: Pod, lookup: Lookup) -> Blocked | None:
-    """The first reference of ``pod`` that keeps it from starting anywhere, or ``None``.
+    """What keeps ``pod`` from deserving a node, or ``None``: a priority below
+    :data:`PRIORITY_CUTOFF`, else the first reference that keeps it from starting anywhere.
 
     Claims come first (the scheduler itself stops on them), then Secrets, then ConfigMaps.
     """
+    priority = get_mapping(pod, "spec").get("priority")
+    if isinstance(priority, int) and priority < PRIORITY_CUTOFF:
+        return Blocked(
+            Blocker.BELOW_PRIORITY_CUTOFF, f"priority {priority} < cutoff {PRIORITY_CUTOFF}"
+        )
     namespace = get_text(get_mapping(pod, "metadata"), "namespace")
     refs = references(pod)
     for name in refs.claims:
