@@ -104,6 +104,15 @@ class Controller:
         self._active = 0
         self.reconciles = 0
         self.loops_detected = 0
+        # this controller's series, looked up once: the hot path only increments them
+        m = self.metrics
+        self._m_active = m.active_workers.labels(controller=name)
+        self._m_time = m.reconcile_time_seconds.labels(controller=name)
+        self._m_errors = m.reconcile_errors_total.labels(controller=name)
+        self._m_results = {
+            r: m.reconcile_total.labels(controller=name, result=r)
+            for r in ("success", "error", "requeue", "requeue_after")
+        }
         self.metrics.max_concurrent_reconciles.labels(controller=name).set(
             self.options.max_concurrent_reconciles
         )
@@ -211,7 +220,7 @@ class Controller:
         if self.loops is not None and self.loops.starting(req):
             m.self_triggered_reconciles_total.labels(controller=self.name).inc()
         self._active += 1
-        m.active_workers.labels(controller=self.name).set(self._active)
+        self._m_active.set(self._active)
         started = time.monotonic()
         outcome = "success"
         try:
@@ -226,7 +235,7 @@ class Controller:
             raise
         except Exception as err:
             outcome = "error"
-            m.reconcile_errors_total.labels(controller=self.name).inc()
+            self._m_errors.inc()
             if classify(err) is ErrorClass.TERMINAL:
                 m.terminal_reconcile_errors_total.labels(controller=self.name).inc()
                 self.queue.forget(req)
@@ -252,10 +261,10 @@ class Controller:
                 self.queue.forget(req)
         finally:
             self._active -= 1
-            m.active_workers.labels(controller=self.name).set(self._active)
+            self._m_active.set(self._active)
             elapsed = time.monotonic() - started
-            m.reconcile_time_seconds.labels(controller=self.name).observe(elapsed)
-            m.reconcile_total.labels(controller=self.name, result=outcome).inc()
+            self._m_time.observe(elapsed)
+            self._m_results[outcome].inc()
             self.reconciles += 1
             log.debug("reconcile done", extra={"result": outcome, "seconds": round(elapsed, 4)})
             for var, token in zip(

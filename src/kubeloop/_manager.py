@@ -22,7 +22,7 @@ from kubeloop._builder import Builder
 from kubeloop._controller import Controller
 from kubeloop._informer import Cache
 from kubeloop._leader import LeaderElectionOptions, LeaderElector
-from kubeloop._metrics import REGISTRY, Registry, RuntimeMetrics
+from kubeloop._metrics import REGISTRY, CounterChild, Registry, RuntimeMetrics
 from kubeloop._recorder import EventRecorder
 from kubeloop._reflector import ReflectorOptions
 from kubeloop._resource import Object, Resource
@@ -103,6 +103,7 @@ class Manager:
             readyz={"informers-synced": self._synced_check, "watches": self._stall_check},
         )
         self._stop = asyncio.Event()
+        self._request_series: dict[tuple[int, str], CounterChild] = {}
         self._started_leader_work = False
         client.add_observer(self)
 
@@ -126,11 +127,15 @@ class Manager:
         seconds: float,
     ) -> None:
         """Every API request: rest_client_requests_total, and writes per controller."""
-        self.metrics.rest_client_requests_total.labels(
-            code=str(code) if code else "<error>",
-            method=_HTTP_METHODS.get(verb, verb.upper()),
-            host=self.client.host,
-        ).inc()
+        key = (code, verb)
+        child = self._request_series.get(key)
+        if child is None:  # one lookup per (code, verb), not per request
+            child = self._request_series[key] = self.metrics.rest_client_requests_total.labels(
+                code=str(code) if code else "<error>",
+                method=_HTTP_METHODS.get(verb, verb.upper()),
+                host=self.client.host,
+            )
+        child.inc()
         if verb in _WRITE_VERBS and 200 <= code < 300 and resource is not None:
             self.metrics.api_writes_total.labels(
                 controller=_log.CONTROLLER.get() or "",
