@@ -8,18 +8,15 @@ other test). No speed or outcome is asserted: that is what the benchmark reports
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kubeloop.envtest import ControlPlane
+from tests.integration.bench_support import run_quick
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 #: The label on every object a benchmark run creates (bench/autoscaler_scenarios.py).
 RUN_LABEL = "bench.kubeloop.dev/run"
 SIDE_KEYS = {
@@ -39,31 +36,15 @@ SIDE_KEYS = {
 
 def test_autoscaler_quick_s5_smoke(kube_control_plane: ControlPlane, tmp_path: Path) -> None:
     docs = tmp_path / "benchmarks.md"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "bench/run.py",
-            "--quick",
-            "--only",
-            "autoscaler",
-            "--scenarios",
-            "S5",
-            "--kubeconfig",
-            str(kube_control_plane.kubeconfig),
-            "--write",
-            "--docs",
-            str(docs),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    result = run_quick(
+        kube_control_plane.kubeconfig,
+        docs,
+        "--only",
+        "autoscaler",
+        "--scenarios",
+        "S5",
         timeout=300,
-        check=False,
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, proc.stdout
-    result = lines[0]
     assert set(result) == {"name", "params", "figures", "ratios"}
     assert result["name"] == "autoscaler"
     assert result["params"]["scenarios"] == ["S5"]

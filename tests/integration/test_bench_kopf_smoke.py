@@ -10,19 +10,15 @@ never in tests.
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kubeloop.envtest import ControlPlane
+from tests.integration.bench_support import run_quick
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 OBJECTS = 10
 
 FIGURES = {
@@ -49,34 +45,18 @@ def test_kopf_compare_quick_smoke(kube_control_plane: ControlPlane, tmp_path: Pa
     # kopf is a bench dependency that `make setup` installs: its absence is a failure
     assert importlib.util.find_spec("kopf") is not None, "kopf missing: uv sync --group bench"
     docs = tmp_path / "benchmarks.md"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "bench/run.py",
-            "--quick",
-            "--only",
-            "kopf",
-            "--objects",
-            str(OBJECTS),
-            "--warmup",
-            "0",
-            "--kubeconfig",
-            str(kube_control_plane.kubeconfig),
-            "--write",
-            "--docs",
-            str(docs),
-        ],
-        cwd=ROOT,
-        env={**os.environ, "KUBELOOP_BENCH_QUIET_S": "2"},
-        capture_output=True,
-        text=True,
+    result = run_quick(
+        kube_control_plane.kubeconfig,
+        docs,
+        "--only",
+        "kopf",
+        "--objects",
+        str(OBJECTS),
+        "--warmup",
+        "0",
         timeout=300,
-        check=False,
+        env={"KUBELOOP_BENCH_QUIET_S": "2"},
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, proc.stdout
-    result = lines[0]
     assert set(result) == {"name", "params", "figures", "ratios"}
     assert result["name"] == "kopf"
     assert result["params"]["sizes"] == [OBJECTS]

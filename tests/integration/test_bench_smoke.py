@@ -7,51 +7,31 @@ No speed is asserted: speed is measured in ``make bench``, never in tests.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kubeloop.envtest import ControlPlane
+from tests.integration.bench_support import run_quick
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_throughput_quick_smoke(kube_control_plane: ControlPlane, tmp_path: Path) -> None:
     docs = tmp_path / "benchmarks.md"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "bench/run.py",
-            "--quick",
-            "--only",
-            "throughput",
-            "--objects",
-            "20",
-            "--repeats",
-            "1",
-            "--warmup",
-            "0",
-            "--kubeconfig",
-            str(kube_control_plane.kubeconfig),
-            "--write",
-            "--docs",
-            str(docs),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    result = run_quick(
+        kube_control_plane.kubeconfig,
+        docs,
+        "--only",
+        "throughput",
+        "--objects",
+        "20",
+        "--repeats",
+        "1",
+        "--warmup",
+        "0",
         timeout=600,
-        check=False,
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, proc.stdout
-    result = lines[0]
     assert set(result) == {"name", "params", "figures", "ratios"}
     assert result["name"] == "throughput"
     assert result["params"]["objects"] == 20
