@@ -56,8 +56,8 @@ class Kubectl:
 @pytest.fixture(scope="module")
 def kubectl(kube_control_plane: ControlPlane, rest: RestClient) -> Kubectl:
     binary = find_assets().kubectl
-    if binary is None:
-        pytest.skip("kubectl not found; run `make setup`")
+    # make setup builds kubectl; its absence is a failure, never a skip
+    assert binary is not None, "kubectl not found; run `make setup`"
     return Kubectl(binary, kube_control_plane.kubeconfig)
 
 
