@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from kubeloop._config import ClusterConfig, load_kubeconfig
+from kubeloop._config import ClusterConfig, load_config, load_kubeconfig
 from kubeloop._errors import ApiError, Gone, NotFound, TransportError
 from kubeloop._log import CONTROLLER
 from kubeloop._resource import Object, Resource, name_of, namespace_of
@@ -221,6 +221,18 @@ class Client:
     ) -> Client:
         """A client for a kubeconfig context (reads the file synchronously: start-up only)."""
         return cls(load_kubeconfig(path, context), field_manager=field_manager, observer=observer)
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        field_manager: str = "kubeloop",
+        observer: RequestObserver | None = None,
+    ) -> Client:
+        """A client for wherever this process runs: ``$KUBECONFIG`` (all its files,
+        merged), else the pod's service account, else ``~/.kube/config``
+        (:func:`~kubeloop.load_config`'s order, which is controller-runtime's)."""
+        return cls(load_config(), field_manager=field_manager, observer=observer)
 
     @property
     def host(self) -> str:

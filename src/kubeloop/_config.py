@@ -13,7 +13,7 @@ import binascii
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from kubeloop._errors import ConfigError
+from kubeloop._exec import ExecConfig, ExecTokenSource
 
 _log = logging.getLogger("kubeloop.config")
 
@@ -48,6 +49,10 @@ class ClusterConfig:
     #: Re-read every ``token_refresh`` seconds; wins over ``token`` (as in client-go).
     token_file: Path | None = None
     token_refresh: float = TOKEN_REFRESH_SECONDS
+    #: An exec credential plugin that prints the token (wins over ``token``/``token_file``).
+    exec: ExecConfig | None = None
+    #: An http(s) proxy for every connection (kubeconfig ``proxy-url``).
+    proxy_url: str | None = None
     #: Skip server certificate verification (kubeconfig ``insecure-skip-tls-verify``).
     insecure: bool = False
     #: Name to verify the server certificate against, when it differs from the URL host.
@@ -63,22 +68,28 @@ class ClusterConfig:
 
 
 class BearerToken:
-    """The bearer token to send, re-reading ``token_file`` when it is older than
-    ``token_refresh`` (or after :meth:`expire`, e.g. on a 401)."""
+    """The bearer token to send: from the exec plugin (run again when its token
+    expires), else re-reading ``token_file`` when it is older than ``token_refresh``;
+    :meth:`expire` (on a 401) forces a new one either way."""
 
     def __init__(self, config: ClusterConfig) -> None:
         self._file = config.token_file
         self._refresh = config.token_refresh
         self._value = config.token
         self._read_at = -float("inf")
+        self._exec = ExecTokenSource(config.exec) if config.exec is not None else None
 
     async def get(self) -> str | None:
+        if self._exec is not None:
+            return await self._exec.get()
         if self._file is not None and time.monotonic() - self._read_at >= self._refresh:
             await self._reread(self._file)
         return self._value
 
     def expire(self) -> None:
         self._read_at = -float("inf")
+        if self._exec is not None:
+            self._exec.expire()
 
     async def _reread(self, path: Path) -> None:
         self._read_at = time.monotonic()  # first, so concurrent callers don't pile up
@@ -97,86 +108,158 @@ class BearerToken:
 # -- kubeconfig ------------------------------------------------------------------------
 
 
+def kubeconfig_paths(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The files kubectl would read: every entry of ``$KUBECONFIG`` (in order, without
+    repeats), else ``~/.kube/config``."""
+    env = os.environ if environ is None else environ
+    out: list[Path] = []
+    for entry in env.get("KUBECONFIG", "").split(os.pathsep):
+        if entry and Path(entry).expanduser() not in out:
+            out.append(Path(entry).expanduser())
+    return out or [Path.home() / ".kube" / "config"]
+
+
 def default_kubeconfig_path() -> Path:
-    """``$KUBECONFIG``'s first entry, else ``~/.kube/config`` (lists are not merged)."""
-    for entry in os.environ.get("KUBECONFIG", "").split(os.pathsep):
-        if entry:
-            return Path(entry).expanduser()
-    return Path.home() / ".kube" / "config"
+    """The first file of :func:`kubeconfig_paths`."""
+    return kubeconfig_paths()[0]
 
 
-def load_kubeconfig(path: str | Path | None = None, context: str | None = None) -> ClusterConfig:
-    """Read a kubeconfig file and resolve one context (default: ``current-context``).
+def load_kubeconfig(
+    path: str | Path | Sequence[str | Path] | None = None, context: str | None = None
+) -> ClusterConfig:
+    """Read kubeconfig file(s) and resolve one context (default: ``current-context``).
+
+    ``path`` may be one file or several; ``None`` means ``$KUBECONFIG`` (every file in
+    it, merged) or ``~/.kube/config``. Files are merged as kubectl merges them: the
+    first file to define a cluster, user or context by a name wins, and so does the
+    first non-empty ``current-context``; files of a ``$KUBECONFIG`` list that do not
+    exist are skipped. Relative paths are relative to the file that holds them.
 
     Supports ``certificate-authority[-data]``, ``client-certificate[-data]``,
-    ``client-key[-data]``, ``token``, ``tokenFile``, ``insecure-skip-tls-verify`` and
-    ``tls-server-name``; relative file paths are relative to the kubeconfig's
-    directory. Exec and auth-provider plugins are not supported.
+    ``client-key[-data]``, ``token``, ``tokenFile``, ``exec`` credential plugins
+    (tokens), ``proxy-url`` (http/https proxies), ``insecure-skip-tls-verify`` and
+    ``tls-server-name``. ``auth-provider`` (removed from kubectl in 1.26) is refused.
     """
-    file = Path(path).expanduser() if path is not None else default_kubeconfig_path()
+    if path is None:
+        files, explicit = kubeconfig_paths(), False
+    elif isinstance(path, str | Path):
+        files, explicit = [Path(path).expanduser()], True
+    else:
+        files, explicit = [Path(p).expanduser() for p in path], True
+    docs: list[tuple[Path, Mapping[str, Any]]] = []
+    for file in files:
+        if not explicit and len(files) > 1 and not file.exists():
+            _log.debug("kubeconfig %s in $KUBECONFIG does not exist; skipped", file)
+            continue
+        docs.append((file, _read_kubeconfig(file)))
+    if not docs:
+        raise ConfigError(f"none of the kubeconfig files exist: {', '.join(map(str, files))}")
+    return _KubeconfigReader(docs).resolve(context)
+
+
+def _read_kubeconfig(file: Path) -> Mapping[str, Any]:
     try:
         doc = yaml.safe_load(file.read_text())
     except FileNotFoundError:
         raise ConfigError(f"kubeconfig {file} does not exist") from None
     except (OSError, yaml.YAMLError) as err:
         raise ConfigError(f"cannot read kubeconfig {file}: {err}") from err
+    if doc is None:
+        return {}  # an empty file merges as nothing, as in kubectl
     if not isinstance(doc, Mapping):
         raise ConfigError(f"kubeconfig {file} is not a mapping")
-    return _KubeconfigReader(file, doc).resolve(context)
+    return doc
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A named cluster/user/context and the file it came from (relative paths)."""
+
+    body: Mapping[str, Any]
+    file: Path
 
 
 class _KubeconfigReader:
-    def __init__(self, file: Path, doc: Mapping[str, Any]) -> None:
-        self.file = file
-        self.doc = doc
+    def __init__(self, docs: Sequence[tuple[Path, Mapping[str, Any]]]) -> None:
+        self.docs = docs
+        self.label = ", ".join(str(f) for f, _ in docs)
 
     def fail(self, message: str) -> ConfigError:
-        return ConfigError(f"kubeconfig {self.file}: {message}")
+        return ConfigError(f"kubeconfig {self.label}: {message}")
 
-    def named(self, section: str, name: str) -> Mapping[str, Any]:
-        entries = self.doc.get(section) or []
-        for entry in entries:
-            if isinstance(entry, Mapping) and entry.get("name") == name:
-                body = entry.get(section[:-1])  # clusters -> cluster, users -> user
-                return body if isinstance(body, Mapping) else {}
-        known = ", ".join(str(e.get("name")) for e in entries if isinstance(e, Mapping))
-        raise self.fail(f"no {section[:-1]} named {name!r} (known: {known or 'none'})")
+    def named(self, section: str, name: str) -> _Entry:
+        known: list[str] = []
+        for file, doc in self.docs:
+            for entry in doc.get(section) or []:
+                if not isinstance(entry, Mapping):
+                    continue
+                if entry.get("name") == name:
+                    body = entry.get(section[:-1])  # clusters -> cluster, users -> user
+                    return _Entry(body if isinstance(body, Mapping) else {}, file)
+                known.append(str(entry.get("name")))
+        raise self.fail(f"no {section[:-1]} named {name!r} (known: {', '.join(known) or 'none'})")
+
+    def current_context(self) -> str | None:
+        for _, doc in self.docs:
+            if doc.get("current-context"):
+                return str(doc["current-context"])
+        return None
 
     def resolve(self, context: str | None) -> ClusterConfig:
-        name = context or self.doc.get("current-context")
+        name = context or self.current_context()
         if not name:
             raise self.fail("no current-context set; pass a context name")
-        ctx = self.named("contexts", str(name))
+        ctx = self.named("contexts", str(name)).body
         if not ctx.get("cluster"):
             raise self.fail(f"context {name!r} names no cluster")
-        cluster = self.named("clusters", str(ctx["cluster"]))
-        user = self.named("users", str(ctx["user"])) if ctx.get("user") else {}
+        cluster_entry = self.named("clusters", str(ctx["cluster"]))
+        cluster = cluster_entry.body
+        user_entry = self.named("users", str(ctx["user"])) if ctx.get("user") else None
+        user = user_entry.body if user_entry else {}
         server = cluster.get("server")
         if not server:
             raise self.fail(f"cluster {ctx['cluster']!r} has no server")
-        for unsupported in ("exec", "auth-provider"):
-            if user.get(unsupported):
-                raise self.fail(f"user {ctx['user']!r} uses {unsupported}, which is not supported")
+        if user.get("auth-provider"):
+            raise self.fail(
+                f"user {ctx['user']!r} uses auth-provider, which kubectl removed in 1.26; "
+                "use the provider's exec plugin instead"
+            )
         if user.get("username") or user.get("password"):
             raise self.fail("basic auth (username/password) is not supported by Kubernetes")
+        exec_cfg = None
+        if user.get("exec"):
+            stanza = user["exec"]
+            if not isinstance(stanza, Mapping):
+                raise self.fail(f"user {ctx['user']!r}: exec must be a mapping")
+            exec_cfg = ExecConfig.from_kubeconfig(
+                stanza,
+                cluster=_cluster_info(cluster),
+                where=f"kubeconfig {self.label}: user {ctx['user']!r}",
+            )
+        proxy_url = cluster.get("proxy-url") or None
+        if proxy_url and not str(proxy_url).startswith(("http://", "https://")):
+            raise self.fail(
+                f"cluster {ctx['cluster']!r}: proxy-url {proxy_url!r} is not an http(s) proxy "
+                "(socks5 is not supported)"
+            )
         token_file = user.get("tokenFile")
+        cfile = cluster_entry.file
+        ufile = user_entry.file if user_entry else cfile
         return ClusterConfig(
             server=str(server),
-            ca_data=self.blob(cluster, "certificate-authority"),
-            client_cert_data=self.blob(user, "client-certificate"),
-            client_key_data=self.blob(user, "client-key"),
+            ca_data=self.blob(cluster, "certificate-authority", cfile),
+            client_cert_data=self.blob(user, "client-certificate", ufile),
+            client_key_data=self.blob(user, "client-key", ufile),
             token=str(user["token"]) if user.get("token") else None,
-            token_file=self.relative(str(token_file)) if token_file else None,
+            token_file=_relative(str(token_file), ufile) if token_file else None,
+            exec=exec_cfg,
+            proxy_url=str(proxy_url) if proxy_url else None,
             insecure=bool(cluster.get("insecure-skip-tls-verify", False)),
             tls_server_name=cluster.get("tls-server-name") or None,
             namespace=str(ctx.get("namespace") or "default"),
         )
 
-    def relative(self, path: str) -> Path:
-        p = Path(path).expanduser()
-        return p if p.is_absolute() else self.file.parent / p
-
-    def blob(self, section: Mapping[str, Any], key: str) -> bytes | None:
+    def blob(self, section: Mapping[str, Any], key: str, origin: Path) -> bytes | None:
         """``key-data`` (base64) if set, else the content of the file ``key``."""
         data = section.get(f"{key}-data")
         if data:
@@ -187,11 +270,33 @@ class _KubeconfigReader:
         path = section.get(key)
         if not path:
             return None
-        file = self.relative(str(path))
+        file = _relative(str(path), origin)
         try:
             return file.read_bytes()
         except OSError as err:
             raise self.fail(f"cannot read {key} {file}: {err}") from err
+
+
+def _relative(path: str, origin: Path) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else origin.parent / p
+
+
+def _cluster_info(cluster: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``spec.cluster`` an exec plugin gets with ``provideClusterInfo``."""
+    info: dict[str, Any] = {"server": cluster.get("server")}
+    for src, dst in (
+        ("certificate-authority-data", "certificate-authority-data"),
+        ("insecure-skip-tls-verify", "insecure-skip-tls-verify"),
+        ("tls-server-name", "tls-server-name"),
+        ("proxy-url", "proxy-url"),
+    ):
+        if cluster.get(src):
+            info[dst] = cluster[src]
+    for ext in cluster.get("extensions") or []:
+        if isinstance(ext, Mapping) and ext.get("name") == "client.authentication.k8s.io/exec":
+            info["config"] = ext.get("extension")
+    return info
 
 
 # -- in-cluster ------------------------------------------------------------------------

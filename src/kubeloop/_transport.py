@@ -227,6 +227,7 @@ class AiohttpTransport:
                 headers=hdrs,
                 timeout=client_timeout,
                 server_hostname=self._config.tls_server_name,
+                proxy=self._config.proxy_url,
             ) as resp:
                 data = await resp.read()
         except _FAILURES as err:
@@ -259,6 +260,7 @@ class AiohttpTransport:
                 headers=hdrs,
                 timeout=client_timeout,
                 server_hostname=self._config.tls_server_name,
+                proxy=self._config.proxy_url,
             )
         except _FAILURES as err:
             raise _translate(err, method, path) from err

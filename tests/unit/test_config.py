@@ -159,7 +159,7 @@ def test_default_path_is_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         (kubeconfig(context={"user": "u1"}), None, "names no cluster"),
         (kubeconfig(cluster={"insecure-skip-tls-verify": True}), None, "has no server"),
         (kubeconfig(cluster={"server": "10.0.0.1:6443"}), None, "not an http(s) URL"),
-        (kubeconfig(user={"exec": {"command": "aws"}}), None, "uses exec"),
+        (kubeconfig(user={"exec": {"command": "aws"}}), None, "exec.apiVersion ''"),
         (kubeconfig(user={"auth-provider": {"name": "oidc"}}), None, "uses auth-provider"),
         (kubeconfig(user={"username": "a", "password": "b"}), None, "basic auth"),
         (

@@ -38,7 +38,10 @@ from kubeloop import (
     Object,
     Request,
     Result,
+    add_finalizer,
     generation_changed,
+    has_finalizer,
+    remove_finalizer,
     update_status,
 )
 from nodepool_operator import failpoints
@@ -62,11 +65,6 @@ from nodepool_operator.cloud import (
     QuotaExceeded,
 )
 from nodepool_operator.controllers._create_gate import CreateGate
-from nodepool_operator.controllers._finalizer import (
-    add_finalizer,
-    has_finalizer,
-    remove_finalizer,
-)
 from nodepool_operator.controllers._intent import (
     CREATING,
     DELETING,
