@@ -145,11 +145,14 @@ def _check_scope(owner: Object, obj: Object) -> None:
         )
 
 
+def _group(ref: Mapping[str, Any]) -> str:
+    api_version = str(ref.get("apiVersion", ""))
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+
+
 def _same_owner(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    group = lambda ref: str(ref.get("apiVersion", "")).rsplit("/", 1)[0]  # noqa: E731
-    return (
-        group(a) == group(b) and a.get("kind") == b.get("kind") and a.get("name") == b.get("name")
-    )
+    """One owner whatever its version (controller-runtime compares group and kind)."""
+    return (_group(a), a.get("kind"), a.get("name")) == (_group(b), b.get("kind"), b.get("name"))
 
 
 def set_owner_reference(owner: Object, obj: Object) -> None:
