@@ -4,7 +4,7 @@ export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := .venv/bin/python
 
-.PHONY: setup controlplane test lint typecheck pytest demo manifests bench clean
+.PHONY: setup controlplane test lint typecheck pytest docs demo manifests bench clean
 
 ## setup: the venv with dev dependencies, and the control-plane binaries (built once, cached)
 setup: .venv/.synced controlplane
@@ -13,14 +13,14 @@ $(UV):
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
 
 .venv/.synced: pyproject.toml uv.lock | $(UV)
-	@UV=$$(command -v uv || echo $(HOME)/.local/bin/uv); $$UV sync --frozen --group dev --group bench
+	@UV=$$(command -v uv || echo $(HOME)/.local/bin/uv); $$UV sync --frozen --group dev --group bench --group docs
 	@touch $@
 
 controlplane: .venv/.synced
 	@$(PY) -m kubeloop envtest assets >/dev/null
 
 ## test: lint, type-check and the whole suite against the real control plane
-test: setup lint typecheck pytest
+test: setup lint typecheck docs pytest
 
 lint:
 	$(PY) -m ruff check src tests examples bench
@@ -32,6 +32,11 @@ typecheck:
 pytest:
 	$(PY) -m pytest -q
 
+## docs: the site with the API reference generated from the docstrings (--strict: a broken
+## reference or snippet fails the build)
+docs: .venv/.synced
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet -d site
+
 ## demo: the main job (the NodePool + Autoscaler operator on a local control plane)
 demo: setup
 	$(PY) -m nodepool_operator demo --report demo-report
@@ -41,6 +46,6 @@ bench: setup
 	$(PY) bench/run.py --write
 
 clean:
-	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .envtest
+	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .envtest site
 manifests: .venv/.synced
 	$(PY) -m nodepool_operator.manifests

@@ -39,6 +39,7 @@ def simple_crd(
     ``status`` (even ``{}``) the CRD has a status subresource and a ``status`` schema,
     without it neither. ``plural`` defaults to the lower-cased kind plus ``s``.
 
+    ```pycon
     >>> crd = simple_crd(
     ...     "example.dev",
     ...     "Widget",
@@ -49,6 +50,7 @@ def simple_crd(
     'widgets.example.dev'
     >>> resource_of(crd)
     Resource(group='example.dev', version='v1', plural='widgets', kind='Widget', namespaced=True)
+    ```
     """
     if scope not in _SCOPES:
         raise ValueError(f"scope must be one of {_SCOPES}, not {scope!r}")
