@@ -4,7 +4,8 @@ export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := .venv/bin/python
 
-.PHONY: setup controlplane test lint typecheck pytest docs demo manifests bench clean
+.PHONY: setup controlplane test lint typecheck pytest docs demo manifests bench clean \
+	docker-build install uninstall deploy undeploy
 
 ## setup: the venv with dev dependencies, and the control-plane binaries (built once, cached)
 setup: .venv/.synced controlplane
@@ -49,3 +50,29 @@ clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .envtest site
 manifests: .venv/.synced
 	$(PY) -m nodepool_operator.manifests
+
+## -- deploying to a cluster (Kubebuilder's targets) -------------------------------------------
+## IMG: the operator image; KUBECTL: the kubectl built with the control plane unless given.
+IMG ?= nodepool-operator:dev
+KUBECTL ?= $(shell $(PY) -m kubeloop envtest assets 2>/dev/null)/kubectl
+DEPLOY_DIR := .deploy
+
+## docker-build: the operator image (needs a Docker engine)
+docker-build:
+	docker build -t $(IMG) .
+
+## install / uninstall: the CRDs into the cluster of $KUBECONFIG (the operator never installs them)
+install: .venv/.synced
+	$(KUBECTL) kustomize config/crd | $(KUBECTL) apply --server-side -f -
+uninstall: .venv/.synced
+	$(KUBECTL) kustomize config/crd | $(KUBECTL) delete --ignore-not-found -f -
+
+## deploy / undeploy: config/default (CRDs, RBAC, Deployment, metrics Service, ServiceMonitor,
+## PrometheusRule, PDB, NetworkPolicy) with the image set to $(IMG)
+deploy: .venv/.synced
+	@mkdir -p $(DEPLOY_DIR)
+	@printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../config/default]\nimages:\n  - name: nodepool-operator\n    newName: %s\n    newTag: "%s"\n' \
+		"$(firstword $(subst :, ,$(IMG)))" "$(or $(word 2,$(subst :, ,$(IMG))),latest)" > $(DEPLOY_DIR)/kustomization.yaml
+	$(KUBECTL) kustomize $(DEPLOY_DIR) | $(KUBECTL) apply --server-side -f -
+undeploy: .venv/.synced
+	$(KUBECTL) kustomize config/default | $(KUBECTL) delete --ignore-not-found -f -

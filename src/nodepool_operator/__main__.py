@@ -108,13 +108,20 @@ def _parser() -> argparse.ArgumentParser:
         help="namespace of the leader Lease (default: the pod's namespace in a cluster, "
         "else default)",
     )
-    run.add_argument(
+    crds = run.add_mutually_exclusive_group()
+    crds.add_argument(
+        "--install-crds",
+        dest="install_crds",
+        action="store_true",
+        default=_DEFAULTS.install_crds,
+        help="install or update the CRDs at start-up (needs config/rbac/crd_installer_role.yaml; "
+        "default: off, the CRDs come from `make install`)",
+    )
+    crds.add_argument(
         "--no-install-crds",
         dest="install_crds",
         action="store_false",
-        default=_DEFAULTS.install_crds,
-        help="do not install or update the CRDs at start-up "
-        f"(default: {'install them' if _DEFAULTS.install_crds else 'do not'})",
+        help="do not touch the CRDs at start-up (the default)",
     )
     run.add_argument(
         "--log-format",

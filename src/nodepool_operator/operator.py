@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kubeloop import Client, Manager, ManagerOptions, Registry, load_config, load_kubeconfig
 from nodepool_operator.api import crds
-from nodepool_operator.cloud import CloudProvider, SimulatedCloud
+from nodepool_operator.cloud import CloudProvider, MeteredCloud, SimulatedCloud
 from nodepool_operator.controllers.autoscaler import AutoscalerController
 from nodepool_operator.controllers.instance import InstanceController
 from nodepool_operator.controllers.nodepool import NodePoolController
@@ -51,6 +51,8 @@ def build_manager(
     if registry is not None:
         options.registry = registry
     mgr = Manager(client, options)
+    # every cloud call counted by operation and outcome, whichever cloud this is
+    cloud = MeteredCloud(cloud, options.registry)
     if "nodepool" in controllers:
         NodePoolController(mgr, cloud, settings).register()
     if "autoscaler" in controllers:

@@ -30,8 +30,10 @@ class OperatorSettings:
     #: Only handle NodePools, Autoscalers and Instances with these labels (e.g. ``shard=a``);
     #: None handles all. Lets several operators (or tests) share one cluster.
     label_selector: str | None = None
-    #: Install or update the CRDs at start-up.
-    install_crds: bool = True
+    #: Install or update the CRDs at start-up. Off by default: CRDs are cluster-wide schema
+    #: (``make install`` applies them once, as a cluster admin); an operator that rewrites
+    #: them on every start needs cluster-wide rights and may roll a schema back.
+    install_crds: bool = False
     #: Leader election (off for a single local process).
     leader_election: bool = False
     #: Namespace of the leader Lease; None: the pod's own namespace in a cluster, else default.

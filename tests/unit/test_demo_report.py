@@ -208,7 +208,7 @@ def test_run_maps_flags_onto_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("nodepool_operator.operator.run", fake_run)
     monkeypatch.setattr(cli, "configure_logging", lambda *a, **k: None)
     argv = ["run", "--kubeconfig", "k", "--boot-seconds", "1.5", "--metrics-bind-address", "0"]
-    argv += ["--label-selector", "shard=a", "--leader-elect", "--no-install-crds"]
+    argv += ["--label-selector", "shard=a", "--leader-elect", "--install-crds"]
     assert cli.main(argv) == 0
     settings = seen["settings"]
     assert seen["kubeconfig"] == "k"
@@ -218,7 +218,7 @@ def test_run_maps_flags_onto_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (settings.label_selector, settings.leader_election, settings.install_crds) == (
         "shard=a",
         True,
-        False,
+        True,  # opt-in: the default is off
     )
 
 

@@ -5,6 +5,7 @@ The operator speaks only :class:`CloudProvider`; tests, demos and the local run 
 """
 
 from ._catalogue import CATALOGUE, GiB
+from ._metered import MeteredCloud
 from ._port import (
     CapacityUnavailable,
     CloudError,
@@ -47,6 +48,7 @@ __all__ = [
     "InstanceState",
     "InstanceType",
     "InvalidRequest",
+    "MeteredCloud",
     "Method",
     "QuotaExceeded",
     "SimulatedCloud",

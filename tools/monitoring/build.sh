@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds (or reuses) promtool and fetches the Prometheus Operator's CRDs, both from the Go
+# module proxy, for the deploy test (tests/integration/test_deploy.py): promtool parses the
+# alert rules and the dashboard's PromQL; the CRDs let the apiserver dry-run the ServiceMonitor
+# and PrometheusRule of config/default. Prints the directory holding them on stdout.
+set -euo pipefail
+prometheus_version=v0.316.0
+operator_version=v0.85.0
+base=${XDG_CACHE_HOME:-$HOME/.cache}/kubeloop
+export GOMODCACHE=${GOMODCACHE_OVERRIDE:-$base/go/mod} GOCACHE=${GOCACHE_OVERRIDE:-$base/go/build}
+# prometheus asks for a newer Go than some machines have; auto fetches it through the proxy
+export GOTOOLCHAIN=auto GOFLAGS=-mod=mod CGO_ENABLED=0
+out=$base/monitoring/prometheus-${prometheus_version}-operator-${operator_version}
+if [ -f "$out/.complete" ]; then echo "$out"; exit 0; fi
+command -v go >/dev/null || { echo "tools/monitoring/build.sh: Go is needed" >&2; exit 1; }
+mkdir -p "$(dirname "$out")"
+log="$out.log"; : > "$log"
+tmp=$(mktemp -d "$out.tmp.XXXXXX"); trap 'rm -rf "$tmp"' EXIT
+echo "building promtool $prometheus_version (log: $log); a few minutes on 2 cores" >&2
+if ! GOBIN="$tmp" go install -trimpath -ldflags="-s -w" \
+    "github.com/prometheus/prometheus/cmd/promtool@$prometheus_version" >>"$log" 2>&1; then
+  echo "tools/monitoring/build.sh: go install promtool failed" >&2; tail -n 30 "$log" >&2; exit 1
+fi
+dir=$(go mod download -json "github.com/prometheus-operator/prometheus-operator@$operator_version" \
+      | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+[ -n "$dir" ] || { echo "tools/monitoring/build.sh: cannot download prometheus-operator" >&2; exit 1; }
+for crd in servicemonitors prometheusrules; do
+  cp "$dir/example/prometheus-operator-crd/monitoring.coreos.com_$crd.yaml" "$tmp/"
+done
+chmod u+w "$tmp"/*.yaml
+"$tmp/promtool" --version | head -1 >&2
+touch "$tmp/.complete"
+rm -rf "$out"; mv "$tmp" "$out"; trap - EXIT
+echo "$out"
