@@ -43,6 +43,7 @@ from bench import (
     informer_scale,
     kopf_compare,
     loop,
+    metrics_cost,
     throughput,
     workers,
 )
@@ -59,6 +60,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         informer_scale.BENCHMARK,
         autoscaler_scenarios.BENCHMARK,
         kopf_compare.BENCHMARK,
+        metrics_cost.BENCHMARK,
     )
 }
 

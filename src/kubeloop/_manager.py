@@ -22,7 +22,7 @@ from kubeloop._builder import Builder
 from kubeloop._controller import Controller
 from kubeloop._informer import Cache
 from kubeloop._leader import LeaderElectionOptions, LeaderElector
-from kubeloop._metrics import REGISTRY, CounterChild, Registry, RuntimeMetrics
+from kubeloop._metrics import REGISTRY, CounterChild, HistogramChild, Registry, RuntimeMetrics
 from kubeloop._recorder import EventRecorder
 from kubeloop._reflector import ReflectorOptions
 from kubeloop._resource import Object, Resource
@@ -104,6 +104,7 @@ class Manager:
         )
         self._stop = asyncio.Event()
         self._request_series: dict[tuple[int, str], CounterChild] = {}
+        self._latency_series: dict[str, HistogramChild] = {}
         self._started_leader_work = False
         client.add_observer(self)
 
@@ -136,6 +137,15 @@ class Manager:
                 host=self.client.host,
             )
         child.inc()
+        if verb != "watch":  # a watch lasts minutes by design: not a latency
+            latency = self._latency_series.get(verb)
+            if latency is None:
+                latency = self._latency_series[verb] = (
+                    self.metrics.rest_client_request_duration_seconds.labels(
+                        verb=_HTTP_METHODS.get(verb, verb.upper()), host=self.client.host
+                    )
+                )
+            latency.observe(seconds)
         if verb in _WRITE_VERBS and 200 <= code < 300 and resource is not None:
             self.metrics.api_writes_total.labels(
                 controller=_log.CONTROLLER.get() or "",

@@ -1,15 +1,19 @@
-"""A small Prometheus registry, and the metric families kubeloop exports.
+"""kubeloop's metric families, exposed through a ``prometheus_client`` registry.
 
-Three metric types (:class:`Counter`, :class:`Gauge`, :class:`Histogram`), each a
-family of children keyed by label values, rendered by :meth:`Registry.render` in
-the text exposition format 0.0.4. Everything runs on one event loop, so there is
-no locking; looking up a child is one dict get.
+The families (:class:`Counter`, :class:`Gauge`, :class:`Histogram`) are kubeloop's own:
+everything runs on one event loop, so a child needs no lock and looking one up is one
+dict get, which keeps the per-reconcile cost at a fraction of ``prometheus_client``'s
+locked children (``bench/metrics_cost.py`` measures both). Exposition is
+``prometheus_client``'s: each :class:`Registry` is a collector on a
+``prometheus_client.CollectorRegistry``, so an operator's own ``prometheus_client``
+metrics, the ``process_*`` and ``python_info`` series and kubeloop's share one
+``/metrics``. :data:`REGISTRY` sits on ``prometheus_client.REGISTRY`` (the default);
+``Registry(my_collector_registry)`` puts kubeloop's families on another one, and a bare
+``Registry()`` gets a fresh one of its own (tests, two managers in one process).
 
-:class:`RuntimeMetrics` holds the families with controller-runtime's (and
-client-go's) names, so existing dashboards and alerts work unchanged, plus
-kubeloop's own write/conflict counters. ``RUNTIME_METRICS`` is that set on the
-process-wide ``REGISTRY``; build ``RuntimeMetrics(Registry())`` for an isolated
-one (tests, two managers in one process).
+:class:`RuntimeMetrics` holds the families with controller-runtime's (and client-go's)
+names, so existing dashboards and alerts work unchanged, plus kubeloop's own
+write/conflict counters.
 """
 
 from __future__ import annotations
@@ -22,8 +26,19 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import pairwise
 from typing import Any, ClassVar, Generic, TypeVar
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-"""The ``Content-Type`` of :meth:`Registry.render`'s output."""
+import prometheus_client
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+from prometheus_client.core import (
+    Metric as PromMetric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+
+CONTENT_TYPE = prometheus_client.exposition.CONTENT_TYPE_PLAIN_0_0_4
+"""The ``Content-Type`` of :meth:`Registry.render`'s output (text format 0.0.4)."""
 
 DEFAULT_BUCKETS: tuple[float, ...] = (
     0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -36,6 +51,11 @@ RECONCILE_TIME_BUCKETS: tuple[float, ...] = (
     10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
 )  # fmt: skip
 """controller-runtime's buckets for ``controller_runtime_reconcile_time_seconds``."""
+
+REST_CLIENT_BUCKETS: tuple[float, ...] = (
+    0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+)  # fmt: skip
+"""client-go's buckets for ``rest_client_request_duration_seconds``."""
 
 WORKQUEUE_BUCKETS: tuple[float, ...] = tuple(10.0**e for e in range(-8, 4))
 """client-go's workqueue latency buckets: 10 ns to 1000 s, one per decade."""
@@ -50,31 +70,11 @@ _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
-def _fmt(value: float) -> str:
-    """A sample value or ``le`` bound as Prometheus writes it (``1``, ``0.005``, ``+Inf``)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value)
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _escape_value(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _label_text(names: Sequence[str], values: Sequence[str]) -> str:
-    """``{a="1",b="2"}``, or ``""`` when there are no labels."""
-    if not names:
-        return ""
-    pairs = ",".join(f'{n}="{_escape_value(v)}"' for n, v in zip(names, values, strict=True))
-    return "{" + pairs + "}"
+def _le(bound: float) -> str:
+    """An ``le`` bound as Prometheus writes it (``1``, ``0.005``, ``+Inf``)."""
+    if math.isinf(bound):
+        return "+Inf"
+    return str(int(bound)) if bound.is_integer() and abs(bound) < 1e15 else repr(bound)
 
 
 class CounterChild:
@@ -213,15 +213,18 @@ class _Family(Generic[_C]):
             raise ValueError(f"{self.name} has labels {self.labelnames}: use .labels(...)")
         return self._children[()]
 
-    def _sample_lines(self, labels: str, child: _C) -> Iterator[str]:
+    def _family(self) -> PromMetric:
         raise NotImplementedError
 
-    def render(self) -> Iterator[str]:
-        """The exposition lines of this family: HELP, TYPE, then samples sorted by labels."""
-        yield f"# HELP {self.name} {_escape_help(self.help)}"
-        yield f"# TYPE {self.name} {self.type_name}"
+    def _add(self, family: PromMetric, key: tuple[str, ...], child: _C) -> None:
+        raise NotImplementedError
+
+    def collect(self) -> PromMetric:
+        """This family as ``prometheus_client`` exposes it, samples sorted by labels."""
+        family = self._family()
         for key in sorted(self._children):
-            yield from self._sample_lines(_label_text(self.labelnames, key), self._children[key])
+            self._add(family, key, self._children[key])
+        return family
 
 
 class Counter(_Family[CounterChild]):
@@ -236,8 +239,12 @@ class Counter(_Family[CounterChild]):
         """Increment an unlabelled counter."""
         self._single().inc(amount)
 
-    def _sample_lines(self, labels: str, child: CounterChild) -> Iterator[str]:
-        yield f"{self.name}{labels} {_fmt(child.value)}"
+    def _family(self) -> PromMetric:
+        return CounterMetricFamily(self.name, self.help, labels=self.labelnames)
+
+    def _add(self, family: PromMetric, key: tuple[str, ...], child: CounterChild) -> None:
+        assert isinstance(family, CounterMetricFamily)
+        family.add_metric(key, child.value)
 
 
 class Gauge(_Family[GaugeChild]):
@@ -258,8 +265,12 @@ class Gauge(_Family[GaugeChild]):
     def dec(self, amount: float = 1.0) -> None:
         self._single().dec(amount)
 
-    def _sample_lines(self, labels: str, child: GaugeChild) -> Iterator[str]:
-        yield f"{self.name}{labels} {_fmt(child.value)}"
+    def _family(self) -> PromMetric:
+        return GaugeMetricFamily(self.name, self.help, labels=self.labelnames)
+
+    def _add(self, family: PromMetric, key: tuple[str, ...], child: GaugeChild) -> None:
+        assert isinstance(family, GaugeMetricFamily)
+        family.add_metric(key, child.value)
 
 
 class Histogram(_Family[HistogramChild]):
@@ -295,23 +306,26 @@ class Histogram(_Family[HistogramChild]):
         """Observe into an unlabelled histogram."""
         self._single().observe(value)
 
-    def _sample_lines(self, labels: str, child: HistogramChild) -> Iterator[str]:
-        # Splice ``le`` into the existing label set: ``{a="1"}`` -> ``{a="1",le="0.5"}``.
-        head = labels[:-1] + "," if labels else "{"
-        for bound, count in child.cumulative():
-            yield f'{self.name}_bucket{head}le="{_fmt(bound)}"}} {count}'
-        yield f"{self.name}_sum{labels} {_fmt(child.sum)}"
-        yield f"{self.name}_count{labels} {child.count}"
+    def _family(self) -> PromMetric:
+        return HistogramMetricFamily(self.name, self.help, labels=self.labelnames)
+
+    def _add(self, family: PromMetric, key: tuple[str, ...], child: HistogramChild) -> None:
+        assert isinstance(family, HistogramMetricFamily)
+        buckets = [(_le(bound), count) for bound, count in child.cumulative()]
+        family.add_metric(key, buckets, child.sum)
 
 
 Metric = Counter | Gauge | Histogram
 
 
 class Registry:
-    """A set of metric families with unique names, rendered together for ``/metrics``."""
+    """A set of metric families with unique names, exposed as one ``prometheus_client``
+    collector on ``prometheus`` (a new ``CollectorRegistry`` when not given)."""
 
-    def __init__(self) -> None:
+    def __init__(self, prometheus: CollectorRegistry | None = None) -> None:
         self._metrics: dict[str, Metric] = {}
+        self.prometheus = prometheus if prometheus is not None else CollectorRegistry()
+        self.prometheus.register(_RegistryCollector(self))
 
     def register(self, metric: Metric) -> None:
         if metric.name in self._metrics:
@@ -369,16 +383,34 @@ class Registry:
             self.register(metric)
         return metric
 
-    def render(self) -> str:
-        """Every family in text exposition format 0.0.4, sorted by name."""
-        lines: list[str] = []
+    def collect(self) -> Iterator[PromMetric]:
         for name in sorted(self._metrics):
-            lines.extend(self._metrics[name].render())
-        return "\n".join(lines) + "\n" if lines else ""
+            yield self._metrics[name].collect()
+
+    def render(self) -> str:
+        """Everything on the ``prometheus_client`` registry (kubeloop's families, the user's
+        metrics, ``process_*``, ...) in text exposition format 0.0.4."""
+        return prometheus_client.generate_latest(self.prometheus).decode()
 
 
-REGISTRY = Registry()
-"""The process-wide default registry, served by the manager's ``/metrics``."""
+class _RegistryCollector(Collector):
+    """Bridges a :class:`Registry` into ``prometheus_client``'s collection."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[PromMetric]:
+        return self._registry.collect()
+
+    def describe(self) -> Iterator[PromMetric]:
+        # families are added after registration; an empty describe skips the
+        # registration-time name check rather than freezing today's names
+        return iter(())
+
+
+REGISTRY = Registry(prometheus_client.REGISTRY)
+"""The process-wide default registry (on ``prometheus_client.REGISTRY``, with the
+``process_*``, ``python_*`` and the user's own metrics), served by ``/metrics``."""
 
 
 class WorkQueueMetrics:
@@ -471,6 +503,12 @@ class RuntimeMetrics:
             "rest_client_requests_total",
             "Number of HTTP requests to the API server, by status code, method and host.",
             ("code", "method", "host"),
+        )
+        self.rest_client_request_duration_seconds = r.histogram(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds, by HTTP method and host (watches excluded).",
+            ("verb", "host"),
+            buckets=REST_CLIENT_BUCKETS,
         )
         # client-go workqueue, as registered by controller-runtime
         wq = ("name", "controller")

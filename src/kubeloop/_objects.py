@@ -93,8 +93,9 @@ async def add_finalizer(client: Client, res: Resource, obj: Object, finalizer: s
 async def remove_finalizer(
     client: Client, res: Resource, obj: Object, finalizer: str
 ) -> Object | None:
-    """Remove ``finalizer``; returns the server's object, ``obj`` when there was
-    nothing to remove, or None when removing the last finalizer let the object go."""
+    """Remove ``finalizer``; returns the server's answer (for an object being deleted
+    whose last finalizer this was, its final state: it is gone afterwards), ``obj`` when
+    there was nothing to remove, or None when the object no longer exists."""
     if not has_finalizer(obj, finalizer):
         return obj
     meta = obj["metadata"]

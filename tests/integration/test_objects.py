@@ -3,7 +3,6 @@ back from the apiserver (resourceVersions, managedFields, ownerReferences)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from kubeloop import (
     CONFIGMAPS,
     Client,
+    NotFound,
     OperationResult,
     add_finalizer,
     apply_child,
@@ -121,9 +121,12 @@ async def test_finalizers_never_clobber_another_writers(
     live = await kube_client.get(CONFIGMAPS, "f", ns)
     assert live["metadata"]["finalizers"] == ["other.io/keep"]
     assert live["metadata"].get("deletionTimestamp")
-    # removing the last finalizer lets the object go: None
+    # removing the last finalizer lets the object go
+    await remove_finalizer(kube_client, CONFIGMAPS, live, "other.io/keep")
+    with pytest.raises(NotFound):
+        await kube_client.get(CONFIGMAPS, "f", ns)
+    # and a finalizer on an object that is gone is nothing to remove
     assert await remove_finalizer(kube_client, CONFIGMAPS, live, "other.io/keep") is None
-    await asyncio.sleep(0)
 
 
 async def test_apply_child_sets_the_controller_and_owns_only_its_fields(

@@ -6,6 +6,7 @@ import math
 import re
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kubeloop._metrics import (
     CONTENT_TYPE,
@@ -190,7 +191,7 @@ def test_histogram_bucket_lines_are_in_ascending_le_order() -> None:
     assert les[-1] == "+Inf"
     assert len(les) == len(DEFAULT_BUCKETS) + 1
     counts = [
-        int(line.rsplit(" ", 1)[1]) for line in registry.render().splitlines() if "le=" in line
+        float(line.rsplit(" ", 1)[1]) for line in registry.render().splitlines() if "le=" in line
     ]
     assert counts == sorted(counts)
 
@@ -279,6 +280,7 @@ EXPECTED_FAMILIES = {
     "controller_runtime_active_workers": ("gauge", ("controller",)),
     "controller_runtime_max_concurrent_reconciles": ("gauge", ("controller",)),
     "rest_client_requests_total": ("counter", ("code", "method", "host")),
+    "rest_client_request_duration_seconds": ("histogram", ("verb", "host")),
     "workqueue_depth": ("gauge", ("name", "controller")),
     "workqueue_adds_total": ("counter", ("name", "controller")),
     "workqueue_queue_duration_seconds": ("histogram", ("name", "controller")),
@@ -369,3 +371,44 @@ def test_kubeloop_counters_render() -> None:
     request = {"code": "409", "method": "PATCH", "host": "h:6443"}
     assert sample(samples, "rest_client_requests_total", **request) == 1
     assert sample(samples, "leader_election_master_status", name="kubeloop-lock") == 1
+
+
+# -- prometheus_client ------------------------------------------------------------------
+
+
+def test_users_prometheus_client_metrics_share_the_exposition() -> None:
+    import prometheus_client
+
+    prom = prometheus_client.CollectorRegistry()
+    mine = prometheus_client.Counter("orders_total", "The user's own counter.", registry=prom)
+    mine.inc(3)
+    runtime = RuntimeMetrics(Registry(prom))
+    runtime.reconcile_total.labels("c", "success").inc(2)
+    text = runtime.registry.render()
+    assert text == prometheus_client.generate_latest(prom).decode()  # one exposition
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert families["orders"].samples[0].value == 3
+    [ok] = [
+        s
+        for s in families["controller_runtime_reconcile"].samples
+        if s.labels == {"controller": "c", "result": "success"}
+    ]
+    assert ok.value == 2
+
+
+def test_the_default_registry_carries_process_and_python_info() -> None:
+    from kubeloop._metrics import REGISTRY
+
+    names = {f.name for f in text_string_to_metric_families(REGISTRY.render())}
+    assert {"python_info", "process_resident_memory_bytes", "process_cpu_seconds"} <= names
+    assert "controller_runtime_reconcile" in names  # kubeloop's families are on it too
+
+
+def test_rest_client_request_duration_has_client_gos_name_and_labels() -> None:
+    runtime = RuntimeMetrics(Registry())
+    runtime.rest_client_request_duration_seconds.labels("GET", "h:1").observe(0.03)
+    families = {f.name: f for f in text_string_to_metric_families(runtime.registry.render())}
+    family = families["rest_client_request_duration_seconds"]
+    assert family.type == "histogram"
+    count = [s for s in family.samples if s.name.endswith("_count")]
+    assert [(s.labels, s.value) for s in count] == [({"verb": "GET", "host": "h:1"}, 1.0)]

@@ -12,6 +12,7 @@ import random
 from collections.abc import Callable
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kubeloop._backoff import ItemExponentialBackoff, RateLimiter
 from kubeloop._metrics import Registry, RuntimeMetrics
@@ -483,6 +484,15 @@ async def test_metrics_measure_queue_and_work_time_on_the_clock() -> None:
     assert metrics.depths == [1, 2, 1, 0]
 
 
+def exposed(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of an exposition, parsed by prometheus_client's own parser."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
 async def test_prometheus_series_for_a_named_queue() -> None:
     runtime = RuntimeMetrics(Registry())
     clock = FakeClock()
@@ -492,14 +502,14 @@ async def test_prometheus_series_for_a_named_queue() -> None:
     queue.add_after("c", 5)
     await asyncio.wait_for(queue.get(), HANG)
     clock.now += 2
-    text = runtime.registry.render()
-    labels = '{name="pools",controller="pools"}'
-    assert f"workqueue_adds_total{labels} 2" in text
-    assert f"workqueue_depth{labels} 1" in text
-    assert f"workqueue_retries_total{labels} 1" in text
-    assert f"workqueue_unfinished_work_seconds{labels} 2" in text
-    assert f"workqueue_longest_running_processor_seconds{labels} 2" in text
-    assert f"workqueue_queue_duration_seconds_count{labels} 1" in text
+    samples = exposed(runtime.registry.render())
+    labels = (("controller", "pools"), ("name", "pools"))
+    assert samples["workqueue_adds_total", labels] == 2
+    assert samples["workqueue_depth", labels] == 1
+    assert samples["workqueue_retries_total", labels] == 1
+    assert samples["workqueue_unfinished_work_seconds", labels] == 2
+    assert samples["workqueue_longest_running_processor_seconds", labels] == 2
+    assert samples["workqueue_queue_duration_seconds_count", labels] == 1
     queue.shutdown()
 
 
@@ -507,7 +517,8 @@ async def test_runtime_metrics_can_be_passed_directly() -> None:
     runtime = RuntimeMetrics(Registry())
     queue: WorkQueue[str] = WorkQueue("pools", metrics=runtime)
     queue.add("a")
-    assert 'workqueue_adds_total{name="pools",controller="pools"} 1' in runtime.registry.render()
+    samples = exposed(runtime.registry.render())
+    assert samples["workqueue_adds_total", (("controller", "pools"), ("name", "pools"))] == 1
 
 
 async def test_unnamed_queue_reports_nowhere_by_default() -> None:
