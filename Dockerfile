@@ -12,11 +12,15 @@ ENV UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never \
     UV_PROJECT_ENVIRONMENT=/app/.venv
 WORKDIR /src
 # Dependencies first, in their own layer: a source change does not reinstall them.
-COPY pyproject.toml uv.lock README.md ./
-RUN uv sync --frozen --no-dev --no-install-project
+COPY pyproject.toml uv.lock README.md LICENSE ./
+COPY packages/nodepool-operator/pyproject.toml packages/nodepool-operator/README.md \
+     packages/nodepool-operator/LICENSE ./packages/nodepool-operator/
+RUN uv sync --frozen --no-dev --package nodepool-operator --no-install-workspace
 COPY src ./src
 COPY tools/controlplane ./tools/controlplane
-RUN uv sync --frozen --no-dev --no-editable
+COPY packages/nodepool-operator/src ./packages/nodepool-operator/src
+# the operator and kubeloop, as wheels (not editable), without the [demo] extra
+RUN uv sync --frozen --no-dev --package nodepool-operator --no-editable
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="nodepool-operator" \

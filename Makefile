@@ -4,7 +4,7 @@ export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := .venv/bin/python
 
-.PHONY: setup controlplane test lint typecheck pytest docs demo manifests bench clean \
+.PHONY: setup controlplane test lint typecheck pytest docs demo manifests bench clean dist \
 	docker-build install uninstall deploy undeploy
 
 ## setup: the venv with dev dependencies, and the control-plane binaries (built once, cached)
@@ -13,8 +13,8 @@ setup: .venv/.synced controlplane
 $(UV):
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
 
-.venv/.synced: pyproject.toml uv.lock | $(UV)
-	@UV=$$(command -v uv || echo $(HOME)/.local/bin/uv); $$UV sync --frozen --group dev --group bench --group docs
+.venv/.synced: pyproject.toml packages/nodepool-operator/pyproject.toml uv.lock | $(UV)
+	@UV=$$(command -v uv || echo $(HOME)/.local/bin/uv); $$UV sync --frozen --all-packages --group dev --group bench --group docs
 	@touch $@
 
 controlplane: .venv/.synced
@@ -23,9 +23,11 @@ controlplane: .venv/.synced
 ## test: lint, type-check and the whole suite against the real control plane
 test: setup lint typecheck docs pytest
 
+LINTED := src packages tests examples bench
+
 lint:
-	$(PY) -m ruff check src tests examples bench
-	$(PY) -m ruff format --check src tests examples bench
+	$(PY) -m ruff check $(LINTED)
+	$(PY) -m ruff format --check $(LINTED)
 
 typecheck:
 	$(PY) -m mypy
@@ -46,8 +48,12 @@ demo: setup
 bench: setup
 	$(PY) bench/run.py --write
 
+## dist: the two wheels and sdists (kubeloop, nodepool-operator) into dist/
+dist: .venv/.synced
+	@UV=$$(command -v uv || echo $(HOME)/.local/bin/uv); $$UV build --all-packages -o dist
+
 clean:
-	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .envtest site
+	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .envtest site dist
 manifests: .venv/.synced
 	$(PY) -m nodepool_operator.manifests
 

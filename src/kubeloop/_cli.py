@@ -13,8 +13,13 @@ import time
 import urllib.request
 from pathlib import Path
 
-from kubeloop.envtest import AssetsError, find_assets
-from kubeloop.envtest._daemon import STATE_FILE
+try:
+    from kubeloop.envtest import AssetsError, find_assets
+    from kubeloop.envtest._daemon import STATE_FILE
+except ImportError as err:  # kubeloop installed without the [testing] extra
+    _MISSING: ImportError | None = err
+else:
+    _MISSING = None
 
 DEFAULT_DIR = Path(".envtest")
 
@@ -143,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         help="print this binary's path instead",
     )
     args = parser.parse_args(argv)
+    if _MISSING is not None:
+        print(f"error: {_MISSING}", file=sys.stderr)
+        return 2
     if args.action == "up":
         return _up(args.dir, not args.no_scheduler, args.timeout)
     if args.action == "status":

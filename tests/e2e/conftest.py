@@ -32,7 +32,7 @@ T = TypeVar("T")
 
 @pytest.fixture(scope="session")
 def operator_crds(kube_control_plane: ControlPlane) -> None:
-    kube_control_plane.install_crds(sorted(CRD_DIR.glob("*.yaml")))
+    kube_control_plane.install_crds(sorted(CRD_DIR.glob("kubeloop.dev_*.yaml")))
 
 
 @dataclass

@@ -5,6 +5,14 @@
 ...     print(cp.kubeconfig)
 """
 
+import importlib.util
+
+if importlib.util.find_spec("cryptography") is None:  # the certificates are made in Python
+    raise ImportError(
+        "kubeloop.envtest needs the 'testing' extra: pip install 'kubeloop[testing]'",
+        name="cryptography",
+    )
+
 from kubeloop.envtest._assets import Assets, find_assets
 from kubeloop.envtest._controlplane import ControlPlane, ControlPlaneOptions
 from kubeloop.envtest._errors import AssetsError, EnvtestError, StartError

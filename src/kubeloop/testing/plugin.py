@@ -9,12 +9,26 @@ from typing import Any
 
 import pytest
 
-from kubeloop.envtest import ControlPlane, ControlPlaneOptions, RestError
+try:
+    from kubeloop.envtest import ControlPlane, ControlPlaneOptions, RestError
+except ImportError as err:
+    # Installed without the [testing] extra: pytest still loads this plugin (entry points
+    # are per distribution), so it must not break a user's test run; the fixtures say why
+    # they cannot work instead.
+    _MISSING: ImportError | None = err
+else:
+    _MISSING = None
+
+
+def _require_envtest() -> None:
+    if _MISSING is not None:
+        pytest.fail(str(_MISSING), pytrace=False)
 
 
 @pytest.fixture(scope="session")
 def kube_control_plane() -> Iterator[ControlPlane]:
     """etcd + kube-apiserver + kube-scheduler for the whole session."""
+    _require_envtest()
     with ControlPlane(ControlPlaneOptions(scheduler=True)) as cp:
         yield cp
 

@@ -21,7 +21,8 @@ from nodepool_operator.api import GROUP, crds
 
 DEFAULT_OUT = Path("config/crd")
 HEADER = (
-    "# Generated from the Python types in src/nodepool_operator/api by `make manifests`.\n"
+    "# Generated from the Python types in nodepool_operator/api (packages/nodepool-operator)\n"
+    "# by `make manifests`.\n"
     "# Do not edit: change the types and regenerate.\n"
 )
 # Files we would delete as left over; anything else in the directory is not ours.
