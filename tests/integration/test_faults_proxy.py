@@ -17,6 +17,7 @@ import pytest
 
 from kubeloop import CONFIGMAPS, PODS, Client, Informer, Object
 from kubeloop._errors import (
+    ApiError,
     Forbidden,
     ServerError,
     ServerTimeout,
@@ -122,14 +123,18 @@ async def test_429_reaches_the_client_with_retry_after_and_only_the_matching_cli
     ],
 )
 async def test_server_errors_as_metav1_status(
-    proxy: FaultProxy, kube_namespace: str, action: Respond, error: type[Exception]
+    proxy: FaultProxy, kube_namespace: str, action: Respond, error: type[ApiError]
 ) -> None:
     proxy.add_rule(action, verb="update", resource="configmaps")
     async with client_of(proxy, "op") as op:
         obj = await op.create(CONFIGMAPS, cm("a"), kube_namespace)
         with pytest.raises(error) as err:
             await op.update(CONFIGMAPS, obj)
-    assert getattr(err.value, "status", None) == action.status
+    assert err.value.status_code == action.status
+    assert (
+        err.value.reason
+        == {500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}[action.status]
+    )
     assert proxy.log.counts("verb", "status")[("update", action.status)] == 1
 
 

@@ -181,10 +181,12 @@ async def capture_state(
     include: Callable[[Resource, Object], bool] | None = None,
 ) -> State:
     """The objects of ``resources`` (in ``namespace``, or all) as the apiserver has them
-    now, normalised. Keys leave the namespace out when ``namespace`` is given, so two
-    runs in two namespaces compare object by object; pass ``key`` to map generated
+    now, normalised. Keys (and objects) leave the namespace out when ``namespace`` is
+    given, so two runs in two namespaces compare object by object; pass ``key`` to map generated
     names to stable ones, ``include`` to skip objects (e.g. the kube-root-ca ConfigMap)."""
     norm = normalizer or Normalizer()
+    if namespace is not None and key is None:  # compared across namespaces: leave it out
+        norm = Normalizer(norm.drop, (*norm.also_drop, "metadata.namespace"), norm.status)
     objects: dict[ObjectKey, Object] = {}
     for res in resources:
         items, _ = await client.list_all(res, namespace, label_selector=label_selector)
