@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,7 +26,7 @@ from kubeloop._errors import (
     TooManyRequests,
     TransportError,
 )
-from kubeloop.envtest import ControlPlane
+from kubeloop.envtest import ControlPlane, find_assets
 from kubeloop.testing import eventually
 from kubeloop.testing.faults import (
     CutWatch,
@@ -161,7 +163,8 @@ async def test_matchers_namespace_subresource_and_watch(
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": "p"},
-            "spec": {"containers": [{"name": "c", "image": "x"}]},
+            # a scheduler of its own: kube-scheduler leaves it (and its status) alone
+            "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "x"}]},
         }
         created = await op.create(PODS, pod, ns_b)
         with pytest.raises(ServerError):
@@ -362,6 +365,31 @@ def test_threaded_proxy_for_synchronous_callers(
         assert asyncio.run(use()) == "ConfigMapList"
         statuses = [e.status for e in proxy.log.entries(client="sync", verb="list")]
         assert statuses == [503, 200]
+
+
+def test_a_go_client_through_the_proxy(
+    kube_control_plane: ControlPlane, kube_namespace: str, tmp_path: Any
+) -> None:
+    kubectl = find_assets().kubectl
+    assert kubectl is not None, "kubectl is built with the control plane (make setup)"
+    with FaultProxy(kube_control_plane, dir=tmp_path) as proxy:
+        kubeconfig = proxy.kubeconfig_for("kubectl")
+        proxy.add_rule(too_many_requests(1), verb="create", client="kubectl", times=1)
+        out = subprocess.run(
+            [
+                *(str(kubectl), "--kubeconfig", str(kubeconfig), "-n", kube_namespace),
+                *("create", "configmap", "from-go", "--from-literal=k=v", "-o", "json"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+            check=True,  # client-go waits out the Retry-After and tries again
+        )
+    created = json.loads(out.stdout)
+    creates = proxy.log.entries(client="kubectl", verb="create")
+    assert [e.status for e in creates] == [429, 201]
+    assert creates[1].resource_version == created["metadata"]["resourceVersion"]
+    assert "kubectl" in creates[1].user_agent
 
 
 # -- control-plane faults ----------------------------------------------------------------

@@ -63,6 +63,8 @@ class CutWatch:
     def __post_init__(self) -> None:
         if self.after_events is None and self.after_seconds is None:
             raise ValueError("CutWatch needs after_events or after_seconds")
+        if self.after_events is not None and self.after_events < 0:
+            raise ValueError(f"CutWatch after_events must be >= 0, not {self.after_events}")
 
 
 Action = Delay | Respond | Reset | Hang | CutWatch

@@ -196,6 +196,45 @@ class _Flight:
             self.upstream.close()
 
 
+class _EventSplitter:
+    """Finds where each watch event ends in a stream of chunks: newline-delimited JSON,
+    or the 4-byte big-endian length-prefixed frames of a protobuf watch (what Go clients
+    ask for on built-in kinds)."""
+
+    def __init__(self, content_type: str) -> None:
+        self._protobuf = "protobuf" in content_type
+        self._header = b""
+        self._left = 0
+
+    def ends(self, chunk: bytes) -> list[int]:
+        """Offsets just past each event that completes within ``chunk``."""
+        if not self._protobuf:
+            out, pos = [], chunk.find(b"\n")
+            while pos >= 0:
+                out.append(pos + 1)
+                pos = chunk.find(b"\n", pos + 1)
+            return out
+        out, i = [], 0
+        while i < len(chunk):
+            if self._left == 0:
+                take = min(4 - len(self._header), len(chunk) - i)
+                self._header += chunk[i : i + take]
+                i += take
+                if len(self._header) < 4:
+                    break
+                self._left = int.from_bytes(self._header, "big")
+                self._header = b""
+                if self._left == 0:
+                    out.append(i)
+                    continue
+            take = min(self._left, len(chunk) - i)
+            self._left -= take
+            i += take
+            if self._left == 0:
+                out.append(i)
+        return out
+
+
 def _reset(transport: asyncio.BaseTransport | None) -> None:
     """Abort with a TCP RST (SO_LINGER 0), as a crashed or unreachable peer looks."""
     if transport is None or transport.is_closing():
@@ -287,7 +326,7 @@ class FaultProxy:
         self._stopping = True
         for ev in self._hang_events.values():
             ev.set()
-        for flight in list(self._flights):
+        for flight in self._flights_now():
             flight.cut("proxy")
         if self._runner is not None:
             await self._runner.cleanup()
@@ -520,19 +559,23 @@ class FaultProxy:
                 and (resource is None or f.info.resource == resource)
             )
 
-        n = sum(1 for f in list(self._flights) if pick(f))
+        n = sum(1 for f in self._flights_now() if pick(f))
         self._in_loop(lambda: self._cut(pick, "cut"))
         return n
 
     def open_watches(self, client: str | None = None) -> list[LogEntry]:
         """Log entries of the watches open right now."""
-        flights = [f for f in list(self._flights) if f.info.watch and f.upstream is not None]
+        flights = [f for f in self._flights_now() if f.info.watch and f.upstream is not None]
         return [f.entry for f in flights if client is None or f.entry.client == client]
 
     def _cut(self, pick: Any, reason: str) -> None:
-        for flight in list(self._flights):
+        for flight in self._flights_now():
             if pick(flight):
                 flight.cut(reason)
+
+    def _flights_now(self) -> list[_Flight]:
+        with self._lock:  # a threaded proxy's callers read it from another thread
+            return list(self._flights)
 
     def _in_loop(self, fn: Any) -> None:
         loop = self._loop
@@ -598,14 +641,16 @@ class FaultProxy:
             entry.seq = len(self.log._entries)
             self.log._entries.append(entry)
         flight = _Flight(entry, info, request.transport)
-        self._flights.add(flight)
+        with self._lock:
+            self._flights.add(flight)
         try:
             return await self._serve(request, identity, info, entry, flight)
         except asyncio.CancelledError:
             entry.ended = entry.ended or flight.cut_reason or "client"
             raise
         finally:
-            self._flights.discard(flight)
+            with self._lock:
+                self._flights.discard(flight)
             if entry.finished is None:
                 entry.finished = time.monotonic()
 
@@ -656,11 +701,18 @@ class FaultProxy:
             async with asyncio.timeout(seconds):
                 await ev.wait()
 
-    def _upstream_headers(self, request: web.BaseRequest, identity: _Identity) -> CIMultiDict[str]:
+    def _upstream_headers(
+        self, request: web.BaseRequest, identity: _Identity, info: RequestInfo
+    ) -> CIMultiDict[str]:
         headers: CIMultiDict[str] = CIMultiDict()
         for key, value in request.headers.items():
             if key.lower() not in _DROP_REQUEST:
                 headers.add(key, value)
+        accept = headers.get("Accept", "")
+        if info.write and "protobuf" in accept:
+            # the log needs the written object's resourceVersion; client-go decodes an
+            # answer by its Content-Type, so a protobuf client reads JSON just as well
+            headers["Accept"] = "application/json"
         headers["Accept-Encoding"] = "identity"
         headers["Impersonate-User"] = identity.user
         for group in identity.groups:
@@ -684,7 +736,7 @@ class FaultProxy:
                 request.method,
                 url,
                 data=body or None,
-                headers=self._upstream_headers(request, identity),
+                headers=self._upstream_headers(request, identity, info),
                 allow_redirects=False,
             )
         except (aiohttp.ClientError, OSError, TimeoutError) as err:
@@ -749,6 +801,7 @@ class FaultProxy:
         out.enable_chunked_encoding()
         await out.prepare(request)
         limit = cut.after_events if cut is not None else None
+        splitter = _EventSplitter(upstream.headers.get("Content-Type", ""))
         loop = asyncio.get_running_loop()
         deadline = (
             loop.time() + cut.after_seconds
@@ -758,6 +811,9 @@ class FaultProxy:
         ended = "server"
         try:
             while True:
+                if limit is not None and entry.events >= limit:
+                    ended = "cut"
+                    break
                 try:
                     async with asyncio.timeout_at(deadline):
                         chunk = await upstream.content.readany()
@@ -766,20 +822,15 @@ class FaultProxy:
                     break
                 if not chunk:
                     break
-                if limit is not None:
-                    room = limit - entry.events
-                    pos = -1
-                    for _ in range(room):
-                        pos = chunk.find(b"\n", pos + 1)
-                        if pos < 0:
-                            break
-                    if pos >= 0:  # the limit falls inside this chunk
-                        await out.write(chunk[: pos + 1])
-                        entry.events = limit
-                        ended = "cut"
-                        break
+                ends = splitter.ends(chunk)
+                if limit is not None and len(ends) >= limit - entry.events:
+                    # the limit falls inside this chunk: forward up to that event's end
+                    await out.write(chunk[: ends[limit - entry.events - 1]])
+                    entry.events = limit
+                    ended = "cut"
+                    break
                 await out.write(chunk)
-                entry.events += chunk.count(b"\n")
+                entry.events += len(ends)
         except (aiohttp.ClientError, OSError) as err:
             ended = flight.cut_reason or (
                 "client" if isinstance(err, ConnectionResetError) else "upstream"
