@@ -280,6 +280,7 @@ class FaultProxy:
         self._port = port
         self._owns_dir = dir is None
         self.dir = Path(dir) if dir else Path(tempfile.mkdtemp(prefix="kubeloop-faults-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.log = FaultLog()
         self._ca = _certs.CertificateAuthority("kubeloop-fault-proxy")
         self._identities: dict[bytes, _Identity] = {}

@@ -331,6 +331,14 @@ class WatchRecorder:
             return False
         return True
 
+    async def wait_for_count(self, n: int, *, timeout: float) -> None:
+        """Wait until at least ``n`` events have been recorded (TimeoutError after
+        ``timeout`` seconds), e.g. before reading :attr:`operations` at the end of a run."""
+        async with asyncio.timeout(timeout):
+            while len(self.events) < n:
+                self._changed.clear()
+                await self._changed.wait()
+
     async def _watch(self, res: Resource, rv: str) -> None:
         while True:
             try:
