@@ -19,6 +19,7 @@ import pytest
 
 from kubeloop import CONFIGMAPS, PODS, Client, Informer, Object
 from kubeloop._errors import (
+    AlreadyExists,
     ApiError,
     Forbidden,
     ServerError,
@@ -31,6 +32,7 @@ from kubeloop.testing import eventually
 from kubeloop.testing.faults import (
     CutWatch,
     Delay,
+    DropResponse,
     FaultProxy,
     Hang,
     Reset,
@@ -217,6 +219,23 @@ async def test_reset_fails_the_request_without_an_answer(
     assert (reset.action, reset.status) == ("reset", 0)
 
 
+async def test_drop_response_commits_the_write_but_the_client_never_hears(
+    proxy: FaultProxy, kube_namespace: str, kube_client: Client
+) -> None:
+    proxy.add_rule(DropResponse(), verb="create", client="op", times=1)
+    async with client_of(proxy, "op") as op:
+        with pytest.raises(TransportError):
+            await op.create(CONFIGMAPS, cm("a"), kube_namespace)
+        with pytest.raises(AlreadyExists):  # the naive retry
+            await op.create(CONFIGMAPS, cm("a"), kube_namespace)
+    live = await kube_client.get(CONFIGMAPS, "a", kube_namespace)
+    dropped, retried = proxy.log.entries(client="op", verb="create")
+    assert (dropped.action, dropped.status) == ("drop", 201)
+    assert dropped.resource_version == live["metadata"]["resourceVersion"]
+    assert (retried.action, retried.status, retried.reason) == ("forward", 409, "AlreadyExists")
+    assert [w.seq for w in proxy.log.writes(client="op")] == [dropped.seq]
+
+
 async def test_hang_holds_until_the_rule_is_lifted_then_the_retry_succeeds(
     proxy: FaultProxy, kube_namespace: str, kube_client: Client
 ) -> None:
@@ -395,15 +414,30 @@ def test_a_go_client_through_the_proxy(
 # -- control-plane faults ----------------------------------------------------------------
 
 
-def test_restart_apiserver_keeps_data_and_port(kube_control_plane: ControlPlane) -> None:
-    cp = kube_control_plane
-    ns = cp.create_namespace("restart")
-    rest = cp.rest()
-    rest.post(f"/api/v1/namespaces/{ns}/configmaps", cm("kept"))
+async def test_restart_apiserver_keeps_data_and_port_and_clients_recover(
+    kube_control_plane: ControlPlane, kube_namespace: str, kube_client: Client
+) -> None:
+    cp, ns = kube_control_plane, kube_namespace
+    await kube_client.create(CONFIGMAPS, cm("kept"), ns)
     before = cp.component("kube-apiserver").pid
-    cp.restart_apiserver()
-    assert cp.component("kube-apiserver").pid != before
-    assert rest.get(f"/api/v1/namespaces/{ns}/configmaps/kept")["metadata"]["name"] == "kept"
+    async with FaultProxy(cp) as proxy, client_of(proxy, "op") as op:
+        informer = Informer(op, CONFIGMAPS, namespace=ns)
+        informer.start()
+        try:
+            await informer.wait_synced()
+            await asyncio.to_thread(cp.restart_apiserver)  # the proxy keeps serving meanwhile
+            assert cp.component("kube-apiserver").pid != before
+            await kube_client.create(CONFIGMAPS, cm("after"), ns)
+            await eventually(
+                lambda: {o["metadata"]["name"] for o in informer.store.list()} == {"kept", "after"},
+                "the informer to recover and see the new object",
+                DEADLINE,
+            )
+        finally:
+            await informer.stop()
+    watches = proxy.log.entries(client="op", verb="watch")
+    assert watches[0].ended in {"server", "upstream"}  # the restart ended the first watch
+    assert len(watches) >= 2
 
 
 def test_restart_etcd_keeps_data_and_revisions_move_on(kube_control_plane: ControlPlane) -> None:

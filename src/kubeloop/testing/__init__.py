@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from kubeloop.testing.faults import (
         CutWatch,
         Delay,
+        DropResponse,
         FaultLog,
         FaultProxy,
         Hang,
@@ -82,6 +83,7 @@ __all__ = [
     "CutWatch",
     "Delay",
     "Difference",
+    "DropResponse",
     "FaultLog",
     "FaultProxy",
     "Hang",
@@ -130,6 +132,7 @@ _LAZY = {
     "Match": "kubeloop.testing.faults",
     "Rule": "kubeloop.testing.faults",
     "Delay": "kubeloop.testing.faults",
+    "DropResponse": "kubeloop.testing.faults",
     "Respond": "kubeloop.testing.faults",
     "Reset": "kubeloop.testing.faults",
     "Hang": "kubeloop.testing.faults",

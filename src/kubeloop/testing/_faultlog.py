@@ -47,10 +47,13 @@ class LogEntry:
     #: ``time.monotonic()`` and wall-clock (``time.time()``) when the request arrived.
     started: float
     started_wall: float
-    #: The HTTP status the client got; 0 when it got none (reset, hang, upstream down).
+    #: The answer's HTTP status: the API server's, or the one the proxy injected; 0 when
+    #: there was none (reset, hang, upstream down). With ``action == "drop"`` the API
+    #: server answered this but the client never got it.
     status: int = 0
-    #: What the proxy did: ``"forward"``, ``"delay"``, ``"respond"``, ``"reset"``, ``"hang"``,
-    #: ``"cut"`` (a watch ended by a rule) or ``"partition"``; with delays: ``"delay+forward"``.
+    #: What the proxy did: ``"forward"``, ``"delay"``, ``"respond"``, ``"reset"``, ``"drop"``,
+    #: ``"hang"``, ``"cut"`` (a watch ended by a rule) or ``"partition"``; with delays:
+    #: ``"delay+forward"``.
     action: str = "forward"
     #: Id of the rule that acted, if any.
     rule: int | None = None

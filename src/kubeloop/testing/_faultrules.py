@@ -42,6 +42,14 @@ class Reset:
 
 
 @dataclass(frozen=True, slots=True)
+class DropResponse:
+    """Forward the request and let the API server act on it, then reset the client's
+    connection instead of answering: the write is committed, the client never learns.
+    A retried create then meets ``AlreadyExists``, a retried update a ``Conflict``.
+    (Not for watches.)"""
+
+
+@dataclass(frozen=True, slots=True)
 class Hang:
     """Read the request and never answer: a blackhole. After ``seconds`` (None: until
     the rule is removed or the proxy stops) the connection is reset, as a peer that
@@ -67,7 +75,7 @@ class CutWatch:
             raise ValueError(f"CutWatch after_events must be >= 0, not {self.after_events}")
 
 
-Action = Delay | Respond | Reset | Hang | CutWatch
+Action = Delay | Respond | Reset | DropResponse | Hang | CutWatch
 
 _REASONS = {
     400: "BadRequest",
@@ -224,6 +232,8 @@ class Rule:
         if not self.match.matches(info, client, user_agent):
             return False
         if isinstance(self.action, CutWatch) and not info.watch:
+            return False
+        if isinstance(self.action, DropResponse) and info.watch:
             return False
         with self._lock:
             if self.exhausted:

@@ -41,6 +41,7 @@ Actions
     :class:`Delay` ``(seconds)``; :class:`Respond` ``(status, retry_after=None,
     reason=None, message=None)`` with :func:`too_many_requests`, :func:`internal_error`,
     :func:`service_unavailable`, :func:`gateway_timeout`; :class:`Reset`;
+    :class:`DropResponse` (forward, then reset instead of answering);
     :class:`Hang` ``(seconds=None)``; :class:`CutWatch` ``(after_events=None,
     after_seconds=None, abort=False)``. Delays add up and let later rules act; the
     first other action that takes the request decides it.
@@ -95,6 +96,7 @@ from kubeloop.testing._faultrules import (
     Action,
     CutWatch,
     Delay,
+    DropResponse,
     Hang,
     Match,
     Reset,
@@ -113,6 +115,7 @@ __all__ = [
     "Action",
     "CutWatch",
     "Delay",
+    "DropResponse",
     "FaultLog",
     "FaultProxy",
     "Hang",
@@ -164,6 +167,7 @@ _LABELS: dict[type, str] = {
     Delay: "delay",
     Respond: "respond",
     Reset: "reset",
+    DropResponse: "drop",
     Hang: "hang",
     CutWatch: "cut",
 }
@@ -692,7 +696,10 @@ class FaultProxy:
             return web.Response(status=500)
         if labels and cut is None:
             entry.action += "+forward"
-        return await self._forward(request, identity, info, entry, flight, body, cut)
+        drop = isinstance(action, DropResponse)
+        if drop:
+            entry.action = entry.action.removesuffix("+forward")
+        return await self._forward(request, identity, info, entry, flight, body, cut, drop)
 
     async def _hang(self, rule: Rule, seconds: float | None) -> None:
         ev = self._hang_events.setdefault(rule.id, asyncio.Event())
@@ -729,6 +736,7 @@ class FaultProxy:
         flight: _Flight,
         body: bytes,
         cut: CutWatch | None,
+        drop: bool = False,
     ) -> web.StreamResponse:
         assert self._session is not None
         url = URL(self._upstream.server.rstrip("/") + str(request.rel_url), encoded=True)
@@ -763,6 +771,8 @@ class FaultProxy:
                 return web.Response(status=502)
             self._note_answer(entry, info, data)
             entry.finished = time.monotonic()
+            if drop:  # the API server has acted; the client never hears of it
+                _reset(request.transport)
             return web.Response(status=upstream.status, body=data, headers=headers)
         finally:
             upstream.release()

@@ -285,7 +285,9 @@ class WatchRecorder:
         self.objects: dict[ObjectKey, Object] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._listeners: list[Callable[[RecordedEvent], None]] = []
-        self._changed = asyncio.Event()
+        #: Events applied so far; moves on with every event (see :meth:`wait_for_event`).
+        self.version = 0
+        self._next = asyncio.Event()  # set, and replaced, when the next event arrives
         self._failure: BaseException | None = None
 
     def key_of(self, res: Resource, obj: Object) -> ObjectKey:
@@ -321,12 +323,14 @@ class WatchRecorder:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def wait_for_event(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the next event; whether one came."""
-        self._changed.clear()
+    async def wait_for_event(self, timeout: float, *, since: int | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for an event after :attr:`version` ``since``
+        (default: now); whether one came."""
+        if since is not None and self.version > since:
+            return True
         try:
             async with asyncio.timeout(timeout):
-                await self._changed.wait()
+                await self._next.wait()
         except TimeoutError:
             return False
         return True
@@ -336,8 +340,7 @@ class WatchRecorder:
         ``timeout`` seconds), e.g. before reading :attr:`operations` at the end of a run."""
         async with asyncio.timeout(timeout):
             while len(self.events) < n:
-                self._changed.clear()
-                await self._changed.wait()
+                await self._next.wait()
 
     async def _watch(self, res: Resource, rv: str) -> None:
         while True:
@@ -381,7 +384,9 @@ class WatchRecorder:
         self.events.append(event)
         for fn in self._listeners:
             fn(event)
-        self._changed.set()
+        self.version += 1
+        arrived, self._next = self._next, asyncio.Event()
+        arrived.set()
 
 
 # -- comparing runs ------------------------------------------------------------------------
@@ -617,6 +622,11 @@ class NotStable(AssertionError):
         self.broke = broke
 
 
+#: After a watch event wakes :func:`eventually_stable`, how long it lets others follow
+#: before checking, so a burst of events costs one check, not one each.
+_COALESCE = 0.02
+
+
 async def _run_check(check: Check) -> list[str]:
     result = check()
     if inspect.isawaitable(result):
@@ -653,6 +663,7 @@ async def eventually_stable(
     checks = stable = 0
     last: list[str] = []
     while True:
+        seen = recorder.version if recorder is not None else 0
         mismatches = await _run_check(check)
         now = loop.time()
         checks += 1
@@ -680,6 +691,7 @@ async def eventually_stable(
                     broke=False,
                 )
         if recorder is not None:
-            await recorder.wait_for_event(interval)
+            if await recorder.wait_for_event(interval, since=seen):
+                await asyncio.sleep(_COALESCE)  # a burst of events: check once after it
         else:
             await asyncio.sleep(interval)
