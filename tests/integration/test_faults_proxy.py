@@ -343,9 +343,17 @@ async def test_cut_watches_from_the_test(proxy: FaultProxy, kube_namespace: str)
         await eventually(lambda: len(proxy.open_watches("op")) == 1, "the watch to open")
         assert proxy.cut_watches(client="op") == 1
         with pytest.raises(TransportError):
-            await asyncio.wait_for(task, DEADLINE)
-    [watch] = proxy.log.entries(verb="watch")
-    assert watch.ended == "cut"
+            await asyncio.wait_for(task, DEADLINE)  # reset
+
+        seen: list[str] = []
+        task = asyncio.create_task(_watch_all(op, kube_namespace, seen))
+        await eventually(lambda: len(proxy.open_watches("op")) == 1, "the watch to reopen")
+        await op.create(CONFIGMAPS, cm("one"), kube_namespace)
+        await eventually(lambda: seen == ["one"], "the event")
+        assert proxy.cut_watches(client="op", abort=False) == 1
+        await asyncio.wait_for(task, DEADLINE)  # ended cleanly: no error
+    first, second = proxy.log.entries(verb="watch")
+    assert (first.ended, second.ended, second.events) == ("cut", "cut", 1)
 
 
 async def test_write_order_by_revision_across_clients(

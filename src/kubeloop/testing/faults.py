@@ -191,11 +191,16 @@ class _Flight:
     transport: asyncio.BaseTransport | None
     upstream: aiohttp.ClientResponse | None = None
     cut_reason: str | None = None
+    #: End a watch as the API server would (the stream just ends) rather than reset it.
+    clean: bool = False
 
-    def cut(self, reason: str) -> None:
+    def cut(self, reason: str, *, clean: bool = False) -> None:
         if self.cut_reason is None:
             self.cut_reason = reason
-        _reset(self.transport)
+        if clean and self.info.watch:
+            self.clean = True  # the stream's loop sees its upstream close and ends it
+        else:
+            _reset(self.transport)
         if self.upstream is not None:
             self.upstream.close()
 
@@ -551,11 +556,9 @@ class FaultProxy:
     def cut_watches(
         self, *, client: str | None = None, resource: str | None = None, abort: bool = True
     ) -> int:
-        """End open watches now (reset their connections); returns how many. Must be
-        called on the proxy's loop or, for a threaded proxy, from any other thread.
-        ``abort`` is kept for symmetry with :class:`CutWatch`; a cut from outside always
-        resets, since the stream's writer may be mid-event."""
-        del abort
+        """End open watches now; returns how many. ``abort=True`` resets their
+        connections; ``abort=False`` ends the streams cleanly after the last whole
+        event, as the API server ends a watch at its timeout."""
 
         def pick(f: _Flight) -> bool:
             return (
@@ -565,7 +568,7 @@ class FaultProxy:
             )
 
         n = sum(1 for f in self._flights_now() if pick(f))
-        self._in_loop(lambda: self._cut(pick, "cut"))
+        self._in_loop(lambda: self._cut(pick, "cut", clean=not abort))
         return n
 
     def open_watches(self, client: str | None = None) -> list[LogEntry]:
@@ -573,10 +576,10 @@ class FaultProxy:
         flights = [f for f in self._flights_now() if f.info.watch and f.upstream is not None]
         return [f.entry for f in flights if client is None or f.entry.client == client]
 
-    def _cut(self, pick: Any, reason: str) -> None:
+    def _cut(self, pick: Any, reason: str, *, clean: bool = False) -> None:
         for flight in self._flights_now():
             if pick(flight):
-                flight.cut(reason)
+                flight.cut(reason, clean=clean)
 
     def _flights_now(self) -> list[_Flight]:
         with self._lock:  # a threaded proxy's callers read it from another thread
@@ -820,6 +823,9 @@ class FaultProxy:
             else None
         )
         ended = "server"
+        # Only whole events are forwarded: the tail of an event still arriving waits
+        # here, so a cut at any moment leaves the client a well-formed stream.
+        pending = b""
         try:
             while True:
                 if limit is not None and entry.events >= limit:
@@ -833,25 +839,33 @@ class FaultProxy:
                     break
                 if not chunk:
                     break
-                ends = splitter.ends(chunk)
+                ends = [len(pending) + e for e in splitter.ends(chunk)]
+                data, pending = pending + chunk, b""
                 if limit is not None and len(ends) >= limit - entry.events:
                     # the limit falls inside this chunk: forward up to that event's end
-                    await out.write(chunk[: ends[limit - entry.events - 1]])
+                    await out.write(data[: ends[limit - entry.events - 1]])
                     entry.events = limit
                     ended = "cut"
                     break
-                await out.write(chunk)
+                if not ends:
+                    pending = data
+                    continue
+                pending = data[ends[-1] :]
+                await out.write(data[: ends[-1]])
                 entry.events += len(ends)
         except (aiohttp.ClientError, OSError) as err:
-            ended = flight.cut_reason or (
-                "client" if isinstance(err, ConnectionResetError) else "upstream"
-            )
-            if ended == "upstream":
-                entry.extra["error"] = f"{type(err).__name__}: {err}"
-                _reset(request.transport)
-            entry.ended = ended
-            entry.finished = time.monotonic()
-            return out
+            if flight.clean:
+                ended = flight.cut_reason or "cut"
+            else:
+                ended = flight.cut_reason or (
+                    "client" if isinstance(err, ConnectionResetError) else "upstream"
+                )
+                if ended == "upstream":
+                    entry.extra["error"] = f"{type(err).__name__}: {err}"
+                    _reset(request.transport)
+                entry.ended = ended
+                entry.finished = time.monotonic()
+                return out
         entry.ended = flight.cut_reason or ended
         entry.finished = time.monotonic()
         if ended == "cut" and cut is not None and cut.abort:
