@@ -227,7 +227,12 @@ class LoopDetector:
 
     # -- two writers --------------------------------------------------------------------
     def _watch_fight(self, req: Request, event: Updated) -> None:
-        paths = [p for p in changed_paths(event.old, event.new) if p.startswith("spec.")]
+        # cheap filter first (this runs for every update event): a spec change bumps
+        # the generation, so only then is the spec diffed
+        new_gen = event.new.get("metadata", {}).get("generation")
+        if new_gen is None or new_gen == event.old.get("metadata", {}).get("generation"):
+            return
+        paths = changed_paths({"spec": event.old.get("spec")}, {"spec": event.new.get("spec")})
         if not paths:
             return
         oid = object_id(event.new)
