@@ -17,6 +17,7 @@ import pytest
 
 from kubeloop import (
     CONFIGMAPS,
+    LEASES,
     Added,
     Client,
     ControllerOptions,
@@ -229,3 +230,49 @@ async def test_a_handler_added_during_the_first_list_gets_every_object(
     assert synced_when_added == [False]
     assert set(first) == names
     assert sorted(late) == sorted(names)  # each object once: replayed or delivered
+
+
+async def test_a_lost_lease_cancels_in_flight_reconciles_at_once(
+    kube_client: Client, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    await kube_client.create(CONFIGMAPS, configmap("cm"), ns)
+    mgr = new_manager(
+        kube_client,
+        leader_election=True,
+        leader_election_id="stolen",
+        leader_election_namespace=ns,
+        lease_duration=3.0,
+        renew_deadline=2.0,
+        retry_period=0.2,
+        # a graceful shutdown would wait this long for the stuck reconcile: far past
+        # the deadline below, so only an immediate cancel lets run() end in time
+        graceful_shutdown_timeout=3600,
+    )
+    events: list[str] = []
+
+    async def reconcile(req: Request) -> Result:
+        events.append("started")
+        try:
+            await asyncio.sleep(3600)  # e.g. waiting on a cloud API
+        except asyncio.CancelledError:
+            events.append("cancelled")
+            raise
+        return Result()
+
+    mgr.controller("cms").for_(CONFIGMAPS, namespace=ns).complete(reconcile)
+    run = asyncio.create_task(mgr.run())
+    try:
+        await eventually(lambda: events == ["started"], "the leader to start reconciling")
+        # another candidate takes the lease (as after a partition): our renewals now fail
+        lease = await kube_client.get(LEASES, "stolen", ns)
+        lease["spec"] = {**lease["spec"], "holderIdentity": "thief", "leaseDurationSeconds": 3600}
+        await kube_client.update(LEASES, lease)
+        with pytest.raises(LeaderElectionLost, match="leader lease lost"):
+            await asyncio.wait_for(run, DEADLINE)
+    finally:
+        if not run.done():
+            run.cancel()
+    assert events == ["started", "cancelled"]
+    held = await kube_client.get(LEASES, "stolen", ns)
+    assert held["spec"]["holderIdentity"] == "thief"  # and it did not "release" the thief's lease
