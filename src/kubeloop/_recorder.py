@@ -51,6 +51,7 @@ _QUALIFIED_NAME: Final = re.compile(
 # Expired entries are swept at most this often (seconds); a sweep scans them all.
 _PRUNE_EVERY: Final = 60.0
 
+#: regarding (uid, kind, name, namespace), related uid, type, reason, action: no note
 _Key = tuple[str, str, str, str, str, str, str, str]
 
 
@@ -118,9 +119,11 @@ class EventRecorder:
     recorded after :meth:`close` are dropped.
 
     Two occurrences are the same event when they agree on the regarding object
-    (uid, kind, name, namespace), type, reason, action and note. Put changing
-    details (counts, timestamps) in the note and every occurrence is a new Event;
-    keep the note stable to get one Event with a growing ``series.count``.
+    (uid, kind, name, namespace), the related object, type, reason and action;
+    the note is left out of the key, as client-go's ``events`` broadcaster does, so
+    a failure whose message carries changing details (a count, a timestamp, a
+    resourceVersion) still costs one Event with a growing ``series.count``. The
+    Event keeps the note of its first occurrence.
 
     Counters for tests and debugging: :attr:`created` (Events created),
     :attr:`series_updates` (series PATCHes), :attr:`dropped` (occurrences never
@@ -232,10 +235,10 @@ class EventRecorder:
             regarding.get("kind", ""),
             regarding.get("name", ""),
             regarding.get("namespace", ""),
+            object_reference(related).get("uid", "") if related is not None else "",
             type,
             reason,
             action,
-            note,
         )
         now = time.monotonic()
         wall = datetime.now(UTC)
@@ -291,10 +294,25 @@ class EventRecorder:
         if self._task is None and not self._closed:
             self._task = asyncio.create_task(self._run(), name="kubeloop-event-recorder")
 
-    async def close(self) -> None:
+    async def close(self, *, flush: bool = True) -> None:
         """Stop recording, then create pending Events and write every unwritten
-        series count before returning. Idempotent."""
+        series count before returning. Idempotent.
+
+        ``flush=False`` drops what is pending instead (counted in :attr:`dropped`):
+        for a process that must stop writing at once, such as a leader that lost its
+        lease.
+        """
         self._closed = True
+        if not flush:
+            self.dropped += len(self._pending) + len(self._dirty)
+            self._pending.clear()
+            self._dirty.clear()
+            if self._task is not None:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
+                self._task = None
+            return
         self._wake.set()
         if self._task is None:
             await self._run()  # never started: drain inline
