@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kubeloop._backoff import ListWatchBackoff
 from kubeloop._errors import Gone, KubeloopError, RequestTimeout
 from kubeloop._event import Added, Deleted, Event, Updated
 from kubeloop._resource import Object, Resource
@@ -116,17 +117,20 @@ class Reflector:
     async def run(self) -> None:
         """Run until cancelled."""
         need_list = True
-        delay = self.options.backoff_initial
+        # one schedule for failures, relists and watches dropped at once (_backoff.py)
+        backoff = ListWatchBackoff(self.options.backoff_initial, self.options.backoff_max)
         while True:
             try:
                 if need_list:
                     await self._list()
                     need_list = False
-                await self._watch()
-                delay = self.options.backoff_initial
+                started, lines = time.monotonic(), await self._watch()
+                if ListWatchBackoff.ended_early(time.monotonic() - started, lines):
+                    await asyncio.sleep(backoff.next())
             except Gone:
                 log.info("watch expired (410 Gone); relisting", extra={"informer": self.name})
                 need_list = True
+                await asyncio.sleep(backoff.next())
             except RequestTimeout:
                 self.stalls += 1
                 log.warning(
@@ -135,14 +139,14 @@ class Reflector:
                     extra={"informer": self.name},
                 )
             except (KubeloopError, OSError) as err:
+                delay = backoff.next()
                 log.warning(
                     "list/watch failed: %s; retrying in %.1fs",
                     err,
                     delay,
                     extra={"informer": self.name},
                 )
-                await asyncio.sleep(delay * (1 + random.random() * 0.2))
-                delay = min(delay * 2, self.options.backoff_max)
+                await asyncio.sleep(delay)
 
     async def _list(self) -> None:
         items, rv = await self.client.list_all(
@@ -177,7 +181,9 @@ class Reflector:
         self.synced.set()
         await self._notify()
 
-    async def _watch(self) -> None:
+    async def _watch(self) -> int:
+        """Watch until the server ends it; returns the number of lines received."""
+        lines = 0
         lo, hi = self.options.watch_timeout
         transform = self.options.transform
         self.last_activity = time.monotonic()
@@ -192,6 +198,7 @@ class Reflector:
             read_timeout=self.options.read_timeout,
         ):
             self.last_activity = time.monotonic()
+            lines += 1
             obj: Any = event.object
             if event.type == "BOOKMARK":
                 self.resource_version = _rv(obj) or self.resource_version
@@ -206,6 +213,7 @@ class Reflector:
                 self.emit(Deleted(obj))
             self.resource_version = _rv(obj) or self.resource_version
             await self._notify()
+        return lines
 
     async def _notify(self) -> None:
         async with self._changed:
