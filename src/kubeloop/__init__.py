@@ -110,7 +110,7 @@ from kubeloop._resource import (
 )
 from kubeloop._retry import retry_on_conflict, retry_transient
 from kubeloop._source import ChannelSource, KindSource, PeriodicSource, Source
-from kubeloop._status import retry_update, set_status_condition, update_status
+from kubeloop._status import StaleGeneration, retry_update, set_status_condition, update_status
 from kubeloop._store import Store, object_key
 from kubeloop._workqueue import QueueShutDown, WorkQueue
 
@@ -187,6 +187,7 @@ __all__ = [
     "ServerError",
     "ServerTimeout",
     "Source",
+    "StaleGeneration",
     "Store",
     "TerminalError",
     "TooManyRequests",

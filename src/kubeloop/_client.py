@@ -49,6 +49,7 @@ from kubeloop._errors import ApiError, Gone, NotFound, TransportError
 from kubeloop._log import CONTROLLER
 from kubeloop._resource import Object, Resource, name_of, namespace_of
 from kubeloop._transport import AiohttpTransport, Headers, Transport
+from kubeloop._writers import WriterLog
 
 _log = logging.getLogger("kubeloop.client")
 
@@ -239,6 +240,8 @@ class Client:
         if observer is not None:
             self.add_observer(observer)
         self._headers: dict[str, str] = {"Accept": "application/json", "User-Agent": user_agent}
+        #: who last wrote each object this client has seen (to name the other side of a 409)
+        self.writers = WriterLog()
         self._discovery: dict[str, dict[str, Resource]] = {}
 
     @classmethod
@@ -304,6 +307,8 @@ class Client:
 
     def _wrote(self, res: Resource, sub: str | None, result: Any) -> Object:
         obj = cast(Object, result)
+        if obj.get("kind") == res.kind:
+            self.writers.refresh(obj)  # the base of our next write to it
         if self._write_observers and obj.get("kind") == res.kind:
             for observer in self._write_observers:
                 try:

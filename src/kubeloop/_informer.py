@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable
@@ -19,9 +20,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kubeloop._event import Added, Deleted, Event
-from kubeloop._reflector import Reflector, ReflectorOptions, rv_at_least
+from kubeloop._reflector import Reflector, ReflectorOptions, Transform, rv_at_least
 from kubeloop._resource import Object, Resource
 from kubeloop._store import IndexFunc, Store, object_key
+from kubeloop._writers import writers_of
 
 if TYPE_CHECKING:
     from kubeloop._client import Client
@@ -47,6 +49,8 @@ class Informer:
         self.resource = resource
         self.store = Store()
         self._handlers: list[Handler] = []
+        self._writers = client.writers
+        options = options or ReflectorOptions()
         self.reflector = Reflector(
             client,
             resource,
@@ -55,7 +59,7 @@ class Informer:
             namespace=namespace,
             label_selector=label_selector,
             field_selector=field_selector,
-            options=options,
+            options=dataclasses.replace(options, transform=self._summarizing(options.transform)),
         )
         self._task: asyncio.Task[None] | None = None
 
@@ -81,7 +85,23 @@ class Informer:
     def add_index(self, name: str, fn: IndexFunc) -> None:
         self.store.add_index(name, fn)
 
+    def _summarizing(self, transform: Transform | None) -> Transform:
+        """``transform``, after keeping who wrote the object (managedFields, which the
+        default transform strips) in the client's :class:`~kubeloop._writers.WriterLog`,
+        so a later 409 on a write based on this copy can name the other writer."""
+        log_ = self._writers
+
+        def summarize(obj: Object) -> Object:
+            writers = writers_of(obj)
+            out = transform(obj) if transform is not None else obj
+            log_.record(out, writers)
+            return out
+
+        return summarize
+
     def _dispatch(self, event: Event) -> None:
+        if isinstance(event, Deleted):
+            self._writers.forget(event.obj)
         for handler in self._handlers:
             try:
                 handler(event)
