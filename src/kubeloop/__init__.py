@@ -71,7 +71,7 @@ from kubeloop._handler import (
     enqueue_owner,
     request_for,
 )
-from kubeloop._informer import Cache, Informer
+from kubeloop._informer import Cache, Informer, OutOfScope
 from kubeloop._leader import LeaderElectionOptions, LeaderElector
 from kubeloop._log import configure_logging
 from kubeloop._loopdetect import LoopDetectionOptions
@@ -170,6 +170,7 @@ __all__ = [
     "MethodNotAllowed",
     "NotFound",
     "Object",
+    "OutOfScope",
     "PatchType",
     "PeriodicSource",
     "Predicate",

@@ -158,23 +158,19 @@ class Reflector:
         )
         self.last_activity = time.monotonic()
         transform = self.options.transform
-        seen: set[str] = set()
+        objs = []
         for n, item in enumerate(items):
-            obj = transform(item) if transform else item
-            key = object_key(obj)
-            seen.add(key)
-            old = self.store.put(obj)
-            if old is None:
-                self.emit(Added(obj))
-            elif _rv(old) != _rv(obj):
-                self.emit(Updated(old, obj))
+            objs.append(transform(item) if transform else item)
             if n % 500 == 499:
                 await asyncio.sleep(0)  # let other tasks run during a big relist
-        for key in self.store:
-            if key not in seen:
-                gone = self.store.remove(key)
-                if gone is not None:
-                    self.emit(Deleted(gone, final_state_unknown=True))
+        # one swap: readers never see a half-replaced store (see Store.replace)
+        changes = self.store.replace(objs)
+        for obj in changes.added:
+            self.emit(Added(obj))
+        for old, obj in changes.updated:
+            self.emit(Updated(old, obj))
+        for gone in changes.deleted:
+            self.emit(Deleted(gone, final_state_unknown=True))
         if self.synced.is_set():
             self.relists += 1
         self.resource_version = rv
