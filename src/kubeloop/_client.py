@@ -15,7 +15,8 @@ Retries, as client-go's ``rest.Request`` does them:
   whose connection broke may or may not have been applied, and only the caller
   knows whether repeating it is safe.
 
-Every request except watches first takes a token from a client-side bucket
+Every request except watches (and Lease requests, so leader election never queues
+behind a burst of reconciles) first takes a token from a client-side bucket
 (``qps``/``burst``, default 20/30), as client-go's ``rest.Config.QPS``/``Burst``.
 client-go's own defaults (5/10) are meant for kubectl-like tools; 20/30 is what
 controller-runtime sets for controllers. Watches are exempt (as in client-go): they
@@ -73,6 +74,9 @@ DEFAULT_QPS = 20.0
 DEFAULT_BURST = 30
 #: A wait for a client-side token longer than this is logged, as client-go does.
 _THROTTLE_LOG_AFTER = 1.0
+#: Never queued behind the bucket: a lease renewal stuck behind a reconcile burst would
+#: lose leadership (client-go gives leader election a client, and a limiter, of its own).
+_UNTHROTTLED = frozenset({("coordination.k8s.io", "leases")})
 #: Bodies above this are decoded with the cyclic GC paused: decoding a big LIST
 #: allocates so many containers that repeated collections (which also scan the
 #: whole cache) cost several times the decode itself (research note §3.2).
@@ -335,8 +339,10 @@ class Client:
         )
         idempotent = method == "GET"
         failures = throttled = 0
+        throttle = res is None or (res.group, res.plural) not in _UNTHROTTLED
         while True:
-            await self._throttle(verb, path)
+            if throttle:
+                await self._throttle(verb, path)
             start = time.monotonic()
             try:
                 resp = await self._transport.request(

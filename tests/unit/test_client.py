@@ -480,3 +480,15 @@ def test_retry_after_parsing() -> None:
     assert parse("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
     assert parse("soon") is None
     assert _retry_after({}) is None
+
+
+async def test_lease_requests_never_wait_for_the_bucket(no_sleep: list[float]) -> None:
+    from kubeloop._resource import LEASES
+
+    transport = FakeTransport(*(ok({}) for _ in range(4)))
+    client = make(transport, qps=1.0, burst=1)
+    for _ in range(3):
+        await client.get(LEASES, "leader", "default")
+    assert no_sleep == []
+    await client.get(CONFIGMAPS, "x", "ns")  # the bucket is still full for everything else
+    assert no_sleep == []
