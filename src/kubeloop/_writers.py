@@ -12,7 +12,6 @@ keyed by uid and resourceVersion.
 from __future__ import annotations
 
 import sys
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -51,7 +50,7 @@ def writers_of(obj: Object) -> Writers | None:
                 sys.intern(str(e.get("manager") or "")),
                 sys.intern(str(e.get("operation") or "")),
                 sys.intern(str(e.get("subresource") or "")),
-                str(e.get("time") or ""),
+                sys.intern(str(e.get("time") or "")),  # bulk writes share their second
             )
         )
     return tuple(out)
@@ -91,7 +90,8 @@ class WriterLog:
 
     def __init__(self, limit: int = 100_000) -> None:
         self.limit = limit
-        self._entries: OrderedDict[str, tuple[str, Writers]] = OrderedDict()
+        # a plain dict keeps insertion order at half an OrderedDict's size per entry
+        self._entries: dict[str, tuple[str, Writers]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -103,10 +103,10 @@ class WriterLog:
             writers = writers_of(obj)
         if not uid or not rv or writers is None:
             return
-        self._entries[uid] = (str(rv), writers)
-        self._entries.move_to_end(uid)
+        self._entries.pop(uid, None)
+        self._entries[uid] = (str(rv), writers)  # (re)inserted last: the oldest is first
         while len(self._entries) > self.limit:
-            self._entries.popitem(last=False)
+            del self._entries[next(iter(self._entries))]
 
     def refresh(self, obj: Object) -> None:
         """Record ``obj`` only if the log already holds its uid: a write's result

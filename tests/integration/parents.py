@@ -101,7 +101,7 @@ def operator(
 
 _SAMPLE = re.compile(r"^apiserver_request_total\{([^}]*)\} (\S+)$", re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-_WRITES = frozenset({"CREATE", "UPDATE", "PATCH", "DELETE", "APPLY"})
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE", "APPLY"})  # as the apiserver labels them
 
 
 async def apiserver_writes(cp: ControlPlane) -> dict[tuple[str, str, str], float]:

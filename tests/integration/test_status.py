@@ -256,7 +256,9 @@ async def test_gives_up_when_the_backoff_runs_out(
         await update_status(
             client, GADGETS, stale, ready, controller="test", metrics=metrics, backoff=Backoff()
         )
-    assert calls.log == [("update", "status", 409)]
+    # one read after the last conflict, only to name the other writer
+    assert calls.log == [("update", "status", 409), ("get", None, 200)]
+    assert metrics.conflict_writers_total.labels("test", "other-writer").value == 1
     assert _conflicts(metrics, "gave_up") == 1
     assert _conflicts(metrics, "retried") == 0
 

@@ -90,8 +90,8 @@ async def test_two_instances_in_different_namespaces_never_touch_each_other(
         # per object: our spec patch, the child's update, the status write; nothing else
         assert writes == {
             ("PATCH", PARENTS.plural, ""): n,
-            ("UPDATE", "configmaps", ""): n,
-            ("UPDATE", PARENTS.plural, "status"): n,
+            ("PUT", "configmaps", ""): n,
+            ("PUT", PARENTS.plural, "status"): n,
         }
         for ns, mine, other in ((ns_a, "op-a", "op-b"), (ns_b, "op-b", "op-a")):
             parents, _ = await admin.list_all(PARENTS, ns)
