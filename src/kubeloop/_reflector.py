@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubeloop._backoff import ListWatchBackoff
+from kubeloop._backoff import ListWatchBackoff, retry_after_pause
 from kubeloop._errors import Gone, KubeloopError, RequestTimeout
 from kubeloop._event import Added, Deleted, Event, Updated
 from kubeloop._resource import Object, Resource
@@ -139,7 +139,8 @@ class Reflector:
                     extra={"informer": self.name},
                 )
             except (KubeloopError, OSError) as err:
-                delay = backoff.next()
+                # a throttled watch (429 + Retry-After) waits at least as the server asked
+                delay = retry_after_pause(getattr(err, "retry_after", None), backoff.next())
                 log.warning(
                     "list/watch failed: %s; retrying in %.1fs",
                     err,

@@ -82,3 +82,11 @@ async def test_relists_back_off(monkeypatch: pytest.MonkeyPatch) -> None:
     assert 2.0 <= slept[1] <= 4.0
     lists = [c for c in transport.calls if "watch" not in c[2]]
     assert len(lists) == 3, "each 410 relisted once, after a pause"
+
+
+async def test_a_throttled_watch_waits_for_retry_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    throttled = FakeStream(429, [], status(429, "TooManyRequests", "slow down"))
+    throttled.headers = {"Retry-After": "7"}
+    transport = _Transport([_list("5")], [throttled])
+    slept = await _run(transport, 1, monkeypatch)
+    assert 7.0 <= slept[0] < 7.2, "the server's 7 s, not the 1 s first backoff step"
