@@ -79,6 +79,7 @@ class Builder:
         owner = self._for.resource
         handler = enqueue_owner(owner.kind, owner.group)
         ns = self._for.namespace if namespace is FOLLOW_FOR else namespace
+        ns = ns if resource.namespaced else None
         self._manager.cache.scope(resource, ns)
         self._sources.append(KindSource(resource, handler, list(predicates), ns))
         return self
@@ -99,6 +100,7 @@ class Builder:
         """
         if namespace is FOLLOW_FOR:
             namespace = self._for.namespace if self._for is not None else None
+        namespace = namespace if resource.namespaced else None
         self._manager.cache.scope(resource, namespace)
         self._sources.append(
             KindSource(
