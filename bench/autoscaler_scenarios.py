@@ -544,7 +544,7 @@ async def _operator(
     )
     registry = Registry()
     controllers = ("nodepool", "autoscaler") if side == "ours" else ("nodepool",)
-    async with Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER) as client:
+    async with Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER, qps=None) as client:
         mgr = build_manager(client, cloud, settings, registry=registry, controllers=controllers)
         task = asyncio.create_task(mgr.run(), name=f"operator-{names.base}")
         try:
@@ -642,7 +642,7 @@ async def _observe(
         naive: NaiveAutoscaler | None = None
         if side == "naive":
             naive_client = await stack.enter_async_context(
-                Client.from_kubeconfig(kubeconfig, field_manager="naive-autoscaler")
+                Client.from_kubeconfig(kubeconfig, field_manager="naive-autoscaler", qps=None)
             )
             naive = NaiveAutoscaler(naive_client, names.pool, [names.namespace], naive_every)
             await stack.enter_async_context(running(naive))
@@ -844,7 +844,7 @@ async def run(ctx: Context) -> BenchResult:
     table = scenarios(ctx.quick)
     figures: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-autoscaler-") as tmp:
-        async with Client.from_kubeconfig(ctx.kubeconfig, field_manager="bench") as admin:
+        async with Client.from_kubeconfig(ctx.kubeconfig, field_manager="bench", qps=None) as admin:
             await install_crds(admin, crds())
             for sid in chosen:
                 sc = table[sid]

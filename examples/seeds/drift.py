@@ -27,6 +27,7 @@ from kubeloop import (
     ControllerOptions,
     Request,
     Result,
+    StaleGeneration,
     generation_changed,
     update_status,
 )
@@ -42,9 +43,10 @@ async def run(
         mgr = new_manager(client)
         reconciles = 0
         writes = 0
+        superseded = 0  # status writes stopped because a spec change arrived meanwhile
 
         async def reconcile(req: Request) -> Result:
-            nonlocal reconciles, writes
+            nonlocal reconciles, writes, superseded
             obj = await mgr.cache.get(POOLS, req.name, req.namespace)
             if obj is None:
                 return Result()
@@ -57,7 +59,11 @@ async def run(
                 status["observedGeneration"] = gen
 
             before = obj["metadata"]["resourceVersion"]
-            after = await update_status(client, POOLS, obj, mutate)
+            try:
+                after = await update_status(client, POOLS, obj, mutate)
+            except StaleGeneration:
+                superseded += 1  # the controller requeues it; the next run sees the new spec
+                raise
             if after["metadata"]["resourceVersion"] != before:
                 writes += 1
             return Result(requeue_after=requeue_after)
@@ -80,6 +86,7 @@ async def run(
         return {
             "reconciles": reconciles,
             "status_writes": writes,
+            "superseded": superseded,
             "loop_detected": controller.loops_detected > 0,
         }
 

@@ -71,7 +71,7 @@ from kubeloop._handler import (
     enqueue_owner,
     request_for,
 )
-from kubeloop._informer import Cache, Informer
+from kubeloop._informer import Cache, Informer, OutOfScope
 from kubeloop._leader import LeaderElectionOptions, LeaderElector
 from kubeloop._log import configure_logging
 from kubeloop._loopdetect import LoopDetectionOptions
@@ -127,7 +127,7 @@ from kubeloop._resource import (
 )
 from kubeloop._retry import retry_on_conflict, retry_transient
 from kubeloop._source import ChannelSource, KindSource, PeriodicSource, Source
-from kubeloop._status import retry_update, set_status_condition, update_status
+from kubeloop._status import StaleGeneration, retry_update, set_status_condition, update_status
 from kubeloop._store import Store, object_key
 from kubeloop._workqueue import QueueShutDown, WorkQueue
 
@@ -189,6 +189,7 @@ __all__ = [
     "NotFound",
     "Object",
     "OperationResult",
+    "OutOfScope",
     "PatchType",
     "PeriodicSource",
     "Predicate",
@@ -206,6 +207,7 @@ __all__ = [
     "ServerError",
     "ServerTimeout",
     "Source",
+    "StaleGeneration",
     "Store",
     "TerminalError",
     "TooManyRequests",

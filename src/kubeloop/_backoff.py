@@ -199,3 +199,87 @@ DEFAULT_RETRY = Backoff(duration=0.010, factor=1.0, jitter=0.1, steps=5)
 
 DEFAULT_BACKOFF = Backoff(duration=0.010, factor=5.0, jitter=0.1, steps=4)
 """client-go's ``retry.DefaultBackoff``: 4 attempts, pauses of 10, 50, 250 ms (+10 % jitter)."""
+
+
+#: Never sleep longer than this on one Retry-After: callers have their own deadlines,
+#: and a server asking for minutes is better answered by the workqueue's backoff.
+MAX_RETRY_AFTER = 10.0
+
+
+def retry_after_pause(
+    retry_after: float | None, floor: float = 0.0, *, random: Callable[[], float] = _random.random
+) -> float:
+    """The one place a server's ``Retry-After`` becomes a pause (the client's
+    throttling retries and :func:`~kubeloop.retry_transient` both use it).
+
+    At least ``floor`` (the caller's own backoff step, already jittered); at least
+    ``retry_after`` capped at :data:`MAX_RETRY_AFTER`, plus up to 100 ms of jitter
+    when that is the longer one, so throttled clients do not come back in lock step.
+    """
+    if retry_after is None:
+        return floor
+    asked = min(retry_after, MAX_RETRY_AFTER)
+    return floor if floor >= asked else asked + random() * 0.1
+
+
+class ListWatchBackoff:
+    """The pause before a reflector lists or watches again, as client-go's reflector
+    backoff manager (``NewExponentialBackoffManager(800ms, 30s, 2min, 2.0, 1.0)``).
+
+    Every failed list or watch, every relist (410 Gone) and every watch that ended
+    early without a single line asks :meth:`next`: ``initial``, then doubling up to
+    ``cap``, each stretched by up to ``jitter`` (client-go: 1.0, i.e. up to 2x).
+    After ``reset_after`` seconds without a call the schedule starts again from
+    ``initial``, so one blip an hour never waits 30 s. This is what keeps a
+    failing apiserver from a relist storm: N informers x an immediate LIST each.
+
+    Args:
+        initial: the first pause in seconds. Default 0.8.
+        cap: the largest pause before jitter. Default 30.0.
+        reset_after: quiet seconds after which the schedule restarts. Default 120.
+        jitter: fraction each pause may be stretched by. Default 1.0.
+        clock, random: injectable for tests.
+    """
+
+    __slots__ = ("_cap", "_clock", "_initial", "_jitter", "_last", "_next", "_random", "_reset")
+
+    #: A watch shorter than this that delivered nothing ended "early" (client-go: 1 s).
+    EARLY_WATCH = 1.0
+
+    def __init__(
+        self,
+        initial: float = 0.8,
+        cap: float = 30.0,
+        *,
+        reset_after: float = 120.0,
+        jitter: float = 1.0,
+        clock: Clock = time.monotonic,
+        random: Callable[[], float] = _random.random,
+    ) -> None:
+        if initial <= 0 or cap < initial:
+            raise ValueError(f"need 0 < initial <= cap, got initial={initial} cap={cap}")
+        self._initial = initial
+        self._cap = cap
+        self._reset = reset_after
+        self._jitter = jitter
+        self._clock = clock
+        self._random = random
+        self._next = initial
+        self._last: float | None = None
+
+    def next(self) -> float:
+        """Record one more failure (or relist) and return the pause before the next try."""
+        now = self._clock()
+        if self._last is not None and now - self._last > self._reset:
+            self._next = self._initial
+        self._last = now
+        pause = self._next
+        self._next = min(self._next * 2.0, self._cap)
+        return pause * (1.0 + self._random() * self._jitter)
+
+    @classmethod
+    def ended_early(cls, seconds: float, lines: int) -> bool:
+        """Whether a watch that lasted ``seconds`` and received ``lines`` lines (events
+        or bookmarks) ended too soon to resume at once: it is how a server that
+        accepts watches and drops them at once is told from a watch that expired."""
+        return lines == 0 and seconds < cls.EARLY_WATCH

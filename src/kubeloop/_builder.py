@@ -10,8 +10,9 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from kubeloop._controller import Controller, ControllerOptions
 from kubeloop._handler import MapFunc, enqueue_mapped, enqueue_object, enqueue_owner
@@ -22,6 +23,16 @@ from kubeloop._source import KindSource, PeriodicSource, Source
 
 if TYPE_CHECKING:
     from kubeloop._manager import Manager
+
+
+class _Follow(enum.Enum):
+    FOR = "the for_ namespace"
+
+
+#: The default ``namespace`` of :meth:`Builder.owns` and :meth:`Builder.watches`: the
+#: namespace given to ``for_`` (controller-runtime's builder does the same for owns).
+#: Pass ``namespace=None`` to watch every namespace the manager may see.
+FOLLOW_FOR: Final = _Follow.FOR
 
 
 class Builder:
@@ -44,19 +55,33 @@ class Builder:
         """The kind this controller reconciles; its events enqueue the object itself."""
         if self._for is not None:
             raise ValueError(f"controller {self._name}: for_() may be called once")
+        self._manager.cache.scope(resource, namespace)  # OutOfScope now, not at start
         self._for = KindSource(
             resource, enqueue_object, list(predicates), namespace, label_selector
         )
         self._sources.append(self._for)
         return self
 
-    def owns(self, resource: Resource, *, predicates: Sequence[Predicate] = ()) -> Builder:
-        """A kind this controller creates; its events enqueue the controlling owner."""
+    def owns(
+        self,
+        resource: Resource,
+        *,
+        predicates: Sequence[Predicate] = (),
+        namespace: str | _Follow | None = FOLLOW_FOR,
+    ) -> Builder:
+        """A kind this controller creates; its events enqueue the controlling owner.
+
+        Watched in ``for_``'s namespace by default: an operator scoped to namespace A
+        never watches (nor reconciles because of) children in namespace B.
+        """
         if self._for is None:
             raise ValueError(f"controller {self._name}: call for_() before owns()")
         owner = self._for.resource
         handler = enqueue_owner(owner.kind, owner.group)
-        self._sources.append(KindSource(resource, handler, list(predicates)))
+        ns = self._for.namespace if namespace is FOLLOW_FOR else namespace
+        ns = ns if resource.namespaced else None
+        self._manager.cache.scope(resource, ns)
+        self._sources.append(KindSource(resource, handler, list(predicates), ns))
         return self
 
     def watches(
@@ -65,10 +90,18 @@ class Builder:
         map_fn: MapFunc,
         *,
         predicates: Sequence[Predicate] = (),
-        namespace: str | None = None,
+        namespace: str | _Follow | None = FOLLOW_FOR,
         label_selector: str | None = None,
     ) -> Builder:
-        """Any other kind; ``map_fn`` says which requests an object concerns."""
+        """Any other kind; ``map_fn`` says which requests an object concerns.
+
+        ``namespace`` defaults to ``for_``'s (all namespaces without ``for_``);
+        ``None`` watches every namespace the manager may see.
+        """
+        if namespace is FOLLOW_FOR:
+            namespace = self._for.namespace if self._for is not None else None
+        namespace = namespace if resource.namespaced else None
+        self._manager.cache.scope(resource, namespace)
         self._sources.append(
             KindSource(
                 resource, enqueue_mapped(map_fn), list(predicates), namespace, label_selector

@@ -1,9 +1,26 @@
 """The async API client: CRUD, patch, server-side apply, watch and discovery on plain dicts.
 
 Objects stay the decoded JSON (:data:`~kubeloop._resource.Object`), so unknown
-fields survive a read-modify-write. Reads (GET, LIST, discovery) retry a few
-times on connection errors and on throttling with ``Retry-After``; writes are
-never retried here, because only the caller knows whether repeating one is safe.
+fields survive a read-modify-write.
+
+Retries, as client-go's ``rest.Request`` does them:
+
+* **Throttling, every verb.** A 429, or a 5xx carrying ``Retry-After``, means the
+  server did not act on the request (API Priority and Fairness rejects before
+  any work; a 503 with Retry-After comes from an apiserver shutting down), so
+  any verb (reads and writes) is sent again after the pause the server asked
+  for, up to 10 retries (client-go's ``maxRetries``). The pause comes from
+  :func:`~kubeloop._backoff.retry_after_pause`, the runtime's one Retry-After path.
+* **Connection errors, reads only.** GET/LIST/discovery are tried 3 times; a write
+  whose connection broke may or may not have been applied, and only the caller
+  knows whether repeating it is safe.
+
+Every request except watches (and Lease requests, so leader election never queues
+behind a burst of reconciles) first takes a token from a client-side bucket
+(``qps``/``burst``, default 20/30), as client-go's ``rest.Config.QPS``/``Burst``.
+client-go's own defaults (5/10) are meant for kubectl-like tools; 20/30 is what
+controller-runtime sets for controllers. Watches are exempt (as in client-go): they
+are long-lived and rate-limiting them would only delay a cache's recovery.
 """
 
 from __future__ import annotations
@@ -27,11 +44,13 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from kubeloop._backoff import BucketRateLimiter, retry_after_pause
 from kubeloop._config import ClusterConfig, load_config, load_kubeconfig
 from kubeloop._errors import ApiError, Gone, NotFound, TransportError
 from kubeloop._log import CONTROLLER
 from kubeloop._resource import Object, Resource, name_of, namespace_of
 from kubeloop._transport import AiohttpTransport, Headers, Transport
+from kubeloop._writers import WriterLog
 
 _log = logging.getLogger("kubeloop.client")
 
@@ -46,10 +65,18 @@ def _default_user_agent() -> str:
 
 DEFAULT_USER_AGENT = _default_user_agent()
 
-#: Attempts for an idempotent read before the error reaches the caller.
+#: Attempts for an idempotent read that failed without a response.
 _READ_TRIES = 3
-#: Never sleep longer than this on one Retry-After; callers have their own deadlines.
-_MAX_RETRY_AFTER = 10.0
+#: Retries of a throttled request (429, or 5xx with Retry-After), any verb: client-go's maxRetries.
+MAX_THROTTLE_RETRIES = 10
+#: Client-side rate limit defaults: controller-runtime's (client-go's 5/10 are kubectl's).
+DEFAULT_QPS = 20.0
+DEFAULT_BURST = 30
+#: A wait for a client-side token longer than this is logged, as client-go does.
+_THROTTLE_LOG_AFTER = 1.0
+#: Never queued behind the bucket: a lease renewal stuck behind a reconcile burst would
+#: lose leadership (client-go gives leader election a client, and a limiter, of its own).
+_UNTHROTTLED = frozenset({("coordination.k8s.io", "leases")})
 #: Bodies above this are decoded with the cyclic GC paused: decoding a big LIST
 #: allocates so many containers that repeated collections (which also scan the
 #: whole cache) cost several times the decode itself (research note §3.2).
@@ -188,6 +215,12 @@ class Client:
     have their own owner without any wiring;
     ``observer`` (and any added with :meth:`add_observer`) receives one call per
     HTTP attempt, and each write's result if it also is a :class:`WriteObserver`.
+
+    ``qps`` and ``burst`` bound the requests this client sends (watches excepted):
+    a token bucket of ``burst`` tokens refilled at ``qps`` per second. Default
+    20/30, controller-runtime's; raise them for an operator that owns many objects,
+    or pass ``qps=None`` to disable the limit (the server's Priority and Fairness
+    still applies).
     """
 
     def __init__(
@@ -198,8 +231,11 @@ class Client:
         field_manager: str = "kubeloop",
         user_agent: str = DEFAULT_USER_AGENT,
         observer: RequestObserver | None = None,
+        qps: float | None = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
     ) -> None:
         self.config = config
+        self._bucket = BucketRateLimiter(qps, burst) if qps is not None and qps > 0 else None
         self.field_manager = field_manager
         self._transport: Transport = transport or AiohttpTransport(config)
         self._owns_transport = transport is None
@@ -208,6 +244,8 @@ class Client:
         if observer is not None:
             self.add_observer(observer)
         self._headers: dict[str, str] = {"Accept": "application/json", "User-Agent": user_agent}
+        #: who last wrote each object this client has seen (to name the other side of a 409)
+        self.writers = WriterLog()
         self._discovery: dict[str, dict[str, Resource]] = {}
 
     @classmethod
@@ -218,9 +256,17 @@ class Client:
         *,
         field_manager: str = "kubeloop",
         observer: RequestObserver | None = None,
+        qps: float | None = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
     ) -> Client:
         """A client for a kubeconfig context (reads the file synchronously: start-up only)."""
-        return cls(load_kubeconfig(path, context), field_manager=field_manager, observer=observer)
+        return cls(
+            load_kubeconfig(path, context),
+            field_manager=field_manager,
+            observer=observer,
+            qps=qps,
+            burst=burst,
+        )
 
     @classmethod
     def from_env(
@@ -228,11 +274,15 @@ class Client:
         *,
         field_manager: str = "kubeloop",
         observer: RequestObserver | None = None,
+        qps: float | None = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
     ) -> Client:
         """A client for wherever this process runs: ``$KUBECONFIG`` (all its files,
         merged), else the pod's service account, else ``~/.kube/config``
         (:func:`~kubeloop.load_config`'s order, which is controller-runtime's)."""
-        return cls(load_config(), field_manager=field_manager, observer=observer)
+        return cls(
+            load_config(), field_manager=field_manager, observer=observer, qps=qps, burst=burst
+        )
 
     @property
     def host(self) -> str:
@@ -277,6 +327,8 @@ class Client:
 
     def _wrote(self, res: Resource, sub: str | None, result: Any) -> Object:
         obj = cast(Object, result)
+        if obj.get("kind") == res.kind:
+            self.writers.refresh(obj)  # the base of our next write to it
         if self._write_observers and obj.get("kind") == res.kind:
             for observer in self._write_observers:
                 try:
@@ -301,11 +353,12 @@ class Client:
         headers = (
             self._headers if payload is None else {**self._headers, "Content-Type": content_type}
         )
-        retry = method == "GET"
-        attempt = 0
+        idempotent = method == "GET"
+        failures = throttled = 0
+        throttle = res is None or (res.group, res.plural) not in _UNTHROTTLED
         while True:
-            attempt += 1
-            last = not retry or attempt >= _READ_TRIES
+            if throttle:
+                await self._throttle(verb, path)
             start = time.monotonic()
             try:
                 resp = await self._transport.request(
@@ -313,19 +366,42 @@ class Client:
                 )
             except TransportError:
                 self._observe(verb, res, sub, 0, start)
-                if last:
+                failures += 1
+                if not idempotent or failures >= _READ_TRIES:
                     raise
-                await asyncio.sleep(_backoff(attempt))
+                await asyncio.sleep(_backoff(failures))
                 continue
             self._observe(verb, res, sub, resp.status, start)
             if resp.status < 400:
                 return _decode(resp.body)
             err = _api_error(resp.status, resp.body, resp.headers)
-            throttled = resp.status == 429 or resp.status >= 500
-            if last or not throttled or err.retry_after is None:
+            retryable = resp.status == 429 or resp.status >= 500
+            if not retryable or err.retry_after is None or throttled >= MAX_THROTTLE_RETRIES:
                 raise err
-            # like client-go: a throttled read waits as told, then tries again
-            await asyncio.sleep(min(err.retry_after, _MAX_RETRY_AFTER) + random.random() * 0.1)
+            # the server did not act on it: wait as told, then send it again (any verb)
+            throttled += 1
+            pause = retry_after_pause(err.retry_after)
+            _log.info(
+                "%s %s throttled (%d); retry %d in %.1fs",
+                method,
+                path,
+                resp.status,
+                throttled,
+                pause,
+            )
+            await asyncio.sleep(pause)
+
+    async def _throttle(self, verb: str, path: str) -> None:
+        """Wait for a client-side token (the bucket hands out reservations, so
+        concurrent callers queue in order rather than all waking at once)."""
+        if self._bucket is None:
+            return
+        wait = self._bucket.when(None)
+        if wait <= 0:
+            return
+        if wait > _THROTTLE_LOG_AFTER:
+            _log.info("waited %.1fs for client-side throttling before %s %s", wait, verb, path)
+        await asyncio.sleep(wait)
 
     # -- reads -----------------------------------------------------------------------
 
@@ -383,39 +459,49 @@ class Client:
 
         Items get ``apiVersion``/``kind`` filled in (the server omits them for
         built-in kinds), so they look like watched objects. If a continue token
-        expires mid-way (410), the whole list starts over once.
+        expires mid-way (410 on a page after the first), the pages so far are
+        dropped and the list is made once more in one unpaged request, which has
+        no token to expire (client-go's pager ``FullListIfExpired``).
         """
-        restarted = False
-        while True:
-            items: builtins.list[Object] = []
-            token: str | None = None
-            try:
-                while True:
-                    first = token is None
-                    page = await self.list(
-                        res,
-                        namespace,
-                        label_selector=label_selector,
-                        field_selector=field_selector,
-                        limit=limit,
-                        continue_=token,
-                        # the continue token pins the snapshot; the server rejects both
-                        resource_version=resource_version if first else None,
-                        resource_version_match=resource_version_match if first else None,
-                    )
-                    items.extend(page.get("items") or ())
-                    meta = page.get("metadata") or {}
-                    token = meta.get("continue") or None
-                    if token is None:
-                        for item in items:
-                            item.setdefault("apiVersion", res.api_version)
-                            item.setdefault("kind", res.kind)
-                        return items, str(meta.get("resourceVersion") or "")
-            except Gone:
-                if token is None or restarted:
-                    raise
-                _log.info("continue token for %s expired; listing again", res.key)
-                restarted = True
+        items: builtins.list[Object] = []
+        token: str | None = None
+        try:
+            while True:
+                first = token is None
+                page = await self.list(
+                    res,
+                    namespace,
+                    label_selector=label_selector,
+                    field_selector=field_selector,
+                    limit=limit,
+                    continue_=token,
+                    # the continue token pins the snapshot; the server rejects both
+                    resource_version=resource_version if first else None,
+                    resource_version_match=resource_version_match if first else None,
+                )
+                items.extend(page.get("items") or ())
+                meta = page.get("metadata") or {}
+                token = meta.get("continue") or None
+                if token is None:
+                    break
+        except Gone:
+            if token is None:
+                raise  # the first page itself: the caller's resourceVersion is too old
+            _log.info("continue token for %s expired; listing in one request", res.key)
+            page = await self.list(
+                res,
+                namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                resource_version=resource_version,
+                resource_version_match=resource_version_match,
+            )
+            items = page.get("items") or []
+            meta = page.get("metadata") or {}
+        for item in items:
+            item.setdefault("apiVersion", res.api_version)
+            item.setdefault("kind", res.kind)
+        return items, str(meta.get("resourceVersion") or "")
 
     # -- writes ----------------------------------------------------------------------
 

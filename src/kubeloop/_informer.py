@@ -11,17 +11,22 @@ just replaced.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
+import dataclasses
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kubeloop._backoff import ListWatchBackoff
+from kubeloop._errors import TerminalError
 from kubeloop._event import Added, Deleted, Event
-from kubeloop._reflector import Reflector, ReflectorOptions, rv_at_least
+from kubeloop._reflector import Reflector, ReflectorOptions, Transform, rv_at_least
 from kubeloop._resource import Object, Resource
-from kubeloop._store import IndexFunc, Store, object_key
+from kubeloop._store import IndexFunc, Store, copy_object, object_key, split_key
+from kubeloop._writers import writers_of
 
 if TYPE_CHECKING:
     from kubeloop._client import Client
@@ -47,6 +52,8 @@ class Informer:
         self.resource = resource
         self.store = Store()
         self._handlers: list[Handler] = []
+        self._writers = client.writers
+        options = options or ReflectorOptions()
         self.reflector = Reflector(
             client,
             resource,
@@ -55,7 +62,7 @@ class Informer:
             namespace=namespace,
             label_selector=label_selector,
             field_selector=field_selector,
-            options=options,
+            options=dataclasses.replace(options, transform=self._summarizing(options.transform)),
         )
         self._task: asyncio.Task[None] | None = None
         #: Times the reflector crashed and was restarted, and the last crash.
@@ -88,7 +95,23 @@ class Informer:
     def add_index(self, name: str, fn: IndexFunc) -> None:
         self.store.add_index(name, fn)
 
+    def _summarizing(self, transform: Transform | None) -> Transform:
+        """``transform``, after keeping who wrote the object (managedFields, which the
+        default transform strips) in the client's :class:`~kubeloop._writers.WriterLog`,
+        so a later 409 on a write based on this copy can name the other writer."""
+        log_ = self._writers
+
+        def summarize(obj: Object) -> Object:
+            writers = writers_of(obj)
+            out = transform(obj) if transform is not None else obj
+            log_.record(out, writers)
+            return out
+
+        return summarize
+
     def _dispatch(self, event: Event) -> None:
+        if isinstance(event, Deleted):
+            self._writers.forget(event.obj)
         # a copy: a handler may subscribe another one (which the replay above serves)
         for handler in tuple(self._handlers):
             try:
@@ -110,7 +133,8 @@ class Informer:
         errors); this is for everything else, so no informer dies silently. The
         backoff starts over once a restarted reflector has listed successfully.
         """
-        delays = self.reflector.options.backoff().delays()
+        opts = self.reflector.options
+        backoff = ListWatchBackoff(opts.backoff_initial, opts.backoff_max)
         while True:
             lists_before = self.reflector.lists
             try:
@@ -124,11 +148,11 @@ class Informer:
             except Exception as exc:
                 err = exc
             if self.reflector.lists > lists_before:
-                delays = self.reflector.options.backoff().delays()
+                backoff = ListWatchBackoff(opts.backoff_initial, opts.backoff_max)
             self.crashes += 1
             self.last_crash = err
             self._lists_at_crash = self.reflector.lists
-            pause = next(delays)
+            pause = backoff.next()
             log.error(
                 "informer crashed: %s; restarting with a fresh list in %.1fs",
                 f"{type(err).__name__}: {err}",
@@ -170,11 +194,31 @@ class _InformerKey:
     field_selector: str | None
 
 
+class OutOfScope(TerminalError):
+    """A cache read or informer outside the namespaces this manager may see
+    (``ManagerOptions.namespaces``). Terminal: retrying the reconcile cannot help;
+    widen the manager's namespaces or read another way."""
+
+
+#: Read-your-writes expectations kept per resource at most (oldest dropped first):
+#: an expectation the watch never settles (an object outside every informer's
+#: selector) must not grow the table forever.
+MAX_PENDING_WRITES = 10_000
+
+
 class Cache:
     """Shared informers, started together; reads come from memory.
 
-    ``read_your_writes_timeout`` (default 5 s) bounds how long a read waits for
-    the watch to deliver our own write before it falls back to a live GET.
+    Reads return copies (:func:`~kubeloop._store.copy_object`): a reconcile may
+    mutate what it read without corrupting the cache. Reads (``get`` and
+    ``list``) right after our own write wait for the watch to deliver it;
+    ``read_your_writes_timeout`` (default 5 s) bounds that wait, after which the
+    lagging objects are read live.
+
+    ``namespaces`` (default None: all) are the namespaces this cache may watch;
+    a namespaced informer or read outside them raises :class:`OutOfScope`. A
+    read for which no informer exists starts one no wider than the read (the
+    read's namespace), never a cluster-wide one behind the caller's back.
     """
 
     def __init__(
@@ -183,10 +227,16 @@ class Cache:
         *,
         options: ReflectorOptions | None = None,
         read_your_writes_timeout: float = 5.0,
+        namespaces: Iterable[str] | None = None,
     ) -> None:
         self.client = client
         self.options = options or ReflectorOptions()
         self.read_your_writes_timeout = read_your_writes_timeout
+        self.namespaces: frozenset[str] | None = (
+            frozenset(namespaces) if namespaces is not None else None
+        )
+        if self.namespaces is not None and not self.namespaces:
+            raise ValueError("Cache(namespaces=...) needs at least one namespace (None: all)")
         self._informers: dict[_InformerKey, Informer] = {}
         self._started = False
         # resource -> object key -> the resourceVersion our last write produced
@@ -197,6 +247,45 @@ class Cache:
     def informers(self) -> list[Informer]:
         return list(self._informers.values())
 
+    def scope(self, resource: Resource, namespace: str | None) -> list[str | None]:
+        """The informer namespaces that cover a source of ``resource`` in ``namespace``
+        (None: all): ``[None]`` for a cluster-scoped kind or an unrestricted cache,
+        the allowed namespaces for an all-namespaces source of a restricted one.
+        Raises :class:`OutOfScope` for a namespace this cache may not see."""
+        if not resource.namespaced:
+            return [None]
+        if namespace is not None:
+            self._check(resource, namespace)
+            return [namespace]
+        if self.namespaces is None:
+            return [None]
+        out: list[str | None] = [*sorted(self.namespaces)]
+        return out
+
+    def _check(self, resource: Resource, namespace: str | None) -> None:
+        if self.namespaces is None or not resource.namespaced:
+            return
+        allowed = ", ".join(sorted(self.namespaces))
+        if namespace is None:
+            raise OutOfScope(
+                f"{resource.key} across all namespaces: this manager may only see "
+                f"namespaces [{allowed}] (ManagerOptions.namespaces); pass a namespace"
+            )
+        if namespace not in self.namespaces:
+            raise OutOfScope(
+                f"{resource.key} in namespace {namespace!r}: this manager may only see "
+                f"namespaces [{allowed}] (ManagerOptions.namespaces)"
+            )
+
+    def _default_namespace(self, resource: Resource, namespace: str | None) -> str | None:
+        """None for a cluster-scoped kind; the one allowed namespace for an
+        all-namespaces request on a cache restricted to one."""
+        if not resource.namespaced:
+            return None
+        if namespace is None and self.namespaces is not None and len(self.namespaces) == 1:
+            (namespace,) = self.namespaces
+        return namespace
+
     def informer(
         self,
         resource: Resource,
@@ -205,7 +294,14 @@ class Cache:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> Informer:
-        """The shared informer for this scope (created, and started if the cache runs)."""
+        """The shared informer for this scope (created, and started if the cache runs).
+
+        On a cache restricted to one namespace, ``namespace=None`` means that one;
+        with several, a namespaced kind needs an explicit namespace
+        (:meth:`scope` lists them) or :class:`OutOfScope` is raised.
+        """
+        namespace = self._default_namespace(resource, namespace)
+        self._check(resource, namespace)
         key = _InformerKey(resource, namespace, label_selector, field_selector)
         inf = self._informers.get(key)
         if inf is None:
@@ -246,17 +342,27 @@ class Cache:
         ]
 
     # -- reads ----------------------------------------------------------------------
-    def _reader(
+    async def _reader(
         self, resource: Resource, namespace: str | None, label_selector: str | None
     ) -> Informer:
-        # a cluster-wide informer serves every namespace; prefer it when present
-        for key in (
-            _InformerKey(resource, None, label_selector, None),
-            _InformerKey(resource, namespace, label_selector, None),
-        ):
-            if key in self._informers:
-                return self._informers[key]
-        return self.informer(resource, label_selector=label_selector)
+        """A synced informer that covers the read: a cluster-wide one if present,
+        else one of the read's namespace; started for the read if there is none."""
+        ns = self._default_namespace(resource, namespace)
+        inf = self._informers.get(_InformerKey(resource, None, label_selector, None))
+        if inf is None and ns is not None:
+            inf = self._informers.get(_InformerKey(resource, ns, label_selector, None))
+        if inf is None:
+            self._check(resource, ns)  # never wider than the read, never out of scope
+            log.info(
+                "starting an informer for a read (declare it with owns() or watches())",
+                extra={"resource": resource.key, "namespace": ns or "", "selector": label_selector},
+            )
+            inf = self.informer(resource, namespace=ns, label_selector=label_selector)
+        if not inf.has_synced:
+            if not self._started:
+                inf.start()
+            await inf.wait_synced()
+        return inf
 
     async def get(
         self,
@@ -266,32 +372,23 @@ class Cache:
         *,
         label_selector: str | None = None,
     ) -> Object | None:
-        """The cached object, or None. Never older than our own last write to it.
+        """A copy of the cached object, or None. Never older than our own last write to it.
 
         ``label_selector`` reads from the informer of that scope (the one a
         ``for_``/``watches`` with the same selector uses): an object outside it is
-        None. Without it, the read is served by an unscoped informer, started if
-        none exists, which watches every object of the kind.
+        None. Without an informer of the kind covering ``namespace``, one for
+        just that namespace is started (:class:`OutOfScope` if the manager may
+        not see it).
         """
-        inf = self._reader(resource, namespace, label_selector)
-        if not inf.has_synced:
-            if not self._started:
-                inf.start()
-            await inf.wait_synced()
+        inf = await self._reader(resource, namespace, label_selector)
         key = f"{namespace}/{name}" if namespace and resource.namespaced else name
-        expected = self._expected.get(resource, {}).get(key)
-        if expected is not None:
-            if not await inf.reflector.wait_for(key, expected, self.read_your_writes_timeout):
-                self.live_read_fallbacks += 1
-                log.warning("watch lagging behind our write; reading live", extra={"object": key})
-                from kubeloop._errors import NotFound
-
-                try:
-                    return await self.client.get(resource, name, namespace)
-                except NotFound:
-                    return None
-            self._expected[resource].pop(key, None)
-        return inf.store.get(key)
+        lagging = await self._caught_up(resource, inf, [key])
+        if lagging:
+            live = await self._live(resource, lagging)
+            obj = live.get(key)
+            return copy_object(obj) if obj is not None else None
+        obj = inf.store.get(key)
+        return copy_object(obj) if obj is not None else None
 
     async def list(
         self,
@@ -301,17 +398,86 @@ class Cache:
         index: tuple[str, str] | None = None,
         label_selector: str | None = None,
     ) -> list[Object]:
-        """Cached objects of a kind, optionally in one namespace or under one index value;
-        ``label_selector`` picks the informer of that scope, as for :meth:`get`."""
-        inf = self._reader(resource, namespace, label_selector)
-        if not inf.has_synced:
-            if not self._started:
-                inf.start()
-            await inf.wait_synced()
-        objs = inf.store.by_index(*index) if index else inf.store.list()
-        if namespace and resource.namespaced:
-            objs = [o for o in objs if o["metadata"].get("namespace") == namespace]
-        return objs
+        """Copies of the cached objects of a kind, optionally in one namespace or under
+        one index value; ``label_selector`` picks the informer of that scope, as for
+        :meth:`get`. Objects we wrote are never older than our write."""
+        ns = self._default_namespace(resource, namespace)
+        inf = await self._reader(resource, ns, label_selector)
+        if index:
+            objs = inf.store.by_index(*index)
+            if ns:
+                objs = [o for o in objs if o["metadata"].get("namespace") == ns]
+        else:
+            objs = inf.store.list(ns)  # the namespace index: no scan of other namespaces
+        pending = self._expected.get(resource)
+        if pending:
+            prefix = f"{ns}/" if ns else ""
+            keys = [k for k in pending if k.startswith(prefix)]
+            lagging = await self._caught_up(resource, inf, keys)
+            if lagging:
+                objs = await self._merge_live(resource, inf, objs, lagging, index)
+            elif keys:  # the watch delivered them meanwhile: read the store again
+                if index:
+                    objs = inf.store.by_index(*index)
+                    if ns:
+                        objs = [o for o in objs if o["metadata"].get("namespace") == ns]
+                else:
+                    objs = inf.store.list(ns)
+        return [copy_object(o) for o in objs]
+
+    async def _caught_up(
+        self, resource: Resource, inf: Informer, keys: builtins.list[str]
+    ) -> builtins.list[str]:
+        """Wait for the watch to deliver our writes to ``keys``; return those it did not
+        deliver within the read-your-writes timeout."""
+        exp = self._expected.get(resource)
+        if not exp:
+            return []
+        lagging = []
+        for key in keys:
+            want = exp.get(key)
+            if want is None:
+                continue
+            if await inf.reflector.wait_for(key, want, self.read_your_writes_timeout):
+                exp.pop(key, None)
+            else:
+                lagging.append(key)
+        return lagging
+
+    async def _live(self, resource: Resource, keys: builtins.list[str]) -> dict[str, Object | None]:
+        from kubeloop._errors import NotFound
+
+        self.live_read_fallbacks += len(keys)
+        log.warning("watch lagging behind our write; reading live", extra={"objects": keys})
+        out: dict[str, Object | None] = {}
+        for key in keys:
+            ns, name = split_key(key)
+            try:
+                out[key] = await self.client.get(resource, name, ns)
+            except NotFound:
+                out[key] = None
+        return out
+
+    async def _merge_live(
+        self,
+        resource: Resource,
+        inf: Informer,
+        objs: builtins.list[Object],
+        lagging: builtins.list[str],
+        index: tuple[str, str] | None,
+    ) -> builtins.list[Object]:
+        live = await self._live(resource, lagging)
+        by_key = {object_key(o): o for o in objs}
+        for key, obj in live.items():
+            if obj is None:
+                by_key.pop(key, None)
+                continue
+            obj = inf.reflector.options.transform(obj) if inf.reflector.options.transform else obj
+            if index and index[1] not in inf.store.index_func(index[0])(obj):
+                by_key.pop(key, None)
+            elif key in by_key or not inf.reflector.label_selector:
+                by_key[key] = obj
+        return list(by_key.values())
 
     def _settle(self, resource: Resource, event: Event) -> None:
         """Drop a read-your-writes expectation once the watch has delivered it, so the
@@ -327,18 +493,34 @@ class Cache:
         if isinstance(event, Deleted) or rv_at_least(have, want):
             del exp[key]
 
+    def _watching(self, resource: Resource, obj: Object) -> builtins.list[Informer]:
+        """The informers whose scope could hold ``obj`` (selectors aside)."""
+        ns = (obj.get("metadata") or {}).get("namespace")
+        return [
+            inf
+            for k, inf in self._informers.items()
+            if k.resource == resource and (k.namespace is None or k.namespace == ns)
+        ]
+
     def note_write(self, resource: Resource, obj: Object) -> None:
-        """Record the version our write produced, so reads wait for it."""
+        """Record the version our write produced, so reads wait for it. Only for a
+        kind and namespace some informer watches: nothing else reads it from here."""
         rv = obj.get("metadata", {}).get("resourceVersion")
         if not rv:
             return
+        watching = self._watching(resource, obj)
+        if not watching:
+            return
         key = object_key(obj)
-        for k, inf in self._informers.items():
-            cached = inf.store.get(key) if k.resource == resource else None
+        for inf in watching:
+            cached = inf.store.get(key)
             if cached is not None and rv_at_least(
                 cached["metadata"].get("resourceVersion", ""), rv
             ):
                 return  # the watch was faster than our response: nothing to wait for
         exp = self._expected.setdefault(resource, {})
         if key not in exp or rv_at_least(rv, exp[key]):
-            exp[key] = rv
+            exp.pop(key, None)
+            exp[key] = rv  # (re)inserted last: the oldest expectation is first
+            while len(exp) > MAX_PENDING_WRITES:
+                del exp[next(iter(exp))]

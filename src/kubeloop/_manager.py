@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -95,6 +96,10 @@ class ManagerOptions:
     handle_signals: bool = True
     #: Informer tuning.
     reflector: ReflectorOptions = field(default_factory=ReflectorOptions)
+    #: The namespaces this manager may see (controller-runtime's cache
+    #: ``DefaultNamespaces``); default None: all. Sources without a namespace watch
+    #: each of them; any informer or cache read outside them raises OutOfScope.
+    namespaces: Sequence[str] | None = None
     #: Metrics registry (default: the process-wide one).
     registry: Registry = REGISTRY
 
@@ -106,7 +111,7 @@ class Manager:
         self.options = opts = options or ManagerOptions()
         self.client = client
         self.metrics = RuntimeMetrics(opts.registry)
-        self.cache = Cache(client, options=opts.reflector)
+        self.cache = Cache(client, options=opts.reflector, namespaces=opts.namespaces)
         self.recorder = EventRecorder(client, reporting_controller=opts.name)
         self.controllers: list[Controller] = []
         self.elector: LeaderElector | None = None

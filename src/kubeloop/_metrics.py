@@ -63,8 +63,9 @@ WORKQUEUE_BUCKETS: tuple[float, ...] = tuple(10.0**e for e in range(-8, 4))
 RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
 """The values of the ``result`` label of ``controller_runtime_reconcile_total``."""
 
-CONFLICT_OUTCOMES = ("retried", "resolved", "gave_up")
-"""The values of the ``outcome`` label of ``kubeloop_conflicts_total``."""
+CONFLICT_OUTCOMES = ("retried", "resolved", "gave_up", "superseded")
+"""The values of the ``outcome`` label of ``kubeloop_conflicts_total`` (``superseded``:
+a status write stopped because the spec moved on to a new generation)."""
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -570,6 +571,12 @@ class RuntimeMetrics:
             "kubeloop_conflicts_total",
             "409 Conflicts met by a controller, by outcome (retried, resolved, gave_up).",
             ("controller", "resource", "outcome"),
+        )
+        self.conflict_writers_total = r.counter(
+            "kubeloop_conflict_writers_total",
+            "409 Conflicts by the other writer (field manager) that changed the object since "
+            "our read; a conflict caused by two writers counts once for each.",
+            ("controller", "other_manager"),
         )
         self.self_triggered_reconciles_total = r.counter(
             "kubeloop_self_triggered_reconciles_total",

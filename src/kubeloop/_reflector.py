@@ -13,13 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubeloop._backoff import Backoff
+from kubeloop._backoff import ListWatchBackoff, retry_after_pause
 from kubeloop._errors import Gone, KubeloopError, RequestTimeout
 from kubeloop._event import Added, Deleted, Event, Updated
 from kubeloop._resource import Object, Resource
@@ -56,17 +55,6 @@ class ReflectorOptions:
     #: Applied to every object before it enters the store (default strips managedFields).
     #: If it raises, the informer logs the crash and restarts with a fresh list.
     transform: Transform | None = field(default=strip_managed_fields)
-
-    def backoff(self) -> Backoff:
-        """The schedule of pauses between failed tries: doubling from
-        ``backoff_initial`` up to ``backoff_max``, +20 % jitter, never giving up."""
-        return Backoff(
-            duration=self.backoff_initial,
-            factor=2.0,
-            jitter=0.2,
-            steps=sys.maxsize,
-            cap=self.backoff_max,
-        )
 
 
 def _rv(obj: Object) -> str:
@@ -133,17 +121,20 @@ class Reflector:
         """Run until cancelled. Expected failures (API and connection errors, 410 Gone,
         stalls) are retried here; anything else is raised for the informer to restart."""
         need_list = True
-        delays = self.options.backoff().delays()
+        # one schedule for failures, relists and watches dropped at once (_backoff.py)
+        backoff = ListWatchBackoff(self.options.backoff_initial, self.options.backoff_max)
         while True:
             try:
                 if need_list:
                     await self._list()
                     need_list = False
-                await self._watch()
-                delays = self.options.backoff().delays()
+                started, lines = time.monotonic(), await self._watch()
+                if ListWatchBackoff.ended_early(time.monotonic() - started, lines):
+                    await asyncio.sleep(backoff.next())
             except Gone:
                 log.info("watch expired (410 Gone); relisting", extra={"informer": self.name})
                 need_list = True
+                await asyncio.sleep(backoff.next())
             except RequestTimeout:
                 self.stalls += 1
                 log.warning(
@@ -152,14 +143,15 @@ class Reflector:
                     extra={"informer": self.name},
                 )
             except (KubeloopError, OSError) as err:
-                pause = next(delays)
+                # a throttled watch (429 + Retry-After) waits at least as the server asked
+                delay = retry_after_pause(getattr(err, "retry_after", None), backoff.next())
                 log.warning(
                     "list/watch failed: %s; retrying in %.1fs",
                     err,
-                    pause,
+                    delay,
                     extra={"informer": self.name},
                 )
-                await asyncio.sleep(pause)
+                await asyncio.sleep(delay)
 
     async def _list(self) -> None:
         items, rv = await self.client.list_all(
@@ -171,24 +163,19 @@ class Reflector:
         )
         self.last_activity = time.monotonic()
         transform = self.options.transform
-        seen: set[str] = set()
+        objs = []
         for n, item in enumerate(items):
-            managed = item.get("metadata", {}).get("managedFields") or ()
-            obj = transform(item) if transform else item
-            key = object_key(obj)
-            seen.add(key)
-            old = self.store.put(obj)
-            if old is None:
-                self.emit(Added(obj))
-            elif _rv(old) != _rv(obj):
-                self.emit(Updated(old, obj, managed))
+            objs.append(transform(item) if transform else item)
             if n % 500 == 499:
                 await asyncio.sleep(0)  # let other tasks run during a big relist
-        for key in self.store:
-            if key not in seen:
-                gone = self.store.remove(key)
-                if gone is not None:
-                    self.emit(Deleted(gone, final_state_unknown=True))
+        # one swap: readers never see a half-replaced store (see Store.replace)
+        changes = self.store.replace(objs)
+        for obj in changes.added:
+            self.emit(Added(obj))
+        for old, obj in changes.updated:
+            self.emit(Updated(old, obj))
+        for gone in changes.deleted:
+            self.emit(Deleted(gone, final_state_unknown=True))
         if self.synced.is_set():
             self.relists += 1
         self.lists += 1
@@ -196,7 +183,9 @@ class Reflector:
         self.synced.set()
         await self._notify()
 
-    async def _watch(self) -> None:
+    async def _watch(self) -> int:
+        """Watch until the server ends it; returns the number of lines received."""
+        lines = 0
         lo, hi = self.options.watch_timeout
         transform = self.options.transform
         self.last_activity = time.monotonic()
@@ -211,6 +200,7 @@ class Reflector:
             read_timeout=self.options.read_timeout,
         ):
             self.last_activity = time.monotonic()
+            lines += 1
             obj: Any = event.object
             if event.type == "BOOKMARK":
                 self.resource_version = _rv(obj) or self.resource_version
@@ -226,6 +216,7 @@ class Reflector:
                 self.emit(Deleted(obj))
             self.resource_version = _rv(obj) or self.resource_version
             await self._notify()
+        return lines
 
     async def _notify(self) -> None:
         async with self._changed:

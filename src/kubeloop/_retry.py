@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from kubeloop._backoff import DEFAULT_BACKOFF, DEFAULT_RETRY, Backoff
+from kubeloop._backoff import DEFAULT_BACKOFF, DEFAULT_RETRY, Backoff, retry_after_pause
 from kubeloop._errors import ApiError, Conflict, ErrorClass, classify
 
 T = TypeVar("T")
@@ -79,9 +79,11 @@ async def retry_transient(
 
     A failure is retried only if :func:`classify` says BACKOFF. When the server
     sent Retry-After (``ApiError.retry_after``, usually with 429 or 503) the pause
-    is at least that long. Terminal errors and conflicts propagate at once: a
-    conflict needs a re-read, which only ``fn``'s author can do (see
-    :func:`retry_on_conflict`). Cancellation is never retried.
+    is at least that long (capped, via :func:`~kubeloop._backoff.retry_after_pause`;
+    note the client itself already retried such a request up to 10 times).
+    Terminal errors and conflicts propagate at once: a conflict needs a re-read,
+    which only ``fn``'s author can do (see :func:`retry_on_conflict`).
+    Cancellation is never retried.
     """
     pauses = backoff.delays()
     while True:
@@ -94,6 +96,6 @@ async def retry_transient(
             pause = next(pauses, None)
             if pause is None:
                 raise
-            if isinstance(err, ApiError) and err.retry_after is not None:
-                pause = max(pause, err.retry_after)
+            if isinstance(err, ApiError):
+                pause = retry_after_pause(err.retry_after, pause)
         await sleep(pause)

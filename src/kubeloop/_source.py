@@ -31,19 +31,28 @@ class Source(Protocol):
 
 @dataclass
 class KindSource:
-    """Events of one kind from the shared informer, through predicates and a handler."""
+    """Events of one kind from the shared informer, through predicates and a handler.
+
+    ``namespace=None`` means every namespace the cache may see: one cluster-wide
+    informer, or one per namespace of a manager restricted to several
+    (``ManagerOptions.namespaces``).
+    """
 
     resource: Resource
     handler: EventHandler
     predicates: Sequence[Predicate] = ()
     namespace: str | None = None
     label_selector: str | None = None
+    #: the first of :attr:`informers` (the only one unless the cache has several namespaces)
     informer: Informer | None = field(default=None, init=False)
+    informers: list[Informer] = field(default_factory=list, init=False)
 
     async def start(self, cache: Cache, enqueue: Enqueue) -> None:
-        self.informer = cache.informer(
-            self.resource, namespace=self.namespace, label_selector=self.label_selector
-        )
+        self.informers = [
+            cache.informer(self.resource, namespace=ns, label_selector=self.label_selector)
+            for ns in cache.scope(self.resource, self.namespace)
+        ]
+        self.informer = self.informers[0]
         preds, handler = tuple(self.predicates), self.handler
 
         def on_event(event: Event) -> None:
@@ -51,7 +60,8 @@ class KindSource:
                 for req in handler(event):
                     enqueue(req, event)
 
-        self.informer.add_handler(on_event)
+        for inf in self.informers:
+            inf.add_handler(on_event)
 
     async def stop(self) -> None:
         return None

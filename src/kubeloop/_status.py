@@ -12,6 +12,15 @@ Two rules from operating controllers side by side, made into functions:
   times (client-go's ``DefaultRetry``). Everything else (Invalid, Forbidden,
   NotFound, ...) is raised on the first try: retrying a permanent error only
   adds load.
+* **A status describes one generation.** If the re-read shows a newer
+  ``metadata.generation`` than the reconcile read, the status it computed is
+  about a spec that no longer exists: :func:`update_status` stops with
+  :class:`StaleGeneration` instead of re-applying it, and the object is
+  reconciled again at the new generation. So ``observedGeneration`` never goes
+  backwards, even with two controllers writing one object's status.
+* **A conflict says who.** Every 409 is logged with the writers that changed the
+  object since our read (field manager, operation, subresource, time, from
+  ``managedFields``) and counted in ``kubeloop_conflict_writers_total``.
 
 The change is a ``mutate`` function rather than a finished object, so the retry
 re-applies *it* and never re-runs the reconcile's expensive work.
@@ -32,6 +41,7 @@ from kubeloop._log import CONTROLLER
 from kubeloop._metrics import CURRENT, RUNTIME_METRICS, RuntimeMetrics
 from kubeloop._resource import Object, Resource, name_of, namespace_of
 from kubeloop._retry import retry_on_conflict
+from kubeloop._writers import writers_of, writers_since
 
 log = logging.getLogger("kubeloop.status")
 
@@ -82,6 +92,32 @@ def mutated_status(obj: Object, mutate: StatusMutation) -> Status | None:
     return None if same(status, current) else status
 
 
+class StaleGeneration(Conflict):
+    """A status write hit 409 Conflict and the live object has moved on to another
+    ``metadata.generation`` than the one the reconcile read: its status is not
+    re-applied (it would describe a spec nobody processed, or undo a newer
+    ``observedGeneration``). A :class:`~kubeloop._errors.Conflict`, so the
+    controller requeues the object and reconciles the new generation."""
+
+    def __init__(self, what: str, read: object, live: object) -> None:
+        super().__init__(
+            409,
+            "Conflict",
+            f"{what}: generation moved from {read} to {live} since the reconcile read it; "
+            "not re-applying a status computed for the old spec",
+        )
+        self.read_generation = read
+        self.live_generation = live
+
+
+class _Stop(Exception):
+    """Carries a :class:`StaleGeneration` out of ``retry_on_conflict``, which would
+    otherwise retry it as any Conflict."""
+
+    def __init__(self, err: StaleGeneration) -> None:
+        self.err = err
+
+
 class _Accounting:
     """The metric children one write touches, looked up once."""
 
@@ -101,13 +137,31 @@ class _Accounting:
     def conflict(self, outcome: str) -> None:
         self.metrics.conflicts_total.labels(self.controller, self.resource, outcome).inc()
 
+    def who(self, client: Client, base: Object, live: Object, what: str) -> list[str]:
+        """Name (log and count) the writers that changed ``live`` since ``base``, the
+        object our conflicting write was based on; returns their manager names."""
+        others = writers_since(client.writers.at(base), writers_of(live) or ())
+        names = list(dict.fromkeys(w.manager for w in others))
+        for name in names:
+            self.metrics.conflict_writers_total.labels(self.controller, name).inc()
+        log.info(
+            "conflict on %s: changed since our read (resourceVersion %s -> %s) by %s",
+            what,
+            (base.get("metadata") or {}).get("resourceVersion"),
+            (live.get("metadata") or {}).get("resourceVersion"),
+            ", ".join(str(w) for w in others) or "an unknown writer",
+            extra={"other_managers": names},
+        )
+        return names
+
 
 async def _retrying(
     attempt: Callable[[], Awaitable[Object]], acct: _Accounting, backoff: Backoff, what: str
 ) -> Object:
     """``retry_on_conflict`` with every conflict counted: ``retried`` when another
     try follows, ``gave_up`` when it was the last; plus one ``resolved`` when a
-    try succeeds after at least one conflict."""
+    try succeeds after at least one conflict, or ``superseded`` when a status
+    write stopped for a new generation."""
 
     def on_conflict(n: int, err: Conflict) -> None:
         acct.conflicts += 1
@@ -118,10 +172,27 @@ async def _retrying(
             acct.conflict("retried")
             log.debug("conflict on %s (try %d); re-reading", what, n)
 
-    result = await retry_on_conflict(attempt, backoff=backoff, on_conflict=on_conflict)
+    try:
+        result = await retry_on_conflict(attempt, backoff=backoff, on_conflict=on_conflict)
+    except _Stop as stop:
+        acct.conflict("superseded")
+        log.info("%s", stop.err.message)
+        raise stop.err from None
     if acct.conflicts:
         acct.conflict("resolved")
     return result
+
+
+async def _name_last_writers(
+    client: Client, resource: Resource, base: Object, acct: _Accounting, what: str
+) -> None:
+    """After the last conflict no re-read follows; read once more, only to say who."""
+    try:
+        live = await client.get(resource, name_of(base), namespace_of(base))
+    except Exception as err:  # best effort: the Conflict itself is what the caller gets
+        log.debug("could not re-read %s to name the other writer: %s", what, err)
+        return
+    acct.who(client, base, live, what)
 
 
 def _describe(resource: Resource, name: str, namespace: str | None) -> str:
@@ -157,11 +228,16 @@ async def update_status(
     than overwrite a newer version.
 
     On 409 Conflict the latest object is read live from the API (a cache could
-    still hold the stale copy), ``mutate`` is applied to *its* status, and the
-    write is tried again (skipped if now unchanged), at most ``backoff.steps``
-    tries in all; then the Conflict is raised and the workqueue's backoff takes
-    over. Conflicts are counted in ``conflicts_total`` by outcome. Every other
-    error (Invalid, Forbidden, NotFound, throttling, ...) is raised at once.
+    still hold the stale copy) and the writers that changed it since ``obj`` are
+    logged and counted (``conflict_writers_total{other_manager}``). If its
+    ``metadata.generation`` is still the one ``obj`` has, ``mutate`` is applied
+    to *its* status and the write is tried again (skipped if now unchanged), at
+    most ``backoff.steps`` tries in all; then the Conflict is raised and the
+    workqueue's backoff takes over. If the generation moved on,
+    :class:`StaleGeneration` is raised at once: nothing is written, and the
+    controller reconciles the new generation. Conflicts are counted in
+    ``conflicts_total`` by outcome. Every other error (Invalid, Forbidden,
+    NotFound, ...) is raised at once; throttling was already retried by the client.
 
     **observedGeneration, or how no update is lost.** ``status.observedGeneration``
     claims "the spec of this generation has been acted on". The closure must
@@ -177,11 +253,13 @@ async def update_status(
 
         await update_status(client, NODEPOOLS, pool, done)
 
-    If an autoscaler raised ``spec.targetNodes`` during ``provision``, the retry
-    writes the old generation: the new spec stays visibly unobserved
-    (``generation > observedGeneration``) and the next reconcile acts on it.
-    Reading ``latest["metadata"]["generation"]`` inside ``mutate`` would mark a
-    spec nobody processed as done: a lost update.
+    If an autoscaler raised ``spec.targetNodes`` during ``provision``, the write
+    gets 409 and the re-read shows generation + 1: :class:`StaleGeneration` is
+    raised, ``done`` is not re-applied, and the next reconcile acts on the new
+    spec. Re-applying it would be harmless here, but not when another writer
+    (a second instance, a stale replica) already wrote a newer observedGeneration:
+    then it would go backwards. Reading ``latest["metadata"]["generation"]``
+    inside ``mutate`` would mark a spec nobody processed as done: a lost update.
 
     Args:
         client: the API client; the conflict re-read uses it, never a cache.
@@ -200,23 +278,33 @@ async def update_status(
 
     Raises:
         ValueError: ``obj`` has no resourceVersion (nothing to guard the write).
+        StaleGeneration: a conflict, and the object's generation is no longer
+            the one ``obj`` has.
+        Conflict: still conflicting after ``backoff.steps`` tries.
         NotFound: also when the object was deleted and re-created meanwhile.
     """
     meta = obj.get("metadata") or {}
     if not meta.get("resourceVersion"):
         raise ValueError("update_status needs an object read from the API (no resourceVersion)")
     name, namespace, uid = name_of(obj), namespace_of(obj), meta.get("uid")
+    read_generation = meta.get("generation")
     what = _describe(resource, name, namespace) + " status"
     acct = _Accounting(metrics, controller, resource)
+    base = obj  # what the next write is based on
     reread = False
 
     async def attempt() -> Object:
-        nonlocal reread
+        nonlocal reread, base
         current = obj
         if reread:
             current = await client.get(resource, name, namespace)
             _same_incarnation(uid, current, what)
+            acct.who(client, base, current, what)
+            live_generation = (current.get("metadata") or {}).get("generation")
+            if read_generation is not None and live_generation != read_generation:
+                raise _Stop(StaleGeneration(what, read_generation, live_generation))
         reread = True
+        base = current
         status = mutated_status(current, mutate)
         if status is None:
             acct.skipped("status")
@@ -224,7 +312,13 @@ async def update_status(
             return current
         return await client.update(resource, {**current, "status": status}, subresource="status")
 
-    return await _retrying(attempt, acct, backoff, what)
+    try:
+        return await _retrying(attempt, acct, backoff, what)
+    except StaleGeneration:
+        raise
+    except Conflict:
+        await _name_last_writers(client, resource, base, acct, what)
+        raise
 
 
 async def set_status_condition(
@@ -294,9 +388,14 @@ async def retry_update(
     """
     what = _describe(resource, name, namespace)
     acct = _Accounting(metrics, controller, resource)
+    base: Object | None = None  # the read the last (conflicting) write was based on
 
     async def attempt() -> Object:
+        nonlocal base
         latest = await client.get(resource, name, namespace)
+        if base is not None:
+            acct.who(client, base, latest, what)
+        base = latest
         changed = copy.deepcopy(latest)
         mutate(changed)
         if same(changed, latest):
@@ -310,4 +409,9 @@ async def retry_update(
         ]
         return await client.update(resource, changed)
 
-    return await _retrying(attempt, acct, backoff, what)
+    try:
+        return await _retrying(attempt, acct, backoff, what)
+    except Conflict:
+        if base is not None:
+            await _name_last_writers(client, resource, base, acct, what)
+        raise

@@ -46,3 +46,53 @@ async def test_reads_with_a_selector_use_the_scoped_informer(
         assert cache.live_read_fallbacks == 0
     finally:
         await cache.stop()
+
+
+async def test_list_reads_our_own_writes_and_a_namespaced_list_of_a_cluster_informer(
+    kube_control_plane: ControlPlane, kube_client: Client
+) -> None:
+    ns, other = kube_control_plane.create_namespace("ryw"), kube_control_plane.create_namespace("o")
+    await kube_client.create(CONFIGMAPS, _configmap("elsewhere", {}), other)
+    cache = Cache(kube_client)
+    cache.informer(CONFIGMAPS)  # cluster-wide
+    cache.start()
+    try:
+        await asyncio.wait_for(cache.wait_for_sync(), timeout=30)
+        for i in range(20):
+            made = await kube_client.create(CONFIGMAPS, _configmap(f"c{i}", {}), ns)
+            cache.note_write(CONFIGMAPS, made)
+            listed = await cache.list(CONFIGMAPS, ns)  # at once: the watch may lag
+            names = {cm["metadata"]["name"] for cm in listed}
+            assert names == {f"c{j}" for j in range(i + 1)}, "our create is listed"
+            assert all(cm["metadata"]["namespace"] == ns for cm in listed)
+            changed = await kube_client.patch(CONFIGMAPS, f"c{i}", {"data": {"n": str(i)}}, ns)
+            cache.note_write(CONFIGMAPS, changed)
+            listed = await cache.list(CONFIGMAPS, ns)
+            mine = next(cm for cm in listed if cm["metadata"]["name"] == f"c{i}")
+            assert mine["metadata"]["resourceVersion"] == changed["metadata"]["resourceVersion"]
+            mine["data"]["n"] = "scribbled"  # a copy: the next read is unaffected
+        again = await cache.list(CONFIGMAPS, ns)
+        assert {cm["data"]["n"] for cm in again} == {str(i) for i in range(20)}
+        assert [cm["metadata"]["name"] for cm in await cache.list(CONFIGMAPS, other)] == [
+            "elsewhere"
+        ]
+        assert len(cache.informers) == 1, "namespaced reads used the cluster-wide informer"
+        assert cache.live_read_fallbacks == 0
+    finally:
+        await cache.stop()
+
+
+async def test_a_read_without_an_informer_starts_one_for_its_namespace_only(
+    kube_control_plane: ControlPlane, kube_client: Client
+) -> None:
+    ns = kube_control_plane.create_namespace("lazy")
+    await kube_client.create(CONFIGMAPS, _configmap("x", {}), ns)
+    cache = Cache(kube_client)
+    try:
+        got = await cache.get(CONFIGMAPS, "x", ns)
+        assert got is not None
+        assert [(i.resource, i.reflector.namespace) for i in cache.informers] == [
+            (CONFIGMAPS, ns)
+        ], "not a cluster-wide informer"
+    finally:
+        await cache.stop()

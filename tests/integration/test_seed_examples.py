@@ -74,7 +74,9 @@ async def test_drift_without_predicate_loops_and_is_detected(kubeconfig: str) ->
     # the status write re-triggers the reconcile: far more runs than the requeue asks for
     assert isinstance(result["reconciles"], int)
     assert result["reconciles"] > 20 > seconds / requeue_after
-    assert result["status_writes"] == result["reconciles"]
+    # every run writes, but one that the spec change superseded (StaleGeneration)
+    assert result["status_writes"] + result["superseded"] == result["reconciles"]
+    assert result["superseded"] in (0, 1)
 
 
 async def test_drift_with_generation_predicate_reconciles_on_schedule(kubeconfig: str) -> None:

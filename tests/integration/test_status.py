@@ -18,7 +18,7 @@ from kubeloop._conditions import get_condition, needs_reconcile
 from kubeloop._errors import Conflict, Forbidden, Invalid, NotFound
 from kubeloop._metrics import Registry, RuntimeMetrics
 from kubeloop._resource import Object, Resource
-from kubeloop._status import retry_update, set_status_condition, update_status
+from kubeloop._status import StaleGeneration, retry_update, set_status_condition, update_status
 from kubeloop.envtest import ControlPlane
 from kubeloop.testing import resource_of, simple_crd
 
@@ -147,10 +147,11 @@ async def test_writes_status_then_sends_nothing_when_unchanged(
     assert latest["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
 
 
-async def test_conflict_rereads_once_and_reapplies_only_the_status_change(
+async def test_conflict_at_a_new_generation_stops_without_writing(
     client: Client, other: Client, kube_namespace: str, calls: Calls, metrics: RuntimeMetrics
 ) -> None:
-    """The seed's NodePool story: the autoscaler raises spec while we provision."""
+    """The seed's NodePool story: the autoscaler raises spec while we provision. The
+    status we computed describes generation 1; the object is at 2 now: not written."""
     await _gadget(other, kube_namespace, size=1)
     pool = await client.get(GADGETS, "g", kube_namespace)
     processed_generation = pool["metadata"]["generation"]
@@ -166,28 +167,57 @@ async def test_conflict_rereads_once_and_reapplies_only_the_status_change(
 
     await provision(pool["spec"])
 
-    # The rule: capture the generation that was processed; never re-read it.
     def done(status: dict[str, Any]) -> None:
         status["observedGeneration"] = processed_generation
+        status["phase"] = "Ready"
+
+    calls.clear()
+    with pytest.raises(StaleGeneration) as info:
+        await update_status(client, GADGETS, pool, done, controller="test", metrics=metrics)
+
+    assert isinstance(info.value, Conflict), "the controller requeues it as a conflict"
+    assert (info.value.read_generation, info.value.live_generation) == (
+        processed_generation,
+        processed_generation + 1,
+    )
+    assert calls.log == [("update", "status", 409), ("get", None, 200)]
+    assert expensive_runs == 1
+    assert _conflicts(metrics, "retried") == 1
+    assert _conflicts(metrics, "superseded") == 1
+    assert _conflicts(metrics, "resolved") == 0
+    # who: the other writer's field manager, read from the live managedFields
+    assert metrics.conflict_writers_total.labels("test", "other-writer").value == 1
+
+    stored = await other.get(GADGETS, "g", kube_namespace)
+    assert "status" not in stored, "nothing was written for the old spec"
+    assert stored["spec"] == {"size": 2}  # the other writer's change survived
+    assert needs_reconcile(stored)
+
+
+async def test_conflict_at_the_same_generation_reapplies_only_the_status_change(
+    client: Client, other: Client, kube_namespace: str, calls: Calls, metrics: RuntimeMetrics
+) -> None:
+    """A metadata-only change by another writer (no new generation): re-read, re-apply."""
+    await _gadget(other, kube_namespace, size=1)
+    pool = await client.get(GADGETS, "g", kube_namespace)
+    generation = pool["metadata"]["generation"]
+    await other.patch(GADGETS, "g", {"metadata": {"labels": {"team": "a"}}}, kube_namespace)
+
+    def done(status: dict[str, Any]) -> None:
+        status["observedGeneration"] = generation
         status["phase"] = "Ready"
 
     calls.clear()
     result = await update_status(client, GADGETS, pool, done, controller="test", metrics=metrics)
 
     assert calls.log == [("update", "status", 409), ("get", None, 200), ("update", "status", 200)]
-    assert expensive_runs == 1
-    assert result["status"] == {"observedGeneration": processed_generation, "phase": "Ready"}
-    assert result["spec"] == {"size": 2}  # the other writer's change survived
-    assert result["metadata"]["generation"] == processed_generation + 1
-    # Not marked observed: the next reconcile will act on size=2. No lost update.
-    assert needs_reconcile(result)
+    assert result["status"] == {"observedGeneration": generation, "phase": "Ready"}
+    assert result["metadata"]["labels"] == {"team": "a"}
     assert _conflicts(metrics, "retried") == 1
     assert _conflicts(metrics, "resolved") == 1
-    assert _conflicts(metrics, "gave_up") == 0
-
+    assert metrics.conflict_writers_total.labels("test", "other-writer").value == 1
     stored = await other.get(GADGETS, "g", kube_namespace)
     assert stored["status"] == result["status"]
-    assert stored["spec"] == {"size": 2}
 
 
 async def test_conflict_skips_the_write_when_latest_already_says_it(
@@ -226,7 +256,9 @@ async def test_gives_up_when_the_backoff_runs_out(
         await update_status(
             client, GADGETS, stale, ready, controller="test", metrics=metrics, backoff=Backoff()
         )
-    assert calls.log == [("update", "status", 409)]
+    # one read after the last conflict, only to name the other writer
+    assert calls.log == [("update", "status", 409), ("get", None, 200)]
+    assert metrics.conflict_writers_total.labels("test", "other-writer").value == 1
     assert _conflicts(metrics, "gave_up") == 1
     assert _conflicts(metrics, "retried") == 0
 

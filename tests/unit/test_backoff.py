@@ -150,3 +150,38 @@ def test_single_step_has_no_pause_and_bad_values_are_rejected() -> None:
 def test_delays_restart_for_each_iteration() -> None:
     backoff = Backoff(duration=1.0, factor=3.0, steps=3)
     assert list(backoff.delays()) == list(backoff.delays()) == [1.0, 3.0]
+
+
+def test_retry_after_pause_is_the_longer_of_floor_and_server_capped() -> None:
+    from kubeloop._backoff import MAX_RETRY_AFTER, retry_after_pause
+
+    zero = lambda: 0.0  # noqa: E731
+    assert retry_after_pause(None, 0.25, random=zero) == 0.25
+    assert retry_after_pause(2.0, 0.25, random=zero) == 2.0
+    assert retry_after_pause(0.1, 0.25, random=zero) == 0.25
+    assert retry_after_pause(3600.0, random=zero) == MAX_RETRY_AFTER
+    assert retry_after_pause(2.0, random=lambda: 0.999) == pytest.approx(2.0999)
+
+
+def test_list_watch_backoff_doubles_caps_and_resets_after_quiet() -> None:
+    from kubeloop._backoff import ListWatchBackoff
+
+    clock = FakeClock()
+    backoff = ListWatchBackoff(clock=clock, random=lambda: 0.0)
+    pauses = []
+    for _ in range(8):
+        pauses.append(backoff.next())
+        clock.now += 1
+    assert pauses == [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]
+    clock.now += 121
+    assert backoff.next() == 0.8, "two quiet minutes start the schedule again"
+    jittered = ListWatchBackoff(clock=clock, random=lambda: 0.5)
+    assert jittered.next() == pytest.approx(1.2)
+
+
+def test_a_watch_ended_early_only_when_short_and_silent() -> None:
+    from kubeloop._backoff import ListWatchBackoff
+
+    assert ListWatchBackoff.ended_early(0.2, 0)
+    assert not ListWatchBackoff.ended_early(0.2, 1)
+    assert not ListWatchBackoff.ended_early(300.0, 0)

@@ -130,6 +130,7 @@ CONFIG = ClusterConfig("https://h")
 
 
 def make(transport: FakeTransport, **kwargs: Any) -> Client:
+    kwargs.setdefault("qps", None)  # the rate limit has its own tests
     return Client(CONFIG, transport=transport, **kwargs)
 
 
@@ -179,11 +180,87 @@ async def test_throttled_read_waits_for_retry_after(no_sleep: list[float]) -> No
     assert 2 <= no_sleep[0] < 2.2
 
 
-async def test_throttled_write_raises_with_retry_after() -> None:
-    transport = FakeTransport(Response(429, {"Retry-After": "3"}, status(429, "TooManyRequests")))
+def throttled(code: int = 429, after: str = "3") -> Response:
+    reason = "TooManyRequests" if code == 429 else "ServiceUnavailable"
+    return Response(code, {"Retry-After": after}, status(code, reason))
+
+
+@pytest.mark.parametrize("code", [429, 503])
+async def test_throttled_writes_wait_for_retry_after_and_are_sent_again(
+    no_sleep: list[float], code: int
+) -> None:
+    cm = {"metadata": {"name": "x", "namespace": "ns", "resourceVersion": "1"}}
+    transport = FakeTransport(
+        throttled(code),
+        ok(cm),  # patch
+        throttled(code),
+        ok(cm),  # create
+        throttled(code),
+        ok(cm),  # update
+        throttled(code),
+        ok({}),  # delete
+    )
+    client = make(transport)
+    await client.patch(CONFIGMAPS, "x", {"data": {}}, "ns")
+    await client.create(CONFIGMAPS, cm)
+    await client.update(CONFIGMAPS, cm)
+    await client.delete(CONFIGMAPS, "x", "ns")
+    methods = [c[0] for c in transport.calls]
+    assert methods == ["PATCH", "PATCH", "POST", "POST", "PUT", "PUT", "DELETE", "DELETE"]
+    assert transport.calls[0][3] == transport.calls[1][3], "the same body is sent again"
+    assert len(no_sleep) == 4
+    assert all(3 <= s < 3.2 for s in no_sleep)
+
+
+async def test_throttling_retries_are_bounded(no_sleep: list[float]) -> None:
+    transport = FakeTransport(*(throttled(after="1") for _ in range(11)))
     with pytest.raises(TooManyRequests) as info:
         await make(transport).patch(CONFIGMAPS, "x", {"data": {}}, "ns")
-    assert info.value.retry_after == 3.0
+    assert info.value.retry_after == 1.0
+    assert len(transport.calls) == 11, "10 retries, as client-go"
+    assert len(no_sleep) == 10
+
+
+async def test_a_long_retry_after_is_capped(no_sleep: list[float]) -> None:
+    transport = FakeTransport(throttled(after="3600"), ok({}))
+    await make(transport).get(CONFIGMAPS, "x", "ns")
+    assert 10 <= no_sleep[0] < 10.2
+
+
+async def test_throttled_without_retry_after_is_raised_at_once() -> None:
+    transport = FakeTransport(Response(429, {}, status(429, "TooManyRequests")))
+    with pytest.raises(TooManyRequests) as info:
+        await make(transport).patch(CONFIGMAPS, "x", {"data": {}}, "ns")
+    assert info.value.retry_after is None
+    assert len(transport.calls) == 1
+
+
+async def test_client_side_rate_limit_spaces_requests_after_the_burst(
+    no_sleep: list[float],
+) -> None:
+    transport = FakeTransport(*(ok({}) for _ in range(8)))
+    client = make(transport, qps=2.0, burst=3)
+    for _ in range(5):
+        await client.get(CONFIGMAPS, "x", "ns")
+    # the fake sleep does not advance the clock: every request past the burst waits
+    # one more refill interval (0.5 s at 2 qps) than the one before it
+    assert no_sleep == pytest.approx([0.5, 1.0], abs=0.05)
+
+
+async def test_watches_are_exempt_from_the_rate_limit(no_sleep: list[float]) -> None:
+    added = line("ADDED", {"metadata": {"name": "a", "resourceVersion": "5"}})
+    transport = FakeTransport(stream=FakeStream(200, [added]))
+    client = make(transport, qps=1.0, burst=1)
+    for _ in range(3):
+        assert len(await collect(client)) == 1
+    assert no_sleep == []
+
+
+def test_default_rate_limit_is_controller_runtimes() -> None:
+    client = Client(CONFIG, transport=FakeTransport())
+    assert client._bucket is not None
+    assert (client._bucket._qps, client._bucket._burst) == (20.0, 30.0)
+    assert Client(CONFIG, transport=FakeTransport(), qps=None)._bucket is None
 
 
 async def test_server_error_without_retry_after_is_not_retried() -> None:
@@ -209,43 +286,43 @@ async def test_error_bodies() -> None:
         await client.get(CONFIGMAPS, "x", "ns")
 
 
-async def test_list_all_restarts_once_when_continue_expires() -> None:
-    def page(names: list[str], cont: str | None, rv: str) -> Response:
-        meta: dict[str, Any] = {"resourceVersion": rv}
-        if cont:
-            meta["continue"] = cont
-        return ok(
-            {
-                "kind": "ConfigMapList",
-                "apiVersion": "v1",
-                "metadata": meta,
-                "items": [{"metadata": {"name": n}} for n in names],
-            }
-        )
+def page(names: list[str], cont: str | None, rv: str) -> Response:
+    meta: dict[str, Any] = {"resourceVersion": rv}
+    if cont:
+        meta["continue"] = cont
+    return ok(
+        {
+            "kind": "ConfigMapList",
+            "apiVersion": "v1",
+            "metadata": meta,
+            "items": [{"metadata": {"name": n}} for n in names],
+        }
+    )
 
+
+async def test_list_all_falls_back_to_one_full_list_when_continue_expires() -> None:
     transport = FakeTransport(
         page(["a", "b"], "c1", "10"),
         Response(410, {}, status(410, "Expired", "continue token expired")),
-        page(["a", "b"], "c2", "20"),
-        page(["c"], None, "20"),
+        page(["a", "b", "c"], None, "20"),
     )
     items, rv = await make(transport).list_all(CONFIGMAPS, "ns", limit=2, resource_version="0")
     assert [i["metadata"]["name"] for i in items] == ["a", "b", "c"]
     assert rv == "20"
     assert all(i["kind"] == "ConfigMap" and i["apiVersion"] == "v1" for i in items)
     params = [c[2] for c in transport.calls]
-    assert params[0] == {"limit": "2", "resourceVersion": "0"}
-    assert params[1] == {"limit": "2", "continue": "c1"}
-    assert params[2] == {"limit": "2", "resourceVersion": "0"}
-    assert params[3] == {"limit": "2", "continue": "c2"}
+    assert params == [
+        {"limit": "2", "resourceVersion": "0"},
+        {"limit": "2", "continue": "c1"},
+        {"resourceVersion": "0"},  # unpaged: no token that could expire again
+    ]
 
 
-async def test_list_all_gives_up_on_second_expiry() -> None:
-    cont = ok({"metadata": {"continue": "c", "resourceVersion": "1"}, "items": []})
-    gone = Response(410, {}, status(410, "Expired"))
-    transport = FakeTransport(cont, gone, cont, gone)
+async def test_list_all_raises_gone_on_the_first_page() -> None:
+    transport = FakeTransport(Response(410, {}, status(410, "Expired")))
     with pytest.raises(Gone):
-        await make(transport).list_all(CONFIGMAPS)
+        await make(transport).list_all(CONFIGMAPS, resource_version="5")
+    assert len(transport.calls) == 1
 
 
 async def test_request_shapes() -> None:
@@ -403,3 +480,15 @@ def test_retry_after_parsing() -> None:
     assert parse("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
     assert parse("soon") is None
     assert _retry_after({}) is None
+
+
+async def test_lease_requests_never_wait_for_the_bucket(no_sleep: list[float]) -> None:
+    from kubeloop._resource import LEASES
+
+    transport = FakeTransport(*(ok({}) for _ in range(4)))
+    client = make(transport, qps=1.0, burst=1)
+    for _ in range(3):
+        await client.get(LEASES, "leader", "default")
+    assert no_sleep == []
+    await client.get(CONFIGMAPS, "x", "ns")  # the bucket is still full for everything else
+    assert no_sleep == []

@@ -293,6 +293,7 @@ EXPECTED_FAMILIES = {
     "kubeloop_api_writes_total": ("counter", ("controller", "verb", "resource", "subresource")),
     "kubeloop_writes_skipped_total": ("counter", ("controller", "resource", "subresource")),
     "kubeloop_conflicts_total": ("counter", ("controller", "resource", "outcome")),
+    "kubeloop_conflict_writers_total": ("counter", ("controller", "other_manager")),
     "kubeloop_self_triggered_reconciles_total": ("counter", ("controller",)),
     "kubeloop_reconcile_loops_detected_total": ("counter", ("controller",)),
     "kubeloop_spec_fights_detected_total": ("counter", ("controller",)),

@@ -1,0 +1,134 @@
+"""Who wrote an object: a compact summary of ``metadata.managedFields``, so a 409 can
+name the writers we are racing.
+
+The apiserver records, per field manager and operation, when it last wrote the
+object (``managedFields[].time``, second resolution). Comparing the entries of the
+object a write was based on with those of the live object says who changed it
+since. The cache strips managedFields (often half an object's size), so the
+reflector keeps just this summary per object in a bounded :class:`WriterLog`,
+keyed by uid and resourceVersion.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kubeloop._resource import Object
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """One ``managedFields`` entry without its field set."""
+
+    manager: str
+    operation: str  # Update or Apply
+    subresource: str  # "" for the main resource
+    time: str  # RFC 3339, as the server wrote it (UTC, so it sorts as text)
+
+    def __str__(self) -> str:
+        sub = f"/{self.subresource}" if self.subresource else ""
+        return f"{self.manager} ({self.operation}{sub} at {self.time})"
+
+
+Writers = tuple[Writer, ...]
+
+
+def writers_of(obj: Object) -> Writers | None:
+    """The summary of ``obj``'s managedFields; None when it carries none (stripped)."""
+    entries = (obj.get("metadata") or {}).get("managedFields")
+    if not isinstance(entries, list):
+        return None
+    out = []
+    for e in entries:
+        if not isinstance(e, dict):
+            continue
+        out.append(
+            Writer(
+                # few distinct managers: interning keeps a large cache's summaries small
+                sys.intern(str(e.get("manager") or "")),
+                sys.intern(str(e.get("operation") or "")),
+                sys.intern(str(e.get("subresource") or "")),
+                sys.intern(str(e.get("time") or "")),  # bulk writes share their second
+            )
+        )
+    return tuple(out)
+
+
+def writers_since(before: Sequence[Writer] | None, after: Iterable[Writer]) -> list[Writer]:
+    """The entries of ``after`` that are new or newer than in ``before``, newest first.
+
+    Times have one-second resolution, so a writer that wrote again within the
+    second of our read looks unchanged; when nothing is strictly newer, the most
+    recent writers of ``after`` are named (one of them did it). With ``before``
+    unknown, the same fallback applies.
+    """
+    later = sorted(after, key=lambda w: w.time, reverse=True)
+    if not later:
+        return []
+    if before is not None:
+        seen = {(w.manager, w.operation, w.subresource): w.time for w in before}
+        changed = [
+            w
+            for w in later
+            if (t := seen.get((w.manager, w.operation, w.subresource))) is None or w.time > t
+        ]
+        if changed:
+            return changed
+    newest = later[0].time
+    return [w for w in later if w.time == newest]
+
+
+class WriterLog:
+    """uid -> (resourceVersion, writers) for the objects a client has seen, bounded.
+
+    Holds one entry per object (the latest version seen), at most ``limit``; the
+    least recently recorded go first. An informer records every object it stores
+    and forgets deleted ones; the client records its writes' results.
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        # a plain dict keeps insertion order at half an OrderedDict's size per entry
+        self._entries: dict[str, tuple[str, Writers]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def record(self, obj: Object, writers: Writers | None = None) -> None:
+        meta = obj.get("metadata") or {}
+        uid, rv = meta.get("uid"), meta.get("resourceVersion")
+        if writers is None:
+            writers = writers_of(obj)
+        if not uid or not rv or writers is None:
+            return
+        self._entries.pop(uid, None)
+        self._entries[uid] = (str(rv), writers)  # (re)inserted last: the oldest is first
+        while len(self._entries) > self.limit:
+            del self._entries[next(iter(self._entries))]
+
+    def refresh(self, obj: Object) -> None:
+        """Record ``obj`` only if the log already holds its uid: a write's result
+        updates what an informer recorded, but writes of kinds nobody watches (Events,
+        Leases) never fill the log."""
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid and uid in self._entries:
+            self.record(obj)
+
+    def forget(self, obj: Object) -> None:
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid:
+            self._entries.pop(uid, None)
+
+    def at(self, obj: Object) -> Writers | None:
+        """The writers of ``obj`` at its own resourceVersion: from the object itself if
+        it still has managedFields, else from the log if the log has that version."""
+        own = writers_of(obj)
+        if own is not None:
+            return own
+        meta = obj.get("metadata") or {}
+        entry = self._entries.get(meta.get("uid") or "")
+        if entry is not None and entry[0] == str(meta.get("resourceVersion") or ""):
+            return entry[1]
+        return None
