@@ -133,3 +133,30 @@ def delta(
 def managers_of(obj: dict[str, Any]) -> set[str]:
     """The field managers the apiserver recorded on ``obj``."""
     return {e.get("manager", "") for e in obj["metadata"].get("managedFields") or ()}
+
+
+# -- as a process: python -m tests.integration.parents --kubeconfig K --namespace NS ----------
+
+
+def main() -> None:
+    import argparse
+    import logging
+
+    parser = argparse.ArgumentParser(description="the issue-12 operator, scoped to a namespace")
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--field-manager", required=True)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    async def run() -> None:
+        async with Client.from_kubeconfig(
+            args.kubeconfig, field_manager=args.field_manager, qps=200.0, burst=300
+        ) as client:
+            await operator(client, args.namespace, handle_signals=True).run()  # until SIGTERM
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()
