@@ -4,11 +4,11 @@ export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := .venv/bin/python
 
-.PHONY: setup controlplane test lint typecheck pytest docs demo manifests bench clean dist \
+.PHONY: setup controlplane monitoring test lint typecheck pytest docs demo manifests bench clean dist \
 	docker-build install uninstall deploy undeploy
 
 ## setup: the venv with dev dependencies, and the control-plane binaries (built once, cached)
-setup: .venv/.synced controlplane
+setup: .venv/.synced controlplane monitoring
 
 $(UV):
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
@@ -19,6 +19,10 @@ $(UV):
 
 controlplane: .venv/.synced
 	@$(PY) -m kubeloop envtest assets >/dev/null
+
+## monitoring: promtool and the Prometheus Operator CRDs for the deploy test (built once, cached)
+monitoring:
+	@bash tools/monitoring/build.sh >/dev/null
 
 ## test: lint, type-check and the whole suite against the real control plane
 test: setup lint typecheck docs pytest
