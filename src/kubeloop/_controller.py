@@ -278,24 +278,25 @@ class Controller:
         result = Result()
         error: BaseException | None = None
         try:
-            deadline = asyncio.timeout(self.options.reconcile_timeout)
             try:
-                async with deadline:
-                    result = await self.reconciler(req) or Result()
-            except TimeoutError as err:
-                if not deadline.expired():
-                    raise  # the reconciler's own timeout, not ours
-                self._m_timeouts.inc()
-                raise TimeoutError(
-                    f"reconcile exceeded its timeout of {self.options.reconcile_timeout}s"
-                ) from err
-        except asyncio.CancelledError as err:
-            if _cancelling():
-                raise  # the worker itself is being stopped
-            error = err
-        except BaseException as err:
-            error = err
-        try:
+                deadline = asyncio.timeout(self.options.reconcile_timeout)
+                try:
+                    async with deadline:
+                        result = await self.reconciler(req) or Result()
+                except TimeoutError as err:
+                    if not deadline.expired():
+                        raise  # the reconciler's own timeout, not ours
+                    self._m_timeouts.inc()
+                    raise TimeoutError(
+                        f"reconcile exceeded its timeout of {self.options.reconcile_timeout}s"
+                    ) from err
+            except asyncio.CancelledError as err:
+                if _cancelling():
+                    outcome = "error"
+                    raise  # the worker itself is being stopped
+                error = err
+            except BaseException as err:
+                error = err
             if error is not None:
                 outcome = "error"
                 self._on_error(req, error)

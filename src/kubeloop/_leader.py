@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kubeloop.leader")
 
+#: client-go's ``JitterFactor``: renew_deadline must exceed this many retry periods.
+_JITTER = 1.2
+
 
 @dataclass
 class LeaderElectionOptions:
@@ -53,6 +56,23 @@ class LeaderElectionOptions:
     retry_period: float = 2.0
     #: Release the lease on shutdown so a standby need not wait it out (default True).
     release_on_cancel: bool = True
+
+    def __post_init__(self) -> None:
+        # client-go's checks: the no-overlap argument needs renew_deadline < lease_duration
+        # (a leader gives up before a standby may take over), and a deadline that leaves
+        # room for more than one attempt
+        if self.retry_period <= 0:
+            raise ValueError(f"retry_period must be > 0, got {self.retry_period}")
+        if self.renew_deadline <= _JITTER * self.retry_period:
+            raise ValueError(
+                f"renew_deadline ({self.renew_deadline}) must be greater than "
+                f"{_JITTER} x retry_period ({self.retry_period})"
+            )
+        if self.lease_duration <= self.renew_deadline:
+            raise ValueError(
+                f"lease_duration ({self.lease_duration}) must be greater than "
+                f"renew_deadline ({self.renew_deadline})"
+            )
 
 
 def _now() -> str:

@@ -130,7 +130,20 @@ class Manager:
         self._latency_series: dict[str, HistogramChild] = {}
         self._elector_task: asyncio.Task[None] | None = None
         self._fence: FencedTransport | None = None
+        # built (and its timings checked) now, so a bad configuration fails at start-up
+        self._election = self._election_options() if opts.leader_election else None
         client.add_observer(self)
+
+    def _election_options(self) -> LeaderElectionOptions:
+        opts = self.options
+        return LeaderElectionOptions(
+            name=opts.leader_election_id or f"{opts.name}-leader",
+            namespace=opts.leader_election_namespace,
+            identity=opts.identity or f"{socket.gethostname()}_{os.getpid()}",
+            lease_duration=opts.lease_duration,
+            renew_deadline=opts.renew_deadline,
+            retry_period=opts.retry_period,
+        )
 
     # -- wiring ---------------------------------------------------------------------
     def controller(self, name: str) -> Builder:
@@ -261,21 +274,13 @@ class Manager:
 
     async def _lead(self, leader_only: list[Controller]) -> str | None:
         """Elect, run the leader-only workers, and return why leading ended (None: stop)."""
-        opts = self.options
         loop = asyncio.get_running_loop()
-        lease = opts.leader_election_id or f"{opts.name}-leader"
+        election = self._election or self._election_options()
         self.elector = elector = LeaderElector(
             self.client,
-            LeaderElectionOptions(
-                name=lease,
-                namespace=opts.leader_election_namespace,
-                identity=opts.identity or f"{socket.gethostname()}_{os.getpid()}",
-                lease_duration=opts.lease_duration,
-                renew_deadline=opts.renew_deadline,
-                retry_period=opts.retry_period,
-            ),
+            election,
             on_change=lambda leading: self.metrics.leader_election_master_status.labels(
-                name=lease
+                name=election.name
             ).set(1 if leading else 0),
         )
         if self._fence is not None:

@@ -51,8 +51,9 @@ _QUALIFIED_NAME: Final = re.compile(
 # Expired entries are swept at most this often (seconds); a sweep scans them all.
 _PRUNE_EVERY: Final = 60.0
 
-#: regarding (uid, kind, name, namespace), related uid, type, reason, action: no note
-_Key = tuple[str, str, str, str, str, str, str, str]
+#: regarding (uid, kind, name, namespace), related uid, type, reason, action, the
+#: caller's aggregate_by: no note
+_Key = tuple[str, str, str, str, str, str, str, str, str]
 
 
 def micro_time(when: datetime) -> str:
@@ -123,7 +124,8 @@ class EventRecorder:
     the note is left out of the key, as client-go's ``events`` broadcaster does, so
     a failure whose message carries changing details (a count, a timestamp, a
     resourceVersion) still costs one Event with a growing ``series.count``. The
-    Event keeps the note of its first occurrence.
+    Event keeps the note of its first occurrence (the API does not let a note
+    change). A caller whose notes are distinct findings passes ``aggregate_by``.
 
     Counters for tests and debugging: :attr:`created` (Events created),
     :attr:`series_updates` (series PATCHes), :attr:`dropped` (occurrences never
@@ -188,13 +190,17 @@ class EventRecorder:
 
     # -- recording (synchronous, never blocks) -----------------------------------------
 
-    def normal(self, obj: Object, reason: str, note: str, *, action: str = "") -> None:
+    def normal(
+        self, obj: Object, reason: str, note: str, *, action: str = "", aggregate_by: str = ""
+    ) -> None:
         """Record a ``Normal`` event; see :meth:`event`."""
-        self.event(obj, "Normal", reason, note, action=action)
+        self.event(obj, "Normal", reason, note, action=action, aggregate_by=aggregate_by)
 
-    def warning(self, obj: Object, reason: str, note: str, *, action: str = "") -> None:
+    def warning(
+        self, obj: Object, reason: str, note: str, *, action: str = "", aggregate_by: str = ""
+    ) -> None:
         """Record a ``Warning`` event; see :meth:`event`."""
-        self.event(obj, "Warning", reason, note, action=action)
+        self.event(obj, "Warning", reason, note, action=action, aggregate_by=aggregate_by)
 
     def event(
         self,
@@ -205,6 +211,7 @@ class EventRecorder:
         *,
         action: str = "",
         related: Object | None = None,
+        aggregate_by: str = "",
     ) -> None:
         """Record that ``reason`` happened to ``obj``. Returns at once; never raises
         for API trouble.
@@ -218,6 +225,10 @@ class EventRecorder:
                 characters. Default ``""``: the reason is used, since the API
                 requires an action.
             related: a second object involved, if any. Default ``None``.
+            aggregate_by: occurrences that differ here are separate Events even when
+                everything else in the key matches: for a caller whose notes are
+                distinct findings rather than one failure's changing details (pass the
+                note itself to get one Event per distinct note). Default ``""``.
         """
         if type not in ("Normal", "Warning"):
             log.error("dropping event %s with unsupported type %r", reason, type)
@@ -239,6 +250,7 @@ class EventRecorder:
             type,
             reason,
             action,
+            aggregate_by,
         )
         now = time.monotonic()
         wall = datetime.now(UTC)

@@ -26,6 +26,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +213,7 @@ async def test_a_partitioned_leader_gives_up_while_cut_off_and_never_overlaps(
             b = await spawn(kube_control_plane, "b", ns, tmp_path, proxy.kubeconfig_for("b"))
             await eventually(lambda: b is not None and b.said("warm"), "b to sync", DEADLINE)
 
+            cut_at = time.monotonic()  # the proxy logs on this clock too (same process)
             cut = proxy.partition("a")  # every request of a hangs from now on
             # a gives up on its own, still cut off: its hung renewals hit the deadline
             rc_a, final_a = await a.wait()
@@ -231,6 +233,7 @@ async def test_a_partitioned_leader_gives_up_while_cut_off_and_never_overlaps(
             rc_b, final_b = await b.wait()
             last_a = proxy.log.last_write("a", resource="configmaps")
             first_b = proxy.log.first_write("b", resource="configmaps")
+            b_lists = proxy.log.entries(client="b", verb="list", resource="configmaps")
             hung_a = [
                 e
                 for e in proxy.log.writes(client="a", resource="configmaps", ok=False)
@@ -254,3 +257,7 @@ async def test_a_partitioned_leader_gives_up_while_cut_off_and_never_overlaps(
     assert final_a["outcome"].startswith("lost: leader lease lost")
     assert rc_b == 0, (rc_b, final_b)
     assert final_b["lists_after_leading"] == 0
+    # and by the proxy's log: b listed ConfigMaps once, as a standby (before a was cut off,
+    # so before b could lead), and never again after taking over
+    assert len(b_lists) == 1
+    assert b_lists[0].started < cut_at

@@ -170,3 +170,31 @@ async def test_a_dead_worker_is_reported_for_healthz() -> None:
     assert report is not None
     assert report.startswith("1 of 2 workers dead")
     assert "policy worker 0: cancelled" in report
+
+
+async def test_shutdown_without_grace_cancels_reconciles_and_settles_the_books() -> None:
+    events: list[str] = []
+
+    async def reconcile(req: Request) -> Result:
+        events.append("started")
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            events.append("cancelled")
+            raise
+        return Result()
+
+    ctl = Controller(
+        "policy",
+        reconcile,
+        sources=[],
+        options=ControllerOptions(loop_detection=None),
+        metrics=RuntimeMetrics(Registry()),
+    )
+    await ctl.start_workers()
+    ctl.enqueue(Request("stuck", "ns"))
+    await eventually(lambda: events == ["started"], "the reconcile to start")
+    await asyncio.wait_for(ctl.shutdown(grace=0), 30)
+    assert events == ["started", "cancelled"]
+    assert value(ctl, "controller_runtime_active_workers") == 0
+    assert value(ctl, "controller_runtime_reconcile_total", result="error") == 1
