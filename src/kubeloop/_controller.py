@@ -225,14 +225,13 @@ class Controller:
         while True:
             await asyncio.sleep(period)
             for src in self.sources:
-                if (
-                    isinstance(src, KindSource)
-                    and src.resource == self.for_resource
-                    and src.informer
-                ):
-                    for obj in src.informer.store.list():
-                        meta = obj["metadata"]
-                        self.enqueue(Request(meta["name"], meta.get("namespace") or None), None)
+                if isinstance(src, KindSource) and src.resource == self.for_resource:
+                    # every informer: a manager scoped to several namespaces has one each
+                    for informer in src.informers:
+                        for obj in informer.store.list():
+                            meta = obj["metadata"]
+                            req = Request(meta["name"], meta.get("namespace") or None)
+                            self.enqueue(req, None)
 
     # -- work ---------------------------------------------------------------------------
     async def _worker(self) -> None:
