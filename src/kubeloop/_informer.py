@@ -66,6 +66,7 @@ class Informer:
             label_selector=label_selector,
             field_selector=field_selector,
             options=dataclasses.replace(options, transform=self._summarizing(options.transform)),
+            emit_batch=self._dispatch_batch,
         )
         self._task: asyncio.Task[None] | None = None
         #: Times the reflector crashed and was restarted, and the last crash.
@@ -88,8 +89,9 @@ class Informer:
     def add_handler(self, handler: Handler) -> None:
         """Subscribe; a late subscriber first gets Added for every object already cached.
 
-        Also during the first LIST, whose objects enter the store one by one: those
-        already stored are replayed now, the rest reach every handler as they arrive.
+        Also while a LIST's events are being delivered: a LIST swaps the whole store at
+        once, so the replay covers every listed object, and the rest of that LIST's
+        events go only to the handlers subscribed before it (each object once).
         """
         self._handlers.append(handler)
         for obj in self.store.list():
@@ -112,11 +114,16 @@ class Informer:
 
         return summarize
 
-    def _dispatch(self, event: Event) -> None:
+    def _dispatch_batch(self, events: list[Event]) -> None:
+        handlers = tuple(self._handlers)  # a handler subscribed meanwhile got the replay
+        for event in events:
+            self._dispatch(event, handlers)
+
+    def _dispatch(self, event: Event, handlers: tuple[Handler, ...] | None = None) -> None:
         if isinstance(event, Deleted):
             self._writers.forget(event.obj)
         # a copy: a handler may subscribe another one (which the replay above serves)
-        for handler in tuple(self._handlers):
+        for handler in handlers if handlers is not None else tuple(self._handlers):
             try:
                 handler(event)
             except Exception:  # a bad handler must not kill the watch

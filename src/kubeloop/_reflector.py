@@ -88,11 +88,15 @@ class Reflector:
         label_selector: str | None = None,
         field_selector: str | None = None,
         options: ReflectorOptions | None = None,
+        emit_batch: Callable[[list[Event]], None] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
         self.store = store
         self.emit = emit
+        #: A list's events in one call (default: one ``emit`` each), so a consumer can
+        #: treat the batch the store swapped in at once as one delivery.
+        self.emit_batch = emit_batch
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
@@ -170,12 +174,14 @@ class Reflector:
                 await asyncio.sleep(0)  # let other tasks run during a big relist
         # one swap: readers never see a half-replaced store (see Store.replace)
         changes = self.store.replace(objs)
-        for obj in changes.added:
-            self.emit(Added(obj))
-        for old, obj in changes.updated:
-            self.emit(Updated(old, obj))
-        for gone in changes.deleted:
-            self.emit(Deleted(gone, final_state_unknown=True))
+        events: list[Event] = [Added(obj) for obj in changes.added]
+        events += [Updated(old, obj) for old, obj in changes.updated]
+        events += [Deleted(gone, final_state_unknown=True) for gone in changes.deleted]
+        if self.emit_batch is not None:
+            self.emit_batch(events)
+        else:
+            for event in events:
+                self.emit(event)
         if self.synced.is_set():
             self.relists += 1
         self.lists += 1
