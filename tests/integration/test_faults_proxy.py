@@ -53,9 +53,8 @@ def cm(name: str, **data: str) -> Object:
 
 
 @pytest.fixture
-async def proxy(kube_control_plane: ControlPlane) -> AsyncIterator[FaultProxy]:
-    async with FaultProxy(kube_control_plane, seed=1) as p:
-        yield p
+def proxy(kube_fault_proxy: FaultProxy) -> FaultProxy:
+    return kube_fault_proxy  # the plugin's fixture, under a short name
 
 
 @contextlib.asynccontextmanager
@@ -494,3 +493,27 @@ async def test_pause_etcd_stalls_writes_until_resumed(
     assert "etcd" not in cp.paused_components
     created = await asyncio.wait_for(write, DEADLINE)
     assert created["metadata"]["name"] == "stalled"
+
+
+async def test_skip_strikes_at_a_chosen_moment_and_listeners_see_commits_first(
+    proxy: FaultProxy, kube_namespace: str
+) -> None:
+    # the third create fails; a listener sees every create the moment it is committed,
+    # before the client has the answer
+    proxy.add_rule(service_unavailable(), verb="create", client="op", skip=2, times=1)
+    committed: list[tuple[str | None, bool]] = []
+    answered: set[str] = set()
+    proxy.log.add_listener(
+        lambda e: committed.append((e.name, e.name in answered)) if e.verb == "create" else None
+    )
+    async with client_of(proxy, "op") as op:
+        for i in range(4):
+            try:
+                await op.create(CONFIGMAPS, cm(f"c{i}"), kube_namespace)
+                answered.add(f"c{i}")
+            except ServerError:
+                pass
+        third = await proxy.log.wait_for(lambda e: e.verb == "create", count=3, timeout=5)
+    assert third.status == 503
+    assert [e.status for e in proxy.log.entries(verb="create")] == [201, 201, 503, 201]
+    assert committed == [("c0", False), ("c1", False), ("c2", False), ("c3", False)]

@@ -11,6 +11,8 @@ Installed as a pytest plugin (entry point ``kubeloop``), it provides:
 ``kube_nodes``
     A factory of kubelet-less Nodes the scheduler binds pods to; they are
     deleted after the test.
+``kube_fault_proxy``
+    A :class:`FaultProxy` in front of the control plane, for one test.
 
 Helpers (they need no pytest):
 

@@ -199,17 +199,22 @@ class Match:
 
 @dataclass(eq=False)
 class Rule:
-    """A fault in force: ``action`` for requests that match ``match``, at most ``times``
-    times (None: unlimited), each with ``probability`` (drawn from a RNG seeded by the
-    proxy's seed and the rule's id, so a run can be repeated)."""
+    """A fault in force: ``action`` for requests that match ``match``, after the first
+    ``skip`` of them, at most ``times`` times (None: unlimited), each with
+    ``probability`` (drawn from a RNG seeded by the proxy's seed and the rule's id, so
+    a run can be repeated)."""
 
     id: int
     match: Match
     action: Action
     times: int | None = None
     probability: float = 1.0
-    #: How many times it has acted.
+    #: Let the first ``skip`` matching requests through: the fault strikes at a chosen
+    #: moment ("the third status update"), as Sieve's triggers do.
+    skip: int = 0
+    #: How many times it has acted, and how many requests it matched.
     hits: int = 0
+    seen: int = 0
     seed: int = 0
     #: Name in the log's ``action`` field instead of the action's (e.g. ``"partition"``).
     label: str | None = None
@@ -221,6 +226,8 @@ class Rule:
             raise ValueError(f"probability must be in [0, 1], not {self.probability}")
         if self.times is not None and self.times < 0:
             raise ValueError(f"times must be >= 0, not {self.times}")
+        if self.skip < 0:
+            raise ValueError(f"skip must be >= 0, not {self.skip}")
         self._rng = random.Random(f"{self.seed}:{self.id}")
 
     @property
@@ -236,7 +243,8 @@ class Rule:
         if isinstance(self.action, DropResponse) and info.watch:
             return False
         with self._lock:
-            if self.exhausted:
+            self.seen += 1
+            if self.seen <= self.skip or self.exhausted:
                 return False
             if self.probability < 1.0 and self._rng.random() >= self.probability:
                 return False

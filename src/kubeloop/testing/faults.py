@@ -28,11 +28,12 @@ Public API (stable):
     synchronous callers); or :meth:`~FaultProxy.start`/:meth:`~FaultProxy.stop`.
     ``server``; ``kubeconfig_for(client, *, user=None, groups=("system:masters",))``
     → Path; ``client_config(...)`` → :class:`~kubeloop.ClusterConfig`;
-    ``add_rule(action, *, times=None, probability=1.0, **match)`` → :class:`Rule`;
+    ``add_rule(action, *, times=None, probability=1.0, skip=0, **match)`` → :class:`Rule`;
     ``remove_rule(rule)``; ``fault(...)`` (a ``with`` block around ``add_rule``);
     ``clear_rules()``; ``partition(client, *, mode="hang"|"reset")`` → :class:`Rule`;
     ``heal(rule_or_client)``; ``cut_watches(*, client=None, resource=None, abort=True)``
-    → how many; ``open_watches(client=None)``; ``log`` (:class:`FaultLog`).
+    → how many; ``open_watches(client=None)``; ``log`` (:class:`FaultLog`); ``rules``.
+    The pytest plugin's ``kube_fault_proxy`` fixture gives a test one.
 Matchers (keyword arguments of ``add_rule``, see :class:`Match`)
     ``verb`` (get, list, watch, create, update, patch, delete, deletecollection; one or
     a set), ``resource`` (plural), ``subresource`` (``""``: none), ``namespace``,
@@ -48,10 +49,12 @@ Actions
 The log (:class:`FaultLog` of :class:`LogEntry`)
     ``entries(**filters)``, ``writes(client=..., ok=True)`` (in etcd commit order),
     ``last_write(client)``, ``first_write(client)``, ``counts(*keys)``, ``dump()``,
-    ``clear()``. Each entry: client, user, user_agent, verb, resource, subresource,
-    namespace, name, status, action, rule, started (monotonic), started_wall, finished,
-    api_date (the apiserver's ``Date``), reason, resource_version and uid (writes),
-    events and ended (watches).
+    ``clear()``, ``await wait_for(where, count=1, timeout=30)``, ``add_listener(fn)``
+    (called as each request completes, before the client has the answer). Each entry:
+    client, user, user_agent, verb, resource, group, subresource, namespace, name,
+    status, action, rule, started (monotonic), started_wall, finished, api_date (the
+    apiserver's ``Date``), reason, resource_version and uid (writes), events and ended
+    (watches).
 
 Limits: HTTP/1.1 only (clients negotiate it); clients authenticate with the proxy's
 client certificates (a request without one is forwarded as ``system:anonymous``;
@@ -264,6 +267,16 @@ def _subject(der: bytes) -> tuple[str, tuple[str, ...]]:
     cns = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     orgs = cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
     return (str(cns[0].value) if cns else _ANONYMOUS), tuple(str(o.value) for o in orgs)
+
+
+def _created_name(body: bytes) -> str | None:
+    try:
+        obj = _status_decoder.decode(body)
+    except msgspec.DecodeError:
+        return None  # protobuf or YAML: the answer will name it
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 def _b64(data: bytes) -> str:
@@ -487,6 +500,7 @@ class FaultProxy:
         *,
         times: int | None = None,
         probability: float = 1.0,
+        skip: int = 0,
         match: Match | None = None,
         label: str | None = None,
         **matchers: Any,
@@ -502,6 +516,7 @@ class FaultProxy:
                 action=action,
                 times=times,
                 probability=probability,
+                skip=skip,
                 seed=self.seed,
                 label=label,
             )
@@ -661,6 +676,9 @@ class FaultProxy:
                 self._flights.discard(flight)
             if entry.finished is None:
                 entry.finished = time.monotonic()
+            # before aiohttp sends the answer: a listener acting now (say, killing the
+            # client) acts after the API server committed and before the client knows
+            self.log._complete(entry)
 
     async def _serve(
         self,
@@ -676,6 +694,8 @@ class FaultProxy:
             entry.rule = (rule or acted[-1]).id
         entry.action = "+".join(dict.fromkeys(labels)) or "forward"
         body = await request.read() if request.body_exists else b""
+        if info.verb == "create" and entry.name is None:
+            entry.name = _created_name(body)  # so a create the proxy fails is named too
         if delay > 0:
             await asyncio.sleep(delay)
         action = rule.action if rule is not None else None
