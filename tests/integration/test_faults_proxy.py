@@ -517,3 +517,20 @@ async def test_skip_strikes_at_a_chosen_moment_and_listeners_see_commits_first(
     assert third.status == 503
     assert [e.status for e in proxy.log.entries(verb="create")] == [201, 201, 503, 201]
     assert committed == [("c0", False), ("c1", False), ("c2", False), ("c3", False)]
+
+
+async def test_partition_by_reset_fails_fast_and_heals_by_client_name(
+    proxy: FaultProxy, kube_namespace: str
+) -> None:
+    proxy.partition("op", mode="reset")
+    async with client_of(proxy, "op") as op:
+        with pytest.raises(TransportError):
+            await op.list(CONFIGMAPS, kube_namespace)  # every read retry is reset too
+        proxy.heal("op")
+        assert proxy.rules == []
+        page = await op.list(CONFIGMAPS, kube_namespace)
+    assert page["kind"] == "ConfigMapList"
+    lists = proxy.log.entries(client="op", verb="list")
+    assert {e.action for e in lists[:-1]} == {"partition"}
+    assert all(e.status == 0 for e in lists[:-1])
+    assert (lists[-1].action, lists[-1].status) == ("forward", 200)

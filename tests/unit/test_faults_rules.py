@@ -196,3 +196,18 @@ def test_event_splitter_finds_json_and_protobuf_event_ends() -> None:
             ends += [offset + e for e in proto.ends(frames[i : i + size])]
             offset += len(frames[i : i + size])
         assert ends == [7, 11, 20], size
+
+
+def test_importing_kubeloop_testing_stays_light() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kubeloop.testing as t\n"
+        "heavy = [m for m in ('kubeloop.testing.faults', 'kubeloop.testing.oracles',"
+        " 'cryptography.x509') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "assert t.FaultProxy.__name__ == 'FaultProxy'\n"
+        "assert 'kubeloop.testing.faults' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
