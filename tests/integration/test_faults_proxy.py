@@ -534,3 +534,56 @@ async def test_partition_by_reset_fails_fast_and_heals_by_client_name(
     assert {e.action for e in lists[:-1]} == {"partition"}
     assert all(e.status == 0 for e in lists[:-1])
     assert (lists[-1].action, lists[-1].status) == ("forward", 200)
+
+
+async def test_upstream_with_a_bearer_token_kubeconfig(
+    kube_control_plane: ControlPlane, kube_namespace: str, tmp_path: Any
+) -> None:
+    # any cluster will do: here a service account with the right to impersonate
+    ns, rest = kube_namespace, kube_control_plane.rest()
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "proxy"}}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"proxy-{ns}"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "cluster-admin",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "proxy", "namespace": ns}],
+    }
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+
+    def setup() -> str:
+        rest.post(f"/api/v1/namespaces/{ns}/serviceaccounts", sa)
+        rest.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
+        answer = rest.post(f"/api/v1/namespaces/{ns}/serviceaccounts/proxy/token", request)
+        return str(answer["status"]["token"])
+
+    token = await asyncio.to_thread(setup)
+    kubeconfig = tmp_path / "token-kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "c",
+                        "cluster": {
+                            "server": kube_control_plane.server,
+                            "certificate-authority": str(kube_control_plane.ca_file),
+                        },
+                    }
+                ],
+                "users": [{"name": "u", "user": {"token": token}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    async with FaultProxy(kubeconfig) as proxy, client_of(proxy, "nobody", groups=()) as nobody:
+        with pytest.raises(Forbidden) as err:
+            await nobody.get(CONFIGMAPS, "x", ns)
+    assert 'User "nobody"' in str(err.value)  # impersonated by the service account

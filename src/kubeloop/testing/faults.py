@@ -91,7 +91,8 @@ from cryptography.x509.oid import NameOID
 from multidict import CIMultiDict
 from yarl import URL
 
-from kubeloop._config import ClusterConfig, load_kubeconfig
+from kubeloop._config import BearerToken, ClusterConfig, load_kubeconfig
+from kubeloop._errors import ConfigError
 from kubeloop._transport import build_ssl_context
 from kubeloop.envtest import _certs
 from kubeloop.testing._faultlog import FaultLog, LogEntry
@@ -297,6 +298,7 @@ class FaultProxy:
     ) -> None:
         kubeconfig = getattr(upstream, "kubeconfig", upstream)
         self._upstream: ClusterConfig = load_kubeconfig(kubeconfig)
+        self._upstream_token = BearerToken(self._upstream)  # for a token kubeconfig
         self.seed = seed
         self.host = host
         self._port = port
@@ -763,15 +765,20 @@ class FaultProxy:
     ) -> web.StreamResponse:
         assert self._session is not None
         url = URL(self._upstream.server.rstrip("/") + str(request.rel_url), encoded=True)
+        headers = self._upstream_headers(request, identity, info)
         try:
+            token = await self._upstream_token.get()
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
             upstream = await self._session.request(
                 request.method,
                 url,
                 data=body or None,
-                headers=self._upstream_headers(request, identity, info),
+                headers=headers,
                 allow_redirects=False,
+                server_hostname=self._upstream.tls_server_name,
             )
-        except (aiohttp.ClientError, OSError, TimeoutError) as err:
+        except (aiohttp.ClientError, OSError, TimeoutError, ConfigError) as err:
             entry.extra["error"] = f"{type(err).__name__}: {err}"
             entry.ended = "upstream"
             _reset(request.transport)  # what a client sees when the apiserver is down
