@@ -33,7 +33,7 @@ class LogEntry:
     """One request through the proxy. Filled in as the request goes; a watch's entry
     exists from its first byte and gets ``events`` and ``ended`` as it runs."""
 
-    #: Order of arrival at the proxy (0, 1, 2, ...).
+    #: Order of arrival at the proxy (0, 1, 2, ...; it goes on counting after ``clear()``).
     seq: int
     #: The proxy client's name (see :meth:`FaultProxy.kubeconfig_for`).
     client: str
@@ -155,6 +155,7 @@ class FaultLog:
 
     def __init__(self) -> None:
         self._entries: list[LogEntry] = []
+        self._seq = 0
         # re-entrant: a wait_for predicate may itself query the log
         self._lock = threading.RLock()
         self._listeners: list[Callable[[LogEntry], None]] = []
@@ -203,12 +204,10 @@ class FaultLog:
             self._waiters = [w for w in self._waiters if not w.offer(entry)]
 
     def _append(self, entry: LogEntry) -> None:
-        with self._lock:
+        with self._lock:  # arrival order, never reused (not even after clear())
+            entry.seq = self._seq
+            self._seq += 1
             self._entries.append(entry)
-
-    def _next_seq(self) -> int:
-        with self._lock:
-            return len(self._entries)
 
     def __len__(self) -> int:
         with self._lock:

@@ -116,9 +116,14 @@ def gateway_timeout() -> Respond:
     return Respond(504)
 
 
+def status_reason(action: Respond) -> str:
+    """The ``metav1.Status`` reason sent for ``action`` (``TooManyRequests`` for a 429)."""
+    return action.reason or _REASONS.get(action.status, "")
+
+
 def status_body(action: Respond) -> bytes:
     """The ``metav1.Status`` JSON the apiserver would send for ``action``."""
-    reason = action.reason or _REASONS.get(action.status, "")
+    reason = status_reason(action)
     body: dict[str, object] = {
         "kind": "Status",
         "apiVersion": "v1",

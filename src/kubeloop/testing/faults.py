@@ -110,6 +110,7 @@ from kubeloop.testing._faultrules import (
     internal_error,
     service_unavailable,
     status_body,
+    status_reason,
     too_many_requests,
 )
 from kubeloop.testing._requestinfo import WRITE_VERBS, RequestInfo, request_info
@@ -662,9 +663,7 @@ class FaultProxy:
             started_wall=time.time(),
             group=info.group,
         )
-        with self.log._lock:  # one lock: seq equals the position in the log
-            entry.seq = len(self.log._entries)
-            self.log._entries.append(entry)
+        self.log._append(entry)  # visible at once: a request that hangs is in the log
         flight = _Flight(entry, info, request.transport)
         with self._lock:
             self._flights.add(flight)
@@ -703,7 +702,7 @@ class FaultProxy:
         action = rule.action if rule is not None else None
         if isinstance(action, Respond):
             entry.status = action.status
-            entry.reason = action.reason or None
+            entry.reason = status_reason(action) or None
             headers = {"Content-Type": "application/json"}
             if action.retry_after is not None:
                 headers["Retry-After"] = str(max(1, round(action.retry_after)))
