@@ -42,6 +42,7 @@ from kubeloop.testing.faults import (
     service_unavailable,
     too_many_requests,
 )
+from kubeloop.testing.oracles import WatchRecorder
 
 pytestmark = pytest.mark.integration
 
@@ -374,6 +375,33 @@ async def test_write_order_by_revision_across_clients(
     assert order == ["a0", "a1", "a2", "b0", "b1", "b2", "a3"]
     revisions = [w.revision or 0 for w in proxy.log.writes()]
     assert revisions == sorted(revisions)
+
+
+async def test_deletes_answered_with_a_status_get_their_revision(
+    proxy: FaultProxy, kube_namespace: str, kube_client: Client
+) -> None:
+    ns = kube_namespace
+    async with (
+        client_of(proxy, "a") as a,
+        client_of(proxy, "b") as b,
+        WatchRecorder(kube_client, [CONFIGMAPS], namespace=ns) as rec,
+    ):
+        await a.create(CONFIGMAPS, cm("x"), ns)
+        await b.create(CONFIGMAPS, cm("y"), ns)
+        await a.delete(CONFIGMAPS, "x", ns)  # a ConfigMap delete answers with a Status
+        await b.create(CONFIGMAPS, cm("z"), ns)
+        await proxy.settle()
+        await rec.wait_for_count(4, timeout=DEADLINE)
+    [delete] = proxy.log.entries(verb="delete")
+    assert delete.reason is None
+    [deleted] = [e for e in rec.events if e.type == "DELETED"]
+    assert delete.resource_version == deleted.resource_version  # the exact revision
+    assert [(w.client, w.verb, w.name) for w in proxy.log.writes()] == [
+        ("a", "create", "x"),
+        ("b", "create", "y"),
+        ("a", "delete", "x"),
+        ("b", "create", "z"),
+    ]
 
 
 def test_threaded_proxy_for_synchronous_callers(

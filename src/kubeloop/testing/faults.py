@@ -32,7 +32,8 @@ Public API (stable):
     ``remove_rule(rule)``; ``fault(...)`` (a ``with`` block around ``add_rule``);
     ``clear_rules()``; ``partition(client, *, mode="hang"|"reset")`` → :class:`Rule`;
     ``heal(rule_or_client)``; ``cut_watches(*, client=None, resource=None, abort=True)``
-    → how many; ``open_watches(client=None)``; ``log`` (:class:`FaultLog`); ``rules``.
+    → how many; ``open_watches(client=None)``; ``log`` (:class:`FaultLog`); ``rules``;
+    ``await settle()`` (until every learnable resourceVersion is in the log).
     The pytest plugin's ``kube_fault_proxy`` fixture gives a test one.
 Matchers (keyword arguments of ``add_rule``, see :class:`Match`)
     ``verb`` (get, list, watch, create, update, patch, delete, deletecollection; one or
@@ -320,6 +321,9 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self.server = ""
+        #: The highest etcd revision seen in an answer: a floor for what comes next.
+        self._rv_floor = 0
+        self._resolving: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -349,6 +353,9 @@ class FaultProxy:
 
     async def stop(self) -> None:
         """Cut every open request, stop serving, close upstream connections."""
+        await self.settle(timeout=5)
+        for task in list(self._resolving):
+            task.cancel()
         self._stopping = True
         for ev in self._hang_events.values():
             ev.set()
@@ -765,6 +772,11 @@ class FaultProxy:
         assert self._session is not None
         url = URL(self._upstream.server.rstrip("/") + str(request.rel_url), encoded=True)
         headers = self._upstream_headers(request, identity, info)
+        # a delete answered with a bare Status has no resourceVersion: note a revision
+        # from before it, to find the exact one in a watch afterwards
+        floor = 0
+        if info.verb == "delete" and info.name and not info.subresource:
+            floor = self._rv_floor or await self._current_revision(request.rel_url.path)
         try:
             token = await self._upstream_token.get()
             if token:
@@ -799,6 +811,8 @@ class FaultProxy:
                 _reset(request.transport)
                 return web.Response(status=502)
             self._note_answer(entry, info, data)
+            if floor and entry.ok and entry.resource_version is None and entry.uid:
+                self._resolve_later(entry, request.rel_url.path, floor)
             entry.finished = time.monotonic()
             if drop:  # the API server has acted; the client never hears of it
                 _reset(request.transport)
@@ -827,6 +841,81 @@ class FaultProxy:
             entry.resource_version = meta.get("resourceVersion") or None
             entry.uid = meta.get("uid") or None
             entry.name = entry.name or meta.get("name") or None
+            if entry.revision is not None:
+                self._rv_floor = max(self._rv_floor, entry.revision)
+
+    def _resolve_later(self, entry: LogEntry, path: str, floor: int) -> None:
+        task = asyncio.create_task(self._resolve_delete(entry, path, floor))
+        self._resolving.add(task)
+        task.add_done_callback(self._resolving.discard)
+
+    async def _resolve_delete(self, entry: LogEntry, path: str, floor: int) -> None:
+        """Set a Status-answered delete's resourceVersion from the object's DELETED event
+        (the one with its uid), watched from a revision seen before the delete."""
+        assert self._session is not None
+        base, _, name = path.rpartition("/")
+        params = {
+            "watch": "1",
+            "resourceVersion": str(floor),
+            "fieldSelector": f"metadata.name={name}",
+            "timeoutSeconds": "10",
+        }
+        headers = self._admin_headers(await self._upstream_token.get())
+        url = URL(self._upstream.server.rstrip("/") + base, encoded=True)
+        try:
+            async with self._session.get(
+                url, params=params, headers=headers, server_hostname=self._upstream.tls_server_name
+            ) as resp:
+                if resp.status != 200:
+                    return
+                splitter = _EventSplitter("application/json")
+                pending = b""
+                async for chunk in resp.content.iter_any():
+                    data = pending + chunk
+                    ends = [len(pending) + e for e in splitter.ends(chunk)]
+                    start = 0
+                    for end in ends:
+                        event = _status_decoder.decode(data[start:end])
+                        start = end
+                        meta = (event.get("object") or {}).get("metadata") or {}
+                        if event.get("type") == "DELETED" and meta.get("uid") == entry.uid:
+                            entry.resource_version = meta.get("resourceVersion") or None
+                            entry.extra["resource_version_from"] = "watch"
+                            return
+                    pending = data[start:]
+        except (aiohttp.ClientError, OSError, TimeoutError, msgspec.DecodeError) as err:
+            _log.debug("no resourceVersion for %s: %s", entry, err)
+
+    def _admin_headers(self, token: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    async def _current_revision(self, object_path: str) -> int:
+        """etcd's revision now, from a one-item LIST of the object's resource (0: unknown)."""
+        assert self._session is not None
+        base = object_path.rpartition("/")[0]
+        url = URL(self._upstream.server.rstrip("/") + base, encoded=True)
+        headers = self._admin_headers(await self._upstream_token.get())
+        try:
+            async with self._session.get(
+                url,
+                params={"limit": "1"},
+                headers=headers,
+                server_hostname=self._upstream.tls_server_name,
+            ) as resp:
+                page = _status_decoder.decode(await resp.read())
+            return int(page["metadata"]["resourceVersion"])
+        except (aiohttp.ClientError, OSError, msgspec.DecodeError, KeyError, TypeError, ValueError):
+            return 0
+
+    async def settle(self, timeout: float = 10.0) -> None:
+        """Wait until the log knows every resourceVersion it can learn (deletes answered
+        with a Status get theirs from a watch, a moment after the answer)."""
+        pending = list(self._resolving)
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
 
     async def _stream(
         self,
