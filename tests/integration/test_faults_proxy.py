@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from kubeloop import CONFIGMAPS, PODS, Client, Informer, Object
@@ -27,6 +28,7 @@ from kubeloop._errors import (
     TooManyRequests,
     TransportError,
 )
+from kubeloop._transport import build_ssl_context
 from kubeloop.envtest import ControlPlane, find_assets
 from kubeloop.testing import eventually
 from kubeloop.testing.faults import (
@@ -616,3 +618,32 @@ async def test_upstream_with_a_bearer_token_kubeconfig(
         with pytest.raises(Forbidden) as err:
             await nobody.get(CONFIGMAPS, "x", ns)
     assert 'User "nobody"' in str(err.value)  # impersonated by the service account
+
+
+async def test_protobuf_watches_are_cut_at_frame_boundaries(
+    proxy: FaultProxy, kube_namespace: str, kube_client: Client
+) -> None:
+    # what Go clients (kube-scheduler, Karpenter, kwok) ask for on built-in kinds
+    for i in range(3):
+        await kube_client.create(CONFIGMAPS, cm(f"p{i}"), kube_namespace)
+    proxy.add_rule(CutWatch(after_events=2), watch=True)
+    tls = await asyncio.to_thread(build_ssl_context, proxy.client_config("go"))
+    url = f"{proxy.server}{CONFIGMAPS.path(kube_namespace)}?watch=1&resourceVersion=0"
+    headers = {"Accept": "application/vnd.kubernetes.protobuf;stream=watch"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(url, headers=headers, ssl=tls) as resp,
+    ):
+        assert resp.status == 200
+        assert "protobuf" in resp.headers["Content-Type"]
+        body = await asyncio.wait_for(resp.read(), DEADLINE)  # ends: the stream was cut
+    frames, i = [], 0
+    while i < len(body):
+        size = int.from_bytes(body[i : i + 4], "big")
+        frames.append(body[i + 4 : i + 4 + size])
+        i += 4 + size
+    assert i == len(body)  # whole frames only
+    assert len(frames) == 2
+    assert all(b"ADDED" in f for f in frames)
+    [watch] = proxy.log.entries(client="go", verb="watch")
+    assert (watch.events, watch.ended) == (2, "cut")
