@@ -647,3 +647,17 @@ async def test_protobuf_watches_are_cut_at_frame_boundaries(
     assert all(b"ADDED" in f for f in frames)
     [watch] = proxy.log.entries(client="go", verb="watch")
     assert (watch.events, watch.ended) == (2, "cut")
+
+
+async def test_hang_for_a_time_then_the_connection_is_reset(
+    proxy: FaultProxy, kube_namespace: str, kube_client: Client
+) -> None:
+    await kube_client.create(CONFIGMAPS, cm("a"), kube_namespace)
+    proxy.add_rule(Hang(seconds=0.5), verb="get", client="op", times=1)
+    async with client_of(proxy, "op") as op:
+        got = await asyncio.wait_for(op.get(CONFIGMAPS, "a", kube_namespace), DEADLINE)
+    assert got["metadata"]["name"] == "a"
+    hung, retried = proxy.log.entries(client="op", verb="get")
+    assert (hung.action, hung.status, retried.action, retried.status) == ("hang", 0, "forward", 200)
+    assert hung.finished is not None
+    assert hung.finished <= retried.started  # the retry came after the reset
