@@ -193,7 +193,7 @@ async def test_matchers_namespace_subresource_and_watch(
 async def test_delay_holds_a_request_while_others_pass(
     proxy: FaultProxy, kube_namespace: str
 ) -> None:
-    proxy.add_rule(Delay(2.0), verb="get", name="slow")
+    proxy.add_rule(Delay(4.0), verb="get", name="slow")  # far longer than a plain get
     async with client_of(proxy, "op") as op:
         await op.create(CONFIGMAPS, cm("slow"), kube_namespace)
         await op.create(CONFIGMAPS, cm("fast"), kube_namespace)
