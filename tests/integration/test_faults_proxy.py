@@ -23,6 +23,7 @@ from kubeloop._errors import (
     AlreadyExists,
     ApiError,
     Forbidden,
+    NotFound,
     ServerError,
     ServerTimeout,
     TooManyRequests,
@@ -39,6 +40,7 @@ from kubeloop.testing.faults import (
     Hang,
     Reset,
     Respond,
+    StaleRead,
     gateway_timeout,
     internal_error,
     service_unavailable,
@@ -661,3 +663,36 @@ async def test_hang_for_a_time_then_the_connection_is_reset(
     assert (hung.action, hung.status, retried.action, retried.status) == ("hang", 0, "forward", 200)
     assert hung.finished is not None
     assert hung.finished <= retried.started  # the retry came after the reset
+
+
+async def test_stale_reads_travel_back_in_time(
+    proxy: FaultProxy, kube_namespace: str, kube_client: Client
+) -> None:
+    ns = kube_namespace
+    old = await kube_client.create(CONFIGMAPS, cm("a", v="1"), ns)
+    then = int(old["metadata"]["resourceVersion"])
+    old["data"] = {"v": "2"}
+    await kube_client.update(CONFIGMAPS, old)
+    await kube_client.create(CONFIGMAPS, cm("b", v="1"), ns)  # born after `then`
+    with proxy.fault(StaleRead(then), client="op"):
+        async with client_of(proxy, "op") as op:
+            got = await op.get(CONFIGMAPS, "a", ns)
+            page = await op.list(CONFIGMAPS, ns)
+            with pytest.raises(NotFound):
+                await op.get(CONFIGMAPS, "b", ns)
+            seen: list[tuple[str, str]] = []
+            events = op.watch(CONFIGMAPS, ns, resource_version="1", allow_bookmarks=False)
+            async with contextlib.aclosing(events) as stream:
+                async for event in stream:  # replayed from `then` on, whatever we asked
+                    seen.append((event.type, event.object["metadata"]["name"]))
+                    if len(seen) == 2:
+                        break
+    assert (got["kind"], got["data"]) == ("ConfigMap", {"v": "1"})
+    assert got["metadata"]["resourceVersion"] == str(then)
+    names = {o["metadata"]["name"]: o["data"] for o in page["items"]}
+    assert names.get("a") == {"v": "1"}
+    assert "b" not in names
+    assert seen == [("MODIFIED", "a"), ("ADDED", "b")]
+    assert {e.action for e in proxy.log.entries(client="op")} == {"stale"}
+    live = await kube_client.get(CONFIGMAPS, "a", ns)
+    assert live["data"] == {"v": "2"}  # only the client's view was stale

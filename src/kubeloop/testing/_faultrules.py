@@ -50,6 +50,16 @@ class DropResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class StaleRead:
+    """Serve reads as of etcd ``revision``, as a lagging API server would (Sieve's
+    "time travel"): a LIST is answered at exactly that revision, a GET with the object
+    as it was then (404 if it did not exist yet), a WATCH starts from it and replays
+    what came after. The revision must not be compacted yet. (Only get, list, watch.)"""
+
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
 class Hang:
     """Read the request and never answer: a blackhole. After ``seconds`` (None: until
     the rule is removed or the proxy stops) the connection is reset, as a peer that
@@ -75,7 +85,7 @@ class CutWatch:
             raise ValueError(f"CutWatch after_events must be >= 0, not {self.after_events}")
 
 
-Action = Delay | Respond | Reset | DropResponse | Hang | CutWatch
+Action = Delay | Respond | Reset | DropResponse | StaleRead | Hang | CutWatch
 
 _REASONS = {
     400: "BadRequest",
@@ -246,6 +256,8 @@ class Rule:
         if isinstance(self.action, CutWatch) and not info.watch:
             return False
         if isinstance(self.action, DropResponse) and info.watch:
+            return False
+        if isinstance(self.action, StaleRead) and info.verb not in ("get", "list", "watch"):
             return False
         with self._lock:
             self.seen += 1

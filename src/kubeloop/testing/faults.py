@@ -44,6 +44,7 @@ Actions
     reason=None, message=None)`` with :func:`too_many_requests`, :func:`internal_error`,
     :func:`service_unavailable`, :func:`gateway_timeout`; :class:`Reset`;
     :class:`DropResponse` (forward, then reset instead of answering);
+    :class:`StaleRead` ``(revision)`` (reads as of an older etcd revision);
     :class:`Hang` ``(seconds=None)``; :class:`CutWatch` ``(after_events=None,
     after_seconds=None, abort=False)``. Delays add up and let later rules act; the
     first other action that takes the request decides it.
@@ -107,6 +108,7 @@ from kubeloop.testing._faultrules import (
     Reset,
     Respond,
     Rule,
+    StaleRead,
     gateway_timeout,
     internal_error,
     service_unavailable,
@@ -131,6 +133,7 @@ __all__ = [
     "Reset",
     "Respond",
     "Rule",
+    "StaleRead",
     "gateway_timeout",
     "internal_error",
     "request_info",
@@ -174,6 +177,7 @@ _LABELS: dict[type, str] = {
     Respond: "respond",
     Reset: "reset",
     DropResponse: "drop",
+    StaleRead: "stale",
     Hang: "hang",
     CutWatch: "cut",
 }
@@ -280,6 +284,41 @@ def _created_name(body: bytes) -> str | None:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     name = meta.get("name") if isinstance(meta, dict) else None
     return name if isinstance(name, str) and name else None
+
+
+def _stale_url(rel: URL, info: RequestInfo, revision: int) -> URL:
+    """The request rewritten to read as of ``revision``."""
+    query = dict(rel.query)
+    if info.verb == "list" and "continue" in query:
+        return rel  # a continue token carries the snapshot of the (stale) first page
+    path = rel.raw_path
+    if info.verb == "get":  # GET has no exact-revision form; LIST with a name selector has
+        path = path.rsplit("/", 1)[0]
+        query = {"fieldSelector": f"metadata.name={info.name}"}
+    query.pop("sendInitialEvents", None)
+    query["resourceVersion"] = str(revision)
+    if info.verb == "watch":
+        query.pop("resourceVersionMatch", None)
+    else:
+        query["resourceVersionMatch"] = "Exact"
+    return URL.build(path=path, query=query, encoded=False)
+
+
+def _one_from_list(data: bytes, info: RequestInfo) -> tuple[bytes, int]:
+    """A stale GET's answer (body, status) from the one-item LIST it was turned into."""
+    try:
+        page = _status_decoder.decode(data)
+    except msgspec.DecodeError:
+        return data, 200
+    items = page.get("items") or []
+    if not items:
+        message = f'{info.resource} "{info.name}" not found'
+        missing = Respond(404, reason="NotFound", message=message)
+        return status_body(missing), 404
+    obj = items[0]
+    obj.setdefault("apiVersion", page.get("apiVersion"))
+    obj.setdefault("kind", str(page.get("kind", "")).removesuffix("List"))
+    return msgspec.json.encode(obj), 200
 
 
 def _b64(data: bytes) -> str:
@@ -728,9 +767,12 @@ class FaultProxy:
         if labels and cut is None:
             entry.action += "+forward"
         drop = isinstance(action, DropResponse)
-        if drop:
+        stale = action.revision if isinstance(action, StaleRead) else None
+        if drop or stale is not None:
             entry.action = entry.action.removesuffix("+forward")
-        return await self._forward(request, identity, info, entry, flight, body, cut, drop)
+        if stale is not None:
+            entry.extra["revision"] = str(stale)
+        return await self._forward(request, identity, info, entry, flight, body, cut, drop, stale)
 
     async def _hang(self, rule: Rule, seconds: float | None) -> None:
         ev = self._hang_events.setdefault(rule.id, asyncio.Event())
@@ -768,9 +810,11 @@ class FaultProxy:
         body: bytes,
         cut: CutWatch | None,
         drop: bool = False,
+        stale: int | None = None,
     ) -> web.StreamResponse:
         assert self._session is not None
-        url = URL(self._upstream.server.rstrip("/") + str(request.rel_url), encoded=True)
+        rel = request.rel_url if stale is None else _stale_url(request.rel_url, info, stale)
+        url = URL(self._upstream.server.rstrip("/") + str(rel), encoded=True)
         headers = self._upstream_headers(request, identity, info)
         # a delete answered with a bare Status has no resourceVersion: note a revision
         # from before it, to find the exact one in a watch afterwards
@@ -810,13 +854,17 @@ class FaultProxy:
                 entry.status = 0
                 _reset(request.transport)
                 return web.Response(status=502)
+            upstream_status = upstream.status
+            if stale is not None and info.verb == "get" and upstream.status == 200:
+                data, upstream_status = _one_from_list(data, info)
+                entry.status = upstream_status
             self._note_answer(entry, info, data)
             if floor and entry.ok and entry.resource_version is None and entry.uid:
                 self._resolve_later(entry, request.rel_url.path, floor)
             entry.finished = time.monotonic()
             if drop:  # the API server has acted; the client never hears of it
                 _reset(request.transport)
-            return web.Response(status=upstream.status, body=data, headers=headers)
+            return web.Response(status=upstream_status, body=data, headers=headers)
         finally:
             upstream.release()
 
