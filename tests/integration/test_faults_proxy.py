@@ -35,6 +35,7 @@ from kubeloop.testing import eventually
 from kubeloop.testing.faults import (
     CutWatch,
     Delay,
+    DropEvents,
     DropResponse,
     FaultProxy,
     Hang,
@@ -696,3 +697,26 @@ async def test_stale_reads_travel_back_in_time(
     assert {e.action for e in proxy.log.entries(client="op")} == {"stale"}
     live = await kube_client.get(CONFIGMAPS, "a", ns)
     assert live["data"] == {"v": "2"}  # only the client's view was stale
+
+
+async def test_drop_events_hides_a_transition_from_one_watch(
+    proxy: FaultProxy, kube_namespace: str, kube_client: Client
+) -> None:
+    ns = kube_namespace
+    created = await kube_client.create(CONFIGMAPS, cm("a", v="1"), ns)
+    proxy.add_rule(DropEvents(types=("MODIFIED",), name="a", count=1), client="op")
+    seen: list[str] = []
+    async with client_of(proxy, "op") as op:
+        rv = created["metadata"]["resourceVersion"]
+        events = op.watch(CONFIGMAPS, ns, resource_version=rv, allow_bookmarks=False)
+        async with contextlib.aclosing(events) as stream:
+            for v in ("2", "3"):
+                obj = await kube_client.get(CONFIGMAPS, "a", ns)
+                obj["data"] = {"v": v}
+                await kube_client.update(CONFIGMAPS, obj)
+            async for event in stream:
+                seen.append(event.object["data"]["v"])
+                break
+    assert seen == ["3"]  # the change to 2 never reached this client
+    [watch] = proxy.log.entries(client="op", verb="watch")
+    assert (watch.action, watch.extra["hidden"], watch.events) == ("hide+forward", "1", 1)

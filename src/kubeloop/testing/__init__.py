@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from kubeloop.testing.faults import (
         CutWatch,
         Delay,
+        DropEvents,
         DropResponse,
         FaultLog,
         FaultProxy,
@@ -88,6 +89,7 @@ __all__ = [
     "CutWatch",
     "Delay",
     "Difference",
+    "DropEvents",
     "DropResponse",
     "FaultLog",
     "FaultProxy",
@@ -141,6 +143,7 @@ _LAZY = {
     "Rule": "kubeloop.testing.faults",
     "StaleRead": "kubeloop.testing.faults",
     "Delay": "kubeloop.testing.faults",
+    "DropEvents": "kubeloop.testing.faults",
     "DropResponse": "kubeloop.testing.faults",
     "Respond": "kubeloop.testing.faults",
     "Reset": "kubeloop.testing.faults",

@@ -56,8 +56,8 @@ class LogEntry:
     #: server answered this but the client never got it.
     status: int = 0
     #: What the proxy did: ``"forward"``, ``"delay"``, ``"respond"``, ``"reset"``, ``"drop"``,
-    #: ``"hang"``, ``"cut"`` (a watch ended by a rule) or ``"partition"``; with delays:
-    #: ``"delay+forward"``.
+    #: ``"stale"``, ``"hide"``, ``"hang"``, ``"cut"`` (a watch ended by a rule) or
+    #: ``"partition"``, joined with ``+`` (``"delay+forward"``).
     action: str = "forward"
     #: Id of the rule that acted, if any.
     rule: int | None = None

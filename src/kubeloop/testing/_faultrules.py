@@ -60,6 +60,18 @@ class StaleRead:
 
 
 @dataclass(frozen=True, slots=True)
+class DropEvents:
+    """Leave watch events out of a stream (Sieve's "unobserved state": the client never
+    sees a transition): those of ``types`` (empty: any but BOOKMARK), of the object
+    ``name`` if given, at most ``count`` per stream (None: all). JSON watches only.
+    The client's resourceVersion then lags: a watch it resumes replays what it missed."""
+
+    types: tuple[str, ...] = ()
+    name: str | None = None
+    count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Hang:
     """Read the request and never answer: a blackhole. After ``seconds`` (None: until
     the rule is removed or the proxy stops) the connection is reset, as a peer that
@@ -85,7 +97,7 @@ class CutWatch:
             raise ValueError(f"CutWatch after_events must be >= 0, not {self.after_events}")
 
 
-Action = Delay | Respond | Reset | DropResponse | StaleRead | Hang | CutWatch
+Action = Delay | Respond | Reset | DropResponse | StaleRead | Hang | CutWatch | DropEvents
 
 _REASONS = {
     400: "BadRequest",
@@ -253,7 +265,7 @@ class Rule:
         """Whether this rule acts on the request (and count it if so)."""
         if not self.match.matches(info, client, user_agent):
             return False
-        if isinstance(self.action, CutWatch) and not info.watch:
+        if isinstance(self.action, CutWatch | DropEvents) and not info.watch:
             return False
         if isinstance(self.action, DropResponse) and info.watch:
             return False

@@ -45,6 +45,7 @@ Actions
     :func:`service_unavailable`, :func:`gateway_timeout`; :class:`Reset`;
     :class:`DropResponse` (forward, then reset instead of answering);
     :class:`StaleRead` ``(revision)`` (reads as of an older etcd revision);
+    :class:`DropEvents` ``(types=(), name=None, count=None)`` (watch events left out);
     :class:`Hang` ``(seconds=None)``; :class:`CutWatch` ``(after_events=None,
     after_seconds=None, abort=False)``. Delays add up and let later rules act; the
     first other action that takes the request decides it.
@@ -102,6 +103,7 @@ from kubeloop.testing._faultrules import (
     Action,
     CutWatch,
     Delay,
+    DropEvents,
     DropResponse,
     Hang,
     Match,
@@ -123,6 +125,7 @@ __all__ = [
     "Action",
     "CutWatch",
     "Delay",
+    "DropEvents",
     "DropResponse",
     "FaultLog",
     "FaultProxy",
@@ -178,6 +181,7 @@ _LABELS: dict[type, str] = {
     Reset: "reset",
     DropResponse: "drop",
     StaleRead: "stale",
+    DropEvents: "hide",
     Hang: "hang",
     CutWatch: "cut",
 }
@@ -203,6 +207,8 @@ class _Flight:
     cut_reason: str | None = None
     #: End a watch as the API server would (the stream just ends) rather than reset it.
     clean: bool = False
+    #: Watch events to leave out (a :class:`DropEvents` rule), with its own count.
+    hide: _Hider | None = None
 
     def cut(self, reason: str, *, clean: bool = False) -> None:
         if self.cut_reason is None:
@@ -213,6 +219,31 @@ class _Flight:
             _reset(self.transport)
         if self.upstream is not None:
             self.upstream.close()
+
+
+@dataclass(eq=False)
+class _Hider:
+    """Applies one :class:`DropEvents` to one watch stream (JSON only: the events are read)."""
+
+    rule: DropEvents
+    hidden: int = 0
+
+    def hides(self, event: bytes, entry: LogEntry) -> bool:
+        if self.rule.count is not None and self.hidden >= self.rule.count:
+            return False
+        try:
+            decoded = _status_decoder.decode(event)
+        except msgspec.DecodeError:
+            return False
+        kind = decoded.get("type") if isinstance(decoded, dict) else None
+        if kind == "BOOKMARK" or (self.rule.types and kind not in self.rule.types):
+            return False
+        meta = (decoded.get("object") or {}).get("metadata") or {}
+        if self.rule.name is not None and meta.get("name") != self.rule.name:
+            return False
+        self.hidden += 1
+        entry.extra["hidden"] = str(self.hidden)
+        return True
 
 
 class _EventSplitter:
@@ -681,6 +712,8 @@ class FaultProxy:
                 delay += rule.action.seconds
             elif isinstance(rule.action, CutWatch):
                 cut = cut or rule.action
+            elif isinstance(rule.action, DropEvents):
+                pass  # applied by the stream (see _serve)
             else:
                 return delay, cut, rule, acted
         return delay, cut, None, acted
@@ -736,6 +769,9 @@ class FaultProxy:
         flight: _Flight,
     ) -> web.StreamResponse:
         delay, cut, rule, acted = self._decide(info, identity.client, entry.user_agent)
+        hiding = [r.action for r in acted if isinstance(r.action, DropEvents)]
+        if hiding:
+            flight.hide = _Hider(hiding[0])
         labels = [r.label or _LABELS[type(r.action)] for r in acted]
         if acted:
             entry.rule = (rule or acted[-1]).id
@@ -978,7 +1014,9 @@ class FaultProxy:
         out.enable_chunked_encoding()
         await out.prepare(request)
         limit = cut.after_events if cut is not None else None
-        splitter = _EventSplitter(upstream.headers.get("Content-Type", ""))
+        content_type = upstream.headers.get("Content-Type", "")
+        splitter = _EventSplitter(content_type)
+        hide = flight.hide if flight.hide is not None and "json" in content_type else None
         loop = asyncio.get_running_loop()
         deadline = (
             loop.time() + cut.after_seconds
@@ -1003,19 +1041,27 @@ class FaultProxy:
                 if not chunk:
                     break
                 ends = [len(pending) + e for e in splitter.ends(chunk)]
-                data, pending = pending + chunk, b""
-                if limit is not None and len(ends) >= limit - entry.events:
-                    # the limit falls inside this chunk: forward up to that event's end
-                    await out.write(data[: ends[limit - entry.events - 1]])
-                    entry.events = limit
-                    ended = "cut"
-                    break
+                data = pending + chunk
                 if not ends:
                     pending = data
                     continue
                 pending = data[ends[-1] :]
-                await out.write(data[: ends[-1]])
-                entry.events += len(ends)
+                if hide is None:
+                    whole = ends if limit is None else ends[: limit - entry.events]
+                    await out.write(data[: whole[-1]])
+                    entry.events += len(whole)
+                    continue
+                parts, start = [], 0
+                for end in ends:
+                    event, start = data[start:end], end
+                    if limit is not None and entry.events >= limit:
+                        break
+                    if hide.hides(event, entry):
+                        continue
+                    parts.append(event)
+                    entry.events += 1
+                if parts:
+                    await out.write(b"".join(parts))
         except (aiohttp.ClientError, OSError) as err:
             if flight.clean:
                 ended = flight.cut_reason or "cut"
