@@ -183,7 +183,7 @@ def test_log_orders_writes_by_revision_not_arrival() -> None:
 
 
 def test_event_splitter_finds_json_and_protobuf_event_ends() -> None:
-    from kubeloop.testing.faults import _EventSplitter
+    from kubeloop.testing._faultwire import EventSplitter as _EventSplitter
 
     json_stream = _EventSplitter("application/json")
     assert json_stream.ends(b'{"a":1}\n{"b"') == [8]

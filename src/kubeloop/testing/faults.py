@@ -4,9 +4,10 @@ Every client of the system under test (an operator, a second writer, a test's ow
 client) gets its own kubeconfig pointing at the proxy. The proxy knows each client by
 the certificate in that kubeconfig, forwards its requests to the real apiserver as the
 client (admin credentials plus ``Impersonate-User``/``Impersonate-Group``, so RBAC
-still judges the real identity), streams watches through byte for byte, and applies
-the fault rules in force. Every request and its outcome is logged with the apiserver's
-own answer, so a test can tell exactly which client wrote what, in which order.
+still judges the real identity), streams watches through as their events arrive (whole
+events, never more than one held back), and applies the fault rules in force. Every
+request and its outcome is logged with the apiserver's own answer, so a test can tell
+exactly which client wrote what, in which order.
 
 >>> async with FaultProxy(control_plane, seed=1) as proxy:        # doctest: +SKIP
 ...     op = proxy.kubeconfig_for("operator")                     # a file, for a subprocess
@@ -26,8 +27,8 @@ Public API (stable):
     kubeconfig whose identity may impersonate (cluster-admin). Run it with
     ``async with`` (in the test's event loop) or ``with`` (in a background thread, for
     synchronous callers); or :meth:`~FaultProxy.start`/:meth:`~FaultProxy.stop`.
-    ``server``; ``kubeconfig_for(client, *, user=None, groups=("system:masters",))``
-    → Path; ``client_config(...)`` → :class:`~kubeloop.ClusterConfig`;
+    ``server``; ``kubeconfig_for(client, *, user=None, groups=("system:masters",),
+    namespace=None)`` → Path; ``client_config(...)`` → :class:`~kubeloop.ClusterConfig`;
     ``add_rule(action, *, times=None, probability=1.0, skip=0, **match)`` → :class:`Rule`;
     ``remove_rule(rule)``; ``fault(...)`` (a ``with`` block around ``add_rule``);
     ``clear_rules()``; ``partition(client, *, mode="hang"|"reset")`` → :class:`Rule`;
@@ -47,8 +48,9 @@ Actions
     :class:`StaleRead` ``(revision)`` (reads as of an older etcd revision);
     :class:`DropEvents` ``(types=(), name=None, count=None)`` (watch events left out);
     :class:`Hang` ``(seconds=None)``; :class:`CutWatch` ``(after_events=None,
-    after_seconds=None, abort=False)``. Delays add up and let later rules act; the
-    first other action that takes the request decides it.
+    after_seconds=None, abort=False)``. Rules are tried in the order added;
+    :class:`Delay` (they add up), :class:`CutWatch` and :class:`DropEvents` combine with
+    later rules, the first other action that takes the request decides it.
 The log (:class:`FaultLog` of :class:`LogEntry`)
     ``entries(**filters)``, ``writes(client=..., ok=True)`` (in etcd commit order),
     ``last_write(client)``, ``first_write(client)``, ``counts(*keys)``, ``dump()``,
@@ -117,6 +119,13 @@ from kubeloop.testing._faultrules import (
     status_body,
     status_reason,
     too_many_requests,
+)
+from kubeloop.testing._faultwire import (
+    EventSplitter,
+    Hider,
+    created_name,
+    one_from_list,
+    stale_url,
 )
 from kubeloop.testing._requestinfo import WRITE_VERBS, RequestInfo, request_info
 
@@ -208,7 +217,7 @@ class _Flight:
     #: End a watch as the API server would (the stream just ends) rather than reset it.
     clean: bool = False
     #: Watch events to leave out (a :class:`DropEvents` rule), with its own count.
-    hide: _Hider | None = None
+    hide: Hider | None = None
 
     def cut(self, reason: str, *, clean: bool = False) -> None:
         if self.cut_reason is None:
@@ -219,70 +228,6 @@ class _Flight:
             _reset(self.transport)
         if self.upstream is not None:
             self.upstream.close()
-
-
-@dataclass(eq=False)
-class _Hider:
-    """Applies one :class:`DropEvents` to one watch stream (JSON only: the events are read)."""
-
-    rule: DropEvents
-    hidden: int = 0
-
-    def hides(self, event: bytes, entry: LogEntry) -> bool:
-        if self.rule.count is not None and self.hidden >= self.rule.count:
-            return False
-        try:
-            decoded = _status_decoder.decode(event)
-        except msgspec.DecodeError:
-            return False
-        kind = decoded.get("type") if isinstance(decoded, dict) else None
-        if kind == "BOOKMARK" or (self.rule.types and kind not in self.rule.types):
-            return False
-        meta = (decoded.get("object") or {}).get("metadata") or {}
-        if self.rule.name is not None and meta.get("name") != self.rule.name:
-            return False
-        self.hidden += 1
-        entry.extra["hidden"] = str(self.hidden)
-        return True
-
-
-class _EventSplitter:
-    """Finds where each watch event ends in a stream of chunks: newline-delimited JSON,
-    or the 4-byte big-endian length-prefixed frames of a protobuf watch (what Go clients
-    ask for on built-in kinds)."""
-
-    def __init__(self, content_type: str) -> None:
-        self._protobuf = "protobuf" in content_type
-        self._header = b""
-        self._left = 0
-
-    def ends(self, chunk: bytes) -> list[int]:
-        """Offsets just past each event that completes within ``chunk``."""
-        if not self._protobuf:
-            out, pos = [], chunk.find(b"\n")
-            while pos >= 0:
-                out.append(pos + 1)
-                pos = chunk.find(b"\n", pos + 1)
-            return out
-        out, i = [], 0
-        while i < len(chunk):
-            if self._left == 0:
-                take = min(4 - len(self._header), len(chunk) - i)
-                self._header += chunk[i : i + take]
-                i += take
-                if len(self._header) < 4:
-                    break
-                self._left = int.from_bytes(self._header, "big")
-                self._header = b""
-                if self._left == 0:
-                    out.append(i)
-                    continue
-            take = min(self._left, len(chunk) - i)
-            self._left -= take
-            i += take
-            if self._left == 0:
-                out.append(i)
-        return out
 
 
 def _reset(transport: asyncio.BaseTransport | None) -> None:
@@ -305,51 +250,6 @@ def _subject(der: bytes) -> tuple[str, tuple[str, ...]]:
     cns = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     orgs = cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
     return (str(cns[0].value) if cns else _ANONYMOUS), tuple(str(o.value) for o in orgs)
-
-
-def _created_name(body: bytes) -> str | None:
-    try:
-        obj = _status_decoder.decode(body)
-    except msgspec.DecodeError:
-        return None  # protobuf or YAML: the answer will name it
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    name = meta.get("name") if isinstance(meta, dict) else None
-    return name if isinstance(name, str) and name else None
-
-
-def _stale_url(rel: URL, info: RequestInfo, revision: int) -> URL:
-    """The request rewritten to read as of ``revision``."""
-    query = dict(rel.query)
-    if info.verb == "list" and "continue" in query:
-        return rel  # a continue token carries the snapshot of the (stale) first page
-    path = rel.raw_path
-    if info.verb == "get":  # GET has no exact-revision form; LIST with a name selector has
-        path = path.rsplit("/", 1)[0]
-        query = {"fieldSelector": f"metadata.name={info.name}"}
-    query.pop("sendInitialEvents", None)
-    query["resourceVersion"] = str(revision)
-    if info.verb == "watch":
-        query.pop("resourceVersionMatch", None)
-    else:
-        query["resourceVersionMatch"] = "Exact"
-    return URL.build(path=path, query=query, encoded=False)
-
-
-def _one_from_list(data: bytes, info: RequestInfo) -> tuple[bytes, int]:
-    """A stale GET's answer (body, status) from the one-item LIST it was turned into."""
-    try:
-        page = _status_decoder.decode(data)
-    except msgspec.DecodeError:
-        return data, 200
-    items = page.get("items") or []
-    if not items:
-        message = f'{info.resource} "{info.name}" not found'
-        missing = Respond(404, reason="NotFound", message=message)
-        return status_body(missing), 404
-    obj = items[0]
-    obj.setdefault("apiVersion", page.get("apiVersion"))
-    obj.setdefault("kind", str(page.get("kind", "")).removesuffix("List"))
-    return msgspec.json.encode(obj), 200
 
 
 def _b64(data: bytes) -> str:
@@ -771,14 +671,14 @@ class FaultProxy:
         delay, cut, rule, acted = self._decide(info, identity.client, entry.user_agent)
         hiding = [r.action for r in acted if isinstance(r.action, DropEvents)]
         if hiding:
-            flight.hide = _Hider(hiding[0])
+            flight.hide = Hider(hiding[0])
         labels = [r.label or _LABELS[type(r.action)] for r in acted]
         if acted:
             entry.rule = (rule or acted[-1]).id
         entry.action = "+".join(dict.fromkeys(labels)) or "forward"
         body = await request.read() if request.body_exists else b""
         if info.verb == "create" and entry.name is None:
-            entry.name = _created_name(body)  # so a create the proxy fails is named too
+            entry.name = created_name(body)  # so a create the proxy fails is named too
         if delay > 0:
             await asyncio.sleep(delay)
         action = rule.action if rule is not None else None
@@ -849,7 +749,7 @@ class FaultProxy:
         stale: int | None = None,
     ) -> web.StreamResponse:
         assert self._session is not None
-        rel = request.rel_url if stale is None else _stale_url(request.rel_url, info, stale)
+        rel = request.rel_url if stale is None else stale_url(request.rel_url, info, stale)
         url = URL(self._upstream.server.rstrip("/") + str(rel), encoded=True)
         headers = self._upstream_headers(request, identity, info)
         # a delete answered with a bare Status has no resourceVersion: note a revision
@@ -892,7 +792,7 @@ class FaultProxy:
                 return web.Response(status=502)
             upstream_status = upstream.status
             if stale is not None and info.verb == "get" and upstream.status == 200:
-                data, upstream_status = _one_from_list(data, info)
+                data, upstream_status = one_from_list(data, info)
                 entry.status = upstream_status
             self._note_answer(entry, info, data)
             if floor and entry.ok and entry.resource_version is None and entry.uid:
@@ -952,7 +852,7 @@ class FaultProxy:
             ) as resp:
                 if resp.status != 200:
                     return
-                splitter = _EventSplitter("application/json")
+                splitter = EventSplitter("application/json")
                 pending = b""
                 async for chunk in resp.content.iter_any():
                     data = pending + chunk
@@ -1015,7 +915,7 @@ class FaultProxy:
         await out.prepare(request)
         limit = cut.after_events if cut is not None else None
         content_type = upstream.headers.get("Content-Type", "")
-        splitter = _EventSplitter(content_type)
+        splitter = EventSplitter(content_type)
         hide = flight.hide if flight.hide is not None and "json" in content_type else None
         loop = asyncio.get_running_loop()
         deadline = (
