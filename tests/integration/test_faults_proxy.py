@@ -720,3 +720,24 @@ async def test_drop_events_hides_a_transition_from_one_watch(
     assert seen == ["3"]  # the change to 2 never reached this client
     [watch] = proxy.log.entries(client="op", verb="watch")
     assert (watch.action, watch.extra["hidden"], watch.events) == ("hide+forward", "1", 1)
+
+
+async def test_a_held_partition_delivers_the_write_late(
+    proxy: FaultProxy, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    cut = proxy.partition("old", mode="hold")
+    async with client_of(proxy, "old") as old, client_of(proxy, "new") as new:
+        late = asyncio.create_task(old.create(CONFIGMAPS, cm("from-old"), ns))
+        await eventually(lambda: bool(proxy.log.entries(client="old")), "old's write to arrive")
+        await new.create(CONFIGMAPS, cm("from-new"), ns)
+        assert not late.done()
+        proxy.heal(cut)
+        created = await asyncio.wait_for(late, DEADLINE)  # delivered after all
+    assert created["metadata"]["name"] == "from-old"
+    # it arrived first but was committed last: what a fenced old leader must never do
+    arrivals = [e.client for e in proxy.log.entries(verb="create")]
+    commits = [e.client for e in proxy.log.writes()]
+    assert (arrivals, commits) == (["old", "new"], ["new", "old"])
+    [held] = proxy.log.entries(client="old")
+    assert (held.action, held.status) == ("partition+forward", 201)

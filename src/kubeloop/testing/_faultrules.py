@@ -13,6 +13,7 @@ import random
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from kubeloop.testing._requestinfo import RequestInfo
 
@@ -75,9 +76,17 @@ class DropEvents:
 class Hang:
     """Read the request and never answer: a blackhole. After ``seconds`` (None: until
     the rule is removed or the proxy stops) the connection is reset, as a peer that
-    comes back after a partition finds its old connection gone."""
+    comes back after a partition finds its old connection gone; or, with
+    ``release="forward"``, the request goes on to the API server then, late, as a
+    packet held in a queue arrives after the network heals (unless the client gave up
+    first)."""
 
     seconds: float | None = None
+    release: Literal["reset", "forward"] = "reset"
+
+    def __post_init__(self) -> None:
+        if self.release not in ("reset", "forward"):
+            raise ValueError(f"Hang release must be 'reset' or 'forward', not {self.release!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ Public API (stable):
     namespace=None)`` → Path; ``client_config(...)`` → :class:`~kubeloop.ClusterConfig`;
     ``add_rule(action, *, times=None, probability=1.0, skip=0, **match)`` → :class:`Rule`;
     ``remove_rule(rule)``; ``fault(...)`` (a ``with`` block around ``add_rule``);
-    ``clear_rules()``; ``partition(client, *, mode="hang"|"reset")`` → :class:`Rule`;
+    ``clear_rules()``; ``partition(client, *, mode="hang"|"reset"|"hold")`` → :class:`Rule`;
     ``heal(rule_or_client)``; ``cut_watches(*, client=None, resource=None, abort=True)``
     → how many; ``open_watches(client=None)``; ``log`` (:class:`FaultLog`); ``rules``;
     ``await settle()`` (until every learnable resourceVersion is in the log).
@@ -47,7 +47,8 @@ Actions
     :class:`DropResponse` (forward, then reset instead of answering);
     :class:`StaleRead` ``(revision)`` (reads as of an older etcd revision);
     :class:`DropEvents` ``(types=(), name=None, count=None)`` (watch events left out);
-    :class:`Hang` ``(seconds=None)``; :class:`CutWatch` ``(after_events=None,
+    :class:`Hang` ``(seconds=None, release="reset"|"forward")``; :class:`CutWatch`
+    ``(after_events=None,
     after_seconds=None, abort=False)``. Rules are tried in the order added;
     :class:`Delay` (they add up), :class:`CutWatch` and :class:`DropEvents` combine with
     later rules, the first other action that takes the request decides it.
@@ -531,10 +532,20 @@ class FaultProxy:
         finally:
             self.remove_rule(rule)
 
-    def partition(self, client: str, *, mode: Literal["hang", "reset"] = "hang") -> Rule:
-        """Cut ``client`` off: its open requests and watches are reset now, and every
-        new request hangs (``mode="hang"``, a blackhole) or is reset until :meth:`heal`."""
-        action: Action = Hang() if mode == "hang" else Reset()
+    def partition(self, client: str, *, mode: Literal["hang", "reset", "hold"] = "hang") -> Rule:
+        """Cut ``client`` off: its open requests and watches are reset now, and until
+        :meth:`heal` every new request hangs and is then reset (``mode="hang"``, a
+        blackhole), is reset at once (``"reset"``), or hangs and is delivered to the API
+        server when the partition heals (``"hold"``: late writes, the split-brain case)."""
+        action: Action
+        if mode == "hang":
+            action = Hang()
+        elif mode == "hold":
+            action = Hang(release="forward")
+        elif mode == "reset":
+            action = Reset()
+        else:
+            raise ValueError(f"partition mode must be hang, reset or hold, not {mode!r}")
         rule = self.add_rule(action, client=client, label="partition")
         self._in_loop(lambda: self._cut(lambda f: f.entry.client == client, "partition"))
         return rule
@@ -697,9 +708,11 @@ class FaultProxy:
         if isinstance(action, Hang):
             assert rule is not None
             await self._hang(rule, action.seconds)
-            _reset(request.transport)
-            entry.finished = time.monotonic()
-            return web.Response(status=500)
+            if action.release == "reset" or self._stopping:
+                _reset(request.transport)
+                entry.finished = time.monotonic()
+                return web.Response(status=500)
+            action = None  # held, now delivered late
         if labels and cut is None:
             entry.action += "+forward"
         drop = isinstance(action, DropResponse)
