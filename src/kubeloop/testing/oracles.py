@@ -19,6 +19,10 @@ events as the apiserver reports them, whoever made the change, garbage collector
 included). Runs in different namespaces compare by name: :func:`capture_state` keys
 objects by ``(resource, name)`` unless told otherwise.
 
+**Invariants of every intermediate state** (Sieve's custom safety checkers):
+:meth:`WatchRecorder.add_invariant` checks each change as it is recorded, with the
+object before and after, e.g. :func:`never_decreases` for ``status.observedGeneration``.
+
 **Eventually stable** (Anvil, OSDI'24, "eventually stable reconciliation"): once the
 faults stop, the cluster must come to match the desired state within ``within`` seconds
 and then keep matching it for ``stable_for`` seconds. :func:`eventually_stable` polls a
@@ -26,9 +30,11 @@ check (and, given a :class:`WatchRecorder`, re-checks after every event), and fa
 with what still differed, or with what broke the match once it had held.
 
 Public API (stable): :class:`Normalizer`, :data:`DEFAULT_DROP`, :class:`State`,
-:func:`capture_state`, :func:`normalise`, :class:`OpCount`, :func:`operations_from_log`,
-:class:`WatchRecorder` (with ``add_invariant``, :func:`never_decreases`,
-:class:`Violation`), :class:`RunRecord`, :class:`Difference`, :func:`compare_states`,
+:data:`ObjectKey`, :func:`capture_state`, :func:`normalise`, :class:`OpCount`,
+:func:`operations_from_log`, :class:`WatchRecorder` (``operations``, ``events``,
+``objects``, ``version``, ``wait_for_event``, ``wait_for_count``, ``add_listener``,
+``add_invariant``, ``violations``, ``assert_no_violations``), :class:`RecordedEvent`,
+:data:`Invariant`, :func:`never_decreases`, :class:`Violation`, :class:`RunRecord`, :class:`Difference`, :func:`compare_states`,
 :func:`compare_operations`, :func:`compare_runs`, :func:`nondeterministic_paths`,
 :func:`assert_no_differences`, :func:`subset_mismatches`, :func:`live_mismatches`,
 :func:`eventually_stable`, :class:`Stable`, :class:`NotStable`.
