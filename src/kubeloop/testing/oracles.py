@@ -34,10 +34,11 @@ Public API (stable): :class:`Normalizer`, :data:`DEFAULT_DROP`, :class:`State`,
 :func:`operations_from_log`, :class:`WatchRecorder` (``operations``, ``events``,
 ``objects``, ``version``, ``wait_for_event``, ``wait_for_count``, ``add_listener``,
 ``add_invariant``, ``violations``, ``assert_no_violations``), :class:`RecordedEvent`,
-:data:`Invariant`, :func:`never_decreases`, :class:`Violation`, :class:`RunRecord`, :class:`Difference`, :func:`compare_states`,
-:func:`compare_operations`, :func:`compare_runs`, :func:`nondeterministic_paths`,
-:func:`assert_no_differences`, :func:`subset_mismatches`, :func:`live_mismatches`,
-:func:`eventually_stable`, :class:`Stable`, :class:`NotStable`.
+:data:`Invariant`, :func:`never_decreases`, :class:`Violation`, :class:`RunRecord`,
+:class:`Difference`, :func:`compare_states`, :func:`compare_operations`,
+:func:`compare_runs`, :func:`nondeterministic_paths`, :func:`assert_no_differences`,
+:func:`subset_mismatches`, :func:`live_mismatches`, :func:`eventually_stable`,
+:class:`Stable`, :class:`NotStable`.
 """
 
 from __future__ import annotations
