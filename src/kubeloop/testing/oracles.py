@@ -657,11 +657,12 @@ async def live_mismatches(
     *,
     namespace: str | None = None,
     only_expected: bool = False,
+    label_selector: str | None = None,
 ) -> list[str]:
-    """How the live objects of ``res`` in ``namespace`` differ from ``expected`` (name →
-    partial object, or None: must not exist). Unless ``only_expected``, objects not
-    named in ``expected`` are mismatches too."""
-    items, _ = await client.list_all(res, namespace)
+    """How the live objects of ``res`` in ``namespace`` (and ``label_selector``) differ
+    from ``expected`` (name → partial object, or None: must not exist). Unless
+    ``only_expected``, objects not named in ``expected`` are mismatches too."""
+    items, _ = await client.list_all(res, namespace, label_selector=label_selector)
     live = {str(o["metadata"]["name"]): o for o in items}
     out: list[str] = []
     for name, want in sorted(expected.items()):
