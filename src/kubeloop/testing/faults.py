@@ -62,7 +62,9 @@ The log (:class:`FaultLog` of :class:`LogEntry`)
     apiserver's ``Date``), reason, resource_version and uid (writes), events and ended
     (watches).
 
-Limits: HTTP/1.1 only (clients negotiate it); clients authenticate with the proxy's
+Limits: HTTP/1.1 only (clients negotiate it), no connection upgrades (exec, attach,
+port-forward), and only watches are streamed (other answers are read whole, so a
+``follow`` log stream would wait for its end); clients authenticate with the proxy's
 client certificates (a request without one is forwarded as ``system:anonymous``;
 bearer tokens and client-side impersonation are not passed on); ``deletecollection``
 is logged as one write without per-object detail.
