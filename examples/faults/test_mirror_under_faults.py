@@ -52,6 +52,8 @@ from kubeloop.testing.oracles import (
 pytestmark = pytest.mark.integration
 
 SOURCES = ["alpha", "beta", "gamma", "delta", "epsilon"]
+#: The objects this test is about (a cluster may put others in every namespace).
+OURS = "role in (source,mirror)"
 
 # -- the operator under test ---------------------------------------------------------------
 
@@ -165,7 +167,9 @@ async def one_run(
 
         async def settled(step: int) -> None:
             async def matches() -> bool:
-                found = await live_mismatches(admin, CONFIGMAPS, desired(step), namespace=namespace)
+                found = await live_mismatches(
+                    admin, CONFIGMAPS, desired(step), namespace=namespace, label_selector=OURS
+                )
                 return not found
 
             await eventually(matches, f"workload step {step} in {namespace}", 60)
@@ -174,7 +178,9 @@ async def one_run(
         for rule in rules:  # the faults stop; from here on the operator must converge
             proxy.remove_rule(rule)
         await eventually_stable(
-            lambda: live_mismatches(admin, CONFIGMAPS, desired(3), namespace=namespace),
+            lambda: live_mismatches(
+                admin, CONFIGMAPS, desired(3), namespace=namespace, label_selector=OURS
+            ),
             within=60,
             stable_for=2,
             recorder=recorder,

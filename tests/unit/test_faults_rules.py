@@ -183,7 +183,7 @@ def test_log_orders_writes_by_revision_not_arrival() -> None:
 
 
 def test_event_splitter_finds_json_and_protobuf_event_ends() -> None:
-    from kubeloop.testing.faults import _EventSplitter
+    from kubeloop.testing._faultwire import EventSplitter as _EventSplitter
 
     json_stream = _EventSplitter("application/json")
     assert json_stream.ends(b'{"a":1}\n{"b"') == [8]
@@ -196,3 +196,18 @@ def test_event_splitter_finds_json_and_protobuf_event_ends() -> None:
             ends += [offset + e for e in proto.ends(frames[i : i + size])]
             offset += len(frames[i : i + size])
         assert ends == [7, 11, 20], size
+
+
+def test_importing_kubeloop_testing_stays_light() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kubeloop.testing as t\n"
+        "heavy = [m for m in ('kubeloop.testing.faults', 'kubeloop.testing.oracles',"
+        " 'cryptography.x509') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "assert t.FaultProxy.__name__ == 'FaultProxy'\n"
+        "assert 'kubeloop.testing.faults' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
