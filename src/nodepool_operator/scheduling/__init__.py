@@ -32,21 +32,33 @@ from ._quantity import parse_bytes as parse_bytes
 from ._quantity import parse_cpu as parse_cpu
 from ._quantity import parse_quantity as parse_quantity
 from ._template import DEFAULT_MAX_PODS as DEFAULT_MAX_PODS
+from ._template import NodeShape as NodeShape
 from ._template import NodeTemplate as NodeTemplate
 from ._template import Taint as Taint
+from ._template import node_shape as node_shape
+from ._views import DO_NOT_DISRUPT as DO_NOT_DISRUPT
+from ._views import NodeView as NodeView
+from ._views import PodView as PodView
+from ._views import is_workload as is_workload
+from ._views import node_view as node_view
+from ._views import pod_view as pod_view
 
 __all__ = [
     "DEFAULT_MAX_PODS",
+    "DO_NOT_DISRUPT",
     "FitReason",
     "FitResult",
+    "NodeShape",
     "NodeState",
     "NodeTemplate",
+    "NodeView",
     "Placement",
     "PlanReason",
     "Pod",
     "PodReason",
     "PodRef",
     "PodVerdict",
+    "PodView",
     "Resources",
     "ScaleUpPlan",
     "Taint",
@@ -54,7 +66,10 @@ __all__ = [
     "classify",
     "format_bytes",
     "format_cpu",
+    "is_workload",
     "lower_bound",
+    "node_shape",
+    "node_view",
     "parse_bytes",
     "parse_cpu",
     "parse_quantity",
@@ -63,5 +78,6 @@ __all__ = [
     "pod_fits_template",
     "pod_ref",
     "pod_requests",
+    "pod_view",
     "tolerates",
 ]
