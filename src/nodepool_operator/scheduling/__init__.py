@@ -13,6 +13,9 @@ from ._binpack import ScaleUpPlan as ScaleUpPlan
 from ._binpack import UnschedulableGroup as UnschedulableGroup
 from ._binpack import lower_bound as lower_bound
 from ._binpack import plan_scale_up as plan_scale_up
+from ._daemonset import DaemonSetView as DaemonSetView
+from ._daemonset import daemonset_overhead as daemonset_overhead
+from ._daemonset import daemonset_view as daemonset_view
 from ._fit import FitReason as FitReason
 from ._fit import FitResult as FitResult
 from ._fit import pod_fits_node as pod_fits_node
@@ -31,6 +34,10 @@ from ._quantity import format_cpu as format_cpu
 from ._quantity import parse_bytes as parse_bytes
 from ._quantity import parse_cpu as parse_cpu
 from ._quantity import parse_quantity as parse_quantity
+from ._scaledown import Disposal as Disposal
+from ._scaledown import RemovalReason as RemovalReason
+from ._scaledown import ScaleDownNode as ScaleDownNode
+from ._scaledown import removal_order as removal_order
 from ._template import DEFAULT_MAX_PODS as DEFAULT_MAX_PODS
 from ._template import NodeShape as NodeShape
 from ._template import NodeTemplate as NodeTemplate
@@ -46,6 +53,8 @@ from ._views import pod_view as pod_view
 __all__ = [
     "DEFAULT_MAX_PODS",
     "DO_NOT_DISRUPT",
+    "DaemonSetView",
+    "Disposal",
     "FitReason",
     "FitResult",
     "NodeShape",
@@ -59,11 +68,15 @@ __all__ = [
     "PodRef",
     "PodVerdict",
     "PodView",
+    "RemovalReason",
     "Resources",
+    "ScaleDownNode",
     "ScaleUpPlan",
     "Taint",
     "UnschedulableGroup",
     "classify",
+    "daemonset_overhead",
+    "daemonset_view",
     "format_bytes",
     "format_cpu",
     "is_workload",
@@ -79,5 +92,6 @@ __all__ = [
     "pod_ref",
     "pod_requests",
     "pod_view",
+    "removal_order",
     "tolerates",
 ]

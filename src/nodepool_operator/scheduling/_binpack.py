@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from ._fit import FitReason, FitResult, check_constraints, check_room, check_template_room
@@ -394,6 +394,13 @@ class _Packer:
         self._template_bins.append(chosen)
         self.opened += 1
         return chosen
+
+    def existing_states(self) -> list[NodeState]:
+        """The existing nodes with the room and pods the placements so far left them."""
+        return [
+            replace(node, free=b.free, pods=tuple(b.pods))
+            for node, b in zip(self._existing, self._existing_bins, strict=True)
+        ]
 
     def _existing_for(self, entry: _Pending) -> list[_Bin]:
         # Label and taint checks depend only on the pod's constraints, so do them once per class.
