@@ -30,7 +30,7 @@ import msgspec
 from kubeloop._config import ClusterConfig, load_kubeconfig
 from kubeloop._errors import ApiError, Gone, NotFound, TransportError
 from kubeloop._log import CONTROLLER
-from kubeloop._resource import Object, Resource, name_of, namespace_of
+from kubeloop._resource import PODS, Object, Resource, name_of, namespace_of
 from kubeloop._transport import AiohttpTransport, Headers, Transport
 
 _log = logging.getLogger("kubeloop.client")
@@ -512,6 +512,35 @@ class Client:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", **options} if options else None
         path = res.path(_namespace(res, namespace), _required_name(name))
         return cast(Object, await self._call("delete", res, None, "DELETE", path, body=body))
+
+    async def evict(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        grace_period_seconds: int | None = None,
+        preconditions: Mapping[str, str] | None = None,
+    ) -> Object:
+        """Evict pod ``name`` through the Eviction API (a policy/v1 ``Eviction`` POSTed to
+        ``pods/eviction``): a delete that the server refuses with
+        :class:`~kubeloop._errors.TooManyRequests` (429) while a PodDisruptionBudget does not
+        allow it. That refusal means "not now", so it is never retried here: the caller
+        decides when to ask again. ``grace_period_seconds=None`` keeps the pod's own
+        ``terminationGracePeriodSeconds``."""
+        body: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": _required_name(name), "namespace": namespace},
+        }
+        options: dict[str, Any] = {}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if preconditions:
+            options["preconditions"] = dict(preconditions)
+        if options:
+            body["deleteOptions"] = options
+        path = PODS.path(namespace, name, "eviction")
+        return cast(Object, await self._call("create", PODS, "eviction", "POST", path, body=body))
 
     # -- scale -------------------------------------------------------------------------
 

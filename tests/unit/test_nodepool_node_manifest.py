@@ -72,7 +72,7 @@ def test_node_manifest_labels_taints_provider_id_and_status() -> None:
         "team": "a",
         "run": "r1",  # the operator's scope label beats the pool's
         "kubernetes.io/hostname": "web-1a2b3",
-        "kubernetes.io/os": "linux",  # well-known labels are the operator's
+        "kubernetes.io/os": "windows",  # the pool may say what its nodes run (one source)
         "kubernetes.io/arch": "amd64",
         "node.kubernetes.io/instance-type": "m5.large",
         "kubeloop.dev/nodepool": "web",
@@ -104,3 +104,23 @@ def test_hostname_label_is_a_valid_label_value() -> None:
     hostname = node["metadata"]["labels"]["kubernetes.io/hostname"]
     assert len(hostname) <= 63
     assert hostname[-1].isalnum()
+
+
+def test_template_and_node_come_from_one_shape() -> None:
+    """The arch-label mismatch: a pool that sets kubernetes.io/arch gets it on its Nodes and in
+    the Autoscaler's template alike, with the same allocatable and taints."""
+    from nodepool_operator.controllers._capacity import pool_template
+    from nodepool_operator.scheduling import Resources
+
+    p = pool(
+        labels={"kubernetes.io/arch": "arm64"},
+        taints=[{"key": "gpu", "effect": "NoSchedule"}],
+    )
+    node = node_manifest(p, vm(), M5, run_labels={"run": "r1"})
+    template = pool_template(p, [M5], scope_labels={"run": "r1"})
+    labels = dict(node["metadata"]["labels"])
+    assert labels.pop("kubernetes.io/hostname") == "web-1a2b3"
+    assert labels == dict(template.labels)
+    assert labels["kubernetes.io/arch"] == "arm64"
+    assert Resources.from_resource_list(node["status"]["allocatable"]) == template.allocatable
+    assert [t["key"] for t in node["spec"]["taints"]] == [t.key for t in template.taints]

@@ -14,7 +14,7 @@ from kubeloop import Object
 from nodepool_operator.api import NodePool, NodePoolSpec
 from nodepool_operator.cloud import Instance, InstanceType
 from nodepool_operator.controllers._scope import POOL_LABEL
-from nodepool_operator.scheduling import DEFAULT_MAX_PODS
+from nodepool_operator.scheduling import DEFAULT_MAX_PODS, NodeShape, Taint, node_shape
 
 INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
 #: ``spec.providerID`` is this plus the instance id (``aws:///zone/i-...`` for EC2).
@@ -55,6 +55,34 @@ def capacity(spec: NodePoolSpec, instance_type: InstanceType | None) -> dict[str
     return out
 
 
+def pool_shape(
+    pool: NodePool,
+    instance_type: InstanceType | None,
+    *,
+    scope_labels: Mapping[str, str] | None = None,
+) -> NodeShape:
+    """What every Node of ``pool`` registers with: the one source for the registered Node
+    and the Autoscaler's node template (:func:`~._capacity.pool_template`).
+
+    Label precedence, lowest first: the kubelet's ``kubernetes.io/os``/``arch`` defaults,
+    the pool's ``spec.labels`` (which may set those two, and the Node then says so too), the
+    operator's scope labels, then the instance type and pool labels, which nobody may
+    override. Allocatable is :func:`capacity` (nothing reserved).
+    """
+    spec = pool.spec
+    fixed = {
+        **(scope_labels or {}),
+        INSTANCE_TYPE_LABEL: spec.instance_type,
+        POOL_LABEL: pool.metadata.name or "",
+    }
+    return node_shape(
+        resources=capacity(spec, instance_type),
+        labels=spec.labels,
+        fixed_labels=fixed,
+        taints=[Taint(t.key, t.effect, t.value or "") for t in spec.taints],
+    )
+
+
 def ready_condition(ready: bool) -> dict[str, str]:
     return {
         "type": "Ready",
@@ -84,29 +112,12 @@ def node_manifest(
     *,
     run_labels: Mapping[str, str] | None = None,
 ) -> Object:
-    """The Node for ``vm`` (named like it), Ready, with the pool's labels and taints.
-
-    Label precedence, lowest first: the pool's ``spec.labels``, the operator's scope labels
-    (``run_labels``), then the well-known labels and the pool label, which nobody may
-    override.
-    """
+    """The Node for ``vm`` (named like it), Ready, shaped by :func:`pool_shape`."""
     name = vm.name
-    labels = {
-        **pool.spec.labels,
-        **(run_labels or {}),
-        "kubernetes.io/hostname": _hostname(name),
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
-        INSTANCE_TYPE_LABEL: vm.instance_type,
-        POOL_LABEL: pool.metadata.name,
-    }
-    taints: list[dict[str, Any]] = []
-    for taint in pool.spec.taints:
-        entry = {"key": taint.key, "effect": taint.effect}
-        if taint.value is not None:
-            entry["value"] = taint.value
-        taints.append(entry)
-    resources = capacity(pool.spec, instance_type)
+    shape = pool_shape(pool, instance_type, scope_labels=run_labels)
+    labels = shape.node_labels(_hostname(name))
+    taints: list[dict[str, Any]] = list(shape.api_taints())
+    resources = dict(shape.resources)
     addresses = [{"type": "InternalIP", "address": vm.private_ip}]
     if vm.public_ip:
         addresses.append({"type": "ExternalIP", "address": vm.public_ip})

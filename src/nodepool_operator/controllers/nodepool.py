@@ -6,10 +6,14 @@ One pass over a pool:
    loses its Nodes and VMs, then its finalizer;
 2. observe its VMs (one cloud ``list`` by the pool's uid tag; ``describe`` for recorded ids
    the list misses, since a list may lag), its Nodes and the pods bound to them (cache);
-3. plan (pure): retire gone VMs and the surplus, or add intents for the missing;
+3. plan (pure): retire gone VMs and the surplus (nodes with no Node yet, then in
+   :func:`~nodepool_operator.scheduling.removal_order`: empty, then least utilised whose
+   pods fit elsewhere), or add intents for the missing; the surplus Nodes chosen are tainted
+   ``kubeloop.dev/disrupting:NoSchedule`` at once, so nothing lands on them any more;
 4. record that plan in ``status.instances``, in one status write, before any cloud call;
 5. act: create the recorded intents (same idempotency token every time), remove retired
-   VMs (cordon, delete the Node, delete the VM), start stopped VMs, register running VMs
+   VMs (drain through the Eviction API honouring PodDisruptionBudgets and do-not-disrupt
+   pods (:mod:`._drain`), then delete the Node and the VM), start stopped VMs, register running VMs
    as Nodes, and delete VMs tagged for the pool that no record knows after a grace period;
 6. write the status again (skipped when unchanged) and requeue while VMs boot.
 
@@ -61,7 +65,14 @@ from nodepool_operator.cloud import (
     InvalidRequest,
     QuotaExceeded,
 )
+from nodepool_operator.controllers._capacity import scale_down_node
 from nodepool_operator.controllers._create_gate import CreateGate
+from nodepool_operator.controllers._drain import (
+    drain_node,
+    has_disrupting_taint,
+    taint_disrupting,
+    untaint_disrupting,
+)
 from nodepool_operator.controllers._finalizer import (
     add_finalizer,
     has_finalizer,
@@ -83,6 +94,7 @@ from nodepool_operator.controllers._pool_status import (
     pool_status,
 )
 from nodepool_operator.controllers._scope import POOL_LABEL, equality_labels, node_selector
+from nodepool_operator.scheduling import removal_order
 from nodepool_operator.settings import OperatorSettings
 
 NAME: Final = "nodepool"
@@ -90,7 +102,6 @@ FINALIZER: Final = "kubeloop.dev/nodepool-cleanup"
 
 _POD_NODE_INDEX = "nodepool:spec.nodeName"
 _NODE_POOL_INDEX = "nodepool:pool"
-_TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # While VMs boot: poll when the next one should be running, within these bounds.
 _MIN_POLL, _MAX_POLL = 0.2, 5.0
 # A VM past its expected boot time, or an intent to replace: look again soon.
@@ -132,6 +143,8 @@ class _Pass:
     """Seconds until an unknown VM's grace period ends, if one is waiting."""
     removed: set[str] = field(default_factory=set)
     """Ids of VMs deleted by this pass."""
+    drain_wait: float | None = None
+    """Seconds until a drain in progress should be looked at again."""
 
     @property
     def name(self) -> str:
@@ -242,9 +255,14 @@ class NodePoolController:
         )
         return {n["metadata"]["name"]: n for n in nodes}
 
-    async def _busy(self, node_name: str) -> bool:
-        pods = await self.mgr.cache.list(PODS, index=(_POD_NODE_INDEX, node_name))
-        return any((pod.get("status") or {}).get("phase") not in _TERMINAL_PHASES for pod in pods)
+    async def _removal_order(self, p: _Pass) -> list[str]:
+        """The pool's Nodes, best to remove first (one rule with the Autoscaler's
+        scale-down: :func:`~nodepool_operator.scheduling.removal_order`)."""
+        candidates = []
+        for name, node in p.nodes.items():
+            pods = await self.mgr.cache.list(PODS, index=(_POD_NODE_INDEX, name))
+            candidates.append(scale_down_node(node, pods))
+        return [d.node for d in removal_order(candidates, threshold=1.0)]
 
     async def _observe(self, p: _Pass) -> None:
         try:
@@ -264,10 +282,15 @@ class NodePoolController:
     async def _record_plan(self, p: _Pass) -> None:
         """Decide what changes and record it before acting, in one status write."""
         gone = {r.name for r in p.live() if r.instance_id not in p.vms}
-        busy = {name for name in p.nodes if await self._busy(name)}
-        decided = plan(p.records, p.desired, gone=gone, busy=busy)
+        order = await self._removal_order(p) if len(p.live()) > p.desired else []
+        decided = plan(p.records, p.desired, gone=gone, order=order)
         if decided.empty:
             return
+        # The chosen Nodes are tainted before anything else (the record included), so no
+        # pod is bound to them from now on (Karpenter's karpenter.sh/disrupted).
+        for name in decided.retire:
+            if name not in gone and name in p.nodes:
+                await taint_disrupting(self.mgr.client, name)
         before = len(p.live())
         for name in decided.retire:
             p.update(name, state=DELETING)
@@ -297,6 +320,7 @@ class NodePoolController:
 
     async def _act(self, p: _Pass) -> None:
         await self._create(p)
+        await self._untaint_kept(p)
         await self._retire(p)
         await self._restart_stopped(p)
         await self._register(p)
@@ -343,6 +367,8 @@ class NodePoolController:
 
     async def _retire(self, p: _Pass) -> None:
         for r in [r for r in p.records if r.state == DELETING]:
+            if not await self._drained(p, r):
+                continue
             await self._remove_node(p, r.name, known=r.node_name is not None)
             if r.instance_id:
                 try:
@@ -352,6 +378,34 @@ class NodePoolController:
                     return
                 p.removed.add(r.instance_id)
             p.drop(r.name)
+
+    async def _drained(self, p: _Pass, r: InstanceRecord) -> bool:
+        """Drain a retired record's Node (taint, evict through the Eviction API, wait for its
+        pods to go); whether the Node and VM may go now. A VM that is gone has nothing to
+        drain: its pods died with it."""
+        if r.name not in p.nodes or r.instance_id not in p.vms:
+            return True
+        client = self.mgr.client
+        if not has_disrupting_taint(p.nodes[r.name]):
+            await taint_disrupting(client, r.name)
+
+        def warn(reason: str, note: str) -> None:
+            self._event(p, "Warning", reason, note)
+
+        status = await drain_node(client, r.name, warn=warn)
+        if status.done:
+            return True
+        p.drain_wait = min(p.drain_wait or math.inf, status.retry_after)
+        return False
+
+    async def _untaint_kept(self, p: _Pass) -> None:
+        """Nodes tainted for removal whose record is not being retired (a crash between
+        the taint and the record, or a target raised again) are schedulable again."""
+        retiring = {r.name for r in p.records if r.state == DELETING}
+        for name, node in p.nodes.items():
+            deleting = bool(node["metadata"].get("deletionTimestamp"))
+            if name not in retiring and not deleting and has_disrupting_taint(node):
+                await untaint_disrupting(self.mgr.client, name)
 
     async def _remove_node(self, p: _Pass, name: str, *, known: bool) -> None:
         """Cordon the Node, so nothing is scheduled onto it meanwhile, then delete it."""
@@ -497,6 +551,8 @@ class NodePoolController:
             waits.append(min(max(eta if eta > 0 else _SOON, _MIN_POLL), _MAX_POLL))
         if p.gc_wait is not None:
             waits.append(max(p.gc_wait, _MIN_POLL))
+        if p.drain_wait is not None:
+            waits.append(max(p.drain_wait, _MIN_POLL))
         remaining = self._gate.remaining(p.uid, p.generation)
         if remaining is not None:
             waits.append(max(remaining, _MIN_POLL))

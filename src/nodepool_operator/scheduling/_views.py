@@ -346,6 +346,7 @@ class PodView:
         workload: :func:`is_workload`.
         do_not_disrupt: annotated :data:`DO_NOT_DISRUPT` ``"true"``.
         grace_seconds: ``terminationGracePeriodSeconds`` (30 when unset).
+        owner_uid: the uid of its controlling owner (e.g. its DaemonSet), ``""`` if none.
         constraints: a key equal for pods that pass or fail the same node label and taint
             checks on every node.
     """
@@ -368,6 +369,7 @@ class PodView:
     do_not_disrupt: bool = False
     grace_seconds: int = 30
     constraints: str = ""
+    owner_uid: str = ""
 
     @property
     def interpod(self) -> bool:
@@ -439,7 +441,14 @@ def pod_view(pod: Pod | PodView) -> PodView:
         do_not_disrupt=get_text(get_mapping(meta, "annotations"), DO_NOT_DISRUPT) == "true",
         grace_seconds=grace if isinstance(grace, int) and grace >= 0 else 30,
         constraints=constraints,
+        owner_uid=_owner_uid(meta),
     )
+
+
+def _owner_uid(meta: Mapping[str, object]) -> str:
+    owners = [o for o in get_list(meta, "ownerReferences") if isinstance(o, Mapping)]
+    controller = [o for o in owners if o.get("controller") is True]
+    return get_text((controller or owners or [{}])[0], "uid")
 
 
 def _host_ports(spec: Mapping[str, object]) -> tuple[HostPort, ...]:
