@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from kubeloop import Resource
 from nodepool_operator.api import NodePool
 from nodepool_operator.cloud import CATALOGUE, InstanceType
 from nodepool_operator.controllers._drain import DISRUPTING_TAINT
@@ -26,7 +27,7 @@ from nodepool_operator.scheduling import (
     pod_view,
 )
 
-__all__ = ["PoolNodes", "pool_nodes", "pool_template", "scale_down_node"]
+__all__ = ["DAEMONSETS", "PoolNodes", "pool_nodes", "pool_template", "scale_down_node"]
 
 #: Taints the node lifecycle puts on a node that is still booting or briefly unreachable. They
 #: say nothing about the pool's shape, so a booting node still counts as room for pods that do
@@ -41,6 +42,8 @@ _LIFECYCLE_TAINTS: Final = frozenset(
 _TERMINAL: Final = ("Succeeded", "Failed")
 
 ApiObject = Mapping[str, object]
+
+DAEMONSETS: Final = Resource("apps", "v1", "daemonsets", "DaemonSet")
 
 
 def pool_template(
