@@ -206,7 +206,7 @@ async def test_a_quota_failure_stops_counting_in_flight_after_the_provision_time
         # pool's intents for them were retired without a VM ever being made.
         await env.eventually(cleared, "target back to 0 and no instance records", timeout=60)
         assert timeline.values == [0, 2, 0]
-        assert env.cloud.snapshot().live() == ()
+        assert env.cloud.snapshot().live == ()
         status = await status_of(env, scaler)
         (cond,) = [c for c in status["conditions"] if c["type"] == "Provisioning"]
         assert cond["status"] == "False"
