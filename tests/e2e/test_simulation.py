@@ -93,7 +93,10 @@ async def test_a_pod_that_fits_the_vm_but_not_the_vm_minus_daemonsets_is_reporte
     assert scale_writes(env) == 0
     assert env.cloud.calls().get("create", 0) == 0
 
-    # One that fits next to the DaemonSet does scale, by one node.
+    # One that fits next to the DaemonSet does scale, by one node. (The 90Gi pod goes first:
+    # with no DaemonSet controller here to fill the new node's 8Gi, the scheduler could put
+    # the 90Gi pod on it.)
+    await env.client.delete(PODS, "vm-sized", namespace)
     await env.create(PODS, pod_manifest("fits", pool, "80Gi"), namespace)
 
     async def bound() -> bool:
