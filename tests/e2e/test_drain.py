@@ -119,7 +119,8 @@ async def test_a_do_not_disrupt_pod_holds_its_node_until_the_annotation_goes(
     await env.create(PODS, held, namespace)
 
     async def bound() -> bool:
-        return (await env.client.get(PODS, "held", namespace))["spec"].get("nodeName") == node_name
+        current = await env.client.get(PODS, "held", namespace)
+        return bool(current["spec"].get("nodeName") == node_name)
 
     await env.eventually(bound, "the pod to be bound to the node")
     await env.client.patch(NODEPOOLS, name, {"spec": {"targetNodes": 0}})

@@ -168,6 +168,7 @@ async def test_hostname_anti_affinity_needing_five_nodes_gets_five_in_one_decisi
             return nodes if len(nodes) == 5 and all(nodes) else None
 
         nodes = await env.eventually(all_bound, "5 anti-affine pods bound", timeout=90)
+        assert nodes is not None
         assert len(set(nodes)) == 5
         assert timeline.values == [0, 5]  # one decision, not one node per boot cycle
         assert scale_writes(env) == 1

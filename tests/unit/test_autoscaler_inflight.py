@@ -3,6 +3,8 @@ for again. Both pure, with the clock as an argument."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from nodepool_operator.controllers._landing import Landing
 from nodepool_operator.controllers._provision import Provisioning, observe, requested, timed_out
 
@@ -45,7 +47,7 @@ def test_nothing_in_flight_ends_the_wait_and_a_new_request_gets_full_time() -> N
 
 def test_a_pod_not_taken_by_its_ready_node_is_set_aside_after_the_grace() -> None:
     landing = Landing()
-    common = {"grace": 30.0, "pool_generation": 1}
+    common: dict[str, Any] = {"grace": 30.0, "pool_generation": 1}
     assert landing.look(candidates={"a", "b"}, ready=1, registered=1, now=0.0, **common) is None
     landing.planned(["a", "b"], target=2)
     # the node it waits for is booting: nothing counts down
