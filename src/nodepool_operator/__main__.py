@@ -117,6 +117,16 @@ def _parser() -> argparse.ArgumentParser:
         f"(default: {'install them' if _DEFAULTS.install_crds else 'do not'})",
     )
     run.add_argument(
+        "--max-node-provision-time",
+        dest="max_node_provision_seconds",
+        type=float,
+        default=_DEFAULTS.max_node_provision_seconds,
+        metavar="SECONDS",
+        help="requested nodes not registered after this long stop counting as in flight: "
+        "the Autoscaler lowers the target back and backs off "
+        f"(default: {_DEFAULTS.max_node_provision_seconds:g})",
+    )
+    run.add_argument(
         "--log-format",
         choices=("text", "json"),
         default="text",
@@ -208,6 +218,7 @@ def _run(args: argparse.Namespace) -> int:
         leader_election_namespace=args.leader_election_namespace,
         metrics_bind_address=_address(args.metrics_bind_address),
         health_probe_bind_address=_address(args.health_probe_bind_address),
+        max_node_provision_seconds=args.max_node_provision_seconds,
     )
     kubeconfig = str(args.kubeconfig) if args.kubeconfig is not None else None
     try:
