@@ -340,10 +340,9 @@ class _Packer:
         """Why the last pod :meth:`place` refused would not fit a new node either."""
         self._compatible: dict[str, list[_Bin]] = {}
         self._cursors: dict[tuple[str, Resources], tuple[int, int]] = {}
-        # Whether any pod in the simulation constrains others (anti-affinity, host ports).
-        self._constraining = any(
-            pod.anti_affinity or pod.host_ports for b in self._existing_bins for pod in b.pods
-        )
+        # Whether any pod in the simulation refuses others (anti-affinity). Host ports matter
+        # only to a pod that binds some itself, which takes the inter-pod path anyway.
+        self._constraining = any(pod.anti_affinity for b in self._existing_bins for pod in b.pods)
 
     def _template_bin(self, label: str) -> _Bin:
         # Every template node is a hostname of its own; other labels are the template's.
@@ -361,7 +360,7 @@ class _Packer:
         if chosen is None:
             return None
         chosen.take(view)
-        self._constraining = self._constraining or bool(view.anti_affinity or view.host_ports)
+        self._constraining = self._constraining or bool(view.anti_affinity)
         return chosen.label
 
     def _place_plain(self, entry: _Pending) -> _Bin | None:

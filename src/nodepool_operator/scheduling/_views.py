@@ -380,14 +380,35 @@ class PodView:
         return any(t.tolerates(taint) for t in self.tolerations)
 
 
+#: Views by (uid, resourceVersion): that pair names one content of one pod, so a view read
+#: once serves every later look until the pod changes. Bounded; cleared when full.
+_VIEWS: dict[tuple[str, str], PodView] = {}
+_VIEWS_MAX: Final = 65536
+
+
 def pod_view(pod: Pod | PodView) -> PodView:
     """Read ``pod`` (an API object) into a :class:`PodView`; a view is returned as it is.
+
+    Pods read from the API (with a uid and resourceVersion) are read once per version.
 
     Raises:
         ValueError: a quantity is malformed, naming the pod.
     """
     if isinstance(pod, PodView):
         return pod
+    meta = get_mapping(pod, "metadata")
+    key = (get_text(meta, "uid"), get_text(meta, "resourceVersion"))
+    if key[0] and key[1]:
+        view = _VIEWS.get(key)
+        if view is None:
+            if len(_VIEWS) >= _VIEWS_MAX:
+                _VIEWS.clear()
+            view = _VIEWS[key] = _read_pod(pod)
+        return view
+    return _read_pod(pod)
+
+
+def _read_pod(pod: Pod) -> PodView:
     meta = get_mapping(pod, "metadata")
     spec = get_mapping(pod, "spec")
     ref = PodRef(get_text(meta, "namespace"), get_text(meta, "name"))
