@@ -8,16 +8,18 @@ evictions were made, which a PodDisruptionBudget refused with 429).
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
 import pytest
 
-from kubeloop import NODES, PODS, NotFound, Object, Resource
+from kubeloop import NODES, PODS, Client, Deleted, Informer, NotFound, Object, Resource
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
 from tests.e2e.conftest import OperatorEnv
+from tests.e2e.test_autoscaler import events_about
 
 pytestmark = pytest.mark.integration
 
@@ -89,8 +91,6 @@ async def nodes_of(env: OperatorEnv, name: str) -> list[Object]:
 
 
 async def events(env: OperatorEnv, name: str, reason: str) -> list[str]:
-    from tests.e2e.test_autoscaler import events_about
-
     return await events_about(env.client, name, "default", reason)
 
 
@@ -152,3 +152,172 @@ async def test_a_do_not_disrupt_pod_holds_its_node_until_the_annotation_goes(
         await env.client.get(PODS, "held", namespace)
     assert requests.evictions() == 1
     assert requests.pod_deletes() == 0
+
+
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+DEPLOYMENTS_RES = Resource("apps", "v1", "deployments", "Deployment")
+
+
+class DeploymentPods:
+    """A watch on the Deployment's pods and its status, from before the scale-down: every
+    pod's node, which pods were deleted, and the fewest available replicas ever reported."""
+
+    def __init__(self, client: Client, namespace: str) -> None:
+        self.nodes: dict[str, str] = {}
+        self.deleted: set[str] = set()
+        self.available: list[int] = []
+        self._pods = Informer(client, PODS, namespace=namespace, label_selector="app=web")
+        self._deployments = Informer(client, DEPLOYMENTS_RES, namespace=namespace)
+        self._pods.add_handler(self._pod)
+        self._deployments.add_handler(self._deployment)
+
+    async def start(self) -> None:
+        for informer in (self._pods, self._deployments):
+            informer.start()
+        await asyncio.gather(self._pods.wait_synced(), self._deployments.wait_synced())
+
+    async def stop(self) -> None:
+        await self._pods.stop()
+        await self._deployments.stop()
+
+    def _pod(self, event: Any) -> None:
+        name = event.obj["metadata"]["name"]
+        if isinstance(event, Deleted):
+            self.deleted.add(name)
+        elif node := event.obj["spec"].get("nodeName"):
+            self.nodes[name] = node
+
+    def _deployment(self, event: Any) -> None:
+        status = event.obj.get("status") or {}
+        if status.get("observedGeneration"):
+            self.available.append(int(status.get("availableReplicas") or 0))
+
+
+def deployment(replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": "web",
+                            "image": "registry.invalid/web:1",
+                            "resources": {"requests": {"cpu": "100m"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+async def test_a_pdb_with_max_unavailable_0_holds_the_scale_down_until_relaxed(
+    operator_env: OperatorEnv, namespace: str
+) -> None:
+    env = operator_env
+    requests = Requests()
+    env.client.add_observer(requests)
+    name = f"pdb-{env.run_id}"
+    await env.create(NODEPOOLS, pool(name, 1))
+    await env.start(controllers=("nodepool",))
+
+    async def ready_nodes(count: int) -> list[Object]:
+        found = await nodes_of(env, name)
+        ready = [
+            n
+            for n in found
+            if any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in n.get("status", {}).get("conditions", [])
+            )
+        ]
+        return ready if len(ready) == count else []
+
+    async def one() -> list[Object]:
+        return await ready_nodes(1)
+
+    (first,) = await env.eventually(one, "the first node Ready", timeout=90)
+    drained = first["metadata"]["name"]
+    # The Deployment's two pods land on the only node; a PDB allows no disruption.
+    dep = deployment(2)
+    dep["spec"]["template"]["spec"]["nodeSelector"] = {POOL_LABEL: name}
+    await env.create(DEPLOYMENTS_RES, dep, namespace)
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}},
+    }
+    await env.create(PDBS, pdb, namespace)
+
+    async def available(count: int) -> bool:
+        status = (await env.client.get(DEPLOYMENTS_RES, "web", namespace)).get("status") or {}
+        return status.get("availableReplicas") == count
+
+    async def two_available() -> bool:
+        return await available(2)
+
+    await env.eventually(two_available, "the Deployment's 2 pods available", timeout=90)
+    # A second node, busy with a pod of its own that cannot move: the pool will keep it and
+    # drain the first (least utilised, its pods fit on the second).
+    await env.client.patch(NODEPOOLS, name, {"spec": {"targetNodes": 2}})
+
+    async def two() -> list[Object]:
+        return await ready_nodes(2)
+
+    both = await env.eventually(two, "the second node Ready", timeout=90)
+    (kept,) = [n["metadata"]["name"] for n in both if n["metadata"]["name"] != drained]
+    filler = pod("filler", name)
+    filler["spec"]["nodeSelector"] = {"kubernetes.io/hostname": kept}
+    filler["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1500m"
+    await env.create(PODS, filler, namespace)
+
+    async def filler_running() -> bool:
+        current = await env.client.get(PODS, "filler", namespace)
+        return bool(current.get("status", {}).get("phase") == "Running")
+
+    await env.eventually(filler_running, "the filler pod running on the kept node", timeout=90)
+    watch = DeploymentPods(env.client, namespace)
+    await watch.start()
+    try:
+        before = dict(watch.nodes)
+        assert set(before.values()) == {drained}
+        await env.client.patch(NODEPOOLS, name, {"spec": {"targetNodes": 1}})
+
+        async def refused_twice() -> bool:
+            return requests.evictions(refused=True) >= 2
+
+        await env.eventually(refused_twice, "the PDB to refuse evictions (429) twice")
+        # Held: tainted, still there with its VM, both pods untouched.
+        node = await env.client.get(NODES, drained)
+        assert any(t["key"] == DISRUPTING for t in node["spec"].get("taints") or ())
+        assert len(env.cloud.snapshot().live) == 2
+        assert requests.evictions() == 0
+        assert watch.deleted == set()
+        assert await events(env, name, "EvictionBlocked")
+
+        # Relaxed: one at a time, each replaced before the next goes.
+        await env.client.patch(PDBS, "web", {"spec": {"maxUnavailable": 1}}, namespace)
+
+        async def removed() -> bool:
+            return [n["metadata"]["name"] for n in await nodes_of(env, name)] == [kept]
+
+        await env.eventually(removed, "the drained node to be removed", timeout=120)
+        await env.eventually(two_available, "2 replicas available again", timeout=90)
+        assert len(env.cloud.snapshot().live) == 1
+        assert watch.deleted == set(before)  # both original pods left, through evictions
+        assert requests.evictions() >= 2
+        assert requests.pod_deletes() == 0
+        replacements = {p: n for p, n in watch.nodes.items() if p not in before}
+        assert len(replacements) >= 2
+        assert set(replacements.values()) == {kept}  # nothing landed on the tainted node
+        assert min(watch.available) >= 1  # never both gone at once
+    finally:
+        await watch.stop()
