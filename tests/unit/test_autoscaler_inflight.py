@@ -20,6 +20,9 @@ def test_in_flight_nodes_time_out_without_progress_and_back_off_doubling() -> No
     assert failed.backoff_until == 1200.0
     assert failed.backing_off(1199.0)
     assert not failed.backing_off(1200.0)
+    # the target lowered back: nothing in flight, but no node came, so no reset
+    failed = observe(failed, in_flight=0, registered=0, now=901.0)
+    assert failed.failures == 1
     again = timed_out(
         observe(failed, in_flight=1, registered=0, now=1300.0),
         now=2200.0,
@@ -41,6 +44,7 @@ def test_nothing_in_flight_ends_the_wait_and_a_new_request_gets_full_time() -> N
     state = observe(Provisioning(), in_flight=1, registered=0, now=0.0)
     state = observe(state, in_flight=0, registered=1, now=10.0)
     assert state.since is None
+    assert state.failures == 0
     state = requested(observe(state, in_flight=1, registered=1, now=20.0), registered=1, now=500.0)
     assert timed_out(state, now=1000.0, timeout=TIMEOUT, backoff=BACKOFF) is None
 

@@ -48,7 +48,9 @@ def observe(state: Provisioning, *, in_flight: int, registered: int, now: float)
     restarts whenever another Node registers (progress). Nothing in flight ends the wait and,
     if a Node registered, the run of failures."""
     if in_flight <= 0:
-        failures = 0 if registered > state.registered or state.since is None else state.failures
+        # Only a Node that registered proves provisioning works again; a target lowered
+        # after a failure leaves nothing in flight but proves nothing.
+        failures = 0 if registered > state.registered else state.failures
         return replace(state, since=None, registered=registered, failures=failures)
     if state.since is None or registered > state.registered:
         return replace(state, since=now, registered=registered)
