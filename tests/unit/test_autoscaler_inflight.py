@@ -58,6 +58,8 @@ def test_a_pod_not_taken_by_its_ready_node_is_set_aside_after_the_grace() -> Non
     assert landing.look(candidates={"a", "b"}, ready=1, registered=2, now=5.0, **common) is None
     # Ready now: the scheduler gets 30 s
     assert landing.look(candidates={"a", "b"}, ready=2, registered=2, now=10.0, **common) == 30.0
+    # meanwhile they wait for the scheduler, not for another node
+    assert landing.waiting({"a": 1, "b": 1, "c": 1}) == {"a", "b"}
     # b got scheduled meanwhile; a did not
     landing.look(candidates={"a"}, ready=2, registered=2, now=40.0, **common)
     assert landing.excluded({"a": 1, "b": 1}) == {"a"}

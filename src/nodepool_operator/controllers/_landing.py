@@ -36,6 +36,9 @@ class Landing:
     awaiting: dict[str, Awaiting] = field(default_factory=dict)
     not_taken: set[str] = field(default_factory=set)
     generation: int | None = None
+    settling: set[str] = field(default_factory=set)
+    """Pods whose planned nodes are Ready, the scheduler's grace still running: they wait
+    for the scheduler, not for capacity, so they drive no scale-up meanwhile."""
 
     def look(
         self,
@@ -55,6 +58,7 @@ class Landing:
             self.not_taken.clear()
             self.generation = pool_generation
         self.not_taken &= set(candidates)
+        self.settling = set()
         next_due: float | None = None
         for uid in list(self.awaiting):
             wait = self.awaiting[uid]
@@ -72,6 +76,7 @@ class Landing:
                 del self.awaiting[uid]
                 self.not_taken.add(uid)
             else:
+                self.settling.add(uid)
                 next_due = left if next_due is None else min(next_due, left)
         return next_due
 
@@ -85,3 +90,7 @@ class Landing:
     def excluded(self, uids: Mapping[str, object]) -> set[str]:
         """The uids among ``uids`` that are not taken."""
         return {uid for uid in uids if uid in self.not_taken}
+
+    def waiting(self, uids: Mapping[str, object]) -> set[str]:
+        """The uids among ``uids`` settling: left out of the plan, not reported."""
+        return {uid for uid in uids if uid in self.settling}

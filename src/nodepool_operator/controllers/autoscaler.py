@@ -301,7 +301,8 @@ class AutoscalerController:
             pool_generation=look.pool.metadata.generation,
         )
         not_taken = sorted(pod_ref(uids[u]) for u in memory.landing.excluded(uids))
-        stuck_refs = {ref for ref, _ in stuck} | set(not_taken)
+        settling = {pod_ref(uids[u]) for u in memory.landing.waiting(uids)}
+        stuck_refs = {ref for ref, _ in stuck} | set(not_taken) | settling
         eligible = [p for p in look.candidates if pod_ref(p) not in stuck_refs]
         aside = (*_not_taken_group(not_taken), *set_aside(stuck))
         try:
