@@ -25,9 +25,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from kubeloop import NODES, PODS, Client, NotFound, Object, TooManyRequests, retry_on_conflict
+from kubeloop import NODES, PODS, Client, Invalid, NotFound, Object, PatchType, TooManyRequests
 from nodepool_operator.scheduling import PodRef, PodView, Taint, pod_view
 
 __all__ = [
@@ -36,7 +36,9 @@ __all__ = [
     "drain_node",
     "has_disrupting_taint",
     "taint_disrupting",
+    "taint_patch",
     "untaint_disrupting",
+    "untaint_patch",
 ]
 
 log = logging.getLogger("nodepool_operator.drain")
@@ -51,6 +53,7 @@ PDB_RETRY: Final = 5.0
 BLOCKED_POLL: Final = 10.0
 _TERMINAL: Final = ("Succeeded", "Failed")
 
+JsonPatch = list[dict[str, Any]]
 EventSink = Callable[[str, str], None]
 """``(reason, note)`` of a Warning Event about the drain, e.g. on the pool."""
 
@@ -81,44 +84,60 @@ def has_disrupting_taint(node: Object) -> bool:
     return any(t.get("key") == DISRUPTING_TAINT.key for t in taints if isinstance(t, dict))
 
 
-async def taint_disrupting(client: Client, node_name: str) -> bool:
-    """Add :data:`DISRUPTING_TAINT` to the Node; ``False`` if the Node is gone.
+def taint_patch(node: Object) -> JsonPatch:
+    """The JSON patch that adds :data:`DISRUPTING_TAINT` to ``node``; ``[]`` if it has it.
 
-    A read-modify-write with the resourceVersion (the taint list is replaced whole, so a
-    concurrent change to it must conflict, not be lost).
+    Appending to an existing taint list is atomic on the server (nothing someone else added
+    meanwhile is lost); creating the list is guarded by the resourceVersion.
     """
+    if has_disrupting_taint(node):
+        return []
+    taint = {"key": DISRUPTING_TAINT.key, "effect": DISRUPTING_TAINT.effect}
+    if (node.get("spec") or {}).get("taints"):
+        return [{"op": "add", "path": "/spec/taints/-", "value": taint}]
+    guard = {
+        "op": "test",
+        "path": "/metadata/resourceVersion",
+        "value": (node.get("metadata") or {}).get("resourceVersion"),
+    }
+    return [guard, {"op": "add", "path": "/spec/taints", "value": [taint]}]
 
-    async def attempt() -> bool:
-        node = await client.get(NODES, node_name)
-        if has_disrupting_taint(node):
-            return True
-        spec = node.setdefault("spec", {})
-        taint = {"key": DISRUPTING_TAINT.key, "effect": DISRUPTING_TAINT.effect}
-        spec["taints"] = [*(spec.get("taints") or ()), taint]
-        await client.update(NODES, node)
+
+def untaint_patch(node: Object) -> JsonPatch:
+    """The JSON patch that removes :data:`DISRUPTING_TAINT` from ``node``; ``[]`` if it has
+    none. Each removal tests the element first, so a list that shifted meanwhile is refused
+    (422) rather than losing another taint."""
+    taints = (node.get("spec") or {}).get("taints") or ()
+    ops: JsonPatch = []
+    for index in reversed(range(len(taints))):
+        if isinstance(taints[index], dict) and taints[index].get("key") == DISRUPTING_TAINT.key:
+            path = f"/spec/taints/{index}"
+            ops += [
+                {"op": "test", "path": path, "value": taints[index]},
+                {"op": "remove", "path": path},
+            ]
+    return ops
+
+
+async def taint_disrupting(client: Client, node: Object) -> bool:
+    """Add :data:`DISRUPTING_TAINT` to ``node`` (as last read); ``False`` if the Node is gone
+    or changed under a guarded patch (the next pass, with a fresh read, tries again)."""
+    return await _patch(client, node, taint_patch(node))
+
+
+async def untaint_disrupting(client: Client, node: Object) -> bool:
+    """Take :data:`DISRUPTING_TAINT` off ``node`` (it was chosen, then kept after all)."""
+    return await _patch(client, node, untaint_patch(node))
+
+
+async def _patch(client: Client, node: Object, ops: JsonPatch) -> bool:
+    if not ops:
         return True
-
     try:
-        return await retry_on_conflict(attempt)
-    except NotFound:
+        await client.patch(NODES, node["metadata"]["name"], ops, patch_type=PatchType.JSON)
+    except (NotFound, Invalid):
         return False
-
-
-async def untaint_disrupting(client: Client, node_name: str) -> None:
-    """Take :data:`DISRUPTING_TAINT` off the Node (it was chosen, then kept after all)."""
-
-    async def attempt() -> None:
-        node = await client.get(NODES, node_name)
-        if not has_disrupting_taint(node):
-            return
-        spec = node["spec"]
-        spec["taints"] = [t for t in spec["taints"] if t.get("key") != DISRUPTING_TAINT.key]
-        await client.update(NODES, node)
-
-    try:
-        await retry_on_conflict(attempt)
-    except NotFound:
-        return
+    return True
 
 
 async def pods_on(client: Client, node_name: str) -> list[PodView]:
