@@ -238,10 +238,13 @@ async def test_kubectl_delete_node_drains_it_honouring_a_pdb_then_terminates_its
     assert result.returncode == 0, result.stderr
 
     async def cordoned() -> bool:
+        # The drain's first step: the kubeloop.dev/disrupting:NoSchedule taint (Karpenter's
+        # karpenter.sh/disrupted), so nothing new lands on the node.
         node = await env.client.get(NODES, node_name)
-        return bool(node["spec"].get("unschedulable"))
+        taints = node["spec"].get("taints") or ()
+        return any(t["key"] == "kubeloop.dev/disrupting" for t in taints)
 
-    await env.eventually(cordoned, "the deleted node to be cordoned for its drain")
+    await env.eventually(cordoned, "the deleted node to be tainted for its drain")
     # The PDB allows no disruption: the pod stays, so do its node and its VM.
     await env.eventually(
         lambda: _replacement_running(env, name, node_name), "a replacement node to be Ready"
