@@ -477,3 +477,37 @@ async def test_a_second_autoscaler_for_the_same_pool_is_refused_with_a_condition
 async def _has_ready(env: OperatorEnv, res: Resource, name: str) -> bool:
     conds = ((await env.client.get(res, name)).get("status") or {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+async def test_a_status_conflict_keeps_the_records_another_writer_added(
+    operator_env: OperatorEnv,
+) -> None:
+    """The pool's status write is made from a stale copy while another writer has added a
+    record: the apiserver answers 409, the write is re-applied to the latest status, and
+    that record survives next to this pass's own (merge by name)."""
+    from kubeloop import update_status
+    from nodepool_operator.api import InstanceRecord
+    from nodepool_operator.controllers._pool_status import pool_status
+
+    env = operator_env  # no operator running: this test is the two writers
+    name = f"merge-{env.run_id}"
+    stale = await env.create(NODEPOOLS, _pool(name, 2))
+    theirs = {"name": f"{name}-theirs", "instanceId": "i-theirs", "state": "running"}
+    await env.client.update_status(NODEPOOLS, {**stale, "status": {"instances": [theirs]}})
+    mine = InstanceRecord(name=f"{name}-mine", state="creating")
+    status = pool_status(
+        name=name,
+        generation=1,
+        target=2,
+        desired=2,
+        min_nodes=0,
+        records=[mine],
+        ready=set(),
+        failure=None,
+    )
+    written = await update_status(env.client, NODEPOOLS, stale, status.apply)
+    names = [r["name"] for r in written["status"]["instances"]]
+    assert names == [mine.name, theirs["name"]]
+    assert written["metadata"]["resourceVersion"] != stale["metadata"]["resourceVersion"]
+    server = await env.client.get(NODEPOOLS, name)
+    assert [r["name"] for r in server["status"]["instances"]] == names
