@@ -123,7 +123,9 @@ _NODE_POOL_INDEX = "nodepool:pool"
 _MIN_POLL, _MAX_POLL = 0.2, 5.0
 # A VM past its expected boot time, or an intent to replace: look again soon.
 _SOON = 1.0
-# A drain in progress (pods terminating, a PodDisruptionBudget refusing): look again in.
+# A drain in progress that named no wait of its own: look again in (kubectl drain's 5 s).
+# Each drain pass says when it wants the next (controllers/_drain.py: pods terminating, a
+# PodDisruptionBudget refusing, a do-not-disrupt pod holding the node).
 _DRAIN_POLL = 5.0
 
 log = logging.getLogger("nodepool_operator.nodepool")
@@ -699,7 +701,7 @@ class NodePoolController:
         # Idle, look for leaked VMs again after one grace period.
         waits = [self.settings.gc_grace_seconds, *(max(w, _MIN_POLL) for w in p.waits)]
         if p.draining:
-            waits.append(_DRAIN_POLL)
+            waits.append(_DRAIN_POLL if p.drain_wait is None else max(p.drain_wait, _MIN_POLL))
         now = time.time()
         booting = [
             p.vms[r.instance_id]
@@ -711,8 +713,6 @@ class NodePoolController:
             waits.append(min(max(eta if eta > 0 else _SOON, _MIN_POLL), _MAX_POLL))
         if p.gc_wait is not None:
             waits.append(max(p.gc_wait, _MIN_POLL))
-        if p.drain_wait is not None:
-            waits.append(max(p.drain_wait, _MIN_POLL))
         if remaining is not None:
             waits.append(max(remaining, _MIN_POLL))
         elif not booting and len(p.live()) != p.desired:
