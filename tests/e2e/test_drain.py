@@ -16,10 +16,10 @@ import pytest
 
 from kubeloop import NODES, PODS, Client, Deleted, Informer, NotFound, Object, Resource
 from kubeloop.envtest import ControlPlane
-from nodepool_operator.api import NODEPOOLS
+from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
 from tests.e2e.conftest import OperatorEnv
-from tests.e2e.test_autoscaler import events_about
+from tests.e2e.test_autoscaler import Timeline, autoscaler_manifest, events_about
 
 pytestmark = pytest.mark.integration
 
@@ -320,4 +320,88 @@ async def test_a_pdb_with_max_unavailable_0_holds_the_scale_down_until_relaxed(
         assert set(replacements.values()) == {kept}  # nothing landed on the tainted node
         assert min(watch.available) >= 1  # never both gone at once
     finally:
+        await watch.stop()
+
+
+async def test_the_autoscaler_consolidates_an_underutilised_node_whose_pods_fit_elsewhere(
+    operator_env: OperatorEnv, namespace: str
+) -> None:
+    """Two nodes, one Deployment pod on each (a hostname spread), both nodes far below half
+    used: one is unneeded (its pod fits on the other), the other is not (then both pods
+    would have nowhere to go). The Autoscaler lowers the target by one; the NodePool drains
+    that node through an eviction and the Deployment's replacement lands on the other."""
+    env = operator_env
+    requests = Requests()
+    env.client.add_observer(requests)
+    name = f"cons-{env.run_id}"
+    await env.create(NODEPOOLS, pool(name, 2))
+    await env.start(controllers=("nodepool", "autoscaler"))
+
+    async def two_ready() -> bool:
+        found = await nodes_of(env, name)
+        ready = [
+            n
+            for n in found
+            if any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in n.get("status", {}).get("conditions", [])
+            )
+        ]
+        return len(ready) == 2
+
+    await env.eventually(two_ready, "two Ready nodes", timeout=90)
+    dep = deployment(2)
+    spec = dep["spec"]["template"]["spec"]
+    spec["nodeSelector"] = {POOL_LABEL: name}
+    spec["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "nodeTaintsPolicy": "Honor",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+    ]
+    await env.create(DEPLOYMENTS_RES, dep, namespace)
+
+    async def spread() -> bool:
+        status = (await env.client.get(DEPLOYMENTS_RES, "web", namespace)).get("status") or {}
+        return status.get("availableReplicas") == 2
+
+    await env.eventually(spread, "2 replicas available", timeout=90)
+    watch = DeploymentPods(env.client, namespace)
+    await watch.start()
+    timeline = await Timeline.watch(env.client, name, namespace)
+    try:
+        before = dict(watch.nodes)
+        assert len(set(before.values())) == 2  # one per node
+        await env.create(
+            AUTOSCALERS,
+            autoscaler_manifest(
+                f"as-{env.run_id}",
+                name,
+                namespace,
+                frequency="1s",
+                scaleDownEnabled=True,
+                scaleDownUnneededTime="2s",
+            ),
+        )
+
+        async def consolidated() -> bool:
+            nodes = await nodes_of(env, name)
+            return len(nodes) == 1 and await spread()
+
+        await env.eventually(consolidated, "one node with both replicas", timeout=120)
+        (kept,) = [n["metadata"]["name"] for n in await nodes_of(env, name)]
+        assert timeline.values == [2, 1]
+        assert len(env.cloud.snapshot().live) == 1
+        assert requests.evictions() == 1
+        assert requests.pod_deletes() == 0
+        moved = {p for p, n in before.items() if n != kept}
+        assert watch.deleted == moved
+        replacements = {p: n for p, n in watch.nodes.items() if p not in before}
+        assert set(replacements.values()) == {kept}
+        assert min(watch.available) >= 1
+    finally:
+        await timeline.stop()
         await watch.stop()
