@@ -511,3 +511,35 @@ async def test_a_status_conflict_keeps_the_records_another_writer_added(
     assert written["metadata"]["resourceVersion"] != stale["metadata"]["resourceVersion"]
     server = await env.client.get(NODEPOOLS, name)
     assert [r["name"] for r in server["status"]["instances"]] == names
+
+
+async def test_a_vm_stopped_behind_the_back_is_started_and_its_kubelet_comes_back(
+    operator_env: OperatorEnv,
+) -> None:
+    from kubeloop import LEASES
+
+    env = operator_env
+    await env.start(controllers=ONLY_NODEPOOL)
+    name = f"stopped-{env.run_id}"
+    await env.create(NODEPOOLS, _pool(name, 1))
+    await _wait_converged(env, name, 1)
+    (node,) = await _nodes(env, name)
+    node_name = node["metadata"]["name"]
+    vm_id = node["spec"]["providerID"].removeprefix("sim:///")
+
+    await asyncio.to_thread(env.cloud.stop_behind_the_back, vm_id)
+
+    async def heartbeating_again() -> bool:
+        try:
+            lease = await env.client.get(LEASES, node_name, "kube-node-lease")
+        except NotFound:
+            return False  # the silenced Lease is gone; kwok has not made its own yet
+        holder = (lease.get("spec") or {}).get("holderIdentity")
+        running = (await env.cloud.describe(vm_id)).state == "running"
+        return running and holder not in (None, "kubeloop-silenced")
+
+    await env.eventually(heartbeating_again, "the VM to run and kwok to hold its Lease again")
+    await _wait_converged(env, name, 1)
+    assert [n["metadata"]["name"] for n in await _nodes(env, name)] == [node_name]
+    assert env.cloud.calls()["start"] >= 1
+    assert len(env.cloud.snapshot().instances) == 1, "started again, not replaced"
