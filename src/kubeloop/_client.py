@@ -48,7 +48,7 @@ from kubeloop._backoff import BucketRateLimiter, retry_after_pause
 from kubeloop._config import ClusterConfig, load_config, load_kubeconfig
 from kubeloop._errors import ApiError, Gone, NotFound, TransportError
 from kubeloop._log import CONTROLLER
-from kubeloop._resource import Object, Resource, name_of, namespace_of
+from kubeloop._resource import PODS, Object, Resource, name_of, namespace_of
 from kubeloop._transport import AiohttpTransport, Headers, Transport
 from kubeloop._writers import WriterLog
 
@@ -505,12 +505,23 @@ class Client:
 
     # -- writes ----------------------------------------------------------------------
 
-    async def create(self, res: Resource, obj: Object, namespace: str | None = None) -> Object:
-        """POST ``obj``; the namespace comes from the argument or ``obj``'s metadata."""
-        path = res.path(_namespace(res, namespace, obj))
+    async def create(
+        self,
+        res: Resource,
+        obj: Object,
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> Object:
+        """POST ``obj``; the namespace comes from the argument or ``obj``'s metadata.
+
+        With ``subresource``, POST to that subresource of the object named by ``obj``'s
+        metadata, e.g. a policy/v1 Eviction to a pod's ``eviction``."""
+        ns = _namespace(res, namespace, obj)
+        path = res.path(ns, name_of(obj), subresource) if subresource else res.path(ns)
         params = {"fieldManager": self.manager_name()}
-        result = await self._call("create", res, None, "POST", path, params=params, body=obj)
-        return self._wrote(res, None, result)
+        result = await self._call("create", res, subresource, "POST", path, params=params, body=obj)
+        return self._wrote(res, subresource, result)
 
     async def update(self, res: Resource, obj: Object, *, subresource: str | None = None) -> Object:
         """PUT ``obj`` (name and namespace from its metadata). A stale
@@ -610,6 +621,35 @@ class Client:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", **options} if options else None
         path = res.path(_namespace(res, namespace), _required_name(name))
         return cast(Object, await self._call("delete", res, None, "DELETE", path, body=body))
+
+    async def evict(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        grace_period_seconds: int | None = None,
+        preconditions: Mapping[str, str] | None = None,
+    ) -> Object:
+        """Evict pod ``name`` through the Eviction API (a policy/v1 ``Eviction`` POSTed to
+        ``pods/eviction``): a delete that the server refuses with
+        :class:`~kubeloop._errors.TooManyRequests` (429) while a PodDisruptionBudget does not
+        allow it. That refusal means "not now", so it is never retried here: the caller
+        decides when to ask again. ``grace_period_seconds=None`` keeps the pod's own
+        ``terminationGracePeriodSeconds``."""
+        body: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": _required_name(name), "namespace": namespace},
+        }
+        options: dict[str, Any] = {}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if preconditions:
+            options["preconditions"] = dict(preconditions)
+        if options:
+            body["deleteOptions"] = options
+        path = PODS.path(namespace, name, "eviction")
+        return cast(Object, await self._call("create", PODS, "eviction", "POST", path, body=body))
 
     # -- scale -------------------------------------------------------------------------
 

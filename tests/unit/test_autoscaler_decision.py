@@ -91,7 +91,7 @@ def test_a_scale_down_replaces_the_head_and_keeps_the_groups() -> None:
     plan = plan_scale_up([pod("huge", "120Gi")], template=TEMPLATE, current_target=3, max_nodes=10)
     head = scale_down_text(3, 1, timedelta(minutes=10))
     assert decision_text(plan, (), head=head) == (
-        "scale down 3 -> 1: empty nodes unneeded for 10m; 1 pod too big (memory 120Gi > 96Gi)"
+        "scale down 3 -> 1: nodes unneeded for 10m; 1 pod too big (memory 120Gi > 96Gi)"
     )
 
 

@@ -492,3 +492,24 @@ async def test_lease_requests_never_wait_for_the_bucket(no_sleep: list[float]) -
     assert no_sleep == []
     await client.get(CONFIGMAPS, "x", "ns")  # the bucket is still full for everything else
     assert no_sleep == []
+
+
+async def test_evict_posts_a_policy_v1_eviction_and_a_pdb_refusal_is_not_retried() -> None:
+    transport = FakeTransport(
+        ok({"kind": "Status", "status": "Success"}),
+        Response(429, {}, status(429, "TooManyRequests", "would violate the disruption budget")),
+    )
+    client = make(transport)
+    await client.evict("web-1", "prod")
+    with pytest.raises(TooManyRequests):
+        await client.evict("web-2", "prod", grace_period_seconds=5)
+    (m1, p1, _, b1, _), (_, p2, _, b2, _) = transport.calls
+    assert (m1, p1) == ("POST", "/api/v1/namespaces/prod/pods/web-1/eviction")
+    assert b1 == {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "web-1", "namespace": "prod"},
+    }
+    assert p2 == "/api/v1/namespaces/prod/pods/web-2/eviction"
+    assert b2["deleteOptions"] == {"gracePeriodSeconds": 5}
+    assert len(transport.calls) == 2  # the 429 was raised, not retried

@@ -37,14 +37,15 @@ def test_creating_intents_count_as_live() -> None:
     assert plan(current, 2).empty
 
 
-def test_surplus_goes_empty_nodes_first_then_newest() -> None:
+def test_surplus_follows_the_removal_order_nodes_without_a_node_first() -> None:
     current = records("old", "mid", "new")
-    # the newest is busy: the two empty ones go, newest of them first
-    assert plan(current, 1, busy={"new"}).retire == ("mid", "old")
-    # nothing busy: newest first
+    # all registered: the removal order decides
+    assert plan(current, 1, order=["mid", "old", "new"]).retire == ("mid", "old")
+    assert plan(current, 2, order=["old", "mid", "new"]).retire == ("old",)
+    # "new" has no Node yet: it goes first, then the best ranked
+    assert plan(current, 1, order=["old", "mid"]).retire == ("new", "old")
+    # nothing registered: newest first
     assert plan(current, 1).retire == ("new", "mid")
-    # everything busy: still newest first
-    assert plan(current, 2, busy={"old", "mid", "new"}).retire == ("new",)
 
 
 def test_intents_not_yet_created_go_before_serving_vms() -> None:

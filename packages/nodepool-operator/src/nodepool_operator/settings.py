@@ -20,6 +20,15 @@ class OperatorSettings:
     instance_workers: int = 4
     #: A VM tagged for a pool but unknown to it is deleted after this many seconds.
     gc_grace_seconds: float = 60.0
+    #: A VM whose Node has not registered this many seconds after it started running is
+    #: replaced, with an Event (Karpenter's registration TTL is 15 min; VMs here boot fast).
+    registration_timeout_seconds: float = 300.0
+    #: A pool's Node whose Ready condition has not been True for this many seconds is
+    #: replaced without a drain (its kubelet is unreachable), as Karpenter's node repair does.
+    node_repair_seconds: float = 600.0
+    #: With the simulated cloud, also run its VMs' kubelets in this process (they register
+    #: the Nodes; see ``nodepool_operator.cloud.SimulatedKubelets``).
+    simulated_kubelets: bool = True
     #: Instance drift check period (the seeds' "every few minutes"; shorter in tests).
     drift_interval_seconds: float = 120.0
     #: How long a pod must have been unschedulable before the Autoscaler acts, so a burst
@@ -27,6 +36,19 @@ class OperatorSettings:
     #: 1 s, as Karpenter's batch idle duration: long enough to plan a burst once, short
     #: enough to decide within 2 s of the last pod.
     batch_window_seconds: float = 1.0
+    #: Nodes requested but not registered stop counting as in flight after this long without
+    #: progress (cluster-autoscaler's ``max-node-provision-time``, 15 minutes): the
+    #: Autoscaler lowers the target back to the registered nodes and backs off.
+    max_node_provision_seconds: float = 900.0
+    #: The first backoff after a timed-out provisioning; doubles per failure, up to 30 min.
+    scale_up_backoff_seconds: float = 300.0
+    #: A pod planned onto a new node that is Ready but did not take it within this long is
+    #: reported as not taken and not scaled for again (no runaway growth).
+    pod_landing_grace_seconds: float = 30.0
+    #: Scale-down: a non-empty node is unneeded below this utilisation (the larger of its
+    #: cpu and memory requests over allocatable) if its pods fit on the other nodes
+    #: (cluster-autoscaler's ``scale-down-utilization-threshold``).
+    scale_down_utilization_threshold: float = 0.5
     #: Only handle NodePools, Autoscalers and Instances with these labels (e.g. ``shard=a``);
     #: None handles all. Lets several operators (or tests) share one cluster.
     label_selector: str | None = None

@@ -60,6 +60,9 @@ class MeteredCloud:
     async def create(self, request: CreateRequest) -> Instance:
         return await self._call("create", lambda: self.inner.create(request))
 
+    async def find(self, idempotency_token: str) -> Instance | None:
+        return await self._call("find", lambda: self.inner.find(idempotency_token))
+
     async def delete(self, instance_id: str) -> None:
         await self._call("delete", lambda: self.inner.delete(instance_id))
 

@@ -10,21 +10,24 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from kubeloop import Resource
 from nodepool_operator.api import NodePool
 from nodepool_operator.cloud import CATALOGUE, InstanceType
-from nodepool_operator.controllers._node_manifest import INSTANCE_TYPE_LABEL, capacity
-from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers._drain import DISRUPTING_TAINT
+from nodepool_operator.controllers._node_manifest import pool_shape
 from nodepool_operator.scheduling import (
+    DaemonSetView,
     NodeState,
     NodeTemplate,
     Pod,
     Resources,
-    Taint,
-    pod_requests,
+    ScaleDownNode,
+    daemonset_overhead,
+    node_view,
+    pod_view,
 )
-from nodepool_operator.scheduling._pods import get_list, get_mapping, get_text
 
-__all__ = ["PoolNodes", "pool_nodes", "pool_template"]
+__all__ = ["DAEMONSETS", "PoolNodes", "pool_nodes", "pool_template", "scale_down_node"]
 
 #: Taints the node lifecycle puts on a node that is still booting or briefly unreachable. They
 #: say nothing about the pool's shape, so a booting node still counts as room for pods that do
@@ -36,9 +39,11 @@ _LIFECYCLE_TAINTS: Final = frozenset(
         "node.cloudprovider.kubernetes.io/uninitialized",
     }
 )
-_TERMINAL_PHASES: Final = ("Succeeded", "Failed")
+_TERMINAL: Final = ("Succeeded", "Failed")
 
 ApiObject = Mapping[str, object]
+
+DAEMONSETS: Final = Resource("apps", "v1", "daemonsets", "DaemonSet")
 
 
 def pool_template(
@@ -46,14 +51,14 @@ def pool_template(
     catalogue: Sequence[InstanceType] = CATALOGUE,
     *,
     scope_labels: Mapping[str, str] | None = None,
+    daemonsets: Iterable[DaemonSetView] = (),
 ) -> NodeTemplate:
-    """An empty node of ``pool``, exactly as the NodePool controller will register it.
+    """An empty node of ``pool``, exactly as its Nodes register, minus its DaemonSets.
 
-    Sizes come from the same function the NodePool controller fills a Node's allocatable
-    with (the pool's cpu/memory/diskSize, else its instance type's, and kubelet's default
-    max-pods), so the plan and the scheduler agree on what fits. The labels are the ones every
-    Node of the pool gets: the pool's, the operator's ``scope_labels``, the instance type and
-    :data:`POOL_LABEL`; the taints are the pool's.
+    Labels, taints and allocatable come from :func:`~._node_manifest.pool_shape`, the
+    function the registered Node is built from, so the plan and the scheduler agree on what
+    fits. ``daemonsets`` are all the cluster's DaemonSets: those whose pods would land on the
+    pool's nodes take their requests from every node's allocatable.
 
     Raises:
         ValueError: the instance type is unknown and the pool does not set cpu and memory, or
@@ -61,27 +66,14 @@ def pool_template(
     """
     spec = pool.spec
     known = next((t for t in catalogue if t.name == spec.instance_type), None)
-    sizes = capacity(spec, known)
-    if "cpu" not in sizes or "memory" not in sizes:
+    shape = pool_shape(pool, known, scope_labels=scope_labels)
+    if "cpu" not in shape.resources or "memory" not in shape.resources:
         raise ValueError(
             f"instance type {spec.instance_type!r} is not in the catalogue; "
             "set the pool's cpu and memory"
         )
-    labels = {
-        **spec.labels,
-        **(scope_labels or {}),
-        INSTANCE_TYPE_LABEL: spec.instance_type,
-        POOL_LABEL: pool.metadata.name or "",
-    }
-    return NodeTemplate.from_pool(
-        spec.instance_type,
-        cpu=sizes["cpu"],
-        memory=sizes["memory"],
-        disk=sizes.get("ephemeral-storage", 0),
-        labels=labels,
-        taints=[Taint(t.key, t.effect, t.value or "") for t in spec.taints],
-        max_pods=int(sizes["pods"]),
-    )
+    overhead = daemonset_overhead(daemonsets, shape.labels, shape.taints)
+    return NodeTemplate.from_shape(spec.instance_type, shape, daemonset_overhead=overhead)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,19 +83,28 @@ class PoolNodes:
     Attributes:
         registered: Nodes of the pool not being deleted, Ready or still booting.
         ready: of those, the Ready ones.
-        room: the schedulable ones (not cordoned) with their free room, booting ones included:
-            the pods already bound to a booting node are known, so it is counted with what it
-            really has left rather than as an empty template node.
-        empty: Ready, schedulable Nodes running no pods but DaemonSet and mirror pods, by name.
+        room: the schedulable ones (not cordoned, not being disrupted) with their free room,
+            booting ones included: the pods already bound to a booting node are known, so it
+            is counted with what it really has left rather than as an empty template node.
+            DaemonSet pods not there yet are charged for.
+        empty: Ready, schedulable Nodes running no workload pods, by name.
+        candidates: Ready, schedulable Nodes with their pods, for
+            :func:`~nodepool_operator.scheduling.removal_order`.
     """
 
     registered: int
     ready: int
     room: tuple[NodeState, ...]
     empty: tuple[str, ...]
+    candidates: tuple[ScaleDownNode, ...] = ()
 
 
-def pool_nodes(nodes: Iterable[ApiObject], pods_on: Callable[[str], Iterable[Pod]]) -> PoolNodes:
+def pool_nodes(
+    nodes: Iterable[ApiObject],
+    pods_on: Callable[[str], Iterable[Pod]],
+    *,
+    daemonsets: Sequence[DaemonSetView] = (),
+) -> PoolNodes:
     """Summarise ``nodes`` (a pool's Node objects); ``pods_on(name)`` gives the pods bound there.
 
     Terminal pods take no room; terminating ones still do, as in kube-scheduler. A Node whose
@@ -112,54 +113,48 @@ def pool_nodes(nodes: Iterable[ApiObject], pods_on: Callable[[str], Iterable[Pod
     registered = ready = 0
     room: list[NodeState] = []
     empty: list[str] = []
+    candidates: list[ScaleDownNode] = []
     for node in nodes:
-        meta = get_mapping(node, "metadata")
-        if meta.get("deletionTimestamp"):
+        view = node_view(node)
+        if view.deleting:
             continue
         registered += 1
-        name = get_text(meta, "name")
-        is_ready = _is_ready(node)
-        ready += is_ready
-        spec = get_mapping(node, "spec")
-        if spec.get("unschedulable") is True:
+        ready += view.ready
+        if view.unschedulable or any(t.key == DISRUPTING_TAINT.key for t in view.taints):
             continue
-        pods = [p for p in pods_on(name) if _phase(p) not in _TERMINAL_PHASES]
+        if view.allocatable == Resources():
+            continue
         try:
-            free = Resources.from_resource_list(
-                get_mapping(get_mapping(node, "status"), "allocatable")
-            )
-            for pod in pods:
-                free -= pod_requests(pod)
-            taints = tuple(
-                Taint.from_api(t)
-                for t in get_list(spec, "taints")
-                if isinstance(t, Mapping) and get_text(t, "key") not in _LIFECYCLE_TAINTS
-            )
+            pods = [v for v in map(pod_view, pods_on(view.name)) if v.phase not in _TERMINAL]
         except ValueError:
             continue
-        labels = {k: v for k, v in get_mapping(meta, "labels").items() if isinstance(v, str)}
-        room.append(NodeState(name=name, free=free, labels=labels, taints=taints))
-        if is_ready and not any(_is_workload(p) for p in pods):
-            empty.append(name)
-    return PoolNodes(registered, ready, tuple(room), tuple(sorted(empty)))
+        free = view.allocatable
+        for pod in pods:
+            free -= pod.requests
+        here = {p.owner_uid for p in pods if not p.workload}
+        free -= daemonset_overhead(daemonsets, view.labels, view.taints, present=here)
+        taints = tuple(t for t in view.taints if t.key not in _LIFECYCLE_TAINTS)
+        room.append(NodeState(view.name, free, view.labels, taints, tuple(pods)))
+        if view.ready:
+            candidates.append(
+                ScaleDownNode(view.name, view.allocatable, view.labels, taints, tuple(pods))
+            )
+            if not any(p.workload for p in pods):
+                empty.append(view.name)
+    return PoolNodes(registered, ready, tuple(room), tuple(sorted(empty)), tuple(candidates))
 
 
-def _phase(pod: Pod) -> str:
-    return get_text(get_mapping(pod, "status"), "phase")
-
-
-def _is_ready(node: ApiObject) -> bool:
-    return any(
-        get_text(c, "type") == "Ready" and get_text(c, "status") == "True"
-        for c in get_list(get_mapping(node, "status"), "conditions")
-    )
-
-
-def _is_workload(pod: Pod) -> bool:
-    """Whether ``pod`` makes its node needed: not a DaemonSet pod, not a static (mirror) pod."""
-    meta = get_mapping(pod, "metadata")
-    if "kubernetes.io/config.mirror" in get_mapping(meta, "annotations"):
-        return False
-    return not any(
-        get_text(ref, "kind") == "DaemonSet" for ref in get_list(meta, "ownerReferences")
-    )
+def scale_down_node(node: ApiObject, pods: Iterable[Pod]) -> ScaleDownNode:
+    """A Node and the pods bound to it, as :func:`~nodepool_operator.scheduling.
+    removal_order` reads them (terminal pods left out; a pod with a malformed quantity
+    counts as requesting nothing, not as a reason to fail the pass)."""
+    view = node_view(node)
+    views = []
+    for pod in pods:
+        try:
+            pod_ = pod_view(pod)
+        except ValueError:
+            continue
+        if pod_.phase not in _TERMINAL:
+            views.append(pod_)
+    return ScaleDownNode(view.name, view.allocatable, view.labels, view.taints, tuple(views))

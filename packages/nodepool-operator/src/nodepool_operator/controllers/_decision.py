@@ -102,8 +102,9 @@ def decision_text(
 
 
 def scale_down_text(before: int, after: int, unneeded: timedelta) -> str:
-    """E.g. ``scale down 3 -> 1: empty nodes unneeded for 10m``."""
-    return f"scale down {before} -> {after}: empty nodes unneeded for {format_duration(unneeded)}"
+    """E.g. ``scale down 3 -> 1: nodes unneeded for 10m`` (empty, or under the utilisation
+    threshold with pods that fit on the others)."""
+    return f"scale down {before} -> {after}: nodes unneeded for {format_duration(unneeded)}"
 
 
 def track_unneeded(

@@ -33,21 +33,29 @@ def plan(
     desired: int,
     *,
     gone: Collection[str] = (),
-    busy: Collection[str] = (),
+    order: Sequence[str] = (),
 ) -> Plan:
     """Retire what is ``gone`` (its VM terminated or unknown to the cloud) and the surplus
     over ``desired``, or add the missing.
 
-    Surplus goes in this order: records whose node runs no pods (``busy`` names those that
-    do) before the rest; within each, the newest first, so VMs still booting (or never
-    created) go before serving ones. Records already ``deleting`` are neither counted nor
-    chosen: their removal is under way.
+    ``order`` ranks the records that have a registered Node, best to remove first
+    (:func:`~nodepool_operator.scheduling.removal_order`: empty nodes, then the least
+    utilised whose pods fit on the nodes that stay, then the busy ones). Surplus goes in this
+    order: records with no Node yet (VMs still booting, or never created), newest first, as
+    they serve nobody; then the ranked ones in rank order. Records already ``deleting`` are
+    neither counted nor chosen: their removal is under way.
     """
     retire = [r.name for r in records if r.state != DELETING and r.name in gone]
     live = [r for r in records if r.state != DELETING and r.name not in gone]
     if len(live) < desired:
         return Plan(retire=tuple(retire), add=desired - len(live))
     surplus = len(live) - desired
-    newest_empty_first = sorted(range(len(live)), key=lambda i: (live[i].name in busy, -i))
-    retire += [live[i].name for i in newest_empty_first[:surplus]]
+    rank = {name: i for i, name in enumerate(order)}
+
+    def key(i: int) -> tuple[int, int]:
+        name = live[i].name
+        return (rank[name], 0) if name in rank else (-1, -i)
+
+    best_first = sorted(range(len(live)), key=key)
+    retire += [live[i].name for i in best_first[:surplus]]
     return Plan(retire=tuple(retire))

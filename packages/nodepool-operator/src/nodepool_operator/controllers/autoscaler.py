@@ -25,8 +25,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -55,8 +55,14 @@ from nodepool_operator.api import (
     parse_nodepool,
 )
 from nodepool_operator.controllers._batching import FirstSeen, batch_wait
-from nodepool_operator.controllers._capacity import PoolNodes, pool_nodes, pool_template
+from nodepool_operator.controllers._capacity import (
+    DAEMONSETS,
+    PoolNodes,
+    pool_nodes,
+    pool_template,
+)
 from nodepool_operator.controllers._decision import (
+    NotTriggered,
     decision_text,
     next_unneeded_due,
     not_triggered,
@@ -65,7 +71,9 @@ from nodepool_operator.controllers._decision import (
     set_aside,
     track_unneeded,
 )
+from nodepool_operator.controllers._landing import Landing
 from nodepool_operator.controllers._pending import blocked
+from nodepool_operator.controllers._provision import Provisioning, observe, requested, timed_out
 from nodepool_operator.controllers._references import look_up
 from nodepool_operator.controllers._report import Reporter
 from nodepool_operator.controllers._scale import ScaleOutcome, lower_target, raise_target
@@ -84,12 +92,18 @@ from nodepool_operator.controllers._watch import (
     pod_node,
 )
 from nodepool_operator.scheduling import (
+    DaemonSetView,
+    FitReason,
     NodeTemplate,
     PodReason,
+    PodRef,
     ScaleUpPlan,
     classify,
+    daemonset_view,
     plan_scale_up,
     pod_ref,
+    pod_view,
+    removal_order,
 )
 from nodepool_operator.settings import OperatorSettings
 
@@ -103,6 +117,16 @@ WATCHING: Final = "Watching"
 NODEPOOL_NOT_FOUND: Final = "NodePoolNotFound"
 INVALID_SPEC: Final = "InvalidSpec"
 INVALID_NODEPOOL: Final = "InvalidNodePool"
+#: Condition: whether the pool's requested nodes arrive (False while backing off after they
+#: did not register within the max provision time).
+PROVISIONING: Final = "Provisioning"
+PROVISION_TIMED_OUT: Final = "ProvisionTimedOut"
+PROVISIONING_OK: Final = "ScaleUpAllowed"
+#: Another Autoscaler (the older one) already scales this pool: two writers of one
+#: targetNodes would undo each other's decisions, so the younger one is refused.
+CONFLICTING_AUTOSCALER: Final = "ConflictingAutoscaler"
+#: How often a refused Autoscaler looks again (it takes over once the other one is gone).
+_REFUSED_RECHECK: Final = 30.0
 #: Pods that are not pending at all (not counted in status.pendingPods).
 _GONE: Final = (PodReason.BOUND, PodReason.TERMINATING, PodReason.FINISHED)
 
@@ -110,10 +134,13 @@ _GONE: Final = (PodReason.BOUND, PodReason.TERMINATING, PodReason.FINISHED)
 @dataclass
 class _Memory:
     """What one Autoscaler's reconciles remember between runs. Lost on a restart, harmlessly:
-    the next look plans again and empty nodes start their unneeded time again."""
+    the next look plans again, empty nodes start their unneeded time again, in-flight nodes
+    get a full provision time again and not-taken pods one more node."""
 
     planned_at: float | None = None
     unneeded_since: dict[str, float] = field(default_factory=dict)
+    provisioning: Provisioning = field(default_factory=Provisioning)
+    landing: Landing = field(default_factory=Landing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +183,8 @@ class AutoscalerController:
         self._autoscalers = cache.informer(AUTOSCALERS, label_selector=selector)
         self._nodes = cache.informer(NODES, label_selector=self._node_selector)
         self._pods = cache.informer(PODS)
+        # DaemonSets (every namespace): their pods take room on every node they land on.
+        self._daemonsets = cache.informer(DAEMONSETS)
 
     def register(self) -> Controller:
         self._autoscalers.add_index(BY_NAMESPACE, autoscaler_namespaces)
@@ -205,6 +234,12 @@ class AutoscalerController:
             await self._not_ready(obj, INVALID_SPEC, str(err))
             return Result()
         memory = self._memory.setdefault(req.name, _Memory())
+        owner = self._pool_owner(obj, scaler.spec.node_pool_ref.name)
+        if owner is not None:
+            pool_name = scaler.spec.node_pool_ref.name
+            note = f"NodePool {pool_name} is already scaled by Autoscaler {owner}; this one is idle"
+            await self._not_ready(obj, CONFLICTING_AUTOSCALER, note)
+            return Result(requeue_after=_REFUSED_RECHECK)
         look = await self._look(obj, scaler)
         if look is None:
             return Result()
@@ -221,6 +256,25 @@ class AutoscalerController:
         memory.planned_at = now
         return await self._decide(obj, look, memory, now)
 
+    def _pool_owner(self, obj: Object, pool_name: str) -> str | None:
+        """The name of the Autoscaler that scales ``pool_name`` if it is another one: of all
+        live Autoscalers naming the pool, the oldest (then the first by name) owns it."""
+
+        def age(o: Object) -> tuple[str, str]:
+            meta = o["metadata"]
+            return (str(meta.get("creationTimestamp") or ""), str(meta["name"]))
+
+        rivals = [
+            o
+            for o in self._autoscalers.store.by_index(BY_POOL, pool_name)
+            if not o["metadata"].get("deletionTimestamp")
+        ]
+        if not rivals:
+            return None
+        first = min([obj, *rivals], key=age)
+        name = str(first["metadata"]["name"])
+        return None if name == obj["metadata"]["name"] else name
+
     async def _look(self, obj: Object, scaler: Autoscaler) -> _Look | None:
         """Read what planning needs; ``None`` (with the reason in status) if it cannot plan."""
         pool_name = scaler.spec.node_pool_ref.name
@@ -230,9 +284,10 @@ class AutoscalerController:
         if pool_obj is None:
             await self._pool_not_found(obj, pool_name)
             return None
+        daemonsets = self._daemonset_views()
         try:
             pool = parse_nodepool(pool_obj)
-            template = pool_template(pool, scope_labels=self._scope_labels)
+            template = pool_template(pool, scope_labels=self._scope_labels, daemonsets=daemonsets)
         except ValueError as err:  # InvalidField is a ValueError too
             await self._not_ready(obj, INVALID_NODEPOOL, f"NodePool {pool_name}: {err}")
             return None
@@ -246,27 +301,59 @@ class AutoscalerController:
         nodes = pool_nodes(
             self._nodes.store.by_index(BY_POOL, pool_name),
             lambda node: self._pods.store.by_index(BY_NODE, node),
+            daemonsets=daemonsets,
         )
         return _Look(scaler, pool, pool_obj, template, nodes, pending, tuple(candidates))
+
+    def _daemonset_views(self) -> list[DaemonSetView]:
+        views = []
+        for daemonset in self._daemonsets.store.list():
+            try:
+                views.append(daemonset_view(daemonset))
+            except ValueError as err:  # the API validates quantities; count it as nothing
+                log.warning("ignoring a DaemonSet: %s", err)
+        return views
 
     async def _decide(self, obj: Object, look: _Look, memory: _Memory, now: float) -> Result:
         lookup = await look_up(self.mgr.client, look.candidates)
         stuck = [(pod_ref(p), why) for p in look.candidates if (why := blocked(p, lookup))]
-        stuck_refs = {ref for ref, _ in stuck}
-        eligible = [p for p in look.candidates if pod_ref(p) not in stuck_refs]
-        aside = set_aside(stuck)
         spec = look.scaler.spec
         pool_name = spec.node_pool_ref.name
+        settings = self.settings
+        uids = {_uid(p): p for p in look.candidates}
+        by_ref = {pod_ref(p): p for p in look.candidates}
+        landing_due = memory.landing.look(
+            candidates=uids.keys(),
+            ready=look.nodes.ready,
+            registered=look.nodes.registered,
+            now=now,
+            grace=settings.pod_landing_grace_seconds,
+            pool_generation=look.pool.metadata.generation,
+        )
+        not_taken = sorted(pod_ref(uids[u]) for u in memory.landing.excluded(uids))
+        settling = {pod_ref(uids[u]) for u in memory.landing.waiting(uids)}
+        stuck_refs = {ref for ref, _ in stuck} | set(not_taken) | settling
+        eligible = [p for p in look.candidates if pod_ref(p) not in stuck_refs]
+        aside = (*_not_taken_group(not_taken), *set_aside(stuck))
         try:
-            plan, outcome = await self._scale(look, memory, _planner(look, eligible), now)
+            provision_note = await self._check_provisioning(obj, look, memory, now)
+            planner = _planner(look, eligible, memory, now)
+            plan, outcome = await self._scale(look, memory, planner, now)
         except NotFound:  # the pool went away after we read it
             await self._pool_not_found(obj, pool_name)
             return Result()
         head: str | None = None
         scaled_at: str | None = None
+        if provision_note is not None:
+            head, scaled_at = provision_note, _now_rfc3339()
         if outcome.written:
             if outcome.after < outcome.before:
                 head = scale_down_text(outcome.before, outcome.after, spec.scale_down_unneeded_time)
+            else:
+                memory.provisioning = requested(
+                    memory.provisioning, registered=look.nodes.registered, now=now
+                )
+                memory.landing.planned(_on_new_capacity(plan, by_ref), outcome.after)
             what = head or plan.summary
             log.info(
                 "NodePool %s targetNodes %d -> %d: %s",
@@ -277,11 +364,22 @@ class AutoscalerController:
             )
             self._report.scaled(obj, look.pool_obj, outcome, what)
             scaled_at = _now_rfc3339()
-        self._report.not_triggered(
-            obj, not_triggered(plan, aside), {pod_ref(p): p for p in look.candidates}
-        )
+        elif not memory.provisioning.backing_off(now):
+            # Pods the plan puts on nodes already booting wait for them too.
+            memory.landing.planned(
+                _on_new_capacity(plan, by_ref),
+                max(look.pool.spec.target_nodes, look.pool.spec.min_nodes),
+            )
+        if memory.provisioning.backing_off(now) and plan.scale_up:
+            head = (
+                f"no scale up (target {look.pool.spec.target_nodes}): provisioning timed out, "
+                "scale-up backed off"
+            )
+        self._report.not_triggered(obj, not_triggered(plan, aside), by_ref)
         generation = obj["metadata"].get("generation", 0)
         decision = decision_text(plan, aside, head=head)
+        provisioning = memory.provisioning
+        backing_off = provisioning.backing_off(now)
 
         def mutate(status: dict[str, Any]) -> None:
             status["pendingPods"] = look.pending
@@ -291,23 +389,97 @@ class AutoscalerController:
             if scaled_at is not None:
                 status["lastScaleTime"] = scaled_at
             message = f"scaling NodePool {pool_name} for pods in {', '.join(spec.namespaces)}"
-            set_condition(_conditions(status), READY, "True", WATCHING, message, generation)
+            conditions = _conditions(status)
+            set_condition(conditions, READY, "True", WATCHING, message, generation)
+            if backing_off:
+                set_condition(
+                    conditions,
+                    PROVISIONING,
+                    "False",
+                    PROVISION_TIMED_OUT,
+                    f"NodePool {pool_name}: requested nodes did not register within "
+                    f"{settings.max_node_provision_seconds:g}s; scale-up backed off",
+                    generation,
+                )
+            elif any(c.get("type") == PROVISIONING for c in conditions):
+                set_condition(
+                    conditions,
+                    PROVISIONING,
+                    "True",
+                    PROVISIONING_OK,
+                    f"NodePool {pool_name}: scale-up allowed",
+                    generation,
+                )
 
         await self._write_status(obj, mutate)
-        requeue = spec.frequency.total_seconds()
+        waits = [spec.frequency.total_seconds()]
         due = next_unneeded_due(
             memory.unneeded_since, now, spec.scale_down_unneeded_time.total_seconds()
         )
-        return Result(requeue_after=requeue if due is None else min(requeue, due))
+        if due is not None:
+            waits.append(due)
+        if landing_due is not None:
+            waits.append(landing_due)
+        if provisioning.since is not None:
+            waits.append(
+                max(0.0, provisioning.since + settings.max_node_provision_seconds - now) + 0.05
+            )
+        if provisioning.backoff_until is not None and backing_off:
+            waits.append(max(0.0, provisioning.backoff_until - now) + 0.05)
+        return Result(requeue_after=min(waits))
+
+    async def _check_provisioning(
+        self, obj: Object, look: _Look, memory: _Memory, now: float
+    ) -> str | None:
+        """Follow the pool's in-flight nodes; when they have made no progress for the max
+        provision time, stop counting them: lower the target back to the registered nodes,
+        back off, and say so (Event, condition). Returns the decision's head if it did."""
+        pool = look.pool.spec
+        effective = max(pool.target_nodes, pool.min_nodes)
+        registered = look.nodes.registered
+        memory.provisioning = observe(
+            memory.provisioning, in_flight=effective - registered, registered=registered, now=now
+        )
+        failed = timed_out(
+            memory.provisioning,
+            now=now,
+            timeout=self.settings.max_node_provision_seconds,
+            backoff=self.settings.scale_up_backoff_seconds,
+        )
+        if failed is None:
+            return None
+        memory.provisioning = failed
+        pool_name = look.scaler.spec.node_pool_ref.name
+        desired = max(registered, pool.min_nodes)
+        outcome = await lower_target(
+            self.mgr.client, pool_name, expected=pool.target_nodes, desired=desired
+        )
+        wait = (failed.backoff_until or now) - now
+        note = (
+            f"NodePool {pool_name}: {effective - registered} requested node(s) did not register "
+            f"within {self.settings.max_node_provision_seconds:g}s; no longer counted as in "
+            f"flight, target {outcome.before} -> {outcome.after}, scale-up backed off for "
+            f"{wait:g}s"
+        )
+        log.warning(note)
+        for target in (obj, look.pool_obj):
+            self.mgr.recorder.warning(target, PROVISION_TIMED_OUT, note, action="ScaleUp")
+        return (
+            f"provisioning timed out: target {outcome.before} -> {outcome.after}, "
+            "scale-up backed off"
+        )
 
     async def _scale(
         self, look: _Look, memory: _Memory, plan_for: Callable[[int], ScaleUpPlan], now: float
     ) -> tuple[ScaleUpPlan, ScaleOutcome]:
-        """Raise the target if the plan needs new nodes; else, with scale-down on, lower it
-        when nodes have been unneeded long enough. Returns the plan as made against the
-        target the server had, and what was written."""
+        """Raise the target if the plan needs new nodes (not while backing off); else, with
+        scale-down on, lower it when nodes have been unneeded long enough. Returns the plan as
+        made against the target the server had, and what was written."""
         target = look.pool.spec.target_nodes
         plan = plan_for(target)
+        if plan.scale_up and memory.provisioning.backing_off(now):
+            memory.unneeded_since.clear()
+            return plan, ScaleOutcome(target, target)
         if plan.scale_up:
             memory.unneeded_since.clear()
             outcome = await raise_target(
@@ -324,13 +496,19 @@ class AutoscalerController:
     async def _scale_down(
         self, look: _Look, memory: _Memory, plan: ScaleUpPlan, now: float
     ) -> ScaleOutcome:
-        memory.unneeded_since = track_unneeded(memory.unneeded_since, look.nodes.empty, now)
+        # Empty nodes, and nodes below the utilisation threshold whose pods the simulation
+        # places on the others: the rule the NodePool controller removes nodes by.
+        order = removal_order(
+            look.nodes.candidates, threshold=self.settings.scale_down_utilization_threshold
+        )
+        unneeded = tuple(d.node for d in order if d.removable)
+        memory.unneeded_since = track_unneeded(memory.unneeded_since, unneeded, now)
         spec = look.scaler.spec
         target = look.pool.spec.target_nodes
         desired = scale_down_target(
             target=target,
             min_nodes=look.pool.spec.min_nodes,
-            nodes=look.nodes,
+            nodes=replace(look.nodes, empty=unneeded),
             unneeded_since=memory.unneeded_since,
             now=now,
             unneeded_seconds=spec.scale_down_unneeded_time.total_seconds(),
@@ -369,23 +547,53 @@ class AutoscalerController:
             await update_status(self.mgr.client, AUTOSCALERS, obj, mutate)
 
 
-def _planner(look: _Look, pods: Sequence[Object]) -> Callable[[int], ScaleUpPlan]:
+def _planner(
+    look: _Look, pods: Sequence[Object], memory: _Memory, now: float
+) -> Callable[[int], ScaleUpPlan]:
     """The plan for ``pods`` as a function of the pool's target, so that it can be made again
-    against the target the server has (booting nodes = target - registered nodes)."""
+    against the target the server has (booting nodes = target - registered nodes).
+
+    Plans are made against ``max(targetNodes, minNodes)``, the size the NodePool controller
+    keeps. A pool backing off after a failed provisioning has no nodes in flight: its phantom
+    nodes must not hide the need."""
     spec = look.scaler.spec
     max_nodes = min(look.pool.spec.max_nodes, spec.max_nodes or MAX_POOL_NODES)
+    min_nodes = look.pool.spec.min_nodes
+    views = [pod_view(p) for p in pods]
+    backing_off = memory.provisioning.backing_off(now)
 
     def plan_for(target: int) -> ScaleUpPlan:
+        effective = max(target, min_nodes)
         return plan_scale_up(
-            pods,
+            views,
             template=look.template,
             existing_nodes=look.nodes.room,
-            in_flight=target - look.nodes.registered,
-            current_target=target,
+            in_flight=0 if backing_off else effective - look.nodes.registered,
+            current_target=effective,
             max_nodes=max_nodes,
         )
 
     return plan_for
+
+
+def _uid(pod: Object) -> str:
+    return str(pod["metadata"].get("uid") or "")
+
+
+def _on_new_capacity(plan: ScaleUpPlan, pods: Mapping[PodRef, Object]) -> list[str]:
+    """The uids of the pods ``plan`` put on booting or new nodes."""
+    return [
+        _uid(pods[p.pod])
+        for p in plan.placements
+        if p.pod in pods and not p.node.startswith("existing:")
+    ]
+
+
+def _not_taken_group(pods: Sequence[PodRef]) -> tuple[NotTriggered, ...]:
+    if not pods:
+        return ()
+    detail = "a new node planned for it became Ready and did not take it"
+    return (NotTriggered(str(FitReason.NOT_TAKEN), detail, tuple(pods)),)
 
 
 def _conditions(status: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,6 +13,9 @@ from ._binpack import ScaleUpPlan as ScaleUpPlan
 from ._binpack import UnschedulableGroup as UnschedulableGroup
 from ._binpack import lower_bound as lower_bound
 from ._binpack import plan_scale_up as plan_scale_up
+from ._daemonset import DaemonSetView as DaemonSetView
+from ._daemonset import daemonset_overhead as daemonset_overhead
+from ._daemonset import daemonset_view as daemonset_view
 from ._fit import FitReason as FitReason
 from ._fit import FitResult as FitResult
 from ._fit import pod_fits_node as pod_fits_node
@@ -31,30 +34,55 @@ from ._quantity import format_cpu as format_cpu
 from ._quantity import parse_bytes as parse_bytes
 from ._quantity import parse_cpu as parse_cpu
 from ._quantity import parse_quantity as parse_quantity
+from ._scaledown import Disposal as Disposal
+from ._scaledown import RemovalReason as RemovalReason
+from ._scaledown import ScaleDownNode as ScaleDownNode
+from ._scaledown import removal_order as removal_order
 from ._template import DEFAULT_MAX_PODS as DEFAULT_MAX_PODS
+from ._template import NodeShape as NodeShape
 from ._template import NodeTemplate as NodeTemplate
 from ._template import Taint as Taint
+from ._template import node_shape as node_shape
+from ._views import DO_NOT_DISRUPT as DO_NOT_DISRUPT
+from ._views import NodeView as NodeView
+from ._views import PodView as PodView
+from ._views import is_workload as is_workload
+from ._views import node_view as node_view
+from ._views import pod_view as pod_view
 
 __all__ = [
     "DEFAULT_MAX_PODS",
+    "DO_NOT_DISRUPT",
+    "DaemonSetView",
+    "Disposal",
     "FitReason",
     "FitResult",
+    "NodeShape",
     "NodeState",
     "NodeTemplate",
+    "NodeView",
     "Placement",
     "PlanReason",
     "Pod",
     "PodReason",
     "PodRef",
     "PodVerdict",
+    "PodView",
+    "RemovalReason",
     "Resources",
+    "ScaleDownNode",
     "ScaleUpPlan",
     "Taint",
     "UnschedulableGroup",
     "classify",
+    "daemonset_overhead",
+    "daemonset_view",
     "format_bytes",
     "format_cpu",
+    "is_workload",
     "lower_bound",
+    "node_shape",
+    "node_view",
     "parse_bytes",
     "parse_cpu",
     "parse_quantity",
@@ -63,5 +91,7 @@ __all__ = [
     "pod_fits_template",
     "pod_ref",
     "pod_requests",
+    "pod_view",
+    "removal_order",
     "tolerates",
 ]

@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from ._fit import FitReason, check_constraints, check_room
-from ._pods import Pod, PodRef, constraint_key, pod_ref, pod_requests
+from ._fit import FitReason, FitResult, check_constraints, check_room, check_template_room
+from ._interpod import check_interpod
+from ._pods import Pod, PodRef
 from ._quantity import Resources
 from ._template import NodeTemplate, Taint
+from ._views import HOSTNAME_KEY, HostPort, PodView, pod_view
 
 __all__ = [
     "NodeState",
@@ -56,12 +58,14 @@ class NodeState:
             vector with ``pods=0`` holds nothing.
         labels: the Node's labels, checked against nodeSelector and affinity.
         taints: the Node's taints.
+        pods: the pods bound to it, for pod (anti-)affinity, spread and host ports.
     """
 
     name: str
     free: Resources
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    pods: tuple[PodView, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +167,11 @@ _PHRASES = {
     FitReason.NODE_SELECTOR_MISMATCH: "not matching node selector",
     FitReason.AFFINITY_MISMATCH: "not matching node affinity",
     FitReason.UNTOLERATED_TAINT: "not tolerating taint",
+    FitReason.HOST_PORT_CONFLICT: "needing a free host port",
+    FitReason.POD_AFFINITY_MISMATCH: "not matching pod affinity",
+    FitReason.POD_ANTI_AFFINITY_CONFLICT: "blocked by pod anti-affinity",
+    FitReason.TOPOLOGY_SPREAD_VIOLATION: "not satisfying topology spread",
+    FitReason.NOT_TAKEN: "not taken by the new node",
 }
 _REASON_ORDER = {reason: rank for rank, reason in enumerate([*FitReason, *PlanReason])}
 
@@ -173,20 +182,41 @@ def _pods(count: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Pending:
-    ref: PodRef
-    pod: Pod
-    requests: Resources
-    constraints: str
+    view: PodView
+
+    @property
+    def ref(self) -> PodRef:
+        return self.view.ref
+
+    @property
+    def requests(self) -> Resources:
+        return self.view.requests
+
+    @property
+    def constraints(self) -> str:
+        return self.view.constraints
 
 
 @dataclass(slots=True)
 class _Bin:
+    """A node of the simulation: its room, and what the inter-pod filters need of it."""
+
     label: str
     free: Resources
+    name: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    pods: list[PodView] = field(default_factory=list)
+    ports: list[HostPort] = field(default_factory=list)
+
+    def take(self, view: PodView) -> None:
+        self.free = self.free - view.requests
+        self.pods.append(view)
+        self.ports.extend(view.host_ports)
 
 
 def plan_scale_up(
-    pending_pods: Iterable[Pod],
+    pending_pods: Iterable[Pod | PodView],
     *,
     template: NodeTemplate,
     existing_nodes: Sequence[NodeState] = (),
@@ -227,7 +257,12 @@ def plan_scale_up(
     for entry in candidates:
         node = packer.place(entry)
         if node is None:
-            key = (PlanReason.MAX_NODES_REACHED, f"max {max_nodes} nodes")
+            refusal = packer.refusal
+            key: tuple[FitReason | PlanReason, str] = (
+                (PlanReason.MAX_NODES_REACHED, f"max {max_nodes} nodes")
+                if refusal is None or refusal.reason is None
+                else (refusal.reason, refusal.detail)
+            )
             rejected.setdefault(key, []).append(entry.ref)
         else:
             placements.append(Placement(entry.ref, node))
@@ -249,14 +284,16 @@ def plan_scale_up(
 _Rejected = dict[tuple[FitReason | PlanReason, str], list[PodRef]]
 
 
-def _admit(pods: Iterable[Pod], template: NodeTemplate, rejected: _Rejected) -> list[_Pending]:
+def _admit(
+    pods: Iterable[Pod | PodView], template: NodeTemplate, rejected: _Rejected
+) -> list[_Pending]:
     """The pods an empty template node can hold, largest first; the rest go to ``rejected``."""
     admitted: list[_Pending] = []
     for pod in pods:
-        entry = _Pending(pod_ref(pod), pod, pod_requests(pod), constraint_key(pod))
-        fit = check_constraints(pod, template.labels, template.taints)
+        entry = _Pending(pod_view(pod))
+        fit = check_constraints(entry.view, template.labels, template.taints)
         if fit:
-            fit = check_room(entry.requests, template.allocatable, FitReason.TOO_BIG)
+            fit = check_template_room(entry.requests, template)
         if fit.reason is None:
             admitted.append(entry)
         else:
@@ -277,6 +314,8 @@ class _Packer:
     Free room only shrinks, so once a pod fails a bin, an identical pod (same requests and
     constraints) fails it too: each such class keeps a cursor and resumes where the last one
     stopped. That turns N identical pods on M full nodes from N·M checks into about N + M.
+    The cursor is skipped while inter-pod rules are in play (a pod that needs another pod's
+    company may fit a bin later that it failed before); those pods scan every bin.
     """
 
     def __init__(
@@ -288,31 +327,79 @@ class _Packer:
     ) -> None:
         self._template = template
         self._existing = sorted(existing_nodes, key=lambda n: n.name)
-        self._existing_bins = [_Bin(f"existing:{n.name}", n.free) for n in self._existing]
-        self._template_bins = [
-            _Bin(f"inflight:{i}", template.allocatable) for i in range(in_flight)
+        self._existing_bins = [
+            _Bin(f"existing:{n.name}", n.free, n.name, n.labels, n.taints, list(n.pods))
+            for n in self._existing
         ]
+        for b in self._existing_bins:
+            b.ports = [port for pod in b.pods for port in pod.host_ports]
+        self._template_bins = [self._template_bin(f"inflight:{i}") for i in range(in_flight)]
         self._allowed_new = allowed_new
         self.opened = 0
+        self.refusal: FitResult | None = None
+        """Why the last pod :meth:`place` refused would not fit a new node either."""
         self._compatible: dict[str, list[_Bin]] = {}
         self._cursors: dict[tuple[str, Resources], tuple[int, int]] = {}
+        # Whether any pod in the simulation refuses others (anti-affinity). Host ports matter
+        # only to a pod that binds some itself, which takes the inter-pod path anyway.
+        self._constraining = any(pod.anti_affinity for b in self._existing_bins for pod in b.pods)
+
+    def _template_bin(self, label: str) -> _Bin:
+        # Every template node is a hostname of its own; other labels are the template's.
+        labels = {**self._template.labels, HOSTNAME_KEY: f"({label})"}
+        return _Bin(label, self._template.allocatable, None, labels, self._template.taints)
 
     def place(self, entry: _Pending) -> str | None:
         """Put ``entry`` on the first bin with room and return its label; ``None`` at max."""
+        view = entry.view
+        self.refusal = None
+        if view.interpod or self._constraining:
+            chosen = self._place_interpod(view)
+        else:
+            chosen = self._place_plain(entry)
+        if chosen is None:
+            return None
+        chosen.take(view)
+        self._constraining = self._constraining or bool(view.anti_affinity)
+        return chosen.label
+
+    def _place_plain(self, entry: _Pending) -> _Bin | None:
         key = (entry.constraints, entry.requests)
         at_existing, at_template = self._cursors.get(key, (0, 0))
         chosen, at_existing = _first_fit(self._existing_for(entry), entry.requests, at_existing)
         if chosen is None:
             chosen, at_template = _first_fit(self._template_bins, entry.requests, at_template)
-        if chosen is None and self.opened < self._allowed_new:
-            chosen = _Bin(f"{_NEW}{self.opened}", self._template.allocatable)
-            self._template_bins.append(chosen)
-            self.opened += 1
-        self._cursors[key] = (at_existing, at_template)
         if chosen is None:
+            chosen = self._open()
+        self._cursors[key] = (at_existing, at_template)
+        return chosen
+
+    def _place_interpod(self, view: PodView) -> _Bin | None:
+        everything = [*self._existing_bins, *self._template_bins]
+        for b in [*self._existing_for(_Pending(view)), *self._template_bins]:
+            if view.requests.fits_in(b.free) and check_interpod(view, b, everything):
+                return b
+        fresh = self._template_bin(f"{_NEW}{self.opened}")
+        refusal = check_interpod(view, fresh, [*everything, fresh])
+        if not refusal:
+            self.refusal = refusal  # a new node would not take it either: no count helps
             return None
-        chosen.free = chosen.free - entry.requests
-        return chosen.label
+        return self._open()
+
+    def _open(self) -> _Bin | None:
+        if self.opened >= self._allowed_new:
+            return None
+        chosen = self._template_bin(f"{_NEW}{self.opened}")
+        self._template_bins.append(chosen)
+        self.opened += 1
+        return chosen
+
+    def existing_states(self) -> list[NodeState]:
+        """The existing nodes with the room and pods the placements so far left them."""
+        return [
+            replace(node, free=b.free, pods=tuple(b.pods))
+            for node, b in zip(self._existing, self._existing_bins, strict=True)
+        ]
 
     def _existing_for(self, entry: _Pending) -> list[_Bin]:
         # Label and taint checks depend only on the pod's constraints, so do them once per class.
@@ -321,7 +408,7 @@ class _Packer:
             bins = [
                 b
                 for b, node in zip(self._existing_bins, self._existing, strict=True)
-                if check_constraints(entry.pod, node.labels, node.taints, node.name)
+                if check_constraints(entry.view, node.labels, node.taints, node.name)
             ]
             self._compatible[entry.constraints] = bins
         return bins
@@ -337,7 +424,7 @@ def _first_fit(bins: list[_Bin], requests: Resources, start: int) -> tuple[_Bin 
     return None, index
 
 
-def lower_bound(pods: Iterable[Pod], template: NodeTemplate) -> int:
+def lower_bound(pods: Iterable[Pod | PodView], template: NodeTemplate) -> int:
     """The fewest empty template nodes that could hold ``pods``, ignoring how they pack.
 
     ``max`` over resources of ``ceil(total request / allocatable)``. Pods that cannot fit a
@@ -345,8 +432,9 @@ def lower_bound(pods: Iterable[Pod], template: NodeTemplate) -> int:
     """
     total = Resources()
     for pod in pods:
-        requests = pod_requests(pod)
-        fits = check_constraints(pod, template.labels, template.taints) and check_room(
+        view = pod_view(pod)
+        requests = view.requests
+        fits = check_constraints(view, template.labels, template.taints) and check_room(
             requests, template.allocatable, FitReason.TOO_BIG
         )
         if fits:

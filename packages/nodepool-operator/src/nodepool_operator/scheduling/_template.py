@@ -15,7 +15,7 @@ from fractions import Fraction
 from ._pods import get_text
 from ._quantity import QuantityLike, Resources, parse_bytes, parse_cpu
 
-__all__ = ["DEFAULT_MAX_PODS", "NodeTemplate", "Taint"]
+__all__ = ["DEFAULT_MAX_PODS", "NodeShape", "NodeTemplate", "Taint", "node_shape"]
 
 DEFAULT_MAX_PODS = 110
 """kubelet's default ``--max-pods``."""
@@ -60,6 +60,23 @@ class NodeTemplate:
     allocatable: Resources
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    daemonset_overhead: Resources = field(default_factory=Resources)
+    """What DaemonSet pods take on every node of the pool; already left out of
+    ``allocatable``, kept to say why a pod that fits the VM does not fit the node."""
+
+    @classmethod
+    def from_shape(
+        cls, name: str, shape: NodeShape, *, daemonset_overhead: Resources | None = None
+    ) -> NodeTemplate:
+        """The template of a pool whose Nodes register as ``shape``, DaemonSets subtracted."""
+        overhead = daemonset_overhead or Resources()
+        return cls(
+            name=name,
+            allocatable=shape.allocatable - overhead,
+            labels=dict(shape.labels),
+            taints=shape.taints,
+            daemonset_overhead=overhead,
+        )
 
     @classmethod
     def from_pool(
@@ -108,3 +125,68 @@ class NodeTemplate:
         node_labels = {"kubernetes.io/os": os, "kubernetes.io/arch": arch, **(labels or {})}
         node_taints = tuple(t if isinstance(t, Taint) else Taint.from_api(t) for t in taints)
         return cls(name=name, allocatable=allocatable, labels=node_labels, taints=node_taints)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShape:
+    """What every Node of a pool registers with, decided from the pool's settings alone.
+
+    The one source of a pool node's labels, taints and allocatable: the Node the VM registers
+    and the Autoscaler's :class:`NodeTemplate` are both built from it, so the simulation and
+    the scheduler see the same node (a pool whose ``spec.labels`` sets ``kubernetes.io/arch``
+    gets that arch on its Nodes *and* in its template).
+
+    Attributes:
+        labels: every label but the per-node ``kubernetes.io/hostname``.
+        taints: the pool's taints.
+        resources: ``status.capacity`` (and ``allocatable``: nothing is reserved) as API
+            quantities, e.g. ``{"cpu": "16", "memory": "96Gi", "pods": "110"}``.
+    """
+
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    resources: Mapping[str, str]
+
+    @property
+    def allocatable(self) -> Resources:
+        return Resources.from_resource_list(self.resources)
+
+    def node_labels(self, hostname: str) -> dict[str, str]:
+        """The labels of one Node, ``kubernetes.io/hostname`` included."""
+        return {**self.labels, "kubernetes.io/hostname": hostname}
+
+    def api_taints(self) -> list[dict[str, str]]:
+        """The taints as a Node's ``spec.taints``."""
+        out: list[dict[str, str]] = []
+        for taint in self.taints:
+            entry = {"key": taint.key, "effect": taint.effect}
+            if taint.value:
+                entry["value"] = taint.value
+            out.append(entry)
+        return out
+
+
+def node_shape(
+    *,
+    resources: Mapping[str, str],
+    labels: Mapping[str, str] | None = None,
+    fixed_labels: Mapping[str, str] | None = None,
+    taints: Iterable[Taint | Mapping[str, object]] = (),
+    os: str = "linux",
+    arch: str = "amd64",
+) -> NodeShape:
+    """The shape of a pool's Nodes.
+
+    Label precedence, lowest first: the kubelet's ``kubernetes.io/os``/``arch`` (``os``,
+    ``arch``), the pool's ``labels`` (which may set those two: the simulated kubelet runs what
+    the pool declares), then ``fixed_labels`` (pool membership, instance type, scope), which
+    nothing overrides.
+
+    Raises:
+        ValueError: a malformed quantity in ``resources`` or a bad taint.
+    """
+    merged = {"kubernetes.io/os": os, "kubernetes.io/arch": arch, **(labels or {})}
+    merged.update(fixed_labels or {})
+    node_taints = tuple(t if isinstance(t, Taint) else Taint.from_api(t) for t in taints)
+    Resources.from_resource_list(resources)  # fail here, naming the quantity, not later
+    return NodeShape(labels=merged, taints=node_taints, resources=dict(resources))

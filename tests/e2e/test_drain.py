@@ -1,0 +1,407 @@
+"""Scale-down drains: the chosen Node is tainted first, its pods leave only through the Eviction
+API, and the Node and VM go only once no workload pod is left.
+
+Oracles are the apiserver's objects (the Node, its taints, the pods), the cloud's records, and
+every request the operator's client sent with the answer it got (a request observer: which
+evictions were made, which a PodDisruptionBudget refused with 429).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from kubeloop import NODES, PODS, Client, Deleted, Informer, NotFound, Object, Resource
+from kubeloop.envtest import ControlPlane
+from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
+from nodepool_operator.controllers._scope import POOL_LABEL
+from tests.e2e.conftest import OperatorEnv
+from tests.e2e.test_autoscaler import Timeline, autoscaler_manifest, events_about
+
+pytestmark = pytest.mark.integration
+
+DISRUPTING = "kubeloop.dev/disrupting"
+DO_NOT_DISRUPT = "kubeloop.dev/do-not-disrupt"
+
+
+class Requests:
+    """Every request the operator's client made: (verb, resource, subresource, code) counts."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[tuple[str, str, str, int]] = Counter()
+
+    def on_request(
+        self,
+        verb: str,
+        resource: Resource | None,
+        subresource: str | None,
+        code: int,
+        seconds: float,
+    ) -> None:
+        self.seen[(verb, resource.plural if resource else "", subresource or "", code)] += 1
+
+    def evictions(self, *, refused: bool = False) -> int:
+        """Evictions the server accepted (2xx), or refused with 429 (a PDB)."""
+        return sum(
+            n
+            for (verb, res, sub, code), n in self.seen.items()
+            if (verb, res, sub) == ("create", "pods", "eviction")
+            and (code == 429 if refused else 200 <= code < 300)
+        )
+
+    def pod_deletes(self) -> int:
+        return sum(
+            n for (verb, res, _, _), n in self.seen.items() if (verb, res) == ("delete", "pods")
+        )
+
+
+def pool(name: str, target: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeloop.dev/v1alpha1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {"targetNodes": target, "instanceType": "m5.large", "maxNodes": 5},
+    }
+
+
+def pod(name: str, pool_name: str, **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, **meta},
+        "spec": {
+            "nodeSelector": {POOL_LABEL: pool_name},
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.invalid/app:1",
+                    "resources": {"requests": {"cpu": "100m"}},
+                }
+            ],
+        },
+    }
+
+
+async def nodes_of(env: OperatorEnv, name: str) -> list[Object]:
+    return list((await env.client.list(NODES, label_selector=f"{POOL_LABEL}={name}"))["items"])
+
+
+async def events(env: OperatorEnv, name: str, reason: str) -> list[str]:
+    return await events_about(env.client, name, "default", reason)
+
+
+@pytest.fixture
+def namespace(kube_control_plane: ControlPlane) -> str:
+    return kube_control_plane.create_namespace("drain")
+
+
+async def test_a_do_not_disrupt_pod_holds_its_node_until_the_annotation_goes(
+    operator_env: OperatorEnv, namespace: str
+) -> None:
+    env = operator_env
+    requests = Requests()
+    env.client.add_observer(requests)
+    name = f"dnd-{env.run_id}"
+    await env.create(NODEPOOLS, pool(name, 1))
+    await env.start(controllers=("nodepool",))
+
+    async def one_ready_node() -> list[Object]:
+        found = await nodes_of(env, name)
+        return found if len(found) == 1 else []
+
+    (node,) = await env.eventually(one_ready_node, "one node")
+    node_name = node["metadata"]["name"]
+    held = pod("held", name, annotations={DO_NOT_DISRUPT: "true"})
+    await env.create(PODS, held, namespace)
+
+    async def bound() -> bool:
+        current = await env.client.get(PODS, "held", namespace)
+        return bool(current["spec"].get("nodeName") == node_name)
+
+    await env.eventually(bound, "the pod to be bound to the node")
+    await env.client.patch(NODEPOOLS, name, {"spec": {"targetNodes": 0}})
+
+    async def blocked() -> list[str]:
+        return await events(env, name, "DisruptionBlocked")
+
+    notes = await env.eventually(blocked, "a DisruptionBlocked Event on the pool")
+    assert f"pod {namespace}/held is annotated {DO_NOT_DISRUPT}" in notes[0]
+    # Held: the Node is tainted (nothing new lands on it), the pod was not touched, the
+    # Node and the VM are still there.
+    node = await env.client.get(NODES, node_name)
+    assert any(t["key"] == DISRUPTING for t in node["spec"].get("taints") or ())
+    current = await env.client.get(PODS, "held", namespace)
+    assert not current["metadata"].get("deletionTimestamp")
+    assert requests.evictions() == 0
+    assert len(env.cloud.snapshot().live) == 1
+
+    # The annotation goes: the pod is evicted (never deleted), then the Node and the VM go.
+    await env.client.patch(
+        PODS, "held", {"metadata": {"annotations": {DO_NOT_DISRUPT: None}}}, namespace
+    )
+
+    async def gone() -> bool:
+        return not await nodes_of(env, name) and not env.cloud.snapshot().live
+
+    await env.eventually(gone, "the node and its VM to be removed", timeout=60)
+    with pytest.raises(NotFound):
+        await env.client.get(PODS, "held", namespace)
+    assert requests.evictions() == 1
+    assert requests.pod_deletes() == 0
+
+
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+DEPLOYMENTS_RES = Resource("apps", "v1", "deployments", "Deployment")
+
+
+class DeploymentPods:
+    """A watch on the Deployment's pods and its status, from before the scale-down: every
+    pod's node, which pods were deleted, and the fewest available replicas ever reported."""
+
+    def __init__(self, client: Client, namespace: str) -> None:
+        self.nodes: dict[str, str] = {}
+        self.deleted: set[str] = set()
+        self.available: list[int] = []
+        self._pods = Informer(client, PODS, namespace=namespace, label_selector="app=web")
+        self._deployments = Informer(client, DEPLOYMENTS_RES, namespace=namespace)
+        self._pods.add_handler(self._pod)
+        self._deployments.add_handler(self._deployment)
+
+    async def start(self) -> None:
+        for informer in (self._pods, self._deployments):
+            informer.start()
+        await asyncio.gather(self._pods.wait_synced(), self._deployments.wait_synced())
+
+    async def stop(self) -> None:
+        await self._pods.stop()
+        await self._deployments.stop()
+
+    def _pod(self, event: Any) -> None:
+        name = event.obj["metadata"]["name"]
+        if isinstance(event, Deleted):
+            self.deleted.add(name)
+        elif node := event.obj["spec"].get("nodeName"):
+            self.nodes[name] = node
+
+    def _deployment(self, event: Any) -> None:
+        status = event.obj.get("status") or {}
+        if status.get("observedGeneration"):
+            self.available.append(int(status.get("availableReplicas") or 0))
+
+
+def deployment(replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": "web",
+                            "image": "registry.invalid/web:1",
+                            "resources": {"requests": {"cpu": "100m"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+async def test_a_pdb_with_max_unavailable_0_holds_the_scale_down_until_relaxed(
+    operator_env: OperatorEnv, namespace: str
+) -> None:
+    env = operator_env
+    requests = Requests()
+    env.client.add_observer(requests)
+    name = f"pdb-{env.run_id}"
+    await env.create(NODEPOOLS, pool(name, 1))
+    await env.start(controllers=("nodepool",))
+
+    async def ready_nodes(count: int) -> list[Object]:
+        found = await nodes_of(env, name)
+        ready = [
+            n
+            for n in found
+            if any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in n.get("status", {}).get("conditions", [])
+            )
+        ]
+        return ready if len(ready) == count else []
+
+    async def one() -> list[Object]:
+        return await ready_nodes(1)
+
+    (first,) = await env.eventually(one, "the first node Ready", timeout=90)
+    drained = first["metadata"]["name"]
+    # The Deployment's two pods land on the only node; a PDB allows no disruption.
+    dep = deployment(2)
+    dep["spec"]["template"]["spec"]["nodeSelector"] = {POOL_LABEL: name}
+    await env.create(DEPLOYMENTS_RES, dep, namespace)
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}},
+    }
+    await env.create(PDBS, pdb, namespace)
+
+    async def available(count: int) -> bool:
+        status = (await env.client.get(DEPLOYMENTS_RES, "web", namespace)).get("status") or {}
+        return status.get("availableReplicas") == count
+
+    async def two_available() -> bool:
+        return await available(2)
+
+    await env.eventually(two_available, "the Deployment's 2 pods available", timeout=90)
+    # A second node, busy with a pod of its own that cannot move: the pool will keep it and
+    # drain the first (least utilised, its pods fit on the second).
+    await env.client.patch(NODEPOOLS, name, {"spec": {"targetNodes": 2}})
+
+    async def two() -> list[Object]:
+        return await ready_nodes(2)
+
+    both = await env.eventually(two, "the second node Ready", timeout=90)
+    (kept,) = [n["metadata"]["name"] for n in both if n["metadata"]["name"] != drained]
+    filler = pod("filler", name)
+    filler["spec"]["nodeSelector"] = {"kubernetes.io/hostname": kept}
+    filler["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1500m"
+    await env.create(PODS, filler, namespace)
+
+    async def filler_running() -> bool:
+        current = await env.client.get(PODS, "filler", namespace)
+        return bool(current.get("status", {}).get("phase") == "Running")
+
+    await env.eventually(filler_running, "the filler pod running on the kept node", timeout=90)
+    watch = DeploymentPods(env.client, namespace)
+    await watch.start()
+    try:
+        before = dict(watch.nodes)
+        assert set(before.values()) == {drained}
+        await env.client.patch(NODEPOOLS, name, {"spec": {"targetNodes": 1}})
+
+        async def refused_twice() -> bool:
+            return requests.evictions(refused=True) >= 2
+
+        await env.eventually(refused_twice, "the PDB to refuse evictions (429) twice")
+        # Held: tainted, still there with its VM, both pods untouched.
+        node = await env.client.get(NODES, drained)
+        assert any(t["key"] == DISRUPTING for t in node["spec"].get("taints") or ())
+        assert len(env.cloud.snapshot().live) == 2
+        assert requests.evictions() == 0
+        assert watch.deleted == set()
+        assert await events(env, name, "EvictionBlocked")
+
+        # Relaxed: one at a time, each replaced before the next goes.
+        await env.client.patch(PDBS, "web", {"spec": {"maxUnavailable": 1}}, namespace)
+
+        async def removed() -> bool:
+            return [n["metadata"]["name"] for n in await nodes_of(env, name)] == [kept]
+
+        await env.eventually(removed, "the drained node to be removed", timeout=120)
+        await env.eventually(two_available, "2 replicas available again", timeout=90)
+        assert len(env.cloud.snapshot().live) == 1
+        assert watch.deleted == set(before)  # both original pods left, through evictions
+        assert requests.evictions() >= 2
+        assert requests.pod_deletes() == 0
+        replacements = {p: n for p, n in watch.nodes.items() if p not in before}
+        assert len(replacements) >= 2
+        assert set(replacements.values()) == {kept}  # nothing landed on the tainted node
+        assert min(watch.available) >= 1  # never both gone at once
+    finally:
+        await watch.stop()
+
+
+async def test_the_autoscaler_consolidates_an_underutilised_node_whose_pods_fit_elsewhere(
+    operator_env: OperatorEnv, namespace: str
+) -> None:
+    """Two nodes, one Deployment pod on each (a hostname spread), both nodes far below half
+    used: one is unneeded (its pod fits on the other), the other is not (then both pods
+    would have nowhere to go). The Autoscaler lowers the target by one; the NodePool drains
+    that node through an eviction and the Deployment's replacement lands on the other."""
+    env = operator_env
+    requests = Requests()
+    env.client.add_observer(requests)
+    name = f"cons-{env.run_id}"
+    await env.create(NODEPOOLS, pool(name, 2))
+    await env.start(controllers=("nodepool", "autoscaler"))
+
+    async def two_ready() -> bool:
+        found = await nodes_of(env, name)
+        ready = [
+            n
+            for n in found
+            if any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in n.get("status", {}).get("conditions", [])
+            )
+        ]
+        return len(ready) == 2
+
+    await env.eventually(two_ready, "two Ready nodes", timeout=90)
+    dep = deployment(2)
+    spec = dep["spec"]["template"]["spec"]
+    spec["nodeSelector"] = {POOL_LABEL: name}
+    spec["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "nodeTaintsPolicy": "Honor",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+    ]
+    await env.create(DEPLOYMENTS_RES, dep, namespace)
+
+    async def spread() -> bool:
+        status = (await env.client.get(DEPLOYMENTS_RES, "web", namespace)).get("status") or {}
+        return status.get("availableReplicas") == 2
+
+    await env.eventually(spread, "2 replicas available", timeout=90)
+    watch = DeploymentPods(env.client, namespace)
+    await watch.start()
+    timeline = await Timeline.watch(env.client, name, namespace)
+    try:
+        before = dict(watch.nodes)
+        assert len(set(before.values())) == 2  # one per node
+        await env.create(
+            AUTOSCALERS,
+            autoscaler_manifest(
+                f"as-{env.run_id}",
+                name,
+                namespace,
+                frequency="1s",
+                scaleDownEnabled=True,
+                scaleDownUnneededTime="2s",
+            ),
+        )
+
+        async def consolidated() -> bool:
+            nodes = await nodes_of(env, name)
+            return len(nodes) == 1 and await spread()
+
+        await env.eventually(consolidated, "one node with both replicas", timeout=120)
+        (kept,) = [n["metadata"]["name"] for n in await nodes_of(env, name)]
+        assert timeline.values == [2, 1]
+        assert len(env.cloud.snapshot().live) == 1
+        assert requests.evictions() == 1
+        assert requests.pod_deletes() == 0
+        moved = {p for p, n in before.items() if n != kept}
+        assert watch.deleted == moved
+        replacements = {p: n for p, n in watch.nodes.items() if p not in before}
+        assert set(replacements.values()) == {kept}
+        assert min(watch.available) >= 1
+    finally:
+        await timeline.stop()
+        await watch.stop()

@@ -1,0 +1,71 @@
+"""In-flight nodes that never come stop counting; pods new nodes did not take are not scaled
+for again. Both pure, with the clock as an argument."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodepool_operator.controllers._landing import Landing
+from nodepool_operator.controllers._provision import Provisioning, observe, requested, timed_out
+
+TIMEOUT, BACKOFF = 900.0, 300.0
+
+
+def test_in_flight_nodes_time_out_without_progress_and_back_off_doubling() -> None:
+    state = observe(Provisioning(), in_flight=3, registered=0, now=0.0)
+    assert timed_out(state, now=899.0, timeout=TIMEOUT, backoff=BACKOFF) is None
+    failed = timed_out(state, now=900.0, timeout=TIMEOUT, backoff=BACKOFF)
+    assert failed is not None
+    assert failed.since is None
+    assert failed.backoff_until == 1200.0
+    assert failed.backing_off(1199.0)
+    assert not failed.backing_off(1200.0)
+    # the target lowered back: nothing in flight, but no node came, so no reset
+    failed = observe(failed, in_flight=0, registered=0, now=901.0)
+    assert failed.failures == 1
+    again = timed_out(
+        observe(failed, in_flight=1, registered=0, now=1300.0),
+        now=2200.0,
+        timeout=TIMEOUT,
+        backoff=BACKOFF,
+    )
+    assert again is not None
+    assert again.backoff_until == 2200.0 + 600.0
+
+
+def test_a_registering_node_is_progress_and_restarts_the_clock() -> None:
+    state = observe(Provisioning(), in_flight=3, registered=0, now=0.0)
+    state = observe(state, in_flight=2, registered=1, now=800.0)
+    assert timed_out(state, now=1000.0, timeout=TIMEOUT, backoff=BACKOFF) is None
+    assert timed_out(state, now=1700.0, timeout=TIMEOUT, backoff=BACKOFF) is not None
+
+
+def test_nothing_in_flight_ends_the_wait_and_a_new_request_gets_full_time() -> None:
+    state = observe(Provisioning(), in_flight=1, registered=0, now=0.0)
+    state = observe(state, in_flight=0, registered=1, now=10.0)
+    assert state.since is None
+    assert state.failures == 0
+    state = requested(observe(state, in_flight=1, registered=1, now=20.0), registered=1, now=500.0)
+    assert timed_out(state, now=1000.0, timeout=TIMEOUT, backoff=BACKOFF) is None
+
+
+def test_a_pod_not_taken_by_its_ready_node_is_set_aside_after_the_grace() -> None:
+    landing = Landing()
+    common: dict[str, Any] = {"grace": 30.0, "pool_generation": 1}
+    assert landing.look(candidates={"a", "b"}, ready=1, registered=1, now=0.0, **common) is None
+    landing.planned(["a", "b"], target=2)
+    # the node it waits for is booting: nothing counts down
+    assert landing.look(candidates={"a", "b"}, ready=1, registered=2, now=5.0, **common) is None
+    # Ready now: the scheduler gets 30 s
+    assert landing.look(candidates={"a", "b"}, ready=2, registered=2, now=10.0, **common) == 30.0
+    # meanwhile they wait for the scheduler, not for another node
+    assert landing.waiting({"a": 1, "b": 1, "c": 1}) == {"a", "b"}
+    # b got scheduled meanwhile; a did not
+    landing.look(candidates={"a"}, ready=2, registered=2, now=40.0, **common)
+    assert landing.excluded({"a": 1, "b": 1}) == {"a"}
+    # planning it again does not start a new wait
+    landing.planned(["a"], target=3)
+    assert landing.awaiting == {}
+    # a new pool spec (a new template) forgets the verdict
+    landing.look(candidates={"a"}, ready=2, registered=2, now=50.0, grace=30.0, pool_generation=2)
+    assert landing.excluded({"a": 1}) == set()

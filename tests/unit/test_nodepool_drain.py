@@ -1,0 +1,51 @@
+"""The drain's pure parts: the disrupting taint's patches, and the one workload-pod rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodepool_operator.controllers._drain import (
+    DISRUPTING_TAINT,
+    has_disrupting_taint,
+    taint_patch,
+    untaint_patch,
+)
+from nodepool_operator.scheduling import is_workload
+
+TAINT = {"key": DISRUPTING_TAINT.key, "effect": "NoSchedule"}
+
+
+def node(*taints: dict[str, str]) -> dict[str, Any]:
+    spec: dict[str, Any] = {"taints": list(taints)} if taints else {}
+    return {"metadata": {"name": "n", "resourceVersion": "7"}, "spec": spec}
+
+
+def test_the_taint_is_appended_atomically_or_created_under_a_resource_version_guard() -> None:
+    other = {"key": "gpu", "effect": "NoSchedule"}
+    assert taint_patch(node(other)) == [{"op": "add", "path": "/spec/taints/-", "value": TAINT}]
+    assert taint_patch(node()) == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+        {"op": "add", "path": "/spec/taints", "value": [TAINT]},
+    ]
+    assert taint_patch(node(other, TAINT)) == []
+    assert has_disrupting_taint(node(other, TAINT))
+    assert not has_disrupting_taint(node(other))
+
+
+def test_untaint_removes_only_the_disrupting_taint_testing_each_element_first() -> None:
+    other = {"key": "gpu", "effect": "NoSchedule"}
+    assert untaint_patch(node(other, TAINT)) == [
+        {"op": "test", "path": "/spec/taints/1", "value": TAINT},
+        {"op": "remove", "path": "/spec/taints/1"},
+    ]
+    assert untaint_patch(node(other)) == []
+
+
+def test_daemonset_and_mirror_pods_do_not_hold_a_node() -> None:
+    def pod(**meta: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "p", **meta}}
+
+    assert is_workload(pod())
+    assert not is_workload(pod(ownerReferences=[{"kind": "DaemonSet", "name": "d"}]))
+    assert is_workload(pod(ownerReferences=[{"kind": "ReplicaSet", "name": "r"}]))
+    assert not is_workload(pod(annotations={"kubernetes.io/config.mirror": "x"}))

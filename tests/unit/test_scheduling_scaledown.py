@@ -1,0 +1,107 @@
+"""Scheduling simulation, part 4: which nodes a pool can do without, and DaemonSet overhead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodepool_operator.scheduling import (
+    RemovalReason,
+    Resources,
+    ScaleDownNode,
+    Taint,
+    daemonset_overhead,
+    daemonset_view,
+    pod_view,
+    removal_order,
+)
+
+GI = 2**30
+NODE = Resources(cpu=4000, memory=16 * GI, pods=110)
+
+
+def pod(name: str, cpu: str = "1", *, owner: str | None = None, **meta: Any) -> Any:
+    metadata: dict[str, Any] = {"name": name, "namespace": "prod", **meta}
+    if owner:
+        metadata["ownerReferences"] = [{"kind": owner, "name": "o", "uid": "u"}]
+    return pod_view(
+        {
+            "metadata": metadata,
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        }
+    )
+
+
+def node(name: str, *pods: Any) -> ScaleDownNode:
+    return ScaleDownNode(name, NODE, {"kubernetes.io/hostname": name}, (), tuple(pods))
+
+
+def test_empty_first_then_least_utilised_that_fits_elsewhere_then_busy() -> None:
+    order = removal_order(
+        [
+            node("a", pod("a1", "2")),  # 50 %: at the threshold, busy
+            node("b", pod("b1", "1")),  # 25 %: its pod fits on a
+            node("c", pod("ds", "1", owner="DaemonSet")),  # only a DaemonSet pod: empty
+            node("d", pod("d1", "500m")),  # 12.5 %: least utilised
+        ]
+    )
+    assert [(d.node, d.reason) for d in order] == [
+        ("c", RemovalReason.EMPTY),
+        ("d", RemovalReason.UNDERUTILIZED),
+        ("b", RemovalReason.UNDERUTILIZED),
+        ("a", RemovalReason.BUSY),
+    ]
+
+
+def test_picks_can_go_together_room_taken_by_earlier_moves_counts() -> None:
+    # x and y each hold 1.5 cpu; z holds 2.5. Moving x onto z leaves z 0 room, so y must stay.
+    order = removal_order(
+        [
+            node("x", pod("x1", "1500m")),
+            node("y", pod("y1", "1500m")),
+            node("z", pod("z1", "2500m")),
+        ],
+        threshold=0.7,
+    )
+    removable = [d.node for d in order if d.removable]
+    assert removable == ["x"]  # x's pod went to y; y's two then fit nowhere
+    assert {d.node: d.reason for d in order}["y"] is RemovalReason.BUSY
+
+
+def test_do_not_disrupt_pod_keeps_its_node_last() -> None:
+    keep = pod("k", "100m", annotations={"kubeloop.dev/do-not-disrupt": "true"})
+    order = removal_order([node("a", keep), node("b", pod("b1", "2"))], threshold=0.9)
+    assert [d.node for d in order] == ["b", "a"]
+    assert order[-1].reason is RemovalReason.DO_NOT_DISRUPT
+    assert not order[-1].removable
+
+
+def test_mirror_pods_do_not_make_a_node_busy() -> None:
+    static = pod("etcd", annotations={"kubernetes.io/config.mirror": "x"})
+    assert removal_order([node("a", static)])[0].reason is RemovalReason.EMPTY
+
+
+def test_daemonset_overhead_counts_only_daemonsets_that_land_there() -> None:
+    def ds(uid: str, cpu: str, **spec: Any) -> Any:
+        template = {
+            "spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+                **spec,
+            }
+        }
+        return daemonset_view(
+            {
+                "metadata": {"name": uid, "namespace": "kube-system", "uid": uid},
+                "spec": {"template": template},
+            }
+        )
+
+    sets = [
+        ds("all", "200m"),
+        ds("gpu-only", "1", nodeSelector={"gpu": "true"}),
+        ds("tolerant", "300m", tolerations=[{"key": "dedicated", "operator": "Exists"}]),
+    ]
+    labels = {"kubernetes.io/os": "linux"}
+    assert daemonset_overhead(sets, labels, ()) == Resources(cpu=500, pods=2)
+    tainted = (Taint("dedicated", "NoSchedule", "db"),)
+    assert daemonset_overhead(sets, labels, tainted) == Resources(cpu=300, pods=1)
+    assert daemonset_overhead(sets, labels, (), present={"all"}) == Resources(cpu=300, pods=1)
