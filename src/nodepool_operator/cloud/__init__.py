@@ -1,11 +1,16 @@
-"""The cloud port, its typed errors, and a simulated cloud that outlives the operator.
+"""The cloud port, its typed errors, and its two providers.
 
-The operator speaks only :class:`CloudProvider`; tests, demos and the local run use
-:class:`SimulatedCloud`, whose VMs, call counts and injected faults live in a SQLite file.
+The operator speaks only :class:`CloudProvider`. :class:`SimulatedCloud` keeps its VMs, call
+counts and injected faults in a SQLite file (tests, demos, local runs); :class:`AwsCloud`
+talks to EC2, or to moto's EC2 server on loopback (:class:`MotoServer`, tests and
+``demo --cloud aws``). Everything AWS-specific lives in this package.
 """
 
+from ._aws import SSM_IMAGE_PREFIX, AwsCloud, max_pods
 from ._catalogue import CATALOGUE, GiB
+from ._moto import MotoServer, MotoUnavailable
 from ._port import (
+    MAX_TOKEN_LENGTH,
     CapacityUnavailable,
     CloudError,
     CloudProvider,
@@ -16,8 +21,11 @@ from ._port import (
     InstanceState,
     InstanceType,
     InvalidRequest,
+    LaunchSettings,
+    PermissionDenied,
     QuotaExceeded,
     TransientCloudError,
+    check_request,
 )
 from ._simulated import (
     METHODS,
@@ -31,7 +39,10 @@ from ._simulated import (
 
 __all__ = [
     "CATALOGUE",
+    "MAX_TOKEN_LENGTH",
     "METHODS",
+    "SSM_IMAGE_PREFIX",
+    "AwsCloud",
     "CapacityUnavailable",
     "CloudError",
     "CloudProvider",
@@ -47,8 +58,14 @@ __all__ = [
     "InstanceState",
     "InstanceType",
     "InvalidRequest",
+    "LaunchSettings",
     "Method",
+    "MotoServer",
+    "MotoUnavailable",
+    "PermissionDenied",
     "QuotaExceeded",
     "SimulatedCloud",
     "TransientCloudError",
+    "check_request",
+    "max_pods",
 ]

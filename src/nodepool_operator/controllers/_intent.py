@@ -5,6 +5,7 @@ same VM instead of a second one (CAPA #5794, #6131).
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Callable, Collection
 from typing import Final
@@ -24,6 +25,8 @@ CREATING: Final = "creating"
 DELETING: Final = "deleting"
 
 _SUFFIX_HEX = 5
+# 160 bits of sha256: no two intents collide, and "np-" + 40 is well within 64 characters.
+_TOKEN_HEX = 40
 # A Node name is also its kubernetes.io/hostname label value, at most 63 characters.
 _MAX_PREFIX = 63 - 1 - _SUFFIX_HEX
 
@@ -35,8 +38,13 @@ def pool_tags(pool_name: str, pool_uid: str) -> dict[str, str]:
 def idempotency_token(pool_uid: str, name: str) -> str:
     """Unique per pool incarnation and intent: each intent gets a fresh random name, so a
     scaled-down-then-up pool does not get a terminated VM back for a new intent (if the
-    cloud ever returns one, the intent is dropped and another made)."""
-    return f"{pool_uid}/{name}"
+    cloud ever returns one, the intent is dropped and another made).
+
+    A hash of ``<pool uid>/<name>``, not the text itself: that is up to 100 characters, and
+    EC2 takes a ClientToken of at most 64 (:data:`~nodepool_operator.cloud.MAX_TOKEN_LENGTH`).
+    """
+    digest = hashlib.sha256(f"{pool_uid}/{name}".encode()).hexdigest()
+    return f"np-{digest[:_TOKEN_HEX]}"
 
 
 def create_request(
