@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 from collections.abc import AsyncIterator, Collection
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from kubeloop import Client, Manager, ManagerOptions, Registry, load_config, load_kubeconfig
+from kubeloop import (
+    Client,
+    ClusterConfig,
+    Manager,
+    ManagerOptions,
+    Registry,
+    load_config,
+    load_kubeconfig,
+)
 from nodepool_operator.api import crds
-from nodepool_operator.cloud import CloudProvider, SimulatedCloud
+from nodepool_operator.cloud import (
+    AwsCloud,
+    CloudProvider,
+    SimulatedCloud,
+    aws_environment_problems,
+)
 from nodepool_operator.controllers.autoscaler import AutoscalerController
 from nodepool_operator.controllers.instance import InstanceController
 from nodepool_operator.controllers.nodepool import NodePoolController
@@ -20,6 +35,54 @@ FIELD_MANAGER = "kubeloop"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 #: Every controller the operator has.
 CONTROLLERS = ("nodepool", "autoscaler", "instance")
+
+
+class CloudChoiceError(Exception):
+    """The chosen cloud cannot be used here; the message says what is missing or wrong."""
+
+
+def is_local_test_bed(server: str) -> bool:
+    """Whether the API server is on this machine's loopback (envtest, kind, a local demo):
+    the only clusters where VMs of the simulated cloud are harmless."""
+    host = urlsplit(server).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@contextlib.asynccontextmanager
+async def open_cloud(
+    settings: OperatorSettings, config: ClusterConfig
+) -> AsyncIterator[CloudProvider]:
+    """The cloud ``settings.cloud`` names, checked before anything reconciles.
+
+    Raises:
+        CloudChoiceError: ``aws`` without a region or credentials (naming which), or
+            ``simulated`` against a cluster that is not a local test bed, unless
+            ``settings.allow_simulated_cloud``.
+    """
+    if settings.cloud == "aws":
+        problems = await aws_environment_problems(settings.aws_region, settings.aws_profile)
+        if problems:
+            raise CloudChoiceError("--cloud aws cannot start: " + "; ".join(problems))
+        async with AwsCloud(
+            region=settings.aws_region,
+            profile=settings.aws_profile,
+            endpoint_url=settings.aws_endpoint_url,
+            instance_types=settings.aws_instance_types or None,
+        ) as aws:
+            yield aws
+        return
+    if not settings.allow_simulated_cloud and not is_local_test_bed(config.server):
+        raise CloudChoiceError(
+            f"the simulated cloud's VMs are not real, and {config.server} is not a local "
+            "test bed (its API server is not on loopback): use --cloud aws, or "
+            "--allow-simulated-cloud if this cluster is a test bed"
+        )
+    yield SimulatedCloud(settings.cloud_state, boot_seconds=settings.boot_seconds)
 
 
 def _own_namespace() -> str:
@@ -72,10 +135,10 @@ async def operator(
     config = load_kubeconfig(kubeconfig) if kubeconfig else load_config()
     client = Client(config, field_manager=FIELD_MANAGER)
     try:
-        if settings.install_crds:
-            await install_crds(client, crds())
-        cloud = SimulatedCloud(settings.cloud_state, boot_seconds=settings.boot_seconds)
-        yield build_manager(client, cloud, settings, registry=registry)
+        async with open_cloud(settings, config) as cloud:
+            if settings.install_crds:
+                await install_crds(client, crds())
+            yield build_manager(client, cloud, settings, registry=registry)
     finally:
         await client.close()
 

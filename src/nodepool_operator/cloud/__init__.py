@@ -6,7 +6,7 @@ talks to EC2, or to moto's EC2 server on loopback (:class:`MotoServer`, tests an
 ``demo --cloud aws``). Everything AWS-specific lives in this package.
 """
 
-from ._aws import SSM_IMAGE_PREFIX, AwsCloud, max_pods
+from ._aws import SSM_IMAGE_PREFIX, AwsCloud, aws_environment_problems, max_pods
 from ._catalogue import CATALOGUE, GiB
 from ._moto import MotoServer, MotoUnavailable
 from ._port import (
@@ -66,6 +66,7 @@ __all__ = [
     "QuotaExceeded",
     "SimulatedCloud",
     "TransientCloudError",
+    "aws_environment_problems",
     "check_request",
     "max_pods",
 ]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, Self
 
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ProfileNotFound
 
 from ._aws_errors import TOKEN_TERMINATED_CODE, error_code, translate
 from ._catalogue import GiB
@@ -537,3 +537,38 @@ def _to_type(raw: InstanceTypeInfoTypeDef) -> InstanceType:
             int(network.get("Ipv4AddressesPerInterface") or 1),
         ),
     )
+
+
+async def aws_environment_problems(
+    region: str | None = None, profile: str | None = None
+) -> builtins.list[str]:
+    """What keeps botocore's standard chain from finding a region and credentials, in words
+    naming the settings that would fix it; empty when both are found.
+
+    Looks where the SDK looks (environment, shared config and credentials files, the
+    profile, IRSA's web identity token, container and instance metadata), without calling
+    AWS.
+    """
+    try:
+        session = AioSession(profile=profile)
+        found_region = region or session.get_config_variable("region")
+    except ProfileNotFound as err:
+        return [f"AWS profile {err.kwargs.get('profile', profile)!r} not found in ~/.aws/config"]
+    problems = []
+    if not found_region:
+        problems.append(
+            "no AWS region: pass --aws-region, or set AWS_REGION (or AWS_DEFAULT_REGION), "
+            "or region in the profile"
+        )
+    try:
+        credentials = await session.get_credentials()
+    except BotoCoreError as err:
+        problems.append(f"AWS credentials could not be loaded: {err}")
+    else:
+        if credentials is None:
+            problems.append(
+                "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+                "AWS_PROFILE, or (IRSA) AWS_ROLE_ARN with AWS_WEB_IDENTITY_TOKEN_FILE, or run "
+                "where instance or container metadata provides a role"
+            )
+    return problems

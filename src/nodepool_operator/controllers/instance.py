@@ -75,6 +75,7 @@ from nodepool_operator.cloud import (
     CreateRequest,
     InstanceNotFound,
     InvalidRequest,
+    PermissionDenied,
     QuotaExceeded,
     TransientCloudError,
 )
@@ -175,7 +176,7 @@ class InstanceController:
         generation = int(obj["metadata"].get("generation") or 0)
         try:
             outcome = await self._converge(obj, inst)
-        except (InvalidRequest, QuotaExceeded, CapacityUnavailable) as err:
+        except (InvalidRequest, QuotaExceeded, CapacityUnavailable, PermissionDenied) as err:
             return await self._report_cloud_error(obj, generation, err)
         try:
             await self._write_status(obj, generation, outcome.vm)
@@ -370,6 +371,8 @@ class InstanceController:
             reason, retry = "InvalidSpec", None
         elif isinstance(err, QuotaExceeded):
             reason, retry = "CloudQuotaExceeded", err.retry_after
+        elif isinstance(err, PermissionDenied):
+            reason, retry = "CloudPermissionDenied", err.retry_after
         else:
             reason, retry = "CapacityUnavailable", err.retry_after
         self.mgr.recorder.warning(obj, reason, str(err), action="Launch")

@@ -59,6 +59,7 @@ from nodepool_operator.cloud import (
     InstanceNotFound,
     InstanceType,
     InvalidRequest,
+    PermissionDenied,
     QuotaExceeded,
 )
 from nodepool_operator.controllers._create_gate import CreateGate
@@ -480,7 +481,9 @@ class NodePoolController:
 
     def _next(self, p: _Pass) -> Result:
         """Requeue when there is something to look at; raise what needs the backoff."""
-        held = p.failure is not None and isinstance(p.failure.error, QuotaExceeded | InvalidRequest)
+        held = p.failure is not None and isinstance(
+            p.failure.error, QuotaExceeded | InvalidRequest | PermissionDenied
+        )
         if p.failure is not None and not held:
             # CapacityUnavailable, transient errors: the per-item backoff spaces retries.
             raise p.failure.error

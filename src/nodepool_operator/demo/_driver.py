@@ -162,6 +162,8 @@ class _Run:
             cloud_state=workdir / "cloud.sqlite",
             boot_seconds=self.options.boot_seconds,
             install_crds=True,
+            # The demo says it runs the simulated cloud, also on a --kubeconfig cluster.
+            allow_simulated_cloud=True,
             metrics_bind_address=None,
             health_probe_bind_address=None,
             handle_signals=False,
