@@ -10,14 +10,16 @@ import secrets
 from collections.abc import Callable, Collection
 from typing import Final
 
-from nodepool_operator.api import InstanceRecord
+from nodepool_operator.api import AwsNodeClassSpec, InstanceRecord
 from nodepool_operator.cloud import CreateRequest
+from nodepool_operator.controllers._launch import launch_settings
 from nodepool_operator.controllers._scope import POOL_LABEL
 
 #: VMs carry the pool's uid as well as its name: a re-created pool of the same name is
 #: another pool, and garbage collection and deletion act by uid.
 POOL_UID_TAG: Final = "kubeloop.dev/nodepool-uid"
-#: The one image every pool boots; NodePool has no image field.
+#: The image of a pool without a node class (NodePool has no image field): enough for the
+#: simulated cloud; on EC2 a pool names an AwsNodeClass with its AMI.
 NODE_IMAGE: Final = "kubeloop-node"
 #: Recorded before the create call; replaced by the cloud's state once it answers.
 CREATING: Final = "creating"
@@ -48,15 +50,26 @@ def idempotency_token(pool_uid: str, name: str) -> str:
 
 
 def create_request(
-    *, pool_name: str, pool_uid: str, instance_type: str, name: str
+    *,
+    pool_name: str,
+    pool_uid: str,
+    instance_type: str,
+    name: str,
+    node_class: AwsNodeClassSpec | None = None,
 ) -> CreateRequest:
-    """The request for the VM recorded as ``name``; the same every time it is asked."""
+    """The request for the VM recorded as ``name``; the same every time it is asked (for the
+    same node class: a class edited between a create and its repeat makes the cloud answer
+    IdempotencyMismatch, which the controller handles by adopting the listed VM)."""
     return CreateRequest(
         name=name,
         instance_type=instance_type,
-        image=NODE_IMAGE,
+        image=node_class.image if node_class is not None else NODE_IMAGE,
         idempotency_token=idempotency_token(pool_uid, name),
-        tags=pool_tags(pool_name, pool_uid),
+        # the pool's tags last: a class cannot take a VM out of its pool
+        tags={**(node_class.tags if node_class else {}), **pool_tags(pool_name, pool_uid)},
+        launch=launch_settings(
+            node_class, node_name=name, pool_name=pool_name, instance_type=instance_type
+        ),
     )
 
 

@@ -44,8 +44,10 @@ from kubeloop import (
 from nodepool_operator import failpoints
 from nodepool_operator.api import (
     NODEPOOLS,
+    AwsNodeClassSpec,
     InstanceRecord,
     InvalidField,
+    NodeClassRef,
     NodePool,
     parse_nodepool,
 )
@@ -62,6 +64,7 @@ from nodepool_operator.cloud import (
     PermissionDenied,
     QuotaExceeded,
 )
+from nodepool_operator.controllers import _launch as launching
 from nodepool_operator.controllers._create_gate import CreateGate
 from nodepool_operator.controllers._finalizer import (
     add_finalizer,
@@ -311,6 +314,11 @@ class NodePoolController:
         if held is not None:
             p.failure = held  # refused recently for this spec: do not ask again yet
             return
+        try:
+            node_class = await launching.node_class(self.mgr.client, p.pool.spec.node_class_ref)
+        except launching.NodeClassUnavailable as err:
+            self._failed(p, err)
+            return
         listed = {vm.name: vm for vm in p.listed}
         for r in intents:
             request = create_request(
@@ -318,6 +326,7 @@ class NodePoolController:
                 pool_uid=p.uid,
                 instance_type=p.pool.spec.instance_type,
                 name=r.name,
+                node_class=node_class,
             )
             try:
                 vm = await self.cloud.create(request)
@@ -519,12 +528,17 @@ class NodePoolController:
         ids = {vm.id for vm in listed}
         by_name = {vm.name: vm for vm in listed}
         instance_type = str((obj.get("spec") or {}).get("instanceType") or "")
+        node_class = await self._node_class_of(obj)
         for entry in (obj.get("status") or {}).get("instances") or ():
             if entry.get("instanceId"):
                 ids.add(entry["instanceId"])
                 continue
             request = create_request(
-                pool_name=name, pool_uid=uid, instance_type=instance_type, name=entry["name"]
+                pool_name=name,
+                pool_uid=uid,
+                instance_type=instance_type,
+                name=entry["name"],
+                node_class=node_class,
             )
             vm = await self._resolve_intent(request, by_name)
             if vm is not None:
@@ -541,6 +555,17 @@ class NodePoolController:
         with contextlib.suppress(NotFound):
             await remove_finalizer(self.mgr.client, NODEPOOLS, obj, FINALIZER)
         self._gate.forget(uid)
+
+    async def _node_class_of(self, obj: Object) -> AwsNodeClassSpec | None:
+        """The deleted pool's node class, so a repeated create is the same request; None if
+        it has none, or it is gone too (then the list alone finds the intents' VMs)."""
+        ref = (obj.get("spec") or {}).get("nodeClassRef") or {}
+        if not ref.get("name"):
+            return None
+        try:
+            return await launching.node_class(self.mgr.client, NodeClassRef(name=ref["name"]))
+        except launching.NodeClassUnavailable:
+            return None
 
     async def _resolve_intent(
         self, request: CreateRequest, listed: dict[str, Instance]
