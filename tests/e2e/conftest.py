@@ -21,7 +21,7 @@ import pytest
 from kubeloop import NODES, Client, Manager, NotFound, Registry, Resource
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import AUTOSCALERS, INSTANCES, NODEPOOLS
-from nodepool_operator.cloud import SimulatedCloud
+from nodepool_operator.cloud import CloudProvider, SimulatedCloud
 from nodepool_operator.operator import CONTROLLERS, build_manager
 from nodepool_operator.settings import OperatorSettings
 
@@ -44,6 +44,8 @@ class OperatorEnv:
     settings: OperatorSettings
     run_id: str
     registry: Registry = field(default_factory=Registry)
+    provider: CloudProvider | None = None
+    """The cloud the operator gets, when it is not ``cloud`` (e.g. an AwsCloud on moto)."""
     mgr: Manager | None = None
     task: asyncio.Task[None] | None = None
     created: list[tuple[Resource, str, str | None]] = field(default_factory=list)
@@ -68,7 +70,11 @@ class OperatorEnv:
         """Start the operator (in this event loop) with settings overrides."""
         settings = replace(self.settings, **overrides)
         self.mgr = build_manager(
-            self.client, self.cloud, settings, registry=self.registry, controllers=controllers
+            self.client,
+            self.provider or self.cloud,
+            settings,
+            registry=self.registry,
+            controllers=controllers,
         )
         self.task = asyncio.create_task(self.mgr.run())
         return self.mgr
