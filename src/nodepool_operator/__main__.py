@@ -183,6 +183,14 @@ def _parser() -> argparse.ArgumentParser:
         "own operator, so stop any other one first (default: a local control plane)",
     )
     demo.add_argument(
+        "--cloud",
+        choices=("simulated", "aws"),
+        default=_DEMO.cloud,
+        help="simulated, or aws: the operator's AwsCloud against a moto EC2 server started on "
+        "loopback (needs the aws-demo extra); VMs are counted from moto's DescribeInstances "
+        f"(default: {_DEMO.cloud})",
+    )
+    demo.add_argument(
         "--pods",
         type=int,
         default=_DEMO.pods,
@@ -284,6 +292,7 @@ def _demo(args: argparse.Namespace) -> int:
         headless=args.headless,
         json=args.json,
         timeout=args.timeout,
+        cloud=args.cloud,
     )
     try:
         result = asyncio.run(run_demo(options))

@@ -8,7 +8,7 @@ talks to EC2, or to moto's EC2 server on loopback (:class:`MotoServer`, tests an
 
 from ._aws import SSM_IMAGE_PREFIX, AwsCloud, aws_environment_problems, max_pods
 from ._catalogue import CATALOGUE, GiB
-from ._moto import MotoServer, MotoUnavailable
+from ._moto import LaunchEnvironment, MotoServer, MotoUnavailable, seed_launch_environment
 from ._port import (
     MAX_TOKEN_LENGTH,
     CapacityUnavailable,
@@ -58,6 +58,7 @@ __all__ = [
     "InstanceState",
     "InstanceType",
     "InvalidRequest",
+    "LaunchEnvironment",
     "LaunchSettings",
     "Method",
     "MotoServer",
@@ -69,4 +70,5 @@ __all__ = [
     "aws_environment_problems",
     "check_request",
     "max_pods",
+    "seed_launch_environment",
 ]

@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
@@ -128,3 +129,60 @@ def _free_port() -> int:
     with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchEnvironment:
+    """What a node class needs in a fresh moto account, made by :func:`seed_launch_environment`."""
+
+    ami_id: str
+    ami_parameter: str
+    """An SSM parameter holding ``ami_id``, as EKS publishes its node AMIs."""
+    subnet_ids: tuple[str, ...]
+    security_group_id: str
+    instance_profile: str
+
+
+async def seed_launch_environment(
+    endpoint_url: str, *, name: str = "kubeloop-nodes"
+) -> LaunchEnvironment:
+    """Make the AMI parameter, security group and instance profile a node class names, in
+    moto's default VPC (as an account's administrator would before installing the operator).
+
+    Uses the standard chain for credentials (see :meth:`MotoServer.env`).
+    """
+    from aiobotocore.session import AioSession
+
+    session = AioSession()
+    async with (
+        session.create_client("ec2", endpoint_url=endpoint_url) as ec2,
+        session.create_client("ssm", endpoint_url=endpoint_url) as ssm,
+        session.create_client("iam", endpoint_url=endpoint_url) as iam,
+    ):
+        images = (await ec2.describe_images(Owners=["amazon"]))["Images"]
+        ami = sorted(i["ImageId"] for i in images)[0]
+        parameter = f"/{name}/node-ami"
+        await ssm.put_parameter(Name=parameter, Value=ami, Type="String", Overwrite=True)
+        vpc = next(v["VpcId"] for v in (await ec2.describe_vpcs())["Vpcs"] if v.get("IsDefault"))
+        subnets = (await ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}]))[
+            "Subnets"
+        ]
+        group = await ec2.create_security_group(
+            GroupName=name, Description="kubeloop nodes", VpcId=vpc
+        )
+        await iam.create_role(RoleName=name, AssumeRolePolicyDocument=_EC2_TRUST)
+        await iam.create_instance_profile(InstanceProfileName=name)
+        await iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
+        return LaunchEnvironment(
+            ami_id=ami,
+            ami_parameter=parameter,
+            subnet_ids=tuple(sorted(s["SubnetId"] for s in subnets)[:3]),
+            security_group_id=group["GroupId"],
+            instance_profile=name,
+        )
+
+
+_EC2_TRUST: Final = (
+    '{"Version":"2012-10-17","Statement":[{"Effect":"Allow",'
+    '"Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}'
+)

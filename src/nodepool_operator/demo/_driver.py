@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
 
 from kubeloop import (
     NAMESPACES,
@@ -31,9 +31,10 @@ from kubeloop import (
     configure_logging,
 )
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions, find_assets
-from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
-from nodepool_operator.cloud import SimulatedCloud
+from nodepool_operator.api import AUTOSCALERS, AWSNODECLASSES, NODEPOOLS
+from nodepool_operator.cloud import MotoUnavailable
 from nodepool_operator.demo._apiactivity import ApiActivity, api_activity
+from nodepool_operator.demo._clouds import DemoCloud, SimulatedDemoCloud, moto_cloud
 from nodepool_operator.demo._clusterview import ClusterView
 from nodepool_operator.demo._figures import compute_figures
 from nodepool_operator.demo._liveview import LiveView, status_line
@@ -84,6 +85,8 @@ class DemoOptions:
     json: bool = False
     #: Seconds to wait for every fitting pod to be scheduled.
     timeout: float = 300.0
+    #: ``simulated``, or ``aws``: AwsCloud against a moto server the demo starts on loopback.
+    cloud: Literal["simulated", "aws"] = "simulated"
 
 
 class DemoError(Exception):
@@ -141,7 +144,7 @@ class _Run:
         self.stdout = stdout
         self.stderr = stderr
         try:
-            self.workload = Workload.sized(options.pods)
+            self.workload = Workload.sized(options.pods, ec2=options.cloud == "aws")
         except ValueError as err:
             raise DemoError(str(err)) from None
         self.registry = Registry()
@@ -157,9 +160,10 @@ class _Run:
     async def run(self) -> DemoResult:
         workdir = self._workdir()
         kubeconfig = self.options.kubeconfig or await self._start_control_plane()
-        self.say("starting the operator (in this process) with the simulated cloud")
+        cloud = await self._cloud(workdir)
+        self.say(f"starting the operator (in this process) with the {cloud.name} cloud")
         settings = OperatorSettings(
-            cloud_state=workdir / "cloud.sqlite",
+            **cloud.settings,
             boot_seconds=self.options.boot_seconds,
             install_crds=True,
             # The demo says it runs the simulated cloud, also on a --kubeconfig cluster.
@@ -173,12 +177,11 @@ class _Run:
         )
         running = asyncio.create_task(mgr.run(), name="nodepool-operator")
         self.stack.push_async_callback(_stop_operator, mgr, running)
-        cloud = await asyncio.to_thread(SimulatedCloud, settings.cloud_state)
         client = Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER)
         self.stack.push_async_callback(client.close)
         await self._until(lambda: _synced(mgr), running, "the operator's caches to sync")
 
-        await self._apply(client)
+        await self._apply(client, cloud)
         if self.options.kubeconfig is not None and not self.options.keep:
             # Another's cluster: leave it as found. Runs before the operator stops (LIFO),
             # since the pool's finalizer needs the operator to delete its VMs.
@@ -232,6 +235,15 @@ class _Run:
         self.stack.callback(stream.close)
         self.stack.callback(logging.getLogger().removeHandler, handler)
 
+    async def _cloud(self, workdir: Path) -> DemoCloud:
+        if self.options.cloud == "simulated":
+            return SimulatedDemoCloud(workdir / "cloud.sqlite")
+        self.say("starting moto's EC2 API server on loopback (AwsCloud talks to it)")
+        try:
+            return await self.stack.enter_async_context(moto_cloud(workdir))
+        except MotoUnavailable as err:
+            raise DemoError(str(err)) from err
+
     async def _start_control_plane(self) -> Path:
         self.say("starting a local control plane (etcd, kube-apiserver, kube-scheduler)")
         plane = ControlPlane(ControlPlaneOptions(scheduler=True))
@@ -245,10 +257,19 @@ class _Run:
         self.say(f"control plane up at {plane.server}")
         return plane.kubeconfig
 
-    async def _apply(self, client: Client) -> None:
+    async def _apply(self, client: Client, cloud: DemoCloud) -> None:
         for namespace in self.workload.namespaces():
             with contextlib.suppress(AlreadyExists):
                 await client.create(NAMESPACES, {"metadata": {"name": namespace}})
+        node_class = cloud.node_class(POOL_NAME)
+        if node_class is not None:
+            spec = node_class["spec"]
+            self.say(
+                f"applying AwsNodeClass {POOL_NAME} (AMI from SSM parameter "
+                f"{spec['amiSsmParameter']}, {len(spec['subnetIds'])} subnets)"
+            )
+            with contextlib.suppress(AlreadyExists):
+                await client.create(AWSNODECLASSES, node_class)
         self.say(
             f"applying NodePool {POOL_NAME} ({self.workload.shape.instance_type}, "
             f"{self.workload.shape.memory}) and its Autoscaler "
@@ -278,7 +299,7 @@ class _Run:
     # -- the run --------------------------------------------------------------------------
 
     async def _watch(
-        self, view: ClusterView, cloud: SimulatedCloud, running: asyncio.Task[None], start: float
+        self, view: ClusterView, cloud: DemoCloud, running: asyncio.Task[None], start: float
     ) -> float | None:
         """Sample until every fitting pod is bound and the pool is at rest, or the timeout.
 
@@ -321,8 +342,8 @@ class _Run:
             and len(sample.not_triggering) >= expected
         )
 
-    async def _sample(self, view: ClusterView, cloud: SimulatedCloud, t: float) -> Sample:
-        snapshot = await asyncio.to_thread(cloud.snapshot)
+    async def _sample(self, view: ClusterView, cloud: DemoCloud, t: float) -> Sample:
+        snapshot = await cloud.snapshot()
         return take_sample(
             t,
             pods=view.pods(),
@@ -335,9 +356,13 @@ class _Run:
         )
 
     async def _result(
-        self, view: ClusterView, cloud: SimulatedCloud, converged_at: float | None
+        self, view: ClusterView, cloud: DemoCloud, converged_at: float | None
     ) -> DemoResult:
-        snapshot = await asyncio.to_thread(cloud.snapshot)
+        snapshot = await cloud.snapshot()
+        if self.options.report is not None:
+            # The cloud's own record at the end (for the simulated cloud, also in its file).
+            text = json.dumps({"cloud": cloud.name, **snapshot.to_json()}, indent=2)
+            await asyncio.to_thread((self.options.report / "cloud.json").write_text, text)
         final = self.samples[-1]
         figures = compute_figures(
             self.workload,
@@ -399,7 +424,7 @@ class _Run:
         for pod in self.workload.pods():
             with contextlib.suppress(NotFound):
                 await client.delete(PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
-        for resource in (AUTOSCALERS, NODEPOOLS):
+        for resource in (AUTOSCALERS, NODEPOOLS, AWSNODECLASSES):
             with contextlib.suppress(NotFound):
                 await client.delete(resource, POOL_NAME)
         deadline = asyncio.get_running_loop().time() + CLEANUP_SECONDS
