@@ -29,6 +29,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import hashlib
+import os
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -134,7 +135,7 @@ class AwsCloud:
         if not 5 <= page_size <= 1000:
             raise ValueError(f"page_size must be in [5, 1000], got {page_size}")
         self._session = AioSession(profile=profile)
-        self._region = region
+        self._region = region or _chain_region(self._session)
         self._endpoint_url = endpoint_url
         self._offered = tuple(instance_types) if instance_types is not None else None
         self._page_size = page_size
@@ -551,7 +552,7 @@ async def aws_environment_problems(
     """
     try:
         session = AioSession(profile=profile)
-        found_region = region or session.get_config_variable("region")
+        found_region = region or _chain_region(session)
     except ProfileNotFound as err:
         return [f"AWS profile {err.kwargs.get('profile', profile)!r} not found in ~/.aws/config"]
     problems = []
@@ -572,3 +573,11 @@ async def aws_environment_problems(
                 "where instance or container metadata provides a role"
             )
     return problems
+
+
+def _chain_region(session: AioSession) -> str | None:
+    """The chain's region: botocore's (``AWS_DEFAULT_REGION``, the profile's ``region``),
+    else ``AWS_REGION``, which the other AWS SDKs read and EKS injects, but botocore does not.
+    """
+    found = session.get_config_variable("region")
+    return str(found) if found else (os.environ.get("AWS_REGION") or None)
