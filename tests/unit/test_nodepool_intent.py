@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+from nodepool_operator.api import parse_nodeclass
 from nodepool_operator.cloud import MAX_TOKEN_LENGTH
 from nodepool_operator.controllers._intent import (
     NODE_IMAGE,
@@ -58,3 +59,39 @@ def test_tokens_fit_ec2s_client_token_limit_for_the_longest_names() -> None:
     assert token.isprintable()
     assert token != idempotency_token(uid, intent.name[:-1] + "x")
     assert token != idempotency_token(uid[:-1] + "f", intent.name)
+
+
+def test_a_node_class_gives_the_request_its_image_launch_settings_and_tags() -> None:
+    spec = parse_nodeclass(
+        {
+            "spec": {
+                "amiSsmParameter": "/eks/ami",
+                "subnetIds": ["subnet-0123abcd"],
+                "securityGroupIds": ["sg-0123abcd"],
+                "instanceProfile": "nodes",
+                "userData": "join ${nodeName} ${poolName} ${instanceType} $HOME",
+                "tags": {"team": "a"},
+            }
+        }
+    ).spec
+    first = create_request(
+        pool_name="web", pool_uid="u-1", instance_type="m5.large", name="web-1", node_class=spec
+    )
+    again = create_request(
+        pool_name="web", pool_uid="u-1", instance_type="m5.large", name="web-1", node_class=spec
+    )
+    assert first == again, "the same request every time it is sent"
+    assert first.image == "resolve:ssm:/eks/ami"
+    assert first.launch.subnets == ("subnet-0123abcd",)
+    assert first.launch.security_groups == ("sg-0123abcd",)
+    assert first.launch.instance_profile == "nodes"
+    assert first.launch.user_data == "join web-1 web m5.large $HOME"
+    assert first.tags == {
+        "team": "a",
+        "kubeloop.dev/nodepool": "web",
+        "kubeloop.dev/nodepool-uid": "u-1",
+    }
+    other_vm = create_request(
+        pool_name="web", pool_uid="u-1", instance_type="m5.large", name="web-2", node_class=spec
+    )
+    assert other_vm.launch.user_data == "join web-2 web m5.large $HOME"
