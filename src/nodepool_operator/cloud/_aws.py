@@ -212,7 +212,11 @@ class AwsCloud:
             raise translate(err, operation="RunInstances") from err
         raw = reply["Instances"][0]
         vm = _to_instance(raw)
-        self._launched[vm.id] = self._clock()
+        now = self._clock()
+        # forget ids past the window, so the map stays as small as the launches in it
+        for old in [i for i, t in self._launched.items() if now - t >= self._consistency]:
+            del self._launched[old]
+        self._launched[vm.id] = now
         return vm
 
     async def delete(self, instance_id: str) -> None:

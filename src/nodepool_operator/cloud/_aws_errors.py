@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from aiohttp import ClientError as HttpClientError
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -141,7 +142,7 @@ def translate(err: Exception, *, operation: str, instance_id: str | None = None)
         return TransientCloudError(f"{operation}: cannot reach EC2: {err}")
     if isinstance(err, BotoCoreError):
         return CloudError(f"{operation}: {err}")
-    if isinstance(err, TimeoutError | OSError):
+    if isinstance(err, TimeoutError | OSError | HttpClientError):
         return TransientCloudError(f"{operation}: {type(err).__name__}: {err}")
     return CloudError(f"{operation}: {type(err).__name__}: {err}")
 
