@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 from collections.abc import AsyncIterator, Collection
@@ -22,8 +23,10 @@ from nodepool_operator.cloud import (
     AwsCloud,
     CloudProvider,
     SimulatedCloud,
+    SimulatedKubelets,
     aws_environment_problems,
 )
+from nodepool_operator.cloud._kubelet import FIELD_MANAGER as KUBELET_FIELD_MANAGER
 from nodepool_operator.controllers.autoscaler import AutoscalerController
 from nodepool_operator.controllers.instance import InstanceController
 from nodepool_operator.controllers.nodepool import NodePoolController
@@ -143,7 +146,30 @@ async def operator(
         await client.close()
 
 
+@contextlib.asynccontextmanager
+async def simulated_vms(
+    config: ClusterConfig, cloud: SimulatedCloud
+) -> AsyncIterator[SimulatedKubelets]:
+    """The simulated cloud's VM side, running beside the operator: its VMs' kubelets
+    register their Nodes (own client, field manager ``kubelet``); stopped on exit."""
+    async with Client(config, field_manager=KUBELET_FIELD_MANAGER) as client:
+        kubelets = SimulatedKubelets(cloud, client)
+        task = asyncio.create_task(kubelets.run(), name="simulated-kubelets")
+        try:
+            yield kubelets
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
 async def run(kubeconfig: str | None, settings: OperatorSettings) -> None:
-    """Run until SIGTERM/SIGINT."""
-    async with operator(kubeconfig, settings) as mgr:
+    """Run until SIGTERM/SIGINT (with the simulated VMs' kubelets, unless turned off; on
+    EC2 the VMs' own kubelets register their Nodes)."""
+    async with contextlib.AsyncExitStack() as stack:
+        mgr = await stack.enter_async_context(operator(kubeconfig, settings))
+        if settings.simulated_kubelets and settings.cloud == "simulated":
+            config = load_kubeconfig(kubeconfig) if kubeconfig else load_config()
+            cloud = SimulatedCloud(settings.cloud_state, boot_seconds=settings.boot_seconds)
+            await stack.enter_async_context(simulated_vms(config, cloud))
         await mgr.run()

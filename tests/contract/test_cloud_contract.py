@@ -262,9 +262,9 @@ async def test_aws_launch_settings_reach_ec2_and_a_changed_setting_is_a_mismatch
             subnets=tuple(subnets),
             security_groups=(group,),
             instance_profile="nodes",
-            user_data="#!/bin/sh\necho hello\n",
         )
-        vm = await aws.create(req(image=f"resolve:ssm:{param}", launch=launch))
+        script = "#!/bin/sh\necho hello\n"
+        vm = await aws.create(req(image=f"resolve:ssm:{param}", launch=launch, user_data=script))
         assert vm.image == f"resolve:ssm:{param}", "reported as asked, so drift checks agree"
         raw = (await ec2.describe_instances(InstanceIds=[vm.id]))["Reservations"][0]["Instances"][0]
         assert raw["ImageId"] == ami
@@ -273,11 +273,13 @@ async def test_aws_launch_settings_reach_ec2_and_a_changed_setting_is_a_mismatch
         assert raw["IamInstanceProfile"]["Arn"].endswith("/nodes")
         user_data = await ec2.describe_instance_attribute(InstanceId=vm.id, Attribute="userData")
         assert user_data["UserData"]["Value"]
-        again = await aws.create(req(image=f"resolve:ssm:{param}", launch=launch))
+        again = await aws.create(req(image=f"resolve:ssm:{param}", launch=launch, user_data=script))
         assert again.id == vm.id
         other = LaunchSettings(subnets=tuple(subnets), security_groups=())
         with pytest.raises(IdempotencyMismatch):
-            await aws.create(req(image=f"resolve:ssm:{param}", launch=other))
+            await aws.create(req(image=f"resolve:ssm:{param}", launch=other, user_data=script))
+        with pytest.raises(IdempotencyMismatch):
+            await aws.create(req(image=f"resolve:ssm:{param}", launch=launch, user_data="other"))
 
 
 async def test_aws_an_ssm_parameter_that_does_not_exist_is_invalid(moto: MotoServer) -> None:

@@ -62,7 +62,8 @@ async def test_the_policy_allows_exactly_the_actions_awscloud_makes(moto: MotoSe
             image="resolve:ssm:/nodes/ami",
             idempotency_token="tok-a",
             tags={"kubeloop.dev/nodepool": "pool"},
-            launch=LaunchSettings(instance_profile="nodes", user_data="#!/bin/sh\n"),
+            launch=LaunchSettings(instance_profile="nodes"),
+            user_data="#!/bin/sh\n",
         )
         vm = await aws.create(request)
         await aws.describe(vm.id)

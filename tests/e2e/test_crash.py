@@ -23,7 +23,7 @@ import pytest
 
 from kubeloop import NODES
 from nodepool_operator.api import NODEPOOLS
-from nodepool_operator.cloud import AwsCloud, CloudSnapshot, MotoServer
+from nodepool_operator.cloud import AwsCloud, CloudSnapshot, MotoKubelets, MotoServer
 from nodepool_operator.failpoints import ENV as FAILPOINTS_ENV
 from tests.e2e.conftest import LABEL, OperatorEnv
 
@@ -81,6 +81,7 @@ async def cloud(request: pytest.FixtureRequest, operator_env: OperatorEnv) -> As
             AwsCloud(endpoint_url=moto.endpoint_url, instance_types=["m5.large"])
         )
         operator_env.provider = aws
+        operator_env.make_kubelets = lambda client: MotoKubelets(moto.endpoint_url, client)
         yield _Cloud(operator_env, moto, aws)
         # while the AwsCloud is open: the pool's finalizer terminates its VMs through it
         await operator_env.cleanup()

@@ -85,7 +85,7 @@ def test_a_node_class_gives_the_request_its_image_launch_settings_and_tags() -> 
     assert first.launch.subnets == ("subnet-0123abcd",)
     assert first.launch.security_groups == ("sg-0123abcd",)
     assert first.launch.instance_profile == "nodes"
-    assert first.launch.user_data == "join web-1 web m5.large $HOME"
+    assert first.user_data == "join web-1 web m5.large $HOME", "the class's script wins"
     assert first.tags == {
         "team": "a",
         "kubeloop.dev/nodepool": "web",
@@ -94,4 +94,8 @@ def test_a_node_class_gives_the_request_its_image_launch_settings_and_tags() -> 
     other_vm = create_request(
         pool_name="web", pool_uid="u-1", instance_type="m5.large", name="web-2", node_class=spec
     )
-    assert other_vm.launch.user_data == "join web-2 web m5.large $HOME"
+    assert other_vm.user_data == "join web-2 web m5.large $HOME"
+    plain = create_request(
+        pool_name="web", pool_uid="u-1", instance_type="m5.large", name="web-3", user_data="boot"
+    )
+    assert plain.user_data == "boot", "without a class, the node bootstrap is the user data"

@@ -219,6 +219,10 @@ class AwsCloud:
         self._launched[vm.id] = now
         return vm
 
+    async def find(self, idempotency_token: str) -> Instance | None:
+        raw = await self._by_token(idempotency_token)
+        return _to_instance(raw) if raw is not None else None
+
     async def delete(self, instance_id: str) -> None:
         try:
             await self._client.terminate_instances(InstanceIds=[instance_id])
@@ -394,8 +398,8 @@ class AwsCloud:
         if launch.instance_profile:
             key = "Arn" if launch.instance_profile.startswith("arn:") else "Name"
             params["IamInstanceProfile"] = {key: launch.instance_profile}  # type: ignore[misc]
-        if launch.user_data:
-            params["UserData"] = launch.user_data  # botocore base64-encodes it
+        if request.user_data:
+            params["UserData"] = request.user_data  # botocore base64-encodes it
         return params
 
     async def _resolve_image(self, image: str) -> str:
@@ -480,7 +484,7 @@ def _launch_hash(request: CreateRequest) -> str:
             ",".join(launch.subnets),
             ",".join(launch.security_groups),
             launch.instance_profile or "",
-            hashlib.sha256((launch.user_data or "").encode()).hexdigest(),
+            hashlib.sha256(request.user_data.encode()).hexdigest(),
         ]
     )
     return hashlib.sha256(text.encode()).hexdigest()[:32]

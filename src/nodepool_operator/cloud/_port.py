@@ -34,7 +34,8 @@ MAX_TOKEN_LENGTH = 64
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LaunchSettings:
-    """Where and how a VM boots, beyond its type and image (an ``AwsNodeClass``'s fields).
+    """Where a VM boots and as whom, beyond its type, image and user data (an
+    ``AwsNodeClass``'s fields).
 
     Part of the intent like the rest of :class:`CreateRequest`: a provider sends them in the
     create call itself. A provider without networks (the simulated cloud) ignores them.
@@ -47,8 +48,6 @@ class LaunchSettings:
     """Security groups of the VM's network interface. Empty: the network's default."""
     instance_profile: str | None = None
     """The IAM instance profile (name or ARN) the VM runs as; None for none."""
-    user_data: str | None = None
-    """The rendered user data (a boot script or cloud-init), at most 16 KiB."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +70,9 @@ class CreateRequest:
     """Set in the create call itself, never by a later tagging call that could fail alone."""
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     """Network, identity and boot script; default: the provider's defaults."""
+    user_data: str = ""
+    """Opaque to the cloud, read by the VM at boot (EC2's UserData): how its kubelet joins
+    the cluster (see :class:`~nodepool_operator.cloud.NodeBootstrap`). Default empty."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +91,8 @@ class Instance:
     created_at: float
     launched_at: float | None
     """When it last became running; None if it never has."""
+    user_data: str = ""
+    """What the VM was launched with (:attr:`CreateRequest.user_data`)."""
 
 
 class CloudProvider(Protocol):
@@ -106,6 +110,14 @@ class CloudProvider(Protocol):
             QuotaExceeded: the account may not hold another VM.
             CapacityUnavailable: no capacity for this instance type right now.
             PermissionDenied: the provider's credentials may not launch this VM.
+        """
+        ...
+
+    async def find(self, idempotency_token: str) -> Instance | None:
+        """The VM launched with this idempotency token (terminated included), or None if no
+        create with it ever took effect. Exact, unlike :meth:`list` (EC2: DescribeInstances
+        with the ``client-token`` filter). Launches nothing: this is how an intent whose
+        create may or may not have happened is resolved without risking a new VM.
         """
         ...
 

@@ -55,11 +55,17 @@ def create_request(
     pool_uid: str,
     instance_type: str,
     name: str,
+    user_data: str = "",
     node_class: AwsNodeClassSpec | None = None,
 ) -> CreateRequest:
-    """The request for the VM recorded as ``name``; the same every time it is asked (for the
-    same node class: a class edited between a create and its repeat makes the cloud answer
-    IdempotencyMismatch, which the controller handles by adopting the listed VM)."""
+    """The request for the VM recorded as ``name``; the same every time it is asked for the
+    same spec (``user_data``, how its kubelet registers, follows the pool's labels and
+    taints; a create repeated after those changed gets :class:`IdempotencyMismatch`, as it
+    does after an edit of the node class: the controller then adopts the VM it finds).
+
+    With a node class, the VM boots its AMI in its network with its tags, and its
+    ``userData`` template (rendered for this VM) replaces ``user_data`` when it has one.
+    """
     return CreateRequest(
         name=name,
         instance_type=instance_type,
@@ -67,9 +73,8 @@ def create_request(
         idempotency_token=idempotency_token(pool_uid, name),
         # the pool's tags last: a class cannot take a VM out of its pool
         tags={**(node_class.tags if node_class else {}), **pool_tags(pool_name, pool_uid)},
-        launch=launch_settings(
-            node_class, node_name=name, pool_name=pool_name, instance_type=instance_type
-        ),
+        launch=launch_settings(node_class),
+        user_data=_user_data(user_data, node_class, name, pool_name, instance_type),
     )
 
 
@@ -87,3 +92,18 @@ def new_intents(
         if name not in taken and name not in names:
             names.append(name)
     return [InstanceRecord(name=name, state=CREATING) for name in names]
+
+
+def _user_data(
+    bootstrap: str,
+    node_class: AwsNodeClassSpec | None,
+    name: str,
+    pool_name: str,
+    instance_type: str,
+) -> str:
+    if node_class is None or node_class.user_data is None:
+        return bootstrap
+    rendered = node_class.render_user_data(
+        node_name=name, pool_name=pool_name, instance_type=instance_type
+    )
+    return rendered or ""

@@ -51,17 +51,13 @@ async def node_class(client: Client, ref: NodeClassRef | None) -> AwsNodeClassSp
         ) from err
 
 
-def launch_settings(
-    spec: AwsNodeClassSpec | None, *, node_name: str, pool_name: str, instance_type: str
-) -> LaunchSettings:
-    """The port's launch settings for one VM (user data rendered for it)."""
+def launch_settings(spec: AwsNodeClassSpec | None) -> LaunchSettings:
+    """The port's launch settings from a node class (its user data is rendered per VM by the
+    caller, into :attr:`~nodepool_operator.cloud.CreateRequest.user_data`)."""
     if spec is None:
         return LaunchSettings()
     return LaunchSettings(
         subnets=tuple(spec.subnet_ids),
         security_groups=tuple(spec.security_group_ids),
         instance_profile=spec.instance_profile,
-        user_data=spec.render_user_data(
-            node_name=node_name, pool_name=pool_name, instance_type=instance_type
-        ),
     )

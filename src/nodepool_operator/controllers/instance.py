@@ -118,12 +118,13 @@ def idempotency_token(
     instance_type: str,
     image: str,
     launch: LaunchSettings | None = None,
+    user_data: str = "",
 ) -> str:
     """The create token for one intent; see the module docstring. At most 53 characters
-    (EC2 takes 64). Launch settings from a node class are part of the intent."""
+    (EC2 takes 64). Launch settings and user data from a node class are part of the intent."""
     intent = f"{predecessor or ''}\n{instance_type}\n{image}"
-    if launch is not None and launch != LaunchSettings():
-        intent += f"\n{launch!r}"
+    if (launch is not None and launch != LaunchSettings()) or user_data:
+        intent += f"\n{launch!r}\n{user_data}"
     return f"{uid}/{hashlib.sha256(intent.encode()).hexdigest()[:16]}"
 
 
@@ -274,15 +275,25 @@ class InstanceController:
         # Unique per Instance, and unlike any NodePool VM's "<pool>-<index>".
         name = f"{meta['namespace']}/{meta['name']}"
         node_class = await launching.node_class(self.mgr.client, inst.spec.node_class_ref)
-        launch = launching.launch_settings(
-            node_class, node_name=meta["name"], pool_name="", instance_type=inst.spec.instance_type
-        )
+        launch = launching.launch_settings(node_class)
+        user_data = (
+            node_class.render_user_data(
+                node_name=meta["name"], pool_name="", instance_type=inst.spec.instance_type
+            )
+            if node_class is not None
+            else None
+        ) or ""
         request = CreateRequest(
             name=name,
             instance_type=inst.spec.instance_type,
             image=inst.spec.image,
             idempotency_token=idempotency_token(
-                meta["uid"], predecessor, inst.spec.instance_type, inst.spec.image, launch
+                meta["uid"],
+                predecessor,
+                inst.spec.instance_type,
+                inst.spec.image,
+                launch,
+                user_data,
             ),
             # Part of the create, so no VM ever exists untagged; ours last, so a node class
             # cannot take the VM away from its Instance.
@@ -292,6 +303,7 @@ class InstanceController:
                 NAME_TAG: name,
             },
             launch=launch,
+            user_data=user_data,
         )
         vm = await self.cloud.create(request)
         # A crash here is the case the token exists for: the retry gets this same VM.

@@ -13,22 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from kubeloop import Client, ClusterConfig
 from nodepool_operator.api import AWSNODECLASSES
 from nodepool_operator.cloud import (
     AwsCloud,
     CloudSnapshot,
+    MotoKubelets,
     MotoServer,
     SimulatedCloud,
     seed_launch_environment,
 )
+from nodepool_operator.cloud._kubelet import FIELD_MANAGER as KUBELET
 from nodepool_operator.demo._workload import DEMO_LABEL, EC2_INSTANCE_TYPE
-
-#: The node class's user data: what a real node would run to join (there is no kubelet here).
-USER_DATA = (
-    "#!/bin/bash\n"
-    "# joins the cluster as ${nodeName} of pool ${poolName} (${instanceType})\n"
-    "/etc/eks/bootstrap.sh --kubelet-extra-args '--node-labels=kubeloop.dev/nodepool=${poolName}'\n"
-)
 
 
 class DemoCloud(Protocol):
@@ -42,6 +38,10 @@ class DemoCloud(Protocol):
 
     def node_class(self, name: str) -> dict[str, Any] | None:
         """The AwsNodeClass to apply before the pool, or None."""
+        ...
+
+    def vm_side(self, config: ClusterConfig) -> contextlib.AbstractAsyncContextManager[Any]:
+        """The VMs' kubelets, registering their Nodes while the context is open."""
         ...
 
 
@@ -59,6 +59,11 @@ class SimulatedDemoCloud:
 
     def node_class(self, name: str) -> dict[str, Any] | None:
         return None
+
+    def vm_side(self, config: ClusterConfig) -> contextlib.AbstractAsyncContextManager[Any]:
+        from nodepool_operator.operator import simulated_vms
+
+        return simulated_vms(config, SimulatedCloud(self._path))
 
 
 @dataclass
@@ -80,6 +85,23 @@ class MotoDemoCloud:
             "spec": self.spec,
         }
 
+    def vm_side(self, config: ClusterConfig) -> contextlib.AbstractAsyncContextManager[Any]:
+        return _moto_kubelets(config, self.moto.endpoint_url)
+
+
+@contextlib.asynccontextmanager
+async def _moto_kubelets(config: ClusterConfig, endpoint_url: str) -> AsyncIterator[MotoKubelets]:
+    """moto's instances' kubelets, a supervised task beside the operator."""
+    async with Client(config, field_manager=KUBELET) as client:
+        kubelets = MotoKubelets(endpoint_url, client)
+        task = asyncio.create_task(kubelets.run(), name="moto-kubelets")
+        try:
+            yield kubelets
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
 
 @contextlib.asynccontextmanager
 async def moto_cloud(workdir: Path) -> AsyncIterator[MotoDemoCloud]:
@@ -96,7 +118,8 @@ async def moto_cloud(workdir: Path) -> AsyncIterator[MotoDemoCloud]:
             "subnetIds": list(seeded.subnet_ids),
             "securityGroupIds": [seeded.security_group_id],
             "instanceProfile": seeded.instance_profile,
-            "userData": USER_DATA,
+            # no userData: the instances boot with the operator's node bootstrap (labels,
+            # taints, capacity), which MotoKubelets registers their Nodes from
             "tags": {"demo": "kubeloop"},
         }
         async with AwsCloud(endpoint_url=moto.endpoint_url) as census:
