@@ -144,3 +144,9 @@ async def test_sigkill_between_cloud_create_and_status_write(
     nodes = await env.client.list(NODES, label_selector=f"kubeloop.dev/nodepool={name}")
     assert len(nodes["items"]) == 3
     assert all(n["metadata"]["labels"].get(LABEL) == env.run_id for n in nodes["items"])
+    # registered by the VMs' kubelets (on moto: MotoKubelets, with EC2's providerID)
+    scheme = "aws:///" if cloud.aws is not None else "sim:///"
+    assert {n["spec"]["providerID"].split("/")[-1] for n in nodes["items"]} == {
+        vm.id for vm in after.live
+    }
+    assert all(n["spec"]["providerID"].startswith(scheme) for n in nodes["items"])
