@@ -217,6 +217,10 @@ class _Run:
             await self._scale_down_act(client, view, cloud, running, started)
             result = self._with_second_act(result)
         if self.options.report is not None:
+            # The cloud's own record at the very end (for the simulated cloud, also its file).
+            snapshot = await cloud.snapshot()
+            text = json.dumps({"cloud": cloud.name, **snapshot.to_json()}, indent=2)
+            await asyncio.to_thread((self.options.report / "cloud.json").write_text, text)
             summary, chart = await asyncio.to_thread(write_report, result, self.options.report)
             self.say(f"report: {summary} and {chart}")
         if self.options.json:
@@ -435,10 +439,6 @@ class _Run:
         self, view: ClusterView, cloud: DemoCloud, converged_at: float | None
     ) -> DemoResult:
         snapshot = await cloud.snapshot()
-        if self.options.report is not None:
-            # The cloud's own record at the end (for the simulated cloud, also in its file).
-            text = json.dumps({"cloud": cloud.name, **snapshot.to_json()}, indent=2)
-            await asyncio.to_thread((self.options.report / "cloud.json").write_text, text)
         final = self.samples[-1]
         figures = compute_figures(
             self.workload,
