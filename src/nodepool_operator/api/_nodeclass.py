@@ -96,8 +96,10 @@ class AwsNodeClassSpec:
     """The IAM instance profile the VM runs as, by name or ARN (its role is what the
     kubelet uses to join). The operator needs iam:PassRole on its role."""
     user_data: Annotated[str, MaxLength(MAX_USER_DATA), _ONLY_KNOWN_PLACEHOLDERS] | None = None
-    """User data (a boot script or cloud-init) that registers the node; ${nodeName},
-    ${poolName} and ${instanceType} are replaced per VM."""
+    """User data (a boot script or cloud-init) with which the VM's kubelet joins the
+    cluster; ${nodeName}, ${poolName} and ${instanceType} are replaced per VM. It replaces
+    the operator's node bootstrap, so it must register the Node under ${nodeName} with the
+    pool's labels and taints itself. Omitted: the operator's node bootstrap."""
     tags: Annotated[
         dict[str, Annotated[str, MaxLength(256)]],
         MaxProperties(MAX_USER_TAGS),
