@@ -115,6 +115,30 @@ def _parser() -> argparse.ArgumentParser:
         help=f"seconds a simulated VM takes to boot (default: {_DEFAULTS.boot_seconds:g})",
     )
     run.add_argument(
+        "--registration-timeout",
+        type=float,
+        default=_DEFAULTS.registration_timeout_seconds,
+        metavar="S",
+        help="a VM whose Node has not registered this many seconds after it started running "
+        f"is replaced (default: {_DEFAULTS.registration_timeout_seconds:g})",
+    )
+    run.add_argument(
+        "--node-repair-seconds",
+        type=float,
+        default=_DEFAULTS.node_repair_seconds,
+        metavar="S",
+        help="a pool Node not Ready for this long is replaced "
+        f"(default: {_DEFAULTS.node_repair_seconds:g})",
+    )
+    run.add_argument(
+        "--no-simulated-kubelets",
+        dest="simulated_kubelets",
+        action="store_false",
+        default=_DEFAULTS.simulated_kubelets,
+        help="do not run the simulated VMs' kubelets in this process (something else "
+        "registers their Nodes)",
+    )
+    run.add_argument(
         "--label-selector",
         default=_DEFAULTS.label_selector,
         metavar="SEL",
@@ -263,6 +287,9 @@ def _run(args: argparse.Namespace) -> int:
         leader_election_namespace=args.leader_election_namespace,
         metrics_bind_address=_address(args.metrics_bind_address),
         health_probe_bind_address=_address(args.health_probe_bind_address),
+        registration_timeout_seconds=args.registration_timeout,
+        node_repair_seconds=args.node_repair_seconds,
+        simulated_kubelets=args.simulated_kubelets,
     )
     kubeconfig = str(args.kubeconfig) if args.kubeconfig is not None else None
     try:

@@ -230,8 +230,8 @@ async def test_a_burst_is_planned_once_and_gets_the_ffd_node_count(
         await env.create(AUTOSCALERS, autoscaler_manifest(scaler, pool, namespace))
         await env.start(controllers=BOTH)
         burst = [pod_manifest(f"p{i}", pool, "28Gi") for i in range(7)]
-        for pod in burst:
-            await env.create(PODS, pod, namespace)
+        # at once, so the burst lands within one batch window even on a loaded machine
+        await asyncio.gather(*(env.create(PODS, pod, namespace) for pod in burst))
 
         async def all_scheduled() -> bool:
             pods = await pods_in(env, namespace)

@@ -474,3 +474,69 @@ async def test_a_second_autoscaler_for_the_same_pool_is_refused_with_a_condition
 async def _has_ready(env: OperatorEnv, res: Resource, name: str) -> bool:
     conds = ((await env.client.get(res, name)).get("status") or {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+async def test_a_status_conflict_keeps_the_records_another_writer_added(
+    operator_env: OperatorEnv,
+) -> None:
+    """The pool's status write is made from a stale copy while another writer has added a
+    record: the apiserver answers 409, the write is re-applied to the latest status, and
+    that record survives next to this pass's own (merge by name)."""
+    from kubeloop import update_status
+    from nodepool_operator.api import InstanceRecord
+    from nodepool_operator.controllers._pool_status import pool_status
+
+    env = operator_env  # no operator running: this test is the two writers
+    name = f"merge-{env.run_id}"
+    stale = await env.create(NODEPOOLS, _pool(name, 2))
+    theirs = {"name": f"{name}-theirs", "instanceId": "i-theirs", "state": "running"}
+    await env.client.update_status(NODEPOOLS, {**stale, "status": {"instances": [theirs]}})
+    mine = InstanceRecord(name=f"{name}-mine", state="creating")
+    status = pool_status(
+        name=name,
+        generation=1,
+        target=2,
+        desired=2,
+        min_nodes=0,
+        records=[mine],
+        ready=set(),
+        failure=None,
+    )
+    written = await update_status(env.client, NODEPOOLS, stale, status.apply)
+    names = [r["name"] for r in written["status"]["instances"]]
+    assert names == [mine.name, theirs["name"]]
+    assert written["metadata"]["resourceVersion"] != stale["metadata"]["resourceVersion"]
+    server = await env.client.get(NODEPOOLS, name)
+    assert [r["name"] for r in server["status"]["instances"]] == names
+
+
+async def test_a_vm_stopped_behind_the_back_is_started_and_its_kubelet_comes_back(
+    operator_env: OperatorEnv,
+) -> None:
+    from kubeloop import LEASES
+
+    env = operator_env
+    await env.start(controllers=ONLY_NODEPOOL)
+    name = f"stopped-{env.run_id}"
+    await env.create(NODEPOOLS, _pool(name, 1))
+    await _wait_converged(env, name, 1)
+    (node,) = await _nodes(env, name)
+    node_name = node["metadata"]["name"]
+    vm_id = node["spec"]["providerID"].removeprefix("sim:///")
+
+    await asyncio.to_thread(env.cloud.stop_behind_the_back, vm_id)
+
+    async def heartbeating_again() -> bool:
+        try:
+            lease = await env.client.get(LEASES, node_name, "kube-node-lease")
+        except NotFound:
+            return False  # the silenced Lease is gone; kwok has not made its own yet
+        holder = (lease.get("spec") or {}).get("holderIdentity")
+        running = (await env.cloud.describe(vm_id)).state == "running"
+        return running and holder not in (None, "kubeloop-silenced")
+
+    await env.eventually(heartbeating_again, "the VM to run and kwok to hold its Lease again")
+    await _wait_converged(env, name, 1)
+    assert [n["metadata"]["name"] for n in await _nodes(env, name)] == [node_name]
+    assert env.cloud.calls()["start"] >= 1
+    assert len(env.cloud.snapshot().instances) == 1, "started again, not replaced"

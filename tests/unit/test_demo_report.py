@@ -160,8 +160,11 @@ def test_run_maps_flags_onto_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli, "configure_logging", lambda *a, **k: None)
     argv = ["run", "--kubeconfig", "k", "--boot-seconds", "1.5", "--metrics-bind-address", "0"]
     argv += ["--label-selector", "shard=a", "--leader-elect", "--no-install-crds"]
+    argv += ["--registration-timeout", "7", "--node-repair-seconds", "9", "--no-simulated-kubelets"]
     assert cli.main(argv) == 0
     settings = seen["settings"]
+    assert (settings.registration_timeout_seconds, settings.node_repair_seconds) == (7.0, 9.0)
+    assert not settings.simulated_kubelets
     assert seen["kubeconfig"] == "k"
     assert settings.boot_seconds == 1.5
     assert settings.metrics_bind_address is None

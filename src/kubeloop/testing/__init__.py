@@ -10,7 +10,14 @@ Installed as a pytest plugin (entry point ``kubeloop``), it provides:
     A fresh namespace per test.
 ``kube_nodes``
     A factory of kubelet-less Nodes the scheduler binds pods to; they are
-    deleted after the test.
+    deleted after the test (lean control plane only: on ``kube_cluster`` such
+    Nodes go ``Unknown``; create kwok Nodes with ``create_node(name, kwok=True)``).
+``kube_cluster``
+    The full test bed per session: the control plane plus kube-controller-manager
+    and kwok (``plugin.CLUSTER_OPTIONS``). Nodes annotated for kwok are heartbeated
+    with Leases and run their pods; ``silence_node``/``revive_node`` stop and
+    resume one Node's heartbeats; namespaces finish deleting; ownerReferences
+    cascade; PodDisruptionBudgets get a status.
 
 Helpers (they need no pytest):
 

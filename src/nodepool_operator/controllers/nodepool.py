@@ -114,7 +114,7 @@ _MIN_POLL, _MAX_POLL = 0.2, 5.0
 # A VM past its expected boot time, or an intent to replace: look again soon.
 _SOON = 1.0
 # A drain in progress (pods terminating, a PodDisruptionBudget refusing): look again in.
-_DRAIN_POLL = 2.0
+_DRAIN_POLL = 5.0
 
 log = logging.getLogger("nodepool_operator.nodepool")
 

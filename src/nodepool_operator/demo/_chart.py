@@ -90,7 +90,7 @@ def chart_png(
         ax.set_ylim(bottom=0)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(True, color="0.9")
-        ax.legend(loc="upper right", fontsize=8, ncols=len(SERIES))
+        ax.legend(loc="center right", fontsize=8)
         fig.tight_layout()
         out = io.BytesIO()
         fig.savefig(out, format="png", dpi=dpi)
