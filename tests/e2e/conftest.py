@@ -26,7 +26,7 @@ import pytest
 from kubeloop import NODES, Client, Manager, NotFound, Registry, Resource
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import AUTOSCALERS, INSTANCES, NODEPOOLS
-from nodepool_operator.cloud import SimulatedCloud, SimulatedKubelets
+from nodepool_operator.cloud import CloudProvider, SimulatedCloud, SimulatedKubelets
 from nodepool_operator.cloud._kubelet import FIELD_MANAGER as KUBELET
 from nodepool_operator.operator import CONTROLLERS, build_manager
 from nodepool_operator.settings import OperatorSettings
@@ -57,10 +57,15 @@ class OperatorEnv:
     run_id: str
     kubeconfig: Path | None = None
     registry: Registry = field(default_factory=Registry)
+    provider: CloudProvider | None = None
+    """The cloud the operator gets, when it is not ``cloud`` (e.g. an AwsCloud on moto)."""
     mgr: Manager | None = None
     task: asyncio.Task[None] | None = None
     kubelets: SimulatedKubelets | None = None
     """The VM side (started with the operator unless ``start(kubelets=False)``)."""
+    make_kubelets: Callable[[Client], SimulatedKubelets] | None = None
+    """How to make the VM side for ``provider`` (e.g. MotoKubelets); default: the simulated
+    cloud's."""
     kubelet_task: asyncio.Task[None] | None = None
     kubelet_client: Client | None = None
     created: list[tuple[Resource, str, str | None]] = field(default_factory=list)
@@ -90,7 +95,11 @@ class OperatorEnv:
         side (the simulated kubelets) unless ``kubelets=False``."""
         settings = replace(self.settings, **overrides)
         self.mgr = build_manager(
-            self.client, self.cloud, settings, registry=self.registry, controllers=controllers
+            self.client,
+            self.provider or self.cloud,
+            settings,
+            registry=self.registry,
+            controllers=controllers,
         )
         self.task = asyncio.create_task(self.mgr.run())
         if kubelets:
@@ -102,7 +111,10 @@ class OperatorEnv:
         if self.kubelets is None:
             assert self.kubeconfig is not None
             self.kubelet_client = Client.from_kubeconfig(self.kubeconfig, field_manager=KUBELET)
-            self.kubelets = SimulatedKubelets(self.cloud, self.kubelet_client)
+            if self.make_kubelets is not None:
+                self.kubelets = self.make_kubelets(self.kubelet_client)
+            else:
+                self.kubelets = SimulatedKubelets(self.cloud, self.kubelet_client)
             self.kubelet_task = asyncio.create_task(self.kubelets.run())
         return self.kubelets
 

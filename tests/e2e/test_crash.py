@@ -5,17 +5,25 @@ This is the failure that duplicates or leaks VMs in naive controllers: the
 cloud has a VM the controller never recorded. Intent recorded first (the VM's
 name and idempotency token in status.instances) makes the retry return the
 same VM.
+
+Run against both clouds: the simulated one, and AwsCloud on moto's EC2 server, where the
+oracle is moto's DescribeInstances (every instance of the pool, by tag).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
+
+import pytest
 
 from kubeloop import NODES
 from nodepool_operator.api import NODEPOOLS
+from nodepool_operator.cloud import AwsCloud, CloudSnapshot, MotoKubelets, MotoServer
 from nodepool_operator.failpoints import ENV as FAILPOINTS_ENV
 from tests.e2e.conftest import LABEL, OperatorEnv
 
@@ -28,9 +36,55 @@ from nodepool_operator.settings import OperatorSettings
 settings = OperatorSettings(
     cloud_state=Path(sys.argv[2]), boot_seconds=1.0, install_crds=False,
     metrics_bind_address=None, health_probe_bind_address=None, label_selector=sys.argv[3],
+    cloud=sys.argv[4], aws_endpoint_url=sys.argv[5] or None,
 )
 asyncio.run(run(sys.argv[1], settings))
 """
+
+
+class _Cloud:
+    """One cloud as the test sees it: what the operator subprocess is told, and the census."""
+
+    def __init__(self, env: OperatorEnv, moto: MotoServer | None, aws: AwsCloud | None) -> None:
+        self.env, self.moto, self.aws = env, moto, aws
+
+    @property
+    def name(self) -> str:
+        return "aws" if self.aws is not None else "simulated"
+
+    def process_env(self) -> dict[str, str]:
+        return self.moto.env() if self.moto is not None else {}
+
+    async def census(self, pool: str) -> CloudSnapshot:
+        """The cloud's own record of the pool's VMs (not the operator's)."""
+        tags = {"kubeloop.dev/nodepool": pool}
+        if self.aws is not None:
+            return await self.aws.snapshot(tags)
+        snapshot = self.env.cloud.snapshot()
+        return CloudSnapshot(
+            instances=tuple(
+                i for i in snapshot.instances if all(i.tags.get(k) == v for k, v in tags.items())
+            ),
+            calls=snapshot.calls,
+            duplicates=snapshot.duplicates,
+        )
+
+
+@pytest.fixture(params=["simulated", "aws-moto"])
+async def cloud(request: pytest.FixtureRequest, operator_env: OperatorEnv) -> AsyncIterator[_Cloud]:
+    if request.param == "simulated":
+        yield _Cloud(operator_env, None, None)
+        return
+    moto: MotoServer = request.getfixturevalue("moto")
+    async with contextlib.AsyncExitStack() as stack:
+        aws = await stack.enter_async_context(
+            AwsCloud(endpoint_url=moto.endpoint_url, instance_types=["m5.large"])
+        )
+        operator_env.provider = aws
+        operator_env.make_kubelets = lambda client: MotoKubelets(moto.endpoint_url, client)
+        yield _Cloud(operator_env, moto, aws)
+        # while the AwsCloud is open: the pool's finalizer terminates its VMs through it
+        await operator_env.cleanup()
 
 
 def _pool(name: str, target: int) -> dict[str, Any]:
@@ -43,7 +97,7 @@ def _pool(name: str, target: int) -> dict[str, Any]:
 
 
 async def test_sigkill_between_cloud_create_and_status_write(
-    operator_env: OperatorEnv, kube_control_plane: Any
+    operator_env: OperatorEnv, cloud: _Cloud, kube_control_plane: Any
 ) -> None:
     env = operator_env
     name = f"crash-{env.run_id}"
@@ -56,18 +110,21 @@ async def test_sigkill_between_cloud_create_and_status_write(
         str(kube_control_plane.kubeconfig),
         str(env.settings.cloud_state),
         env.settings.label_selector or "",
-        env={**os.environ, FAILPOINTS_ENV: "after-cloud-create=kill"},
+        cloud.name,
+        cloud.moto.endpoint_url if cloud.moto is not None else "",
+        env={**os.environ, **cloud.process_env(), FAILPOINTS_ENV: "after-cloud-create=kill"},
     )
     code = await asyncio.wait_for(proc.wait(), timeout=120)
     assert code == -9, "the failpoint should have killed the operator"
 
     # the cloud accepted one create that no status write ever recorded with an id
-    live = [i for i in await env.cloud.list({"kubeloop.dev/nodepool": name})]
-    assert len(live) == 1
+    before = await cloud.census(name)
+    assert len(before.live) == 1
+    orphan = before.live[0]
     status = (await env.client.get(NODEPOOLS, name)).get("status", {})
     recorded = {r["name"]: r for r in status.get("instances", [])}
-    assert live[0].name in recorded, "intent is recorded before the cloud call"
-    assert not recorded[live[0].name].get("instanceId"), "the crash came before the id was written"
+    assert orphan.name in recorded, "intent is recorded before the cloud call"
+    assert not recorded[orphan.name].get("instanceId"), "the crash came before the id was written"
 
     # restart (in-process this time) and converge
     await env.start(controllers=("nodepool",))
@@ -77,12 +134,19 @@ async def test_sigkill_between_cloud_create_and_status_write(
         return int(pool.get("status", {}).get("readyNodes", 0)) == 3
 
     await env.eventually(converged, "the pool to have 3 ready nodes")
-    vms = await env.cloud.list({"kubeloop.dev/nodepool": name})
-    assert len(vms) == 3
-    assert env.cloud.duplicates() == 0
-    assert live[0].id in {vm.id for vm in vms}, "the VM created before the crash was adopted"
+    after = await cloud.census(name)
+    assert len(after.live) == 3
+    assert after.duplicates == 0
+    assert len(after.instances) == 3, "no VM was launched and thrown away"
+    assert orphan.id in {vm.id for vm in after.live}, "the VM created before the crash was adopted"
     status = (await env.client.get(NODEPOOLS, name))["status"]
-    assert {r.get("instanceId") for r in status["instances"]} == {vm.id for vm in vms}, "no leak"
+    assert {r.get("instanceId") for r in status["instances"]} == {vm.id for vm in after.live}
     nodes = await env.client.list(NODES, label_selector=f"kubeloop.dev/nodepool={name}")
     assert len(nodes["items"]) == 3
     assert all(n["metadata"]["labels"].get(LABEL) == env.run_id for n in nodes["items"])
+    # registered by the VMs' kubelets (on moto: MotoKubelets, with EC2's providerID)
+    scheme = "aws:///" if cloud.aws is not None else "sim:///"
+    assert {n["spec"]["providerID"].split("/")[-1] for n in nodes["items"]} == {
+        vm.id for vm in after.live
+    }
+    assert all(n["spec"]["providerID"].startswith(scheme) for n in nodes["items"])

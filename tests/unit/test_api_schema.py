@@ -80,6 +80,7 @@ def test_render_is_deterministic_and_loads_back() -> None:
     assert first == second
     assert sorted(first) == [
         "kubeloop.dev_autoscalers.yaml",
+        "kubeloop.dev_awsnodeclasses.yaml",
         "kubeloop.dev_instances.yaml",
         "kubeloop.dev_nodepools.yaml",
     ]
@@ -122,7 +123,7 @@ def walk(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, 
         yield from walk(node["items"], f"{path}[]")
 
 
-@pytest.mark.parametrize("plural", ["nodepools", "autoscalers", "instances"])
+@pytest.mark.parametrize("plural", ["nodepools", "autoscalers", "instances", "awsnodeclasses"])
 def test_schema_is_structural_and_documented(plural: str) -> None:
     for path, node in walk(root(plural)):
         if node.get("x-kubernetes-int-or-string"):
@@ -156,6 +157,19 @@ def test_crd_is_served_with_status_and_columns(plural: str) -> None:
     assert v["subresources"]["status"] == {}
     assert root(plural)["required"] == ["spec"]
     assert v["additionalPrinterColumns"][-1]["name"] == "Age"
+
+
+def test_node_classes_are_cluster_scoped_settings_without_status() -> None:
+    crd = by_plural()["awsnodeclasses"]
+    assert crd["spec"]["scope"] == "Cluster"
+    assert "subresources" not in version("awsnodeclasses")
+    assert "status" not in root("awsnodeclasses")["properties"]
+    spec = spec_of("awsnodeclasses")
+    assert "required" not in spec, "the AMI is exactly-one-of, a CEL rule"
+    assert {
+        "message": "exactly one of amiId and amiSsmParameter must be set",
+        "rule": "has(self.amiId) != has(self.amiSsmParameter)",
+    } in spec["x-kubernetes-validations"]
 
 
 def test_nodepool_spec_markers_and_defaults() -> None:

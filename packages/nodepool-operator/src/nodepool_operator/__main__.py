@@ -59,6 +59,47 @@ def _parser() -> argparse.ArgumentParser:
         "else ~/.kube/config)",
     )
     run.add_argument(
+        "--cloud",
+        choices=("simulated", "aws"),
+        default=_DEFAULTS.cloud,
+        help="where VMs live: simulated (a SQLite file; only for a cluster whose API server "
+        "is on loopback) or aws (EC2; region and credentials from the standard AWS chain: "
+        f"environment, profile, IRSA web identity, metadata) (default: {_DEFAULTS.cloud})",
+    )
+    run.add_argument(
+        "--allow-simulated-cloud",
+        action="store_true",
+        default=_DEFAULTS.allow_simulated_cloud,
+        help="run the simulated cloud even against a cluster that is not on loopback "
+        "(its Nodes have no machines behind them) (default: refuse)",
+    )
+    run.add_argument(
+        "--aws-region",
+        default=_DEFAULTS.aws_region,
+        metavar="R",
+        help="with --cloud aws: the region (default: AWS_REGION, AWS_DEFAULT_REGION or the "
+        "profile's)",
+    )
+    run.add_argument(
+        "--aws-profile",
+        default=_DEFAULTS.aws_profile,
+        metavar="P",
+        help="with --cloud aws: a shared-config profile (default: AWS_PROFILE, else default)",
+    )
+    run.add_argument(
+        "--aws-endpoint-url",
+        default=_DEFAULTS.aws_endpoint_url,
+        metavar="URL",
+        help="with --cloud aws: another EC2 API server, e.g. moto's (default: AWS's)",
+    )
+    run.add_argument(
+        "--aws-instance-types",
+        default=",".join(_DEFAULTS.aws_instance_types),
+        metavar="T,T",
+        help="with --cloud aws: offer only these instance types, comma-separated "
+        "(default: every type of the region)",
+    )
+    run.add_argument(
         "--cloud-state",
         type=Path,
         default=_DEFAULTS.cloud_state,
@@ -183,6 +224,14 @@ def _parser() -> argparse.ArgumentParser:
         "own operator, so stop any other one first (default: a local control plane)",
     )
     demo.add_argument(
+        "--cloud",
+        choices=("simulated", "aws"),
+        default=_DEMO.cloud,
+        help="simulated, or aws: the operator's AwsCloud against a moto EC2 server started on "
+        "loopback (needs the aws-demo extra); VMs are counted from moto's DescribeInstances "
+        f"(default: {_DEMO.cloud})",
+    )
+    demo.add_argument(
         "--pods",
         type=int,
         default=_DEMO.pods,
@@ -241,6 +290,12 @@ def _address(value: str) -> str | None:
 def _run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level.upper(), json_format=args.log_format == "json")
     settings = OperatorSettings(
+        cloud=args.cloud,
+        allow_simulated_cloud=args.allow_simulated_cloud,
+        aws_region=args.aws_region,
+        aws_profile=args.aws_profile,
+        aws_endpoint_url=args.aws_endpoint_url,
+        aws_instance_types=tuple(t for t in args.aws_instance_types.split(",") if t),
         cloud_state=args.cloud_state,
         boot_seconds=args.boot_seconds,
         label_selector=args.label_selector,
@@ -260,6 +315,9 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         log.error("cannot connect: %s", err)
         return 1
+    except operator.CloudChoiceError as err:
+        log.error("%s", err)
+        return 2
     except LeaderElectionLost as err:
         # Exit so the supervisor restarts us as a standby (controller-runtime does the same).
         log.error("%s", err)
@@ -279,6 +337,7 @@ def _demo(args: argparse.Namespace) -> int:
         headless=args.headless,
         json=args.json,
         timeout=args.timeout,
+        cloud=args.cloud,
     )
     try:
         result = asyncio.run(run_demo(options))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 from collections.abc import AsyncIterator, Collection
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from kubeloop import (
     Client,
@@ -17,7 +19,14 @@ from kubeloop import (
     load_kubeconfig,
 )
 from nodepool_operator.api import crds
-from nodepool_operator.cloud import CloudProvider, MeteredCloud, SimulatedCloud, SimulatedKubelets
+from nodepool_operator.cloud import (
+    AwsCloud,
+    CloudProvider,
+    MeteredCloud,
+    SimulatedCloud,
+    SimulatedKubelets,
+    aws_environment_problems,
+)
 from nodepool_operator.cloud._kubelet import FIELD_MANAGER as KUBELET_FIELD_MANAGER
 from nodepool_operator.controllers.autoscaler import AutoscalerController
 from nodepool_operator.controllers.instance import InstanceController
@@ -30,6 +39,54 @@ FIELD_MANAGER = "kubeloop"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 #: Every controller the operator has.
 CONTROLLERS = ("nodepool", "autoscaler", "instance")
+
+
+class CloudChoiceError(Exception):
+    """The chosen cloud cannot be used here; the message says what is missing or wrong."""
+
+
+def is_local_test_bed(server: str) -> bool:
+    """Whether the API server is on this machine's loopback (envtest, kind, a local demo):
+    the only clusters where VMs of the simulated cloud are harmless."""
+    host = urlsplit(server).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@contextlib.asynccontextmanager
+async def open_cloud(
+    settings: OperatorSettings, config: ClusterConfig
+) -> AsyncIterator[CloudProvider]:
+    """The cloud ``settings.cloud`` names, checked before anything reconciles.
+
+    Raises:
+        CloudChoiceError: ``aws`` without a region or credentials (naming which), or
+            ``simulated`` against a cluster that is not a local test bed, unless
+            ``settings.allow_simulated_cloud``.
+    """
+    if settings.cloud == "aws":
+        problems = await aws_environment_problems(settings.aws_region, settings.aws_profile)
+        if problems:
+            raise CloudChoiceError("--cloud aws cannot start: " + "; ".join(problems))
+        async with AwsCloud(
+            region=settings.aws_region,
+            profile=settings.aws_profile,
+            endpoint_url=settings.aws_endpoint_url,
+            instance_types=settings.aws_instance_types or None,
+        ) as aws:
+            yield aws
+        return
+    if not settings.allow_simulated_cloud and not is_local_test_bed(config.server):
+        raise CloudChoiceError(
+            f"the simulated cloud's VMs are not real, and {config.server} is not a local "
+            "test bed (its API server is not on loopback): use --cloud aws, or "
+            "--allow-simulated-cloud if this cluster is a test bed"
+        )
+    yield SimulatedCloud(settings.cloud_state, boot_seconds=settings.boot_seconds)
 
 
 def _own_namespace() -> str:
@@ -84,10 +141,10 @@ async def operator(
     config = load_kubeconfig(kubeconfig) if kubeconfig else load_config()
     client = Client(config, field_manager=FIELD_MANAGER)
     try:
-        if settings.install_crds:
-            await install_crds(client, crds())
-        cloud = SimulatedCloud(settings.cloud_state, boot_seconds=settings.boot_seconds)
-        yield build_manager(client, cloud, settings, registry=registry)
+        async with open_cloud(settings, config) as cloud:
+            if settings.install_crds:
+                await install_crds(client, crds())
+            yield build_manager(client, cloud, settings, registry=registry)
     finally:
         await client.close()
 
@@ -110,10 +167,11 @@ async def simulated_vms(
 
 
 async def run(kubeconfig: str | None, settings: OperatorSettings) -> None:
-    """Run until SIGTERM/SIGINT (with the simulated VMs' kubelets, unless turned off)."""
+    """Run until SIGTERM/SIGINT (with the simulated VMs' kubelets, unless turned off; on
+    EC2 the VMs' own kubelets register their Nodes)."""
     async with contextlib.AsyncExitStack() as stack:
         mgr = await stack.enter_async_context(operator(kubeconfig, settings))
-        if settings.simulated_kubelets:
+        if settings.simulated_kubelets and settings.cloud == "simulated":
             config = load_kubeconfig(kubeconfig) if kubeconfig else load_config()
             cloud = SimulatedCloud(settings.cloud_state, boot_seconds=settings.boot_seconds)
             await stack.enter_async_context(simulated_vms(config, cloud))

@@ -4,12 +4,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+CloudName = Literal["simulated", "aws"]
 
 
 @dataclass
 class OperatorSettings:
     """How the operator runs; ``nodepool-operator run --help`` maps flags onto these."""
 
+    #: Which cloud the VMs live in: ``simulated`` (a SQLite file; local test beds only) or
+    #: ``aws`` (EC2, with credentials and region from the standard AWS chain).
+    cloud: CloudName = "simulated"
+    #: Let the simulated cloud run against a cluster whose API server is not on loopback
+    #: (off: its VMs are not real, so a real cluster would get Nodes nothing runs on).
+    allow_simulated_cloud: bool = False
+    #: AWS region and shared-config profile; None: the standard chain's (AWS_REGION...).
+    aws_region: str | None = None
+    aws_profile: str | None = None
+    #: Another EC2 API server (e.g. moto's on loopback); None: AWS's own endpoints.
+    aws_endpoint_url: str | None = None
+    #: Offer only these instance types (fewer DescribeInstanceTypes pages); empty: all.
+    aws_instance_types: tuple[str, ...] = ()
     #: SQLite file of the simulated cloud; it outlives the operator, like a real cloud.
     cloud_state: Path = Path(".nodepool-cloud.sqlite")
     #: Seconds a simulated VM takes to boot (pending -> running).

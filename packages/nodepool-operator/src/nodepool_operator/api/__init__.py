@@ -1,5 +1,6 @@
-"""The operator's API, group ``kubeloop.dev``, version ``v1alpha1``: NodePool, Autoscaler and
-Instance as Python types, the CRDs generated from them, and typed parsing for controllers.
+"""The operator's API, group ``kubeloop.dev``, version ``v1alpha1``: NodePool, Autoscaler,
+Instance and AwsNodeClass as Python types, the CRDs generated from them, and typed parsing
+for controllers.
 
 >>> pool = parse_nodepool({"spec": {"instanceType": "m5.large"}})
 >>> (pool.spec.min_nodes, pool.spec.max_nodes, pool.status.scale_operation)
@@ -21,6 +22,7 @@ from nodepool_operator.api._autoscaler import (
 )
 from nodepool_operator.api._crds import (
     AUTOSCALERS,
+    AWSNODECLASSES,
     CATEGORY,
     GROUP,
     INSTANCES,
@@ -34,6 +36,13 @@ from nodepool_operator.api._instance import (
     InstanceState,
     InstanceStatus,
     parse_instance,
+)
+from nodepool_operator.api._nodeclass import (
+    USER_DATA_VARIABLES,
+    AwsNodeClass,
+    AwsNodeClassSpec,
+    NodeClassRef,
+    parse_nodeclass,
 )
 from nodepool_operator.api._nodepool import (
     DEGRADED,
@@ -61,6 +70,7 @@ from nodepool_operator.api._schema import (
 
 __all__ = [
     "AUTOSCALERS",
+    "AWSNODECLASSES",
     "CATEGORY",
     "DEGRADED",
     "GROUP",
@@ -71,10 +81,13 @@ __all__ = [
     "READY",
     "RESERVED_LABEL_PREFIX",
     "SCALING",
+    "USER_DATA_VARIABLES",
     "VERSION",
     "Autoscaler",
     "AutoscalerSpec",
     "AutoscalerStatus",
+    "AwsNodeClass",
+    "AwsNodeClassSpec",
     "Condition",
     "Instance",
     "InstanceRecord",
@@ -82,6 +95,7 @@ __all__ = [
     "InstanceState",
     "InstanceStatus",
     "InvalidField",
+    "NodeClassRef",
     "NodePool",
     "NodePoolRef",
     "NodePoolSpec",
@@ -95,6 +109,7 @@ __all__ = [
     "parse_autoscaler",
     "parse_duration",
     "parse_instance",
+    "parse_nodeclass",
     "parse_nodepool",
     "to_api",
 ]

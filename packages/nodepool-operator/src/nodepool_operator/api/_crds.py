@@ -9,6 +9,7 @@ from typing import Any, Final
 from kubeloop import Resource
 from nodepool_operator.api._autoscaler import Autoscaler
 from nodepool_operator.api._instance import Instance
+from nodepool_operator.api._nodeclass import AwsNodeClass
 from nodepool_operator.api._nodepool import NodePool
 from nodepool_operator.api._schema import kind_schema
 
@@ -18,6 +19,7 @@ VERSION: Final = "v1alpha1"
 NODEPOOLS: Final = Resource(GROUP, VERSION, "nodepools", "NodePool", namespaced=False)
 AUTOSCALERS: Final = Resource(GROUP, VERSION, "autoscalers", "Autoscaler", namespaced=False)
 INSTANCES: Final = Resource(GROUP, VERSION, "instances", "Instance")
+AWSNODECLASSES: Final = Resource(GROUP, VERSION, "awsnodeclasses", "AwsNodeClass", namespaced=False)
 
 #: ``kubectl get kubeloop`` lists every kind of the operator.
 CATEGORY: Final = "kubeloop"
@@ -54,6 +56,8 @@ class _Served:
     columns: tuple[_Column, ...]
     short_names: tuple[str, ...] = ()
     scale: dict[str, str] | None = None
+    status: bool = True
+    """Whether the kind has a status (and so the status subresource)."""
 
 
 _SERVED: Final = (
@@ -97,6 +101,18 @@ _SERVED: Final = (
             _AGE,
         ),
     ),
+    _Served(
+        AWSNODECLASSES,
+        AwsNodeClass,
+        (
+            _Column("AMI", ".spec.amiId", "string", "The AMI id, if given directly."),
+            _Column("SSM", ".spec.amiSsmParameter", "string", "The AMI's SSM parameter.", 1),
+            _Column("Profile", ".spec.instanceProfile", "string", "The instance profile.", 1),
+            _AGE,
+        ),
+        short_names=("anc",),
+        status=False,  # settings only: no controller reconciles a node class
+    ),
 )
 
 
@@ -114,7 +130,17 @@ def _crd(served: _Served) -> dict[str, Any]:
     subresources: dict[str, Any] = {}
     if served.scale is not None:
         subresources["scale"] = dict(served.scale)
-    subresources["status"] = {}
+    if served.status:
+        subresources["status"] = {}
+    version: dict[str, Any] = {
+        "additionalPrinterColumns": [c.to_api() for c in served.columns],
+        "name": res.version,
+        "schema": {"openAPIV3Schema": kind_schema(served.root)},
+        "served": True,
+        "storage": True,
+    }
+    if subresources:
+        version["subresources"] = subresources
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -123,16 +149,7 @@ def _crd(served: _Served) -> dict[str, Any]:
             "group": res.group,
             "names": names,
             "scope": "Namespaced" if res.namespaced else "Cluster",
-            "versions": [
-                {
-                    "additionalPrinterColumns": [c.to_api() for c in served.columns],
-                    "name": res.version,
-                    "schema": {"openAPIV3Schema": kind_schema(served.root)},
-                    "served": True,
-                    "storage": True,
-                    "subresources": subresources,
-                }
-            ],
+            "versions": [version],
         },
     }
 

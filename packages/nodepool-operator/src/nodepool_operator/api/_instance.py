@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from nodepool_operator.api._nodeclass import NodeClassRef
 from nodepool_operator.api._schema import (
     Condition,
     ListMapKey,
@@ -34,6 +35,9 @@ class InstanceSpec:
     """The machine image to boot, e.g. ami-0abcdef1234567890."""
     instance_type: Annotated[str, MinLength(1), MaxLength(63)]
     """The cloud instance type, e.g. m5.large."""
+    node_class_ref: NodeClassRef | None = None
+    """The AwsNodeClass whose subnets, security groups, instance profile, user data and
+    tags the VM gets (its AMI is spec.image). Omitted: the cloud's defaults."""
 
 
 @dataclass(frozen=True, kw_only=True)

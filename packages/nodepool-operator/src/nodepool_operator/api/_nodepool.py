@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, Literal
 
+from nodepool_operator.api._nodeclass import NodeClassRef
 from nodepool_operator.api._schema import (
     CEL,
     Condition,
@@ -120,6 +121,10 @@ class NodePoolSpec:
     reserved for the operator."""
     taints: Annotated[list[Taint], MaxItems(32)] = field(default_factory=list)
     """Taints every node of the pool is registered with."""
+    node_class_ref: NodeClassRef | None = None
+    """The AwsNodeClass the pool's VMs boot with (AMI, subnets, security groups, instance
+    profile, user data, tags). Omitted: the cloud's defaults and the operator's node image
+    (enough for the simulated cloud, not for EC2)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,10 +1,14 @@
-"""The cloud port, its typed errors, and a simulated cloud that outlives the operator.
+"""The cloud port, its typed errors, and its two providers.
 
-The operator speaks only :class:`CloudProvider`; tests, demos and the local run use
-:class:`SimulatedCloud`, whose VMs, call counts and injected faults live in a SQLite file,
-and :class:`SimulatedKubelets`, the VMs' side: their kubelets register the Nodes.
+The operator speaks only :class:`CloudProvider`. :class:`SimulatedCloud` keeps its VMs, call
+counts and injected faults in a SQLite file (tests, demos, local runs), and
+:class:`SimulatedKubelets` is its VMs' side: their kubelets register the Nodes.
+:class:`AwsCloud` talks to EC2, or to moto's EC2 server on loopback (:class:`MotoServer`,
+tests and ``demo --cloud aws``), where :class:`MotoKubelets` plays the VMs' kubelets.
+Everything AWS-specific lives in this package.
 """
 
+from ._aws import SSM_IMAGE_PREFIX, AwsCloud, aws_environment_problems, max_pods
 from ._bootstrap import (
     PROVIDER_ID_PREFIX,
     NodeBootstrap,
@@ -15,7 +19,10 @@ from ._bootstrap import (
 from ._catalogue import CATALOGUE, GiB
 from ._kubelet import KWOK_ANNOTATIONS, SimulatedKubelets
 from ._metered import MeteredCloud
+from ._moto import LaunchEnvironment, MotoServer, MotoUnavailable, seed_launch_environment
+from ._moto_kubelet import AWS_PROVIDER_PREFIX, MotoKubelets, aws_provider_id
 from ._port import (
+    MAX_TOKEN_LENGTH,
     CapacityUnavailable,
     CloudError,
     CloudProvider,
@@ -26,8 +33,11 @@ from ._port import (
     InstanceState,
     InstanceType,
     InvalidRequest,
+    LaunchSettings,
+    PermissionDenied,
     QuotaExceeded,
     TransientCloudError,
+    check_request,
 )
 from ._simulated import (
     METHODS,
@@ -40,10 +50,14 @@ from ._simulated import (
 )
 
 __all__ = [
+    "AWS_PROVIDER_PREFIX",
     "CATALOGUE",
     "KWOK_ANNOTATIONS",
+    "MAX_TOKEN_LENGTH",
     "METHODS",
     "PROVIDER_ID_PREFIX",
+    "SSM_IMAGE_PREFIX",
+    "AwsCloud",
     "CapacityUnavailable",
     "CloudError",
     "CloudProvider",
@@ -59,14 +73,25 @@ __all__ = [
     "InstanceState",
     "InstanceType",
     "InvalidRequest",
+    "LaunchEnvironment",
+    "LaunchSettings",
     "MeteredCloud",
     "Method",
+    "MotoKubelets",
+    "MotoServer",
+    "MotoUnavailable",
     "NodeBootstrap",
+    "PermissionDenied",
     "QuotaExceeded",
     "SimulatedCloud",
     "SimulatedKubelets",
     "TransientCloudError",
+    "aws_environment_problems",
+    "aws_provider_id",
+    "check_request",
     "instance_id_of",
+    "max_pods",
     "provider_id",
     "registered_node",
+    "seed_launch_environment",
 ]

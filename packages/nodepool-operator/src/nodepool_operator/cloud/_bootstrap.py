@@ -77,9 +77,11 @@ def registered_node(
     private_ip: str,
     public_ip: str | None,
     annotations: Mapping[str, str] | None = None,
+    provider: str | None = None,
 ) -> dict[str, Any]:
     """The Node a kubelet registers for its VM: no conditions yet (the kubelet, here kwok,
-    reports them once it runs), capacity and allocatable as stated, the VM's addresses."""
+    reports them once it runs), capacity and allocatable as stated, the VM's addresses.
+    ``provider`` is its ``spec.providerID``; default the simulated cloud's."""
     addresses = [{"type": "InternalIP", "address": private_ip}]
     if public_ip:
         addresses.append({"type": "ExternalIP", "address": public_ip})
@@ -97,7 +99,7 @@ def registered_node(
         "kind": "Node",
         "metadata": metadata,
         "spec": {
-            "providerID": provider_id(instance_id),
+            "providerID": provider or provider_id(instance_id),
             "taints": [dict(t) for t in bootstrap.taints],
         },
         "status": {

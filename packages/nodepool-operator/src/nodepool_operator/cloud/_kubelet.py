@@ -54,7 +54,9 @@ class SimulatedKubelets:
         interval: seconds between looks at the cloud. Default 0.2.
     """
 
-    def __init__(self, cloud: SimulatedCloud, client: Client, *, interval: float = 0.2) -> None:
+    def __init__(
+        self, cloud: SimulatedCloud | None, client: Client, *, interval: float = 0.2
+    ) -> None:
         self.cloud = cloud
         self.client = client
         self.interval = interval
@@ -82,6 +84,7 @@ class SimulatedKubelets:
 
     async def sync(self) -> None:
         """One look at every VM; registers or unregisters as described above."""
+        assert self.cloud is not None, "subclasses without a SimulatedCloud override sync()"
         snapshot = await asyncio.to_thread(self.cloud.snapshot)
         for vm in snapshot.instances:
             bootstrap = NodeBootstrap.decode(vm.user_data)
@@ -97,13 +100,16 @@ class SimulatedKubelets:
                 self._down.add(vm.id)
                 self._up.discard(vm.id)
 
-    async def _start(self, vm: Instance, bootstrap: NodeBootstrap) -> None:
+    async def _start(
+        self, vm: Instance, bootstrap: NodeBootstrap, provider: str | None = None
+    ) -> None:
         node = registered_node(
             bootstrap,
             instance_id=vm.id,
             private_ip=vm.private_ip,
             public_ip=vm.public_ip,
             annotations=KWOK_ANNOTATIONS,
+            provider=provider,
         )
         try:
             await self.client.create(NODES, node)

@@ -27,6 +27,29 @@ class InstanceType:
     """How many pods the kubelet on this type may run (EC2's ENI-derived max-pods)."""
 
 
+#: EC2's limit on a ClientToken; every provider holds tokens to it, so one intent's token
+#: works against any of them.
+MAX_TOKEN_LENGTH = 64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchSettings:
+    """Where a VM boots and as whom, beyond its type, image and user data (an
+    ``AwsNodeClass``'s fields).
+
+    Part of the intent like the rest of :class:`CreateRequest`: a provider sends them in the
+    create call itself. A provider without networks (the simulated cloud) ignores them.
+    """
+
+    subnets: tuple[str, ...] = ()
+    """Subnets to launch into; a provider picks one per VM, the same one for every repeat
+    of a request. Empty: the provider's default network."""
+    security_groups: tuple[str, ...] = ()
+    """Security groups of the VM's network interface. Empty: the network's default."""
+    instance_profile: str | None = None
+    """The IAM instance profile (name or ARN) the VM runs as; None for none."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CreateRequest:
     """Everything needed to launch one VM, decided *before* the call and recorded as intent.
@@ -41,9 +64,12 @@ class CreateRequest:
     instance_type: str
     image: str
     idempotency_token: str
-    """Stable per intended VM, e.g. the claim's UID. Required; a repeat returns the same VM."""
+    """Stable per intended VM, e.g. a hash of the claim's UID. Required, printable ASCII, at
+    most :data:`MAX_TOKEN_LENGTH` characters; a repeat returns the same VM."""
     tags: dict[str, str] = field(default_factory=dict)
     """Set in the create call itself, never by a later tagging call that could fail alone."""
+    launch: LaunchSettings = field(default_factory=LaunchSettings)
+    """Network, identity and boot script; default: the provider's defaults."""
     user_data: str = ""
     """Opaque to the cloud, read by the VM at boot (EC2's UserData): how its kubelet joins
     the cluster (see :class:`~nodepool_operator.cloud.NodeBootstrap`). Default empty."""
@@ -79,10 +105,11 @@ class CloudProvider(Protocol):
         token names one VM for good, so a lost VM is replaced under a *new* token.
 
         Raises:
-            InvalidRequest: unknown instance type, missing token, or the token was used
-                with different arguments (:class:`IdempotencyMismatch`).
+            InvalidRequest: unknown instance type, missing or over-long token, or the token
+                was used with different arguments (:class:`IdempotencyMismatch`).
             QuotaExceeded: the account may not hold another VM.
             CapacityUnavailable: no capacity for this instance type right now.
+            PermissionDenied: the provider's credentials may not launch this VM.
         """
         ...
 
@@ -164,6 +191,15 @@ class QuotaExceeded(CloudError):
     default_retry_after: ClassVar[float | None] = 300.0
 
 
+class PermissionDenied(CloudError):
+    """The credentials may not make this call (EC2's ``UnauthorizedOperation``). Not the
+    spec's fault and not fixed by retrying soon: someone must change a policy. Report it
+    (``CloudPermissionDenied``) and look again after ``retry_after`` (default 300 s).
+    """
+
+    default_retry_after: ClassVar[float | None] = 300.0
+
+
 class CapacityUnavailable(CloudError):
     """No capacity for this instance type right now. Retryable with backoff (default
     ``retry_after`` 30 s), or at once with another instance type.
@@ -210,3 +246,23 @@ class IdempotencyMismatch(InvalidRequest):
     """The idempotency token was already used with different arguments (EC2's
     ``IdempotentParameterMismatch``): the intent recorded for this VM changed, a bug.
     """
+
+
+def check_request(request: CreateRequest) -> None:
+    """Refuse a request no provider may accept, the same way in every provider.
+
+    Raises:
+        InvalidRequest: no name, or no token, or a token that is not printable ASCII of at
+            most :data:`MAX_TOKEN_LENGTH` characters.
+    """
+    token = request.idempotency_token
+    if not token:
+        # A create without a token is how controllers duplicate VMs; refuse it.
+        raise InvalidRequest("create needs an idempotency_token")
+    if len(token) > MAX_TOKEN_LENGTH or not (token.isascii() and token.isprintable()):
+        raise InvalidRequest(
+            f"idempotency_token must be printable ASCII of at most {MAX_TOKEN_LENGTH} "
+            f"characters, got {len(token)}: {token[:80]!r}"
+        )
+    if not request.name:
+        raise InvalidRequest("create needs a name")

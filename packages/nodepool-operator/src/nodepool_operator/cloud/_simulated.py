@@ -38,8 +38,10 @@ from ._port import (
     InstanceState,
     InstanceType,
     InvalidRequest,
+    PermissionDenied,
     QuotaExceeded,
     TransientCloudError,
+    check_request,
 )
 
 Method = Literal["create", "delete", "describe", "list", "start", "stop", "instance_types", "find"]
@@ -58,6 +60,7 @@ _ERRORS: dict[str, type[CloudError]] = {
         TransientCloudError,
         InvalidRequest,
         IdempotencyMismatch,
+        PermissionDenied,
     )
 }
 
@@ -464,11 +467,7 @@ class SimulatedCloud:
             return result
 
     def _create(self, conn: sqlite3.Connection, now: float, request: CreateRequest) -> Instance:
-        if not request.idempotency_token:
-            # A create without a token is how controllers duplicate VMs; refuse it.
-            raise InvalidRequest("create needs an idempotency_token")
-        if not request.name:
-            raise InvalidRequest("create needs a name")
+        check_request(request)
         row = conn.execute(
             f"SELECT {_COLUMNS} FROM instances WHERE token = ?", (request.idempotency_token,)
         ).fetchone()

@@ -75,10 +75,13 @@ from nodepool_operator.cloud import (
     CreateRequest,
     InstanceNotFound,
     InvalidRequest,
+    LaunchSettings,
+    PermissionDenied,
     QuotaExceeded,
     TransientCloudError,
 )
 from nodepool_operator.cloud import Instance as VM
+from nodepool_operator.controllers import _launch as launching
 from nodepool_operator.settings import OperatorSettings
 
 log = logging.getLogger("nodepool_operator.instance")
@@ -109,10 +112,20 @@ class _Outcome:
     """Whether this reconcile created a VM (then older unrecorded ones are swept)."""
 
 
-def idempotency_token(uid: str, predecessor: str | None, instance_type: str, image: str) -> str:
-    """The create token for one intent; see the module docstring."""
-    intent = f"{predecessor or ''}\n{instance_type}\n{image}".encode()
-    return f"{uid}/{hashlib.sha256(intent).hexdigest()[:16]}"
+def idempotency_token(
+    uid: str,
+    predecessor: str | None,
+    instance_type: str,
+    image: str,
+    launch: LaunchSettings | None = None,
+    user_data: str = "",
+) -> str:
+    """The create token for one intent; see the module docstring. At most 53 characters
+    (EC2 takes 64). Launch settings and user data from a node class are part of the intent."""
+    intent = f"{predecessor or ''}\n{instance_type}\n{image}"
+    if (launch is not None and launch != LaunchSettings()) or user_data:
+        intent += f"\n{launch!r}\n{user_data}"
+    return f"{uid}/{hashlib.sha256(intent.encode()).hexdigest()[:16]}"
 
 
 def _now() -> str:
@@ -175,7 +188,13 @@ class InstanceController:
         generation = int(obj["metadata"].get("generation") or 0)
         try:
             outcome = await self._converge(obj, inst)
-        except (InvalidRequest, QuotaExceeded, CapacityUnavailable) as err:
+        except (
+            InvalidRequest,
+            QuotaExceeded,
+            CapacityUnavailable,
+            PermissionDenied,
+            launching.NodeClassUnavailable,
+        ) as err:
             return await self._report_cloud_error(obj, generation, err)
         try:
             await self._write_status(obj, generation, outcome.vm)
@@ -253,16 +272,38 @@ class InstanceController:
 
     async def _launch(self, obj: Object, inst: Instance, *, predecessor: str | None) -> VM:
         meta = obj["metadata"]
+        # Unique per Instance, and unlike any NodePool VM's "<pool>-<index>".
+        name = f"{meta['namespace']}/{meta['name']}"
+        node_class = await launching.node_class(self.mgr.client, inst.spec.node_class_ref)
+        launch = launching.launch_settings(node_class)
+        user_data = (
+            node_class.render_user_data(
+                node_name=meta["name"], pool_name="", instance_type=inst.spec.instance_type
+            )
+            if node_class is not None
+            else None
+        ) or ""
         request = CreateRequest(
-            # Unique per Instance, and unlike any NodePool VM's "<pool>-<index>".
-            name=f"{meta['namespace']}/{meta['name']}",
+            name=name,
             instance_type=inst.spec.instance_type,
             image=inst.spec.image,
             idempotency_token=idempotency_token(
-                meta["uid"], predecessor, inst.spec.instance_type, inst.spec.image
+                meta["uid"],
+                predecessor,
+                inst.spec.instance_type,
+                inst.spec.image,
+                launch,
+                user_data,
             ),
-            # Part of the create, so no VM ever exists untagged.
-            tags={UID_TAG: meta["uid"], NAME_TAG: f"{meta['namespace']}/{meta['name']}"},
+            # Part of the create, so no VM ever exists untagged; ours last, so a node class
+            # cannot take the VM away from its Instance.
+            tags={
+                **(node_class.tags if node_class is not None else {}),
+                UID_TAG: meta["uid"],
+                NAME_TAG: name,
+            },
+            launch=launch,
+            user_data=user_data,
         )
         vm = await self.cloud.create(request)
         # A crash here is the case the token exists for: the retry gets this same VM.
@@ -370,6 +411,10 @@ class InstanceController:
             reason, retry = "InvalidSpec", None
         elif isinstance(err, QuotaExceeded):
             reason, retry = "CloudQuotaExceeded", err.retry_after
+        elif isinstance(err, PermissionDenied):
+            reason, retry = "CloudPermissionDenied", err.retry_after
+        elif isinstance(err, launching.NodeClassUnavailable):
+            reason, retry = "NodeClassUnavailable", err.retry_after
         else:
             reason, retry = "CapacityUnavailable", err.retry_after
         self.mgr.recorder.warning(obj, reason, str(err), action="Launch")

@@ -75,6 +75,7 @@ from nodepool_operator.cloud import (
     InstanceType,
     instance_id_of,
 )
+from nodepool_operator.controllers import _launch as launching
 from nodepool_operator.controllers._capacity import scale_down_node
 from nodepool_operator.controllers._create_gate import CreateGate
 from nodepool_operator.controllers._drain import (
@@ -441,6 +442,11 @@ class NodePoolController:
         if held is not None:
             p.failure = held  # refused recently for this spec: do not ask again yet
             return
+        try:
+            node_class = await launching.node_class(self.mgr.client, p.pool.spec.node_class_ref)
+        except launching.NodeClassUnavailable as err:
+            self._failed(p, err)
+            return
         listed = {vm.name: vm for vm in p.listed}
         type_name = p.pool.spec.instance_type
         try:
@@ -457,6 +463,7 @@ class NodePoolController:
                 pool_uid=p.uid,
                 instance_type=type_name,
                 name=r.name,
+                node_class=node_class,
                 user_data=bootstrap.encode(),
             )
             try:

@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
 
 from kubeloop import (
     NAMESPACES,
@@ -34,10 +34,11 @@ from kubeloop import (
     load_kubeconfig,
 )
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions, find_assets
-from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
-from nodepool_operator.cloud import SimulatedCloud
+from nodepool_operator.api import AUTOSCALERS, AWSNODECLASSES, NODEPOOLS
+from nodepool_operator.cloud import MotoUnavailable
 from nodepool_operator.demo import _scaledown
 from nodepool_operator.demo._apiactivity import ApiActivity, api_activity
+from nodepool_operator.demo._clouds import DemoCloud, SimulatedDemoCloud, moto_cloud
 from nodepool_operator.demo._clusterview import ClusterView
 from nodepool_operator.demo._figures import compute_figures
 from nodepool_operator.demo._liveview import LiveView, status_line
@@ -45,7 +46,7 @@ from nodepool_operator.demo._report import terminal_summary, write_report
 from nodepool_operator.demo._result import DemoResult
 from nodepool_operator.demo._sample import Sample, take_sample
 from nodepool_operator.demo._workload import DEFAULT_PODS, POOL_NAME, Role, Workload
-from nodepool_operator.operator import operator, simulated_vms
+from nodepool_operator.operator import operator
 from nodepool_operator.settings import OperatorSettings
 
 #: Seconds between two samples (and redraws of the live view).
@@ -91,6 +92,8 @@ class DemoOptions:
     json: bool = False
     #: Seconds to wait for every fitting pod to be scheduled.
     timeout: float = 300.0
+    #: ``simulated``, or ``aws``: AwsCloud against a moto server the demo starts on loopback.
+    cloud: Literal["simulated", "aws"] = "simulated"
 
 
 class DemoError(Exception):
@@ -148,7 +151,7 @@ class _Run:
         self.stdout = stdout
         self.stderr = stderr
         try:
-            self.workload = Workload.sized(options.pods)
+            self.workload = Workload.sized(options.pods, ec2=options.cloud == "aws")
         except ValueError as err:
             raise DemoError(str(err)) from None
         self.registry = Registry()
@@ -169,11 +172,14 @@ class _Run:
     async def run(self) -> DemoResult:
         workdir = self._workdir()
         kubeconfig = self.options.kubeconfig or await self._start_control_plane()
-        self.say("starting the operator (in this process) with the simulated cloud")
+        cloud = await self._cloud(workdir)
+        self.say(f"starting the operator (in this process) with the {cloud.name} cloud")
         settings = OperatorSettings(
-            cloud_state=workdir / "cloud.sqlite",
+            **cloud.settings,
             boot_seconds=self.options.boot_seconds,
             install_crds=True,
+            # The demo says it runs the simulated cloud, also on a --kubeconfig cluster.
+            allow_simulated_cloud=True,
             metrics_bind_address=None,
             health_probe_bind_address=None,
             handle_signals=False,
@@ -183,14 +189,13 @@ class _Run:
         )
         running = asyncio.create_task(mgr.run(), name="nodepool-operator")
         self.stack.push_async_callback(_stop_operator, mgr, running)
-        cloud = await asyncio.to_thread(SimulatedCloud, settings.cloud_state)
         # The VMs' side: each booted VM's kubelet registers its Node (kwok then runs it).
-        await self.stack.enter_async_context(simulated_vms(load_kubeconfig(str(kubeconfig)), cloud))
+        await self.stack.enter_async_context(cloud.vm_side(load_kubeconfig(str(kubeconfig))))
         client = Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER)
         self.stack.push_async_callback(client.close)
         await self._until(lambda: _synced(mgr), running, "the operator's caches to sync")
 
-        await self._apply(client)
+        await self._apply(client, cloud)
         if self.options.kubeconfig is not None and not self.options.keep:
             # Another's cluster: leave it as found. Runs before the operator stops (LIFO),
             # since the pool's finalizer needs the operator to delete its VMs.
@@ -212,6 +217,10 @@ class _Run:
             await self._scale_down_act(client, view, cloud, running, started)
             result = self._with_second_act(result)
         if self.options.report is not None:
+            # The cloud's own record at the very end (for the simulated cloud, also its file).
+            snapshot = await cloud.snapshot()
+            text = json.dumps({"cloud": cloud.name, **snapshot.to_json()}, indent=2)
+            await asyncio.to_thread((self.options.report / "cloud.json").write_text, text)
             summary, chart = await asyncio.to_thread(write_report, result, self.options.report)
             self.say(f"report: {summary} and {chart}")
         if self.options.json:
@@ -249,6 +258,15 @@ class _Run:
         self.stack.callback(stream.close)
         self.stack.callback(logging.getLogger().removeHandler, handler)
 
+    async def _cloud(self, workdir: Path) -> DemoCloud:
+        if self.options.cloud == "simulated":
+            return SimulatedDemoCloud(workdir / "cloud.sqlite")
+        self.say("starting moto's EC2 API server on loopback (AwsCloud talks to it)")
+        try:
+            return await self.stack.enter_async_context(moto_cloud(workdir))
+        except MotoUnavailable as err:
+            raise DemoError(str(err)) from err
+
     async def _start_control_plane(self) -> Path:
         self.say(
             "starting a local cluster (etcd, kube-apiserver, kube-scheduler, "
@@ -267,10 +285,19 @@ class _Run:
         self.say(f"control plane up at {plane.server}")
         return plane.kubeconfig
 
-    async def _apply(self, client: Client) -> None:
+    async def _apply(self, client: Client, cloud: DemoCloud) -> None:
         for namespace in self.workload.namespaces():
             with contextlib.suppress(AlreadyExists):
                 await client.create(NAMESPACES, {"metadata": {"name": namespace}})
+        node_class = cloud.node_class(POOL_NAME)
+        if node_class is not None:
+            spec = node_class["spec"]
+            self.say(
+                f"applying AwsNodeClass {POOL_NAME} (AMI from SSM parameter "
+                f"{spec['amiSsmParameter']}, {len(spec['subnetIds'])} subnets)"
+            )
+            with contextlib.suppress(AlreadyExists):
+                await client.create(AWSNODECLASSES, node_class)
         self.say(
             f"applying NodePool {POOL_NAME} ({self.workload.shape.instance_type}, "
             f"{self.workload.shape.memory}) and its Autoscaler "
@@ -300,7 +327,7 @@ class _Run:
     # -- the run --------------------------------------------------------------------------
 
     async def _watch(
-        self, view: ClusterView, cloud: SimulatedCloud, running: asyncio.Task[None], start: float
+        self, view: ClusterView, cloud: DemoCloud, running: asyncio.Task[None], start: float
     ) -> float | None:
         """Sample until every fitting pod is bound and the pool is at rest, or the timeout.
 
@@ -337,7 +364,7 @@ class _Run:
         self,
         client: Client,
         view: ClusterView,
-        cloud: SimulatedCloud,
+        cloud: DemoCloud,
         running: asyncio.Task[None],
         start: float,
     ) -> None:
@@ -395,8 +422,8 @@ class _Run:
             and len(sample.not_triggering) >= expected
         )
 
-    async def _sample(self, view: ClusterView, cloud: SimulatedCloud, t: float) -> Sample:
-        snapshot = await asyncio.to_thread(cloud.snapshot)
+    async def _sample(self, view: ClusterView, cloud: DemoCloud, t: float) -> Sample:
+        snapshot = await cloud.snapshot()
         return take_sample(
             t,
             pods=view.pods(),
@@ -409,9 +436,9 @@ class _Run:
         )
 
     async def _result(
-        self, view: ClusterView, cloud: SimulatedCloud, converged_at: float | None
+        self, view: ClusterView, cloud: DemoCloud, converged_at: float | None
     ) -> DemoResult:
-        snapshot = await asyncio.to_thread(cloud.snapshot)
+        snapshot = await cloud.snapshot()
         final = self.samples[-1]
         figures = compute_figures(
             self.workload,
@@ -489,7 +516,7 @@ class _Run:
         for pod in self.workload.pods():
             with contextlib.suppress(NotFound):
                 await client.delete(PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
-        for resource in (AUTOSCALERS, NODEPOOLS):
+        for resource in (AUTOSCALERS, NODEPOOLS, AWSNODECLASSES):
             with contextlib.suppress(NotFound):
                 await client.delete(resource, POOL_NAME)
         deadline = asyncio.get_running_loop().time() + CLEANUP_SECONDS

@@ -140,6 +140,11 @@ class PoolShape:
     max_nodes: int = 10
 
 
+#: On EC2 (moto): a real type with 96 GiB (48 vCPUs; the spec keeps cpu at 12, so the pods
+#: pack exactly as on the simulated cloud).
+EC2_INSTANCE_TYPE: Final = "c5.12xlarge"
+
+
 @dataclass(frozen=True)
 class Workload:
     """The demo's objects as API manifests, and what a perfect run ends with."""
@@ -149,12 +154,21 @@ class Workload:
     #: The Autoscaler's period. The seeds' default is 5m; the demo does not depend on it,
     #: because the Autoscaler reacts to pod events through its watch, not to the period.
     frequency: str = "30s"
+    #: The AwsNodeClass the pool names (on EC2), or None.
+    node_class: str | None = None
 
     @classmethod
-    def sized(cls, pods: int = DEFAULT_PODS) -> Workload:
+    def sized(cls, pods: int = DEFAULT_PODS, *, ec2: bool = False) -> Workload:
         """The workload with a burst of ``pods`` (:func:`mixed_burst`), the pool's maxNodes
-        raised if the fitting pods need more than the default 10 nodes."""
+        raised if the fitting pods need more than the default 10 nodes. ``ec2``: an EC2
+        instance type and a node class named after the pool."""
         workload = cls(burst=mixed_burst(pods))
+        if ec2:
+            workload = replace(
+                workload,
+                shape=replace(workload.shape, instance_type=EC2_INSTANCE_TYPE),
+                node_class=POOL_NAME,
+            )
         needed = workload.nodes_first_fit()
         if needed > workload.shape.max_nodes:
             workload = replace(workload, shape=replace(workload.shape, max_nodes=needed))
@@ -164,7 +178,7 @@ class Workload:
         return sorted({g.namespace for g in self.burst})
 
     def nodepool(self) -> dict[str, Any]:
-        return {
+        pool: dict[str, Any] = {
             "apiVersion": NODEPOOLS.api_version,
             "kind": NODEPOOLS.kind,
             "metadata": {"name": POOL_NAME, "labels": {DEMO_LABEL: "pool"}},
@@ -177,6 +191,9 @@ class Workload:
                 "targetNodes": 0,
             },
         }
+        if self.node_class is not None:
+            pool["spec"]["nodeClassRef"] = {"name": self.node_class}
+        return pool
 
     def autoscaler(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,155 @@
+"""AwsNodeClass: how an EC2 VM boots (AMI, network, identity, user data, tags), cluster-scoped
+and shared by the NodePools and Instances that name it in ``spec.nodeClassRef``.
+
+Validated at admission as far as the schema and CEL can express it (shapes of ids, sizes,
+reserved tag keys, the user data's placeholders); whether an AMI or subnet exists only EC2
+can say, and a refusal shows on the referencing object's conditions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final
+
+from nodepool_operator.api._schema import (
+    CEL,
+    ListSet,
+    MaxItems,
+    MaxLength,
+    MaxProperties,
+    MinLength,
+    ObjectMeta,
+    Pattern,
+    parse,
+    rules,
+)
+
+#: The placeholders a user data template may use, and nothing else: a typo fails admission.
+USER_DATA_VARIABLES: Final = ("nodeName", "poolName", "instanceType")
+#: EC2's limit on user data (before base64).
+MAX_USER_DATA: Final = 16384
+#: EC2 allows 50 tags per resource; the operator's own tags take up to 10 of them.
+MAX_USER_TAGS: Final = 40
+#: Tag keys users may not set: AWS's own prefix, the operator's, and the VM's name.
+RESERVED_TAG_PREFIXES: Final = ("aws:", "kubeloop.dev/")
+RESERVED_TAG_KEYS: Final = ("Name",)
+
+_PLACEHOLDER = r"\$\{[^}]*\}"
+_ALLOWED_PLACEHOLDERS = [f"${{{v}}}" for v in USER_DATA_VARIABLES]
+_ONLY_KNOWN_PLACEHOLDERS = CEL(
+    f"self.findAll(r'{_PLACEHOLDER}').all(p, p in {_ALLOWED_PLACEHOLDERS!r})".replace('"', "'"),
+    "user data may only use the placeholders " + ", ".join(_ALLOWED_PLACEHOLDERS),
+    check=lambda text: all(p in _ALLOWED_PLACEHOLDERS for p in re.findall(_PLACEHOLDER, text)),
+)
+_NO_RESERVED_TAGS = CEL(
+    "!self.exists(k, "
+    + " || ".join(
+        [f"k.startsWith('{p}')" for p in RESERVED_TAG_PREFIXES]
+        + [f"k == '{k}'" for k in RESERVED_TAG_KEYS]
+    )
+    + ")",
+    "tag keys Name, aws:* and kubeloop.dev/* are reserved",
+    check=lambda tags: (
+        not any(k.startswith(RESERVED_TAG_PREFIXES) or k in RESERVED_TAG_KEYS for k in tags)
+    ),
+)
+_TAG_KEY_LENGTH = CEL(
+    "self.all(k, k.size() >= 1 && k.size() <= 128)",
+    "tag keys must be 1 to 128 characters long",
+    check=lambda tags: all(1 <= len(k) <= 128 for k in tags),
+)
+
+
+@rules(
+    CEL(
+        "has(self.amiId) != has(self.amiSsmParameter)",
+        "exactly one of amiId and amiSsmParameter must be set",
+        check=lambda spec: (spec.ami_id is None) != (spec.ami_ssm_parameter is None),
+    )
+)
+@dataclass(frozen=True, kw_only=True)
+class AwsNodeClassSpec:
+    """AwsNodeClassSpec is how EC2 VMs of the referencing pools and instances boot."""
+
+    ami_id: Annotated[str, Pattern(r"^ami-[0-9a-f]{8,17}$")] | None = None
+    """The AMI to boot, e.g. ami-0abcdef1234567890. Exactly one of amiId and
+    amiSsmParameter."""
+    ami_ssm_parameter: (
+        Annotated[str, MinLength(2), MaxLength(1011), Pattern(r"^/[A-Za-z0-9_.\-/]+$")] | None
+    ) = None
+    """An SSM parameter holding the AMI id, read at each launch, e.g.
+    /aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended/image_id."""
+    subnet_ids: Annotated[
+        list[Annotated[str, Pattern(r"^subnet-[0-9a-f]{8,17}$")]], MaxItems(16), ListSet()
+    ] = field(default_factory=list)
+    """Subnets to launch into; each VM gets one, picked by its idempotency token. Empty: the
+    region's default VPC."""
+    security_group_ids: Annotated[
+        list[Annotated[str, Pattern(r"^sg-[0-9a-f]{8,17}$")]], MaxItems(5), ListSet()
+    ] = field(default_factory=list)
+    """Security groups of the VM's network interface. Empty: the VPC's default group."""
+    instance_profile: (
+        Annotated[str, MinLength(1), MaxLength(2048), Pattern(r"^[\w+=,.@:/-]+$")] | None
+    ) = None
+    """The IAM instance profile the VM runs as, by name or ARN (its role is what the
+    kubelet uses to join). The operator needs iam:PassRole on its role."""
+    user_data: Annotated[str, MaxLength(MAX_USER_DATA), _ONLY_KNOWN_PLACEHOLDERS] | None = None
+    """User data (a boot script or cloud-init) with which the VM's kubelet joins the
+    cluster; ${nodeName}, ${poolName} and ${instanceType} are replaced per VM. It replaces
+    the operator's node bootstrap, so it must register the Node under ${nodeName} with the
+    pool's labels and taints itself. Omitted: the operator's node bootstrap."""
+    tags: Annotated[
+        dict[str, Annotated[str, MaxLength(256)]],
+        MaxProperties(MAX_USER_TAGS),
+        _TAG_KEY_LENGTH,
+        _NO_RESERVED_TAGS,
+    ] = field(default_factory=dict)
+    """Extra tags on every VM and its volumes. Name, aws:* and kubeloop.dev/* are reserved."""
+
+    @property
+    def image(self) -> str:
+        """The image as the cloud port takes it: an AMI id, or EC2's resolve:ssm: form."""
+        if self.ami_id is not None:
+            return self.ami_id
+        return f"resolve:ssm:{self.ami_ssm_parameter}"
+
+    def render_user_data(self, *, node_name: str, pool_name: str, instance_type: str) -> str | None:
+        """The user data with its placeholders filled in (the same every time)."""
+        if self.user_data is None:
+            return None
+        values = {"nodeName": node_name, "poolName": pool_name, "instanceType": instance_type}
+        return re.sub(
+            r"\$\{(nodeName|poolName|instanceType)\}",
+            lambda m: values[m.group(1)],
+            self.user_data,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AwsNodeClass:
+    """AwsNodeClass is how EC2 VMs boot; NodePools and Instances name it in
+    spec.nodeClassRef."""
+
+    metadata: ObjectMeta = field(default_factory=ObjectMeta)
+    """Standard object metadata."""
+    spec: AwsNodeClassSpec
+    """The launch settings."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeClassRef:
+    """A reference to an AwsNodeClass (cluster-scoped, so by name only)."""
+
+    name: Annotated[str, MinLength(1), MaxLength(253)]
+    """The AwsNodeClass's name."""
+
+
+def parse_nodeclass(obj: Mapping[str, Any]) -> AwsNodeClass:
+    """An AwsNodeClass from its API object.
+
+    Raises:
+        InvalidField: the object breaks the schema; its ``path`` names the field.
+    """
+    return parse(AwsNodeClass, obj)

@@ -1,0 +1,138 @@
+"""The demo's cloud: the simulated one (a SQLite file), or AwsCloud on a moto server the demo
+starts on loopback (``--cloud aws``). Either way the demo counts VMs from the cloud's own
+record (the SQLite file; moto's DescribeInstances), never from the operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from kubeloop import Client, ClusterConfig
+from nodepool_operator.api import AWSNODECLASSES
+from nodepool_operator.cloud import (
+    AwsCloud,
+    CloudSnapshot,
+    MotoKubelets,
+    MotoServer,
+    SimulatedCloud,
+    seed_launch_environment,
+)
+from nodepool_operator.cloud._kubelet import FIELD_MANAGER as KUBELET
+from nodepool_operator.demo._workload import DEMO_LABEL, EC2_INSTANCE_TYPE
+
+
+class DemoCloud(Protocol):
+    """What the demo needs of its cloud besides the operator's use of it."""
+
+    name: str
+    settings: dict[str, Any]
+    """OperatorSettings fields that select this cloud."""
+
+    async def snapshot(self) -> CloudSnapshot: ...
+
+    def node_class(self, name: str) -> dict[str, Any] | None:
+        """The AwsNodeClass to apply before the pool, or None."""
+        ...
+
+    def vm_side(self, config: ClusterConfig) -> contextlib.AbstractAsyncContextManager[Any]:
+        """The VMs' kubelets, registering their Nodes while the context is open."""
+        ...
+
+
+class SimulatedDemoCloud:
+    def __init__(self, path: Path) -> None:
+        self.name = "simulated"
+        self.settings: dict[str, Any] = {"cloud": "simulated", "cloud_state": path}
+        self._path = path
+        self._cloud: SimulatedCloud | None = None
+
+    async def snapshot(self) -> CloudSnapshot:
+        if self._cloud is None:  # the operator creates the file; open it once it runs
+            self._cloud = await asyncio.to_thread(SimulatedCloud, self._path)
+        return await asyncio.to_thread(self._cloud.snapshot)
+
+    def node_class(self, name: str) -> dict[str, Any] | None:
+        return None
+
+    def vm_side(self, config: ClusterConfig) -> contextlib.AbstractAsyncContextManager[Any]:
+        from nodepool_operator.operator import simulated_vms
+
+        return simulated_vms(config, SimulatedCloud(self._path))
+
+
+@dataclass
+class MotoDemoCloud:
+    moto: MotoServer
+    census: AwsCloud
+    spec: dict[str, Any]
+    name: str = "aws"
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    async def snapshot(self) -> CloudSnapshot:
+        return await self.census.snapshot()
+
+    def node_class(self, name: str) -> dict[str, Any] | None:
+        return {
+            "apiVersion": AWSNODECLASSES.api_version,
+            "kind": AWSNODECLASSES.kind,
+            "metadata": {"name": name, "labels": {DEMO_LABEL: "nodeclass"}},
+            "spec": self.spec,
+        }
+
+    def vm_side(self, config: ClusterConfig) -> contextlib.AbstractAsyncContextManager[Any]:
+        return _moto_kubelets(config, self.moto.endpoint_url)
+
+
+@contextlib.asynccontextmanager
+async def _moto_kubelets(config: ClusterConfig, endpoint_url: str) -> AsyncIterator[MotoKubelets]:
+    """moto's instances' kubelets, a supervised task beside the operator."""
+    async with Client(config, field_manager=KUBELET) as client:
+        kubelets = MotoKubelets(endpoint_url, client)
+        task = asyncio.create_task(kubelets.run(), name="moto-kubelets")
+        try:
+            yield kubelets
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+@contextlib.asynccontextmanager
+async def moto_cloud(workdir: Path) -> AsyncIterator[MotoDemoCloud]:
+    """Start moto's server, point this process's AWS chain at it (test credentials, a
+    region), and seed what a node class names (AMI parameter, subnets, group, profile)."""
+    moto = MotoServer(log=workdir / "moto.log")
+    await asyncio.to_thread(moto.start)
+    try:
+        # The standard chain reads these; moto accepts any key.
+        os.environ.update(moto.env())
+        seeded = await seed_launch_environment(moto.endpoint_url)
+        spec = {
+            "amiSsmParameter": seeded.ami_parameter,
+            "subnetIds": list(seeded.subnet_ids),
+            "securityGroupIds": [seeded.security_group_id],
+            "instanceProfile": seeded.instance_profile,
+            # no userData: the instances boot with the operator's node bootstrap (labels,
+            # taints, capacity), which MotoKubelets registers their Nodes from
+            "tags": {"demo": "kubeloop"},
+        }
+        async with AwsCloud(endpoint_url=moto.endpoint_url) as census:
+            yield MotoDemoCloud(
+                moto,
+                census,
+                spec,
+                settings={
+                    "cloud": "aws",
+                    "aws_endpoint_url": moto.endpoint_url,
+                    # one DescribeInstanceTypes call, not moto's 1400 types
+                    "aws_instance_types": (EC2_INSTANCE_TYPE,),
+                },
+            )
+    finally:
+        await asyncio.to_thread(moto.stop)

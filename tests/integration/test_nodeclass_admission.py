@@ -1,0 +1,204 @@
+"""AwsNodeClass against the real kube-apiserver: bad launch settings are refused at admission
+with the field named, good ones are stored as written, and NodePools and Instances take a
+``nodeClassRef``. Python's parser agrees with admission on every case (it guards objects
+written before a schema change).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubeloop.envtest import ControlPlane, RestClient, RestError
+from nodepool_operator.api import (
+    AWSNODECLASSES,
+    INSTANCES,
+    NODEPOOLS,
+    InvalidField,
+    parse_instance,
+    parse_nodeclass,
+    parse_nodepool,
+)
+
+pytestmark = pytest.mark.integration
+
+CRD_DIR = Path(__file__).resolve().parents[2] / "config" / "crd"
+AMI = "ami-0abcdef1234567890"
+
+
+@pytest.fixture(scope="module")
+def rest(kube_control_plane: ControlPlane) -> RestClient:
+    kube_control_plane.install_crds(sorted(CRD_DIR.glob("*.yaml")))
+    return kube_control_plane.rest()
+
+
+@pytest.fixture
+def name(rest: RestClient) -> Iterator[str]:
+    value = f"t-{uuid.uuid4().hex[:8]}"
+    yield value
+    for res in (AWSNODECLASSES, NODEPOOLS):
+        try:
+            rest.delete(res.path(name=value))
+        except RestError as err:
+            if err.status != 404:
+                raise
+
+
+def nodeclass(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": AWSNODECLASSES.api_version,
+        "kind": AWSNODECLASSES.kind,
+        "metadata": {"name": name},
+        "spec": {"amiId": AMI, **spec},
+    }
+
+
+def create(rest: RestClient, obj: dict[str, Any]) -> Any:
+    return rest.post(AWSNODECLASSES.path() + "?fieldValidation=Strict", obj)
+
+
+BAD = [
+    pytest.param({"amiId": None}, ["exactly one of amiId and amiSsmParameter"], id="no-ami"),
+    pytest.param(
+        {"amiSsmParameter": "/aws/service/x"},
+        ["exactly one of amiId and amiSsmParameter"],
+        id="both-amis",
+    ),
+    pytest.param({"amiId": "ubuntu-22.04"}, ["spec.amiId"], id="ami-not-an-id"),
+    pytest.param(
+        {"amiId": None, "amiSsmParameter": "aws/service/x"},
+        ["spec.amiSsmParameter"],
+        id="ssm-parameter-not-a-path",
+    ),
+    pytest.param({"subnetIds": ["subnet-xyz"]}, ["spec.subnetIds[0]"], id="subnet-not-an-id"),
+    pytest.param(
+        {"subnetIds": ["subnet-0123abcd", "subnet-0123abcd"]},
+        ["spec.subnetIds[1]", "Duplicate value"],
+        id="subnet-twice",
+    ),
+    pytest.param(
+        {"securityGroupIds": ["sg-0123abcd"] + [f"sg-0123abc{i}" for i in range(5)]},
+        ["spec.securityGroupIds", "must have at most 5 items"],
+        id="too-many-security-groups",
+    ),
+    pytest.param(
+        {"securityGroupIds": ["default"]}, ["spec.securityGroupIds[0]"], id="group-by-name"
+    ),
+    pytest.param(
+        {"instanceProfile": "nodes role"}, ["spec.instanceProfile"], id="profile-with-space"
+    ),
+    pytest.param(
+        {"userData": "#!/bin/sh\necho ${nodename}\n"},
+        ["spec.userData", "placeholders"],
+        id="user-data-unknown-placeholder",
+    ),
+    pytest.param(
+        {"userData": "x" * 16385},
+        ["spec.userData", "16384"],
+        id="user-data-too-large",
+    ),
+    pytest.param({"tags": {"Name": "x"}}, ["spec.tags", "reserved"], id="tag-name-reserved"),
+    pytest.param(
+        {"tags": {"aws:cloudformation:stack": "x"}}, ["spec.tags", "reserved"], id="tag-aws"
+    ),
+    pytest.param(
+        {"tags": {"kubeloop.dev/launch-token": "x"}},
+        ["spec.tags", "reserved"],
+        id="tag-operator-reserved",
+    ),
+    pytest.param({"tags": {"k" * 129: "x"}}, ["spec.tags", "128"], id="tag-key-too-long"),
+    pytest.param(
+        {"tags": {f"t{i}": "x" for i in range(41)}},
+        ["spec.tags", "must have at most 40 items"],
+        id="too-many-tags",
+    ),
+    pytest.param({"tags": {"team": "v" * 257}}, ["spec.tags.team"], id="tag-value-too-long"),
+    pytest.param({"subnets": ["subnet-0123abcd"]}, ['unknown field "spec.subnets"'], id="typo"),
+]
+
+
+@pytest.mark.parametrize(("spec", "fragments"), BAD)
+def test_bad_launch_settings_are_refused_naming_the_field(
+    rest: RestClient, name: str, spec: dict[str, Any], fragments: list[str]
+) -> None:
+    obj = nodeclass(name, **spec)
+    obj["spec"] = {k: v for k, v in obj["spec"].items() if v is not None}
+    with pytest.raises(RestError) as caught:
+        create(rest, obj)
+    assert caught.value.status in (400, 422), caught.value.body
+    message = json.loads(caught.value.body)["message"]
+    for fragment in fragments:
+        assert fragment in message, message
+    if "unknown field" not in fragments[0]:
+        with pytest.raises(InvalidField):
+            parse_nodeclass(obj)
+
+
+def test_full_nodeclass_is_accepted_as_written(rest: RestClient, name: str) -> None:
+    spec = {
+        "amiSsmParameter": "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/"
+        "standard/recommended/image_id",
+        "subnetIds": ["subnet-0123abcd", "subnet-4567ef01"],
+        "securityGroupIds": ["sg-0123abcd"],
+        "instanceProfile": "kubeloop-nodes",
+        "userData": "#!/bin/sh\n/etc/eks/bootstrap.sh --node-name ${nodeName} "
+        "--kubelet-extra-args '--node-labels=pool=${poolName},type=${instanceType}'\n$HOME\n",
+        "tags": {"team": "platform", "cost-center": "42"},
+    }
+    stored = create(rest, {**nodeclass(name), "spec": spec})
+    assert stored["spec"] == spec
+    parsed = parse_nodeclass(stored)
+    assert parsed.spec.image == f"resolve:ssm:{spec['amiSsmParameter']}"
+    rendered = parsed.spec.render_user_data(
+        node_name="pool-abcde", pool_name="pool", instance_type="m5.large"
+    )
+    assert rendered is not None
+    assert "--node-name pool-abcde" in rendered
+    assert "pool=pool,type=m5.large" in rendered
+    assert "$HOME" in rendered, "shell variables are left alone"
+
+
+def test_nodepools_and_instances_take_a_node_class_ref(rest: RestClient, name: str) -> None:
+    pool = rest.post(
+        NODEPOOLS.path() + "?fieldValidation=Strict",
+        {
+            "apiVersion": NODEPOOLS.api_version,
+            "kind": NODEPOOLS.kind,
+            "metadata": {"name": name},
+            "spec": {"instanceType": "m5.large", "nodeClassRef": {"name": "nodes"}},
+        },
+    )
+    ref = parse_nodepool(pool).spec.node_class_ref
+    assert ref is not None
+    assert ref.name == "nodes"
+    with pytest.raises(RestError) as caught:
+        rest.post(
+            NODEPOOLS.path() + "?fieldValidation=Strict",
+            {
+                "apiVersion": NODEPOOLS.api_version,
+                "kind": NODEPOOLS.kind,
+                "metadata": {"name": name + "-x"},
+                "spec": {"instanceType": "m5.large", "nodeClassRef": {"name": ""}},
+            },
+        )
+    assert "spec.nodeClassRef.name" in json.loads(caught.value.body)["message"]
+    inst = rest.post(
+        INSTANCES.path("default") + "?fieldValidation=Strict",
+        {
+            "apiVersion": INSTANCES.api_version,
+            "kind": INSTANCES.kind,
+            "metadata": {"name": name},
+            "spec": {"image": AMI, "instanceType": "m5.large", "nodeClassRef": {"name": "nodes"}},
+        },
+    )
+    try:
+        ref = parse_instance(inst).spec.node_class_ref
+        assert ref is not None
+        assert ref.name == "nodes"
+    finally:
+        rest.delete(INSTANCES.path("default", name))

@@ -1,0 +1,110 @@
+"""EC2's error codes map onto the port's typed errors (the table callers' retry policies rely on).
+
+These are the codes moto's server never answers with (capacity, quotas, throttling...), so
+the mapping is checked here on the errors botocore builds from EC2's replies; everything
+moto can produce is checked over the wire in tests/contract/.
+"""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+
+from nodepool_operator.cloud import (
+    CapacityUnavailable,
+    CloudError,
+    IdempotencyMismatch,
+    InstanceNotFound,
+    InvalidRequest,
+    PermissionDenied,
+    QuotaExceeded,
+    TransientCloudError,
+    max_pods,
+)
+from nodepool_operator.cloud._aws_errors import translate
+
+
+def ec2_error(code: str, status: int = 400) -> ClientError:
+    return ClientError(
+        {
+            "Error": {"Code": code, "Message": f"message of {code}"},
+            "ResponseMetadata": {"HTTPStatusCode": status},  # type: ignore[typeddict-item]
+        },
+        "RunInstances",
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("InsufficientInstanceCapacity", CapacityUnavailable),
+        ("InsufficientHostCapacity", CapacityUnavailable),
+        ("Unsupported", CapacityUnavailable),
+        ("InstanceLimitExceeded", QuotaExceeded),
+        ("VcpuLimitExceeded", QuotaExceeded),
+        ("MaxSpotInstanceCountExceeded", QuotaExceeded),
+        ("RequestLimitExceeded", TransientCloudError),
+        ("Throttling", TransientCloudError),
+        ("ThrottlingException", TransientCloudError),
+        ("InternalError", TransientCloudError),
+        ("Unavailable", TransientCloudError),
+        ("IdempotentParameterMismatch", IdempotencyMismatch),
+        ("InvalidParameterValue", InvalidRequest),
+        ("InvalidParameterCombination", InvalidRequest),
+        ("InvalidAMIID.NotFound", InvalidRequest),
+        ("InvalidSubnetID.NotFound", InvalidRequest),
+        ("InvalidGroup.NotFound", InvalidRequest),
+        ("IncorrectInstanceState", InvalidRequest),
+        ("InvalidSomethingNew", InvalidRequest),
+        ("UnauthorizedOperation", PermissionDenied),
+        ("AuthFailure", PermissionDenied),
+        ("InvalidClientTokenId", PermissionDenied),
+        ("InvalidInstanceID.NotFound", InstanceNotFound),
+        ("InvalidInstanceID.Malformed", InstanceNotFound),
+    ],
+)
+def test_ec2_codes_become_typed_errors(code: str, expected: type[CloudError]) -> None:
+    err = translate(ec2_error(code), operation="RunInstances", instance_id="i-1")
+    assert type(err) is expected
+    assert code in str(err), "the message keeps EC2's code for the condition and the log"
+
+
+def test_not_found_names_the_instance() -> None:
+    err = translate(ec2_error("InvalidInstanceID.NotFound"), operation="X", instance_id="i-9")
+    assert isinstance(err, InstanceNotFound)
+    assert err.instance_id == "i-9"
+
+
+def test_retry_policy_follows_the_type() -> None:
+    capacity = translate(ec2_error("InsufficientInstanceCapacity"), operation="RunInstances")
+    quota = translate(ec2_error("VcpuLimitExceeded"), operation="RunInstances")
+    denied = translate(ec2_error("UnauthorizedOperation"), operation="RunInstances")
+    assert capacity.retryable
+    assert (quota.retryable, quota.retry_after) == (False, 300.0)
+    assert (denied.retryable, denied.retry_after) == (False, 300.0)
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+def test_unknown_codes_with_a_server_status_are_transient(status: int) -> None:
+    err = translate(ec2_error("SomethingBroke", status), operation="DescribeInstances")
+    assert type(err) is TransientCloudError
+
+
+def test_an_unknown_client_code_is_a_plain_cloud_error_not_a_retry() -> None:
+    err = translate(ec2_error("BrandNewCode"), operation="RunInstances")
+    assert type(err) is CloudError
+    assert not err.retryable
+
+
+def test_connection_and_credential_failures() -> None:
+    down = translate(EndpointConnectionError(endpoint_url="http://x"), operation="X")
+    assert type(down) is TransientCloudError
+    assert type(translate(NoCredentialsError(), operation="X")) is PermissionDenied
+
+
+@pytest.mark.parametrize(
+    ("enis", "ips", "pods"),
+    [(3, 10, 29), (4, 15, 58), (8, 30, 234), (2, 2, 4)],
+)
+def test_eni_based_max_pods(enis: int, ips: int, pods: int) -> None:
+    assert max_pods(enis, ips) == pods
