@@ -370,7 +370,7 @@ class AutoscalerController:
                 _on_new_capacity(plan, by_ref),
                 max(look.pool.spec.target_nodes, look.pool.spec.min_nodes),
             )
-        if memory.provisioning.backing_off(now) and plan.scale_up:
+        if head is None and memory.provisioning.backing_off(now) and plan.scale_up:
             head = (
                 f"no scale up (target {look.pool.spec.target_nodes}): provisioning timed out, "
                 "scale-up backed off"
