@@ -33,7 +33,7 @@ AMI = "ami-0abcdef1234567890"
 
 @pytest.fixture(scope="module")
 def rest(kube_control_plane: ControlPlane) -> RestClient:
-    kube_control_plane.install_crds(sorted(CRD_DIR.glob("*.yaml")))
+    kube_control_plane.install_crds(sorted(CRD_DIR.glob("kubeloop.dev_*.yaml")))
     return kube_control_plane.rest()
 
 
