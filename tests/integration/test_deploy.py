@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,8 @@ def test_overlay_renders_everything_in_one_namespace_with_the_image_set(
             {
                 "apiVersion": "kustomize.config.k8s.io/v1beta1",
                 "kind": "Kustomization",
-                "resources": [str(ROOT / "config" / "default")],
+                # kustomize takes only relative roots (as make deploy writes it)
+                "resources": [os.path.relpath(ROOT / "config" / "default", overlay)],
                 "images": [
                     {
                         "name": "nodepool-operator",
