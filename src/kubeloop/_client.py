@@ -151,6 +151,26 @@ def _decode(body: bytes) -> Any:
         gc.enable()
 
 
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """One page of a LIST (:meth:`Client.list_pages`)."""
+
+    items: builtins.list[Object]
+    #: the list's resourceVersion (the same snapshot on every page)
+    resource_version: str
+    #: the pages before this one are void: the list started over in one request
+    restart: bool
+
+
+def _page(res: Resource, page: Object, *, restart: bool) -> ListPage:
+    items: builtins.list[Object] = page.get("items") or []
+    for item in items:
+        item.setdefault("apiVersion", res.api_version)
+        item.setdefault("kind", res.kind)
+    meta = page.get("metadata") or {}
+    return ListPage(items, str(meta.get("resourceVersion") or ""), restart)
+
+
 def _retry_after(headers: Headers) -> float | None:
     """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
     value = headers.get("Retry-After")
@@ -455,15 +475,45 @@ class Client:
         resource_version: str | None = None,
         resource_version_match: str | None = None,
     ) -> tuple[builtins.list[Object], str]:
-        """Every object, page by page, and the list's resourceVersion.
+        """Every object, page by page (:meth:`list_pages`), and the list's resourceVersion."""
+        items: builtins.list[Object] = []
+        rv = ""
+        async for page in self.list_pages(
+            res,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            resource_version=resource_version,
+            resource_version_match=resource_version_match,
+        ):
+            if page.restart:
+                items = []
+            items.extend(page.items)
+            rv = page.resource_version
+        return items, rv
+
+    async def list_pages(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = _DEFAULT_PAGE,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+    ) -> AsyncGenerator[ListPage, None]:
+        """The objects one page at a time, so a large list need not be held whole (an
+        informer stores each page as it comes).
 
         Items get ``apiVersion``/``kind`` filled in (the server omits them for
         built-in kinds), so they look like watched objects. If a continue token
-        expires mid-way (410 on a page after the first), the pages so far are
-        dropped and the list is made once more in one unpaged request, which has
-        no token to expire (client-go's pager ``FullListIfExpired``).
+        expires mid-way (410 on a page after the first), the list is made once more
+        in one unpaged request, which has no token to expire (client-go's pager
+        ``FullListIfExpired``); that page comes with ``restart`` set: drop the pages
+        before it.
         """
-        items: builtins.list[Object] = []
         token: str | None = None
         try:
             while True:
@@ -479,29 +529,24 @@ class Client:
                     resource_version=resource_version if first else None,
                     resource_version_match=resource_version_match if first else None,
                 )
-                items.extend(page.get("items") or ())
                 meta = page.get("metadata") or {}
                 token = meta.get("continue") or None
+                yield _page(res, page, restart=False)
                 if token is None:
-                    break
+                    return
         except Gone:
             if token is None:
                 raise  # the first page itself: the caller's resourceVersion is too old
             _log.info("continue token for %s expired; listing in one request", res.key)
-            page = await self.list(
-                res,
-                namespace,
-                label_selector=label_selector,
-                field_selector=field_selector,
-                resource_version=resource_version,
-                resource_version_match=resource_version_match,
-            )
-            items = page.get("items") or []
-            meta = page.get("metadata") or {}
-        for item in items:
-            item.setdefault("apiVersion", res.api_version)
-            item.setdefault("kind", res.kind)
-        return items, str(meta.get("resourceVersion") or "")
+        page = await self.list(
+            res,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            resource_version=resource_version,
+            resource_version_match=resource_version_match,
+        )
+        yield _page(res, page, restart=True)
 
     # -- writes ----------------------------------------------------------------------
 

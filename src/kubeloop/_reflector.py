@@ -22,7 +22,7 @@ from kubeloop._backoff import ListWatchBackoff, retry_after_pause
 from kubeloop._errors import Gone, KubeloopError, RequestTimeout
 from kubeloop._event import Added, Deleted, Event, Updated
 from kubeloop._resource import Object, Resource
-from kubeloop._store import Store, object_key
+from kubeloop._store import Relisted, Store, object_key
 
 if TYPE_CHECKING:
     from kubeloop._client import Client
@@ -74,6 +74,26 @@ def rv_at_least(have: str, want: str) -> bool:
         return have == want
 
 
+class _Pace:
+    """Yields to other tasks after ``every`` steps or ``budget`` seconds of work since
+    the last yield, whichever comes first: a large list is stored and announced in
+    slices, so the event loop is never blocked for long, however slow the handlers
+    (bench/informer_scale.py reports the longest stall)."""
+
+    def __init__(self, every: int = 500, budget: float = 0.005) -> None:
+        self.every = every
+        self.budget = budget
+        self._steps = 0
+        self._since = time.perf_counter()
+
+    async def __call__(self) -> None:
+        self._steps += 1
+        if self._steps >= self.every or time.perf_counter() - self._since >= self.budget:
+            await asyncio.sleep(0)
+            self._steps = 0
+            self._since = time.perf_counter()
+
+
 class Reflector:
     """Lists and watches one resource (optionally one namespace/selector) into a store."""
 
@@ -106,6 +126,13 @@ class Reflector:
         #: Successful LISTs so far (the first one included).
         self.lists = 0
         self._changed = asyncio.Condition()
+        # the relist whose changes are being announced to the handlers, if any
+        self._announcing: Relisted | None = None
+
+    def unannounced(self) -> set[str]:
+        """Keys a relist has stored but not announced to the handlers yet: a handler
+        subscribing now gets them from the announcement, not from a replay."""
+        return self._announcing.pending() if self._announcing is not None else set()
 
     @property
     def name(self) -> str:
@@ -154,28 +181,46 @@ class Reflector:
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
-        items, rv = await self.client.list_all(
+        transform = self.options.transform
+        # the new content is built aside, page by page as the pages arrive, yielding to
+        # other tasks as it goes, and swapped in at once: readers never see a
+        # half-replaced store (see Store.commit). Each page's dicts can go once stored,
+        # so a big list is never held decoded as a whole.
+        relist = self.store.relist()
+        rv = ""
+        pace = _Pace()
+        async for page in self.client.list_pages(
             self.resource,
             self.namespace,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             limit=self.options.page_size,
-        )
-        self.last_activity = time.monotonic()
-        transform = self.options.transform
-        objs = []
-        for n, item in enumerate(items):
-            objs.append(transform(item) if transform else item)
-            if n % 500 == 499:
-                await asyncio.sleep(0)  # let other tasks run during a big relist
-        # one swap: readers never see a half-replaced store (see Store.replace)
-        changes = self.store.replace(objs)
-        for obj in changes.added:
-            self.emit(Added(obj))
-        for old, obj in changes.updated:
-            self.emit(Updated(old, obj))
-        for gone in changes.deleted:
-            self.emit(Deleted(gone, final_state_unknown=True))
+        ):
+            self.last_activity = time.monotonic()
+            if page.restart:
+                relist = self.store.relist()
+            rv = page.resource_version
+            items = page.items
+            items.reverse()
+            while items:  # popped (in list order), so each object goes once stored
+                obj = items.pop()
+                relist.put(transform(obj) if transform else obj)
+                await pace()
+            del page, items
+        done = self.store.commit(relist)
+        del relist
+        # announced after the swap, so a handler's reconcile finds what it is told about;
+        # decoded from the store one by one (the caller's own, gone after the handlers)
+        self._announcing = done
+        try:
+            for old, obj in done.changes():
+                self.emit(Added(obj) if old is None else Updated(old, obj))
+                await pace()
+            for gone in done.gone():
+                self.emit(Deleted(gone, final_state_unknown=True))
+                await pace()
+        finally:
+            self._announcing = None
         if self.synced.is_set():
             self.relists += 1
         self.lists += 1
@@ -212,7 +257,7 @@ class Reflector:
                 old = self.store.put(obj)
                 self.emit(Added(obj) if old is None else Updated(old, obj, managed))
             elif event.type == "DELETED":
-                old = self.store.remove(object_key(obj))
+                self.store.discard(object_key(obj))
                 self.emit(Deleted(obj))
             self.resource_version = _rv(obj) or self.resource_version
             await self._notify()
@@ -227,9 +272,9 @@ class Reflector:
         at a later version). Returns False on timeout."""
 
         def caught_up() -> bool:
-            obj = self.store.get(key)
-            if obj is not None:
-                return rv_at_least(_rv(obj), min_rv)
+            rv = self.store.resource_version(key)
+            if rv is not None:
+                return rv_at_least(rv, min_rv)
             return rv_at_least(self.resource_version, min_rv)
 
         try:

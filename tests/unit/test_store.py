@@ -31,7 +31,7 @@ def test_namespace_index_follows_puts_moves_and_removes() -> None:
     store.remove("a/x")
     assert [o["metadata"]["name"] for o in store.list("a")] == ["y"]
     store.remove("a/y")
-    assert store._namespaces.keys() == {"b"}, "an emptied namespace leaves the index"
+    assert store._tables.namespaces.keys() == {"b"}, "an emptied namespace leaves the index"
     store.put(cm("z", "b", rv="2"))
     assert [o["metadata"]["resourceVersion"] for o in store.list("b")] == ["2"]
 
