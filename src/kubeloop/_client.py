@@ -79,8 +79,12 @@ _THROTTLE_LOG_AFTER = 1.0
 _UNTHROTTLED = frozenset({("coordination.k8s.io", "leases")})
 #: Bodies above this are decoded with the cyclic GC paused: decoding a big LIST
 #: allocates so many containers that repeated collections (which also scan the
-#: whole cache) cost several times the decode itself (research note §3.2).
-_GC_PAUSE_BYTES = 1 << 20
+#: whole cache) cost several times the decode itself (research note §3.2). Low
+#: enough for one LIST page of small objects (500 of ~450 B is ~230 KB): decoded
+#: with the GC on, each page's objects were promoted while half-built and set off
+#: full collections (7 during a 100,000-object sync; 1 with this threshold, see
+#: bench/informer_scale.py).
+_GC_PAUSE_BYTES = 1 << 16
 #: Page size for :meth:`Client.list_all`, as client-go's pager uses.
 _DEFAULT_PAGE = 500
 

@@ -11,6 +11,7 @@ deletions (``final_state_unknown``) rather than silently forgetting them.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import random
 import time
@@ -22,7 +23,7 @@ from kubeloop._backoff import ListWatchBackoff, retry_after_pause
 from kubeloop._errors import Gone, KubeloopError, RequestTimeout
 from kubeloop._event import Added, Deleted, Event, Updated
 from kubeloop._resource import Object, Resource
-from kubeloop._store import Relisted, Store, object_key
+from kubeloop._store import Relist, Relisted, Store, object_key
 
 if TYPE_CHECKING:
     from kubeloop._client import Client
@@ -74,13 +75,17 @@ def rv_at_least(have: str, want: str) -> bool:
         return have == want
 
 
+#: Seconds of work between two yields to other tasks while a list is stored.
+_SLICE = 0.005
+
+
 class _Pace:
     """Yields to other tasks after ``every`` steps or ``budget`` seconds of work since
     the last yield, whichever comes first: a large list is stored and announced in
     slices, so the event loop is never blocked for long, however slow the handlers
     (bench/informer_scale.py reports the longest stall)."""
 
-    def __init__(self, every: int = 500, budget: float = 0.005) -> None:
+    def __init__(self, every: int = 500, budget: float = _SLICE) -> None:
         self.every = every
         self.budget = budget
         self._steps = 0
@@ -181,7 +186,6 @@ class Reflector:
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
-        transform = self.options.transform
         # the new content is built aside, page by page as the pages arrive, yielding to
         # other tasks as it goes, and swapped in at once: readers never see a
         # half-replaced store (see Store.commit). Each page's dicts can go once stored,
@@ -201,12 +205,11 @@ class Reflector:
                 relist = self.store.relist()
             rv = page.resource_version
             items = page.items
-            items.reverse()
-            while items:  # popped (in list order), so each object goes once stored
-                obj = items.pop()
-                relist.put(transform(obj) if transform else obj)
-                await pace()
-            del page, items
+            del page
+            items.reverse()  # popped from the end: in list order
+            while items:
+                self._store_slice(relist, items, _SLICE)
+                await asyncio.sleep(0)
         done = self.store.commit(relist)
         del relist
         # announced after the swap, so a handler's reconcile finds what it is told about;
@@ -227,6 +230,26 @@ class Reflector:
         self.resource_version = rv
         self.synced.set()
         await self._notify()
+
+    def _store_slice(self, relist: Relist, items: list[Object], budget: float) -> None:
+        """Store objects of a page (reversed: popped from the end) into ``relist`` for up
+        to ``budget`` seconds, with the cyclic GC paused (no await in between, so no
+        other task runs with it off). Each object is freed as soon as it is stored, so
+        what a slice allocates dies young and triggers no collection: a full one walks
+        the whole process's heap, a stall each time."""
+        transform = self.options.transform
+        deadline = time.perf_counter() + budget
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            while items:
+                obj = items.pop()
+                relist.put(transform(obj) if transform else obj)
+                if len(items) % 64 == 0 and time.perf_counter() >= deadline:
+                    break
+        finally:
+            if was_enabled:
+                gc.enable()
 
     async def _watch(self) -> int:
         """Watch until the server ends it; returns the number of lines received."""
