@@ -269,10 +269,15 @@ def test_the_writer_log_shares_equal_summaries() -> None:
         for u, rv in (("u1", "5"), ("u2", "5"), ("u3", "6"), ("u1", "4"))
     ]
     one, two, three, older = (log.at(o) for o in stripped)
-    assert one is not None and one is two
-    assert three is not None and three != one and three[0].time == "2026-12-01T10:00:02Z"
+    assert one is not None
+    assert one is two
+    assert three is not None
+    assert three != one
+    assert three[0].time == "2026-12-01T10:00:02Z"
     assert older is None, "another version of u1: unknown"
     log.record(written("u4", "7", "2026-12-01T10:00:02Z"))
-    assert len(log) == 3 and log.at(stripped[0]) is None, "the oldest went first"
+    assert len(log) == 3
+    assert log.at(stripped[0]) is None, "the oldest went first"
     log.forget({"metadata": {"uid": "u2"}})
-    assert len(log) == 2 and log.at(stripped[1]) is None
+    assert len(log) == 2
+    assert log.at(stripped[1]) is None
