@@ -157,7 +157,7 @@ def test_an_object_json_cannot_hold_is_kept_as_a_private_copy() -> None:
             self.items = [1]
 
     store = Store()
-    odd = {"metadata": {"name": "x", "resourceVersion": "1"}, "note": Note()}
+    odd: dict[str, Any] = {"metadata": {"name": "x", "resourceVersion": "1"}, "note": Note()}
     store.put(odd)
     odd["note"].items.append(2)
     read = store.get("x")
