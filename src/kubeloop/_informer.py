@@ -26,7 +26,7 @@ from kubeloop._event import Added, Deleted, Event
 from kubeloop._reflector import Reflector, ReflectorOptions, Transform, rv_at_least
 from kubeloop._resource import Object, Resource
 from kubeloop._store import IndexFunc, Store, object_key, split_key
-from kubeloop._writers import writers_of
+from kubeloop._writers import WriterLog, writers_of
 
 if TYPE_CHECKING:
     from kubeloop._client import Client
@@ -52,7 +52,10 @@ class Informer:
         self.resource = resource
         self.store = Store()
         self._handlers: list[Handler] = []
-        self._writers = client.writers
+        # the client's log, so its update_status can name who changed an object since
+        # this informer saw it (a stand-in client without one gets a private log)
+        writers = getattr(client, "writers", None)
+        self._writers: WriterLog = writers if isinstance(writers, WriterLog) else WriterLog()
         options = options or ReflectorOptions()
         self.reflector = Reflector(
             client,
