@@ -25,7 +25,6 @@ from kubeloop._reconcile import Reconciler, Request, Result
 from kubeloop._resource import Object, Resource
 from kubeloop._source import KindSource, Source
 from kubeloop._status import set_status_condition
-from kubeloop._store import split_key
 from kubeloop._workqueue import QueueShutDown, WorkQueue
 
 if TYPE_CHECKING:
@@ -231,9 +230,9 @@ class Controller:
                     and src.resource == self.for_resource
                     and src.informer
                 ):
-                    for key in src.informer.store:  # keys only: nothing decoded
-                        ns, name = split_key(key)
-                        self.enqueue(Request(name, ns), None)
+                    for obj in src.informer.store.list():
+                        meta = obj["metadata"]
+                        self.enqueue(Request(meta["name"], meta.get("namespace") or None), None)
 
     # -- work ---------------------------------------------------------------------------
     async def _worker(self) -> None:
