@@ -79,8 +79,12 @@ _THROTTLE_LOG_AFTER = 1.0
 _UNTHROTTLED = frozenset({("coordination.k8s.io", "leases")})
 #: Bodies above this are decoded with the cyclic GC paused: decoding a big LIST
 #: allocates so many containers that repeated collections (which also scan the
-#: whole cache) cost several times the decode itself (research note §3.2).
-_GC_PAUSE_BYTES = 1 << 20
+#: whole cache) cost several times the decode itself (research note §3.2). Low
+#: enough for one LIST page of small objects (500 of ~450 B is ~230 KB): decoded
+#: with the GC on, each page's objects were promoted while half-built and set off
+#: full collections (7 during a 100,000-object sync; 1 with this threshold, see
+#: bench/informer_scale.py).
+_GC_PAUSE_BYTES = 1 << 16
 #: Page size for :meth:`Client.list_all`, as client-go's pager uses.
 _DEFAULT_PAGE = 500
 
@@ -149,6 +153,26 @@ def _decode(body: bytes) -> Any:
         return _decoder.decode(body)
     finally:
         gc.enable()
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """One page of a LIST (:meth:`Client.list_pages`)."""
+
+    items: builtins.list[Object]
+    #: the list's resourceVersion (the same snapshot on every page)
+    resource_version: str
+    #: the pages before this one are void: the list started over in one request
+    restart: bool
+
+
+def _page(res: Resource, page: Object, *, restart: bool) -> ListPage:
+    items: builtins.list[Object] = page.get("items") or []
+    for item in items:
+        item.setdefault("apiVersion", res.api_version)
+        item.setdefault("kind", res.kind)
+    meta = page.get("metadata") or {}
+    return ListPage(items, str(meta.get("resourceVersion") or ""), restart)
 
 
 def _retry_after(headers: Headers) -> float | None:
@@ -455,15 +479,45 @@ class Client:
         resource_version: str | None = None,
         resource_version_match: str | None = None,
     ) -> tuple[builtins.list[Object], str]:
-        """Every object, page by page, and the list's resourceVersion.
+        """Every object, page by page (:meth:`list_pages`), and the list's resourceVersion."""
+        items: builtins.list[Object] = []
+        rv = ""
+        async for page in self.list_pages(
+            res,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            resource_version=resource_version,
+            resource_version_match=resource_version_match,
+        ):
+            if page.restart:
+                items = []
+            items.extend(page.items)
+            rv = page.resource_version
+        return items, rv
+
+    async def list_pages(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = _DEFAULT_PAGE,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+    ) -> AsyncGenerator[ListPage, None]:
+        """The objects one page at a time, so a large list need not be held whole (an
+        informer stores each page as it comes).
 
         Items get ``apiVersion``/``kind`` filled in (the server omits them for
         built-in kinds), so they look like watched objects. If a continue token
-        expires mid-way (410 on a page after the first), the pages so far are
-        dropped and the list is made once more in one unpaged request, which has
-        no token to expire (client-go's pager ``FullListIfExpired``).
+        expires mid-way (410 on a page after the first), the list is made once more
+        in one unpaged request, which has no token to expire (client-go's pager
+        ``FullListIfExpired``); that page comes with ``restart`` set: drop the pages
+        before it.
         """
-        items: builtins.list[Object] = []
         token: str | None = None
         try:
             while True:
@@ -479,29 +533,24 @@ class Client:
                     resource_version=resource_version if first else None,
                     resource_version_match=resource_version_match if first else None,
                 )
-                items.extend(page.get("items") or ())
                 meta = page.get("metadata") or {}
                 token = meta.get("continue") or None
+                yield _page(res, page, restart=False)
                 if token is None:
-                    break
+                    return
         except Gone:
             if token is None:
                 raise  # the first page itself: the caller's resourceVersion is too old
             _log.info("continue token for %s expired; listing in one request", res.key)
-            page = await self.list(
-                res,
-                namespace,
-                label_selector=label_selector,
-                field_selector=field_selector,
-                resource_version=resource_version,
-                resource_version_match=resource_version_match,
-            )
-            items = page.get("items") or []
-            meta = page.get("metadata") or {}
-        for item in items:
-            item.setdefault("apiVersion", res.api_version)
-            item.setdefault("kind", res.kind)
-        return items, str(meta.get("resourceVersion") or "")
+        page = await self.list(
+            res,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            resource_version=resource_version,
+            resource_version_match=resource_version_match,
+        )
+        yield _page(res, page, restart=True)
 
     # -- writes ----------------------------------------------------------------------
 

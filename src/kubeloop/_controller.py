@@ -25,6 +25,7 @@ from kubeloop._reconcile import Reconciler, Request, Result
 from kubeloop._resource import Object, Resource
 from kubeloop._source import KindSource, Source
 from kubeloop._status import set_status_condition
+from kubeloop._store import split_key
 from kubeloop._workqueue import QueueShutDown, WorkQueue
 
 if TYPE_CHECKING:
@@ -227,11 +228,11 @@ class Controller:
             for src in self.sources:
                 if isinstance(src, KindSource) and src.resource == self.for_resource:
                     # every informer: a manager scoped to several namespaces has one each
+                    # keys only: the store decodes an object on every read
                     for informer in src.informers:
-                        for obj in informer.store.list():
-                            meta = obj["metadata"]
-                            req = Request(meta["name"], meta.get("namespace") or None)
-                            self.enqueue(req, None)
+                        for key in informer.store.keys():
+                            namespace, name = split_key(key)
+                            self.enqueue(Request(name, namespace), None)
 
     # -- work ---------------------------------------------------------------------------
     async def _worker(self) -> None:

@@ -25,7 +25,7 @@ from kubeloop._errors import TerminalError
 from kubeloop._event import Added, Deleted, Event
 from kubeloop._reflector import Reflector, ReflectorOptions, Transform, rv_at_least
 from kubeloop._resource import Object, Resource
-from kubeloop._store import IndexFunc, Store, copy_object, object_key, split_key
+from kubeloop._store import IndexFunc, Store, object_key, split_key
 from kubeloop._writers import WriterLog, writers_of
 
 if TYPE_CHECKING:
@@ -66,7 +66,6 @@ class Informer:
             label_selector=label_selector,
             field_selector=field_selector,
             options=dataclasses.replace(options, transform=self._summarizing(options.transform)),
-            emit_batch=self._dispatch_batch,
         )
         self._task: asyncio.Task[None] | None = None
         #: Times the reflector crashed and was restarted, and the last crash.
@@ -89,13 +88,15 @@ class Informer:
     def add_handler(self, handler: Handler) -> None:
         """Subscribe; a late subscriber first gets Added for every object already cached.
 
-        Also while a LIST's events are being delivered: a LIST swaps the whole store at
-        once, so the replay covers every listed object, and the rest of that LIST's
-        events go only to the handlers subscribed before it (each object once).
+        Also while a LIST is being announced (in slices, after its content was
+        swapped in): objects already announced are replayed now, the rest reach
+        the new handler with everyone else's, so each arrives once.
         """
         self._handlers.append(handler)
-        for obj in self.store.list():
-            handler(Added(obj))
+        unannounced = self.reflector.unannounced()
+        for key in self.store:  # a snapshot of the keys
+            if key not in unannounced and (obj := self.store.get(key)) is not None:
+                handler(Added(obj))
 
     def add_index(self, name: str, fn: IndexFunc) -> None:
         self.store.add_index(name, fn)
@@ -114,16 +115,11 @@ class Informer:
 
         return summarize
 
-    def _dispatch_batch(self, events: list[Event]) -> None:
-        handlers = tuple(self._handlers)  # a handler subscribed meanwhile got the replay
-        for event in events:
-            self._dispatch(event, handlers)
-
-    def _dispatch(self, event: Event, handlers: tuple[Handler, ...] | None = None) -> None:
+    def _dispatch(self, event: Event) -> None:
         if isinstance(event, Deleted):
             self._writers.forget(event.obj)
         # a copy: a handler may subscribe another one (which the replay above serves)
-        for handler in handlers if handlers is not None else tuple(self._handlers):
+        for handler in tuple(self._handlers):
             try:
                 handler(event)
             except Exception:  # a bad handler must not kill the watch
@@ -219,7 +215,8 @@ MAX_PENDING_WRITES = 10_000
 class Cache:
     """Shared informers, started together; reads come from memory.
 
-    Reads return copies (:func:`~kubeloop._store.copy_object`): a reconcile may
+    Reads return objects the caller owns (the store keeps frozen JSON and
+    decodes a fresh dict per read, see :mod:`kubeloop._store`): a reconcile may
     mutate what it read without corrupting the cache. Reads (``get`` and
     ``list``) right after our own write wait for the watch to deliver it;
     ``read_your_writes_timeout`` (default 5 s) bounds that wait, after which the
@@ -382,7 +379,8 @@ class Cache:
         *,
         label_selector: str | None = None,
     ) -> Object | None:
-        """A copy of the cached object, or None. Never older than our own last write to it.
+        """The cached object (the caller's own copy), or None. Never older than our own
+        last write to it.
 
         ``label_selector`` reads from the informer of that scope (the one a
         ``for_``/``watches`` with the same selector uses): an object outside it is
@@ -395,10 +393,8 @@ class Cache:
         lagging = await self._caught_up(resource, inf, [key])
         if lagging:
             live = await self._live(resource, lagging)
-            obj = live.get(key)
-            return copy_object(obj) if obj is not None else None
-        obj = inf.store.get(key)
-        return copy_object(obj) if obj is not None else None
+            return live.get(key)  # straight from the server: nobody else holds it
+        return inf.store.get(key)  # decoded for this read: the caller's own
 
     async def list(
         self,
@@ -408,32 +404,24 @@ class Cache:
         index: tuple[str, str] | None = None,
         label_selector: str | None = None,
     ) -> list[Object]:
-        """Copies of the cached objects of a kind, optionally in one namespace or under
-        one index value; ``label_selector`` picks the informer of that scope, as for
-        :meth:`get`. Objects we wrote are never older than our write."""
+        """The cached objects of a kind (the caller's own copies), optionally in one
+        namespace or under one index value; ``label_selector`` picks the informer of
+        that scope, as for :meth:`get`. Objects we wrote are never older than our write."""
         ns = self._default_namespace(resource, namespace)
         inf = await self._reader(resource, ns, label_selector)
-        if index:
-            objs = inf.store.by_index(*index)
-            if ns:
-                objs = [o for o in objs if o["metadata"].get("namespace") == ns]
-        else:
-            objs = inf.store.list(ns)  # the namespace index: no scan of other namespaces
+        lagging: builtins.list[str] = []
         pending = self._expected.get(resource)
         if pending:
             prefix = f"{ns}/" if ns else ""
             keys = [k for k in pending if k.startswith(prefix)]
             lagging = await self._caught_up(resource, inf, keys)
-            if lagging:
-                objs = await self._merge_live(resource, inf, objs, lagging, index)
-            elif keys:  # the watch delivered them meanwhile: read the store again
-                if index:
-                    objs = inf.store.by_index(*index)
-                    if ns:
-                        objs = [o for o in objs if o["metadata"].get("namespace") == ns]
-                else:
-                    objs = inf.store.list(ns)
-        return [copy_object(o) for o in objs]
+        # read once the watch has delivered our writes (or the wait gave up); each
+        # object is decoded for this read, so the caller owns it
+        # (a namespaced read uses the namespace index: no scan of other namespaces)
+        objs = inf.store.by_index(*index, namespace=ns) if index else inf.store.list(ns)
+        if lagging:
+            objs = await self._merge_live(resource, inf, objs, lagging, index)
+        return objs
 
     async def _caught_up(
         self, resource: Resource, inf: Informer, keys: builtins.list[str]
@@ -523,10 +511,8 @@ class Cache:
             return
         key = object_key(obj)
         for inf in watching:
-            cached = inf.store.get(key)
-            if cached is not None and rv_at_least(
-                cached["metadata"].get("resourceVersion", ""), rv
-            ):
+            cached = inf.store.resource_version(key)
+            if cached is not None and rv_at_least(cached, rv):
                 return  # the watch was faster than our response: nothing to wait for
         exp = self._expected.setdefault(resource, {})
         if key not in exp or rv_at_least(rv, exp[key]):

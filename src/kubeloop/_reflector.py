@@ -11,6 +11,7 @@ deletions (``final_state_unknown``) rather than silently forgetting them.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import random
 import time
@@ -22,7 +23,7 @@ from kubeloop._backoff import ListWatchBackoff, retry_after_pause
 from kubeloop._errors import Gone, KubeloopError, RequestTimeout
 from kubeloop._event import Added, Deleted, Event, Updated
 from kubeloop._resource import Object, Resource
-from kubeloop._store import Store, object_key
+from kubeloop._store import Relist, Relisted, Store, object_key
 
 if TYPE_CHECKING:
     from kubeloop._client import Client
@@ -74,6 +75,30 @@ def rv_at_least(have: str, want: str) -> bool:
         return have == want
 
 
+#: Seconds of work between two yields to other tasks while a list is stored.
+_SLICE = 0.005
+
+
+class _Pace:
+    """Yields to other tasks after ``every`` steps or ``budget`` seconds of work since
+    the last yield, whichever comes first: a large list is stored and announced in
+    slices, so the event loop is never blocked for long, however slow the handlers
+    (bench/informer_scale.py reports the longest stall)."""
+
+    def __init__(self, every: int = 500, budget: float = _SLICE) -> None:
+        self.every = every
+        self.budget = budget
+        self._steps = 0
+        self._since = time.perf_counter()
+
+    async def __call__(self) -> None:
+        self._steps += 1
+        if self._steps >= self.every or time.perf_counter() - self._since >= self.budget:
+            await asyncio.sleep(0)
+            self._steps = 0
+            self._since = time.perf_counter()
+
+
 class Reflector:
     """Lists and watches one resource (optionally one namespace/selector) into a store."""
 
@@ -88,15 +113,11 @@ class Reflector:
         label_selector: str | None = None,
         field_selector: str | None = None,
         options: ReflectorOptions | None = None,
-        emit_batch: Callable[[list[Event]], None] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
         self.store = store
         self.emit = emit
-        #: A list's events in one call (default: one ``emit`` each), so a consumer can
-        #: treat the batch the store swapped in at once as one delivery.
-        self.emit_batch = emit_batch
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
@@ -110,6 +131,13 @@ class Reflector:
         #: Successful LISTs so far (the first one included).
         self.lists = 0
         self._changed = asyncio.Condition()
+        # the relist whose changes are being announced to the handlers, if any
+        self._announcing: Relisted | None = None
+
+    def unannounced(self) -> set[str]:
+        """Keys a relist has stored but not announced to the handlers yet: a handler
+        subscribing now gets them from the announcement, not from a replay."""
+        return self._announcing.pending() if self._announcing is not None else set()
 
     @property
     def name(self) -> str:
@@ -158,36 +186,70 @@ class Reflector:
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
-        items, rv = await self.client.list_all(
+        # the new content is built aside, page by page as the pages arrive, yielding to
+        # other tasks as it goes, and swapped in at once: readers never see a
+        # half-replaced store (see Store.commit). Each page's dicts can go once stored,
+        # so a big list is never held decoded as a whole.
+        relist = self.store.relist()
+        rv = ""
+        pace = _Pace()
+        async for page in self.client.list_pages(
             self.resource,
             self.namespace,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             limit=self.options.page_size,
-        )
-        self.last_activity = time.monotonic()
-        transform = self.options.transform
-        objs = []
-        for n, item in enumerate(items):
-            objs.append(transform(item) if transform else item)
-            if n % 500 == 499:
-                await asyncio.sleep(0)  # let other tasks run during a big relist
-        # one swap: readers never see a half-replaced store (see Store.replace)
-        changes = self.store.replace(objs)
-        events: list[Event] = [Added(obj) for obj in changes.added]
-        events += [Updated(old, obj) for old, obj in changes.updated]
-        events += [Deleted(gone, final_state_unknown=True) for gone in changes.deleted]
-        if self.emit_batch is not None:
-            self.emit_batch(events)
-        else:
-            for event in events:
-                self.emit(event)
+        ):
+            self.last_activity = time.monotonic()
+            if page.restart:
+                relist = self.store.relist()
+            rv = page.resource_version
+            items = page.items
+            del page
+            items.reverse()  # popped from the end: in list order
+            while items:
+                self._store_slice(relist, items, _SLICE)
+                await asyncio.sleep(0)
+        done = self.store.commit(relist)
+        del relist
+        # announced after the swap, so a handler's reconcile finds what it is told about;
+        # decoded from the store one by one (the caller's own, gone after the handlers)
+        self._announcing = done
+        try:
+            for old, obj in done.changes():
+                self.emit(Added(obj) if old is None else Updated(old, obj))
+                await pace()
+            for gone in done.gone():
+                self.emit(Deleted(gone, final_state_unknown=True))
+                await pace()
+        finally:
+            self._announcing = None
         if self.synced.is_set():
             self.relists += 1
         self.lists += 1
         self.resource_version = rv
         self.synced.set()
         await self._notify()
+
+    def _store_slice(self, relist: Relist, items: list[Object], budget: float) -> None:
+        """Store objects of a page (reversed: popped from the end) into ``relist`` for up
+        to ``budget`` seconds, with the cyclic GC paused (no await in between, so no
+        other task runs with it off). Each object is freed as soon as it is stored, so
+        what a slice allocates dies young and triggers no collection: a full one walks
+        the whole process's heap, a stall each time."""
+        transform = self.options.transform
+        deadline = time.perf_counter() + budget
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            while items:
+                obj = items.pop()
+                relist.put(transform(obj) if transform else obj)
+                if len(items) % 64 == 0 and time.perf_counter() >= deadline:
+                    break
+        finally:
+            if was_enabled:
+                gc.enable()
 
     async def _watch(self) -> int:
         """Watch until the server ends it; returns the number of lines received."""
@@ -218,7 +280,7 @@ class Reflector:
                 old = self.store.put(obj)
                 self.emit(Added(obj) if old is None else Updated(old, obj, managed))
             elif event.type == "DELETED":
-                old = self.store.remove(object_key(obj))
+                self.store.discard(object_key(obj))
                 self.emit(Deleted(obj))
             self.resource_version = _rv(obj) or self.resource_version
             await self._notify()
@@ -233,9 +295,9 @@ class Reflector:
         at a later version). Returns False on timeout."""
 
         def caught_up() -> bool:
-            obj = self.store.get(key)
-            if obj is not None:
-                return rv_at_least(_rv(obj), min_rv)
+            rv = self.store.resource_version(key)
+            if rv is not None:
+                return rv_at_least(rv, min_rv)
             return rv_at_least(self.resource_version, min_rv)
 
         try:

@@ -80,21 +80,36 @@ def writers_since(before: Sequence[Writer] | None, after: Iterable[Writer]) -> l
     return [w for w in later if w.time == newest]
 
 
+#: Distinct summaries a log shares between its objects at most (see WriterLog).
+_SHARED = 4096
+
+
 class WriterLog:
     """uid -> (resourceVersion, writers) for the objects a client has seen, bounded.
 
     Holds one entry per object (the latest version seen), at most ``limit``; the
     least recently recorded go first. An informer records every object it stores
     and forgets deleted ones; the client records its writes' results.
+
+    Sized for a large cache: equal summaries are shared (objects written by the
+    same managers within the same second, as a bulk create or a rollout makes them,
+    have the same one), so 100,000 objects keep a few hundred summaries, not one
+    each; the sharing table is bounded and starts over when full, which only costs
+    sharing. Versions and summaries are kept in two dicts rather than a tuple per
+    object: a dict of strings is not tracked by the garbage collector, and 100,000
+    tuples holding summaries would be, lengthening every full collection.
     """
 
     def __init__(self, limit: int = 100_000) -> None:
         self.limit = limit
-        # a plain dict keeps insertion order at half an OrderedDict's size per entry
-        self._entries: dict[str, tuple[str, Writers]] = {}
+        # uid -> resourceVersion; its order is the recording order (the oldest first).
+        # A plain dict keeps insertion order at half an OrderedDict's size per entry.
+        self._versions: dict[str, str] = {}
+        self._writers: dict[str, Writers] = {}  # uid -> summary, the same keys
+        self._shared: dict[Writers, Writers] = {}
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._versions)
 
     def record(self, obj: Object, writers: Writers | None = None) -> None:
         meta = obj.get("metadata") or {}
@@ -103,23 +118,28 @@ class WriterLog:
             writers = writers_of(obj)
         if not uid or not rv or writers is None:
             return
-        self._entries.pop(uid, None)
-        self._entries[uid] = (str(rv), writers)  # (re)inserted last: the oldest is first
-        while len(self._entries) > self.limit:
-            del self._entries[next(iter(self._entries))]
+        if len(self._shared) >= _SHARED:
+            self._shared.clear()
+        writers = self._shared.setdefault(writers, writers)
+        self._versions.pop(uid, None)
+        self._versions[uid] = str(rv)  # (re)inserted last: the oldest is first
+        self._writers[uid] = writers
+        while len(self._versions) > self.limit:
+            oldest = next(iter(self._versions))
+            del self._versions[oldest], self._writers[oldest]
 
     def refresh(self, obj: Object) -> None:
         """Record ``obj`` only if the log already holds its uid: a write's result
         updates what an informer recorded, but writes of kinds nobody watches (Events,
         Leases) never fill the log."""
         uid = (obj.get("metadata") or {}).get("uid")
-        if uid and uid in self._entries:
+        if uid and uid in self._versions:
             self.record(obj)
 
     def forget(self, obj: Object) -> None:
         uid = (obj.get("metadata") or {}).get("uid")
-        if uid:
-            self._entries.pop(uid, None)
+        if uid and self._versions.pop(uid, None) is not None:
+            del self._writers[uid]
 
     def at(self, obj: Object) -> Writers | None:
         """The writers of ``obj`` at its own resourceVersion: from the object itself if
@@ -128,7 +148,7 @@ class WriterLog:
         if own is not None:
             return own
         meta = obj.get("metadata") or {}
-        entry = self._entries.get(meta.get("uid") or "")
-        if entry is not None and entry[0] == str(meta.get("resourceVersion") or ""):
-            return entry[1]
+        uid = meta.get("uid") or ""
+        if self._versions.get(uid) == str(meta.get("resourceVersion") or ""):
+            return self._writers.get(uid)
         return None
