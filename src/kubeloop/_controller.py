@@ -230,7 +230,7 @@ class Controller:
                     # every informer: a manager scoped to several namespaces has one each
                     # keys only: the store decodes an object on every read
                     for informer in src.informers:
-                        for key in informer.store.keys():
+                        for key in list(informer.store):
                             namespace, name = split_key(key)
                             self.enqueue(Request(name, namespace), None)
 
