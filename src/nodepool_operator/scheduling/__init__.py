@@ -13,6 +13,7 @@ from ._binpack import ScaleUpPlan as ScaleUpPlan
 from ._binpack import UnschedulableGroup as UnschedulableGroup
 from ._binpack import lower_bound as lower_bound
 from ._binpack import plan_scale_up as plan_scale_up
+from ._exact import SearchBudget as SearchBudget
 from ._fit import FitReason as FitReason
 from ._fit import FitResult as FitResult
 from ._fit import pod_fits_node as pod_fits_node
@@ -49,6 +50,7 @@ __all__ = [
     "PodVerdict",
     "Resources",
     "ScaleUpPlan",
+    "SearchBudget",
     "Taint",
     "UnschedulableGroup",
     "classify",

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from ._exact import DEFAULT_BUDGET, SearchBudget, pack_fewest
 from ._fit import FitReason, check_constraints, check_room
 from ._pods import Pod, PodRef, constraint_key, pod_ref, pod_requests
 from ._quantity import Resources
@@ -193,6 +194,7 @@ def plan_scale_up(
     in_flight: int = 0,
     current_target: int,
     max_nodes: int,
+    search: SearchBudget | None = DEFAULT_BUDGET,
 ) -> ScaleUpPlan:
     """Plan how far to raise a pool's target so that ``pending_pods`` can run.
 
@@ -205,6 +207,8 @@ def plan_scale_up(
             backoff, so its phantom nodes stop hiding the need for capacity.
         current_target: the pool's ``targetNodes`` now.
         max_nodes: the most nodes the pool may have.
+        search: the budget of the exact search that follows FFD (:mod:`._exact`), or ``None``
+            for FFD alone.
 
     Pods are placed first-fit-decreasing by their *dominant share*: the largest fraction of the
     template's allocatable they request in any one resource, ties broken by the sum of shares
@@ -224,13 +228,32 @@ def plan_scale_up(
         template, existing_nodes, max(in_flight, 0), max(max_nodes - current_target, 0)
     )
     placements: list[Placement] = []
+    overflow: list[PodRef] = []
     for entry in candidates:
         node = packer.place(entry)
         if node is None:
-            key = (PlanReason.MAX_NODES_REACHED, f"max {max_nodes} nodes")
-            rejected.setdefault(key, []).append(entry.ref)
+            overflow.append(entry.ref)
         else:
             placements.append(Placement(entry.ref, node))
+    new_nodes = packer.opened
+    if search is not None and (new_nodes or overflow):
+        # FFD may open a node too many; when it hit max_nodes, all pods may still fit within it.
+        allowed_new = max(max_nodes - current_target, 0)
+        exact = pack_fewest(
+            candidates,
+            template,
+            existing_nodes,
+            max(in_flight, 0),
+            fewer_than=allowed_new + 1 if overflow else new_nodes,
+            budget=search,
+        )
+        if exact is not None:
+            placements = [
+                Placement(e.ref, label) for e, label in zip(candidates, exact.labels, strict=True)
+            ]
+            new_nodes, overflow = exact.new_nodes, []
+    if overflow:
+        rejected[(PlanReason.MAX_NODES_REACHED, f"max {max_nodes} nodes")] = overflow
     groups = [
         UnschedulableGroup(reason, detail, tuple(sorted(refs)))
         for (reason, detail), refs in rejected.items()
@@ -238,8 +261,8 @@ def plan_scale_up(
     return ScaleUpPlan(
         template=template.name,
         current_target=current_target,
-        desired_target=max(current_target, min(current_target + packer.opened, max_nodes)),
-        new_nodes=packer.opened,
+        desired_target=max(current_target, min(current_target + new_nodes, max_nodes)),
+        new_nodes=new_nodes,
         max_nodes=max_nodes,
         placements=tuple(placements),
         unschedulable=tuple(sorted(groups, key=lambda g: (_REASON_ORDER[g.reason], g.detail))),
