@@ -87,10 +87,12 @@ def fewest_new_nodes(
     if status == cp_model.OPTIMAL:
         nodes = round(solver.objective_value)
         return Optimum(nodes, nodes, solver.wall_time)
-    if status == cp_model.FEASIBLE:
-        return Optimum(
-            round(solver.objective_value), round(solver.best_objective_bound), solver.wall_time
-        )
+    if status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
+        # Out of time: the best plan it found (or the known packing, if none yet) and the
+        # lower bound it proved.
+        found = round(solver.objective_value) if status == cp_model.FEASIBLE else upper_bound
+        return Optimum(found, round(solver.best_objective_bound), solver.wall_time)
     raise RuntimeError(
-        f"CP-SAT found no plan within {upper_bound} new nodes: {solver.status_name(status)}"
+        f"CP-SAT: no plan within {upper_bound} new nodes ({solver.status_name(status)}): "
+        "the upper bound given was not a valid packing"
     )
