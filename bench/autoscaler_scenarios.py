@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import math
+import random
 import statistics
 import tempfile
 import time
@@ -671,7 +672,11 @@ async def _observe(
             naive_client = await stack.enter_async_context(
                 Client.from_kubeconfig(kubeconfig, field_manager="naive-autoscaler")
             )
-            naive = NaiveAutoscaler(naive_client, names.pool, [names.namespace], naive_every)
+            # The first look's phase is drawn (seeded by the scenario, so reruns compare).
+            phase = random.Random(f"naive-phase-{sc.id}").uniform(0.0, naive_every)
+            naive = NaiveAutoscaler(
+                naive_client, names.pool, [names.namespace], naive_every, phase=phase
+            )
             await stack.enter_async_context(running(naive))
         t0 = time.monotonic()
         wave1 = [p for g, p in pods if g.wave == 1]
@@ -1040,8 +1045,9 @@ BENCHMARK = Benchmark(
         "seeds' design (`bench/_naive_autoscaler.py`): every `frequency` it counts pods "
         "with `PodScheduled=False, reason=Unschedulable` in the namespace and raises "
         "`targetNodes` by that many through the scale subresource (clamped to maxNodes), "
-        "with the same NodePool controller making the VMs; its first look comes `frequency` "
-        "after the pods are created (a random phase would average half that). **T_decide**: "
+        "with the same NodePool controller making the VMs; its first look comes at a random "
+        "phase within `frequency` of its start (seeded per scenario), then every "
+        "`frequency`. **T_decide**: "
         "from the first pod the bench's own watch saw `Unschedulable` to the first change "
         "of `spec.targetNodes` it saw (in brackets: from the last pod seen `Unschedulable` "
         "before that change; ours waits for a quiet batch window by design). **All fitting "

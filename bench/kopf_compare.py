@@ -410,8 +410,11 @@ class Run:
             elif now.at - quiet_since >= SETTLE_S:
                 return now
             last = now
-        self.ctx.log(f"kopf: {self.framework} still writing after {SETTLE_MAX_S:.0f} s")
-        return last
+        # Figures read now would count writes still under way: fail the run instead.
+        raise RuntimeError(
+            f"kopf: {self.framework} still writing after {SETTLE_MAX_S:.0f} s "
+            f"(never {SETTLE_S:g} s without a write); no figures from a run that has not settled"
+        )
 
     async def burst(self, requests: list[tuple[str, str, bytes, str]]) -> None:
         """Send ``(method, path, body, content type)`` requests, BURST_CONCURRENCY at a time."""

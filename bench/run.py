@@ -308,6 +308,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, help="override the number of repeats")
     parser.add_argument("--scenarios", help="autoscaler: only these scenarios, e.g. S1,S5")
     parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any benchmark parameter (numbers are parsed), e.g. seconds=4",
+    )
+    parser.add_argument(
         "--scheduler-scoring",
         choices=SCHEDULER_SCORINGS,
         help="kube-scheduler's NodeResourcesFit scoring for the harness's control plane",
@@ -335,6 +342,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         if v is not None
     }
+    for item in args.param:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"bench/run.py: --param {item!r}: expected KEY=VALUE")
+        value: Any = raw
+        with contextlib.suppress(ValueError):
+            value = float(raw) if "." in raw else int(raw)
+        overrides[key] = value
     pids = [int(p) for p in args.server_pids.split(",") if p]
     command = command_line()
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
