@@ -35,7 +35,7 @@ def _state(directory: Path) -> dict[str, object] | None:
     return state if _alive(int(str(state["pid"]))) else None
 
 
-def _up(directory: Path, scheduler: bool, timeout: float) -> int:
+def _up(directory: Path, scheduler: bool, cluster: bool, timeout: float) -> int:
     directory = directory.resolve()
     if (state := _state(directory)) is not None:
         print(state["kubeconfig"])
@@ -43,7 +43,7 @@ def _up(directory: Path, scheduler: bool, timeout: float) -> int:
         return 0
     directory.mkdir(parents=True, exist_ok=True)
     try:
-        find_assets()  # build first (in the foreground, with progress) if needed
+        find_assets(cluster=cluster)  # build first (in the foreground, with progress) if needed
     except AssetsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -51,6 +51,8 @@ def _up(directory: Path, scheduler: bool, timeout: float) -> int:
     cmd = [sys.executable, "-m", "kubeloop.envtest._daemon", "--dir", str(directory)]
     if not scheduler:
         cmd.append("--no-scheduler")
+    if cluster:
+        cmd.append("--cluster")
     proc = subprocess.Popen(
         cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
@@ -105,7 +107,8 @@ def _down(directory: Path, timeout: float) -> int:
 
 def _assets(binary: str | None) -> int:
     try:
-        assets = find_assets()
+        # everything a test bed may run, so that `make setup` builds it all up front
+        assets = find_assets(cluster=True)
     except AssetsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -130,6 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     up = envsub.add_parser("up", help="start in the background; prints the kubeconfig path")
     up.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="state dir (default: .envtest)")
     up.add_argument("--no-scheduler", action="store_true", help="do not run kube-scheduler")
+    up.add_argument(
+        "--cluster",
+        action="store_true",
+        help="also run kube-controller-manager and kwok (Nodes annotated kwok.x-k8s.io/node=fake"
+        " are heartbeated and run their pods)",
+    )
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default: 120)")
     status = envsub.add_parser("status", help="is it running and ready?")
     status.add_argument("--dir", type=Path, default=DEFAULT_DIR)
@@ -139,12 +148,20 @@ def main(argv: list[str] | None = None) -> int:
     assets = envsub.add_parser("assets", help="print the binaries' dir (building them if needed)")
     assets.add_argument(
         "--binary",
-        choices=["etcd", "kube-apiserver", "kube-scheduler", "kubectl"],
+        choices=[
+            "etcd",
+            "kube-apiserver",
+            "kube-scheduler",
+            "kubectl",
+            "kube-controller-manager",
+            "kwok",
+            "kwok-stages.yaml",
+        ],
         help="print this binary's path instead",
     )
     args = parser.parse_args(argv)
     if args.action == "up":
-        return _up(args.dir, not args.no_scheduler, args.timeout)
+        return _up(args.dir, not args.no_scheduler, args.cluster, args.timeout)
     if args.action == "status":
         return _status(args.dir)
     if args.action == "down":

@@ -407,12 +407,23 @@ class Client:
 
     # -- writes ----------------------------------------------------------------------
 
-    async def create(self, res: Resource, obj: Object, namespace: str | None = None) -> Object:
-        """POST ``obj``; the namespace comes from the argument or ``obj``'s metadata."""
-        path = res.path(_namespace(res, namespace, obj))
+    async def create(
+        self,
+        res: Resource,
+        obj: Object,
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> Object:
+        """POST ``obj``; the namespace comes from the argument or ``obj``'s metadata.
+
+        With ``subresource``, POST to that subresource of the object named by ``obj``'s
+        metadata, e.g. a policy/v1 Eviction to a pod's ``eviction``."""
+        ns = _namespace(res, namespace, obj)
+        path = res.path(ns, name_of(obj), subresource) if subresource else res.path(ns)
         params = {"fieldManager": self.manager_name()}
-        result = await self._call("create", res, None, "POST", path, params=params, body=obj)
-        return self._wrote(res, None, result)
+        result = await self._call("create", res, subresource, "POST", path, params=params, body=obj)
+        return self._wrote(res, subresource, result)
 
     async def update(self, res: Resource, obj: Object, *, subresource: str | None = None) -> Object:
         """PUT ``obj`` (name and namespace from its metadata). A stale

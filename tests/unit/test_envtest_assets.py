@@ -77,3 +77,60 @@ def test_serving_certificate_covers_loopback() -> None:
     san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "localhost" in san.get_values_for_type(x509.DNSName)
     assert [str(ip) for ip in san.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+
+
+@pytest.mark.usefixtures("no_cache")
+def test_the_cluster_parts_are_asked_for_separately(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    lean = ["etcd", "kube-apiserver", "kube-scheduler", "kubectl"]
+    ours = _fake_bins(tmp_path / "ours", [*lean, "kube-controller-manager", "kwok"])
+    (ours / "kwok-stages.yaml").write_text("kind: Stage\n")
+    monkeypatch.setenv("KUBELOOP_ASSETS", str(ours))
+    assert find_assets(build=False).kwok is None, "a lean control plane does not look for kwok"
+    assets = find_assets(build=False, cluster=True)
+    assert assets.kube_controller_manager == ours / "kube-controller-manager"
+    assert assets.kwok == ours / "kwok"
+    assert assets.kwok_stages == ours / "kwok-stages.yaml"
+    assert assets.path("kwok-stages.yaml") == ours / "kwok-stages.yaml"
+
+
+@pytest.mark.usefixtures("no_cache")
+def test_missing_cluster_parts_without_build_are_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    lean = _fake_bins(tmp_path / "lean", ["etcd", "kube-apiserver", "kube-scheduler", "kubectl"])
+    monkeypatch.setenv("KUBELOOP_ASSETS", str(lean))
+    with pytest.raises(AssetsError, match=r"kube-controller-manager, kwok, kwok-stages\.yaml"):
+        find_assets(build=False, cluster=True)
+
+
+def test_the_cluster_cache_key_follows_the_binary_set(tmp_path: Path) -> None:
+    import subprocess
+
+    from kubeloop.envtest._assets import build_script
+
+    script = build_script("build-cluster.sh")
+    out = subprocess.run(
+        ["bash", str(script), "--print-dir"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    ).stdout.strip()
+    assert out.startswith(str(tmp_path / ".cache" / "kubeloop" / "controlplane" / "v1."))
+    changed = tmp_path / "build-cluster.sh"
+    changed.write_text(
+        script.read_text().replace(
+            'BINARIES="kube-controller-manager kwok"', 'BINARIES="kube-controller-manager"'
+        )
+    )
+    (tmp_path / "k8s").symlink_to(script.parent / "k8s")
+    other = subprocess.run(
+        ["bash", str(changed), "--print-dir"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    ).stdout.strip()
+    assert other != out

@@ -18,7 +18,7 @@ mods=$(awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" {print $1}' "$gomod")
 [ -n "$mods" ] || { echo "no v0.0.0 staging requirements in $gomod" >&2; exit 1; }
 for m in $mods; do go mod edit -replace="$m=$m@$STAGING"; done
 go mod edit -require="k8s.io/kubernetes@$K8S"
-for c in kube-apiserver kube-scheduler kubectl; do go mod edit -tool="k8s.io/kubernetes/cmd/$c"; done
+for c in kube-apiserver kube-scheduler kube-controller-manager kubectl; do go mod edit -tool="k8s.io/kubernetes/cmd/$c"; done
 go mod tidy
 echo "pinned $(echo "$mods" | wc -l) staging modules at $STAGING"
 

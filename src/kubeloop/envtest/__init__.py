@@ -6,12 +6,14 @@
 """
 
 from kubeloop.envtest._assets import Assets, find_assets
-from kubeloop.envtest._controlplane import ControlPlane, ControlPlaneOptions
+from kubeloop.envtest._controlplane import DEFAULT_CONTROLLERS, ControlPlane, ControlPlaneOptions
 from kubeloop.envtest._errors import AssetsError, EnvtestError, StartError
-from kubeloop.envtest._nodes import node_manifest
+from kubeloop.envtest._nodes import KWOK_NODE_ANNOTATIONS, node_manifest
 from kubeloop.envtest._rest import RestClient, RestError
 
 __all__ = [
+    "DEFAULT_CONTROLLERS",
+    "KWOK_NODE_ANNOTATIONS",
     "Assets",
     "AssetsError",
     "ControlPlane",

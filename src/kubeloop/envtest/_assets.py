@@ -3,6 +3,11 @@
 Lookup order, per binary: ``$KUBELOOP_ASSETS``, ``$KUBEBUILDER_ASSETS`` (so users of
 setup-envtest start instantly), the version-keyed cache, then a build from the Go
 module proxy with ``tools/controlplane/build.sh``.
+
+The cluster parts (kube-controller-manager, kwok and kwok's stage file) are a second,
+separately cached build, ``tools/controlplane/build-cluster.sh``: only a test bed that runs
+them asks for them (``find_assets(cluster=True)``), and the lean control plane does not
+wait for their build.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from kubeloop.envtest._errors import AssetsError
 #: Binaries a control plane needs; kubectl is for humans and the demo.
 REQUIRED = ("etcd", "kube-apiserver")
 OPTIONAL = ("kube-scheduler", "kubectl")
+#: What a full test bed adds: kube-controller-manager, kwok, and the Stage objects kwok runs.
+KWOK_STAGES = "kwok-stages.yaml"
+CLUSTER = ("kube-controller-manager", "kwok", KWOK_STAGES)
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,11 @@ class Assets:
     kube_apiserver: Path
     kube_scheduler: Path | None
     kubectl: Path | None
+    #: The cluster parts; None unless asked for with ``find_assets(cluster=True)``.
+    kube_controller_manager: Path | None = None
+    kwok: Path | None = None
+    #: The Stage objects kwok runs (generated at build time from the kwok module).
+    kwok_stages: Path | None = None
 
     def path(self, name: str) -> Path | None:
         return {
@@ -35,19 +48,23 @@ class Assets:
             "kube-apiserver": self.kube_apiserver,
             "kube-scheduler": self.kube_scheduler,
             "kubectl": self.kubectl,
+            "kube-controller-manager": self.kube_controller_manager,
+            "kwok": self.kwok,
+            KWOK_STAGES: self.kwok_stages,
         }[name]
 
 
-def build_script() -> Path:
-    """The build script: shipped in the wheel, or found in a source checkout."""
+def build_script(name: str = "build.sh") -> Path:
+    """A build script (``build.sh`` or ``build-cluster.sh``): shipped in the wheel, or found
+    in a source checkout."""
     here = Path(__file__).resolve().parent.parent
     for candidate in (
-        here / "_controlplane_src" / "build.sh",
-        here.parent.parent / "tools" / "controlplane" / "build.sh",
+        here / "_controlplane_src" / name,
+        here.parent.parent / "tools" / "controlplane" / name,
     ):
         if candidate.is_file():
             return candidate
-    raise AssetsError("cannot find tools/controlplane/build.sh to build the control plane")
+    raise AssetsError(f"cannot find tools/controlplane/{name} to build the control plane")
 
 
 def _env_dirs() -> list[Path]:
@@ -69,6 +86,19 @@ def _cache_dir() -> Path | None:
     return out if (out / ".complete").is_file() else None
 
 
+def _cluster_cache_dir() -> Path | None:
+    """The dir build-cluster.sh would use, if its build completed. The script owns the cache
+    key (versions and a hash of the binary set), so ask it rather than compute it twice."""
+    script = build_script("build-cluster.sh")
+    proc = subprocess.run(
+        ["bash", str(script), "--print-dir"], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise AssetsError(f"bash {script} --print-dir failed: {proc.stderr.strip()}")
+    out = Path(proc.stdout.strip().splitlines()[-1])
+    return out if (out / ".complete").is_file() else None
+
+
 def _versions(src: Path) -> tuple[str, str]:
     def find(gomod: Path, module: str) -> str:
         for line in gomod.read_text().splitlines():
@@ -83,33 +113,44 @@ def _versions(src: Path) -> tuple[str, str]:
     )
 
 
-def _pick(dirs: list[Path]) -> dict[str, Path]:
+def _pick(dirs: list[Path], names: tuple[str, ...]) -> dict[str, Path]:
     found: dict[str, Path] = {}
-    for name in REQUIRED + OPTIONAL:
+    for name in names:
         for d in dirs:
             p = d / name
-            if p.is_file() and os.access(p, os.X_OK):
+            if p.is_file() and (name == KWOK_STAGES or os.access(p, os.X_OK)):
                 found[name] = p
                 break
     return found
 
 
-def find_assets(*, build: bool = True) -> Assets:
+def find_assets(*, build: bool = True, cluster: bool = False) -> Assets:
     """Return the binaries, building them when nothing provides the required ones.
 
     The build runs ``build.sh`` (progress on stderr); it takes 15-30 minutes on
-    2 cores the first time, and is a no-op afterwards.
+    2 cores the first time, and is a no-op afterwards. With ``cluster=True`` the result
+    also names kube-controller-manager, kwok and kwok's stage file, built by
+    ``build-cluster.sh`` (about 8 more minutes the first time) if nothing provides them;
+    a missing one is then an :class:`AssetsError` too.
     """
     dirs = _env_dirs()
     cached = _cache_dir()
     if cached is not None:
         dirs.append(cached)
-    found = _pick(dirs)
-    missing = [n for n in REQUIRED + OPTIONAL if n not in found]
-    if missing and build:
+    names: tuple[str, ...] = REQUIRED + OPTIONAL
+    if cluster:
+        cluster_cached = _cluster_cache_dir()
+        if cluster_cached is not None:
+            dirs.append(cluster_cached)
+        names += CLUSTER
+    found = _pick(dirs, names)
+    if build and any(n not in found for n in REQUIRED + OPTIONAL):
         dirs.append(run_build())
-        found = _pick(dirs)
-    absent = [n for n in REQUIRED if n not in found]
+        found = _pick(dirs, names)
+    if build and cluster and any(n not in found for n in CLUSTER):
+        dirs.append(run_build("build-cluster.sh"))
+        found = _pick(dirs, names)
+    absent = [n for n in REQUIRED + (CLUSTER if cluster else ()) if n not in found]
     if absent:
         raise AssetsError(
             f"control-plane binaries not found: {', '.join(absent)} "
@@ -120,12 +161,15 @@ def find_assets(*, build: bool = True) -> Assets:
         kube_apiserver=found["kube-apiserver"],
         kube_scheduler=found.get("kube-scheduler"),
         kubectl=found.get("kubectl"),
+        kube_controller_manager=found.get("kube-controller-manager"),
+        kwok=found.get("kwok"),
+        kwok_stages=found.get(KWOK_STAGES),
     )
 
 
-def run_build() -> Path:
-    """Run build.sh (a no-op when cached) and return the directory it printed."""
-    script = build_script()
+def run_build(name: str = "build.sh") -> Path:
+    """Run a build script (a no-op when cached) and return the directory it printed."""
+    script = build_script(name)
     proc = subprocess.run(
         ["bash", str(script)], stdout=subprocess.PIPE, stderr=sys.stderr, text=True, check=False
     )

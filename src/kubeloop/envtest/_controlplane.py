@@ -1,4 +1,16 @@
-"""etcd + kube-apiserver (+ kube-scheduler) on loopback, envtest style."""
+"""etcd + kube-apiserver (+ kube-scheduler, kube-controller-manager, kwok) on loopback.
+
+The lean control plane (etcd, apiserver, scheduler) is envtest's: Nodes are API objects
+that nobody heartbeats, which is all most integration tests need. With
+``controller_manager=True`` and ``kwok=True`` it is a small cluster instead: garbage
+collection, namespace deletion, PodDisruptionBudget status, Deployments and the node
+lifecycle controller run, and kwok plays the kubelet of every Node that opts in with the
+annotation ``kwok.x-k8s.io/node: fake`` (:data:`KWOK_NODE_ANNOTATIONS`): it marks the Node
+Ready, renews its Lease, and runs the pods bound to it (Running, with a pod IP; deleted pods
+are finished off). A Node that does not opt in, or stops opting in, is not heartbeated, so
+the node lifecycle controller marks it ``Unknown`` after ``node_monitor_grace_seconds`` and
+taints it, as on a real cluster whose kubelet died.
+"""
 
 from __future__ import annotations
 
@@ -22,12 +34,35 @@ import yaml
 from kubeloop.envtest import _certs, _process
 from kubeloop.envtest._assets import Assets, find_assets
 from kubeloop.envtest._errors import EnvtestError, StartError
-from kubeloop.envtest._nodes import node_manifest
+from kubeloop.envtest._nodes import KWOK_NODE_ANNOTATIONS, node_manifest
 from kubeloop.envtest._rest import RestClient, RestError
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 #: kube-scheduler's NodeResourcesFit scoring strategies ``ControlPlaneOptions`` accepts.
 SCHEDULER_SCORINGS = ("LeastAllocated", "MostAllocated")
+_LEAN_DISABLED = "ServiceAccount,TaintNodesByCondition"
+
+#: kube-controller-manager's controllers in the full test bed, and why each is there.
+DEFAULT_CONTROLLERS: tuple[str, ...] = (
+    # ownerReferences cascade (foreground/background deletion, orphans)
+    "garbage-collector-controller",
+    # a deleted namespace finishes deleting (its content is removed first)
+    "namespace-controller",
+    # Ready=Unknown and the not-ready/unreachable taints for Nodes nobody heartbeats;
+    # removes the not-ready taint TaintNodesByCondition puts on new Nodes once they are Ready
+    "node-lifecycle-controller",
+    # evicts pods from NoExecute-tainted (e.g. unreachable) Nodes after their toleration
+    "taint-eviction-controller",
+    # PodDisruptionBudget status: the Eviction API refuses (429) until it is computed
+    "disruption-controller",
+    # Deployments and ReplicaSets create their pods, and replace evicted ones
+    "deployment-controller",
+    "replicaset-controller",
+    # deletes pods bound to Nodes that no longer exist, and terminated pods over a threshold
+    "pod-garbage-collector-controller",
+)
+#: Pod IPs kwok hands out (distinct from the Service range 10.0.0.0/24).
+POD_CIDR = "10.244.0.0/16"
 
 
 @dataclass
@@ -49,6 +84,20 @@ class ControlPlaneOptions:
     apiserver_args: list[str] = field(default_factory=list)
     #: Binaries to use; None looks them up (and builds them if needed).
     assets: Assets | None = None
+    #: Run kube-controller-manager with :attr:`controllers`. It also turns the apiserver's
+    #: TaintNodesByCondition admission back on: new Nodes start tainted not-ready until the
+    #: node lifecycle controller sees them Ready (so they need kwok, or another heartbeat).
+    controller_manager: bool = False
+    #: kube-controller-manager's ``--controllers`` (see :data:`DEFAULT_CONTROLLERS`).
+    controllers: tuple[str, ...] = DEFAULT_CONTROLLERS
+    #: Run kwok for the Nodes annotated ``kwok.x-k8s.io/node: fake`` (and their pods).
+    kwok: bool = False
+    #: Seconds without a Lease renewal (or status update) before the node lifecycle
+    #: controller marks a Node ``Unknown``: kube-controller-manager's
+    #: ``--node-monitor-grace-period`` (50 s upstream; shorter so tests wait less).
+    node_monitor_grace_seconds: int = 30
+    #: kwok's ``--node-lease-duration-seconds``; it renews each Lease every quarter of it.
+    node_lease_seconds: int = 20
 
 
 class ControlPlane:
@@ -66,6 +115,8 @@ class ControlPlane:
         self._procs: list[_process.Process] = []
         self._pidfile: Path | None = None
         self._ca: _certs.CertificateAuthority | None = None
+        #: The binaries this control plane runs (set by :meth:`start`).
+        self.assets: Assets | None = self.options.assets
         self.etcd_url = ""
         self.server = ""
 
@@ -90,11 +141,21 @@ class ControlPlane:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @property
+    def cluster(self) -> bool:
+        """Whether kube-controller-manager or kwok run (a cluster, not a bare control plane)."""
+        return self.options.controller_manager or self.options.kwok
+
     def start(self) -> None:
         _process.reap_leftovers()
-        assets = self.options.assets or find_assets()
-        if self.options.scheduler and assets.kube_scheduler is None:
+        opts = self.options
+        assets = self.assets = opts.assets or find_assets(cluster=self.cluster)
+        if opts.scheduler and assets.kube_scheduler is None:
             raise EnvtestError("kube-scheduler binary not found; run `make setup` to build it")
+        if opts.controller_manager and assets.kube_controller_manager is None:
+            raise EnvtestError("kube-controller-manager not found; run `make setup` to build it")
+        if opts.kwok and (assets.kwok is None or assets.kwok_stages is None):
+            raise EnvtestError("kwok or its stages not found; run `make setup` to build them")
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "logs").mkdir(exist_ok=True)
         try:
@@ -102,9 +163,16 @@ class ControlPlane:
             self._start_etcd(assets)
             self._start_apiserver(assets)
             self._write_kubeconfig(self.kubeconfig, "admin", ("system:masters",))
-            if self.options.scheduler:
+            if opts.scheduler:
                 assert assets.kube_scheduler is not None
                 self._start_scheduler(assets.kube_scheduler)
+            if opts.controller_manager:
+                assert assets.kube_controller_manager is not None
+                self._start_controller_manager(assets.kube_controller_manager)
+            if opts.kwok:
+                assert assets.kwok is not None
+                assert assets.kwok_stages is not None
+                self._start_kwok(assets.kwok, assets.kwok_stages)
         except BaseException:
             self.stop()
             raise
@@ -216,9 +284,10 @@ class ControlPlane:
                 "--authorization-mode=RBAC",
                 "--allow-privileged=true",
                 # ServiceAccount: no controller creates default SAs here.
-                # TaintNodesByCondition: it taints every new Node not-ready, and
-                # without a kubelet nothing would ever remove the taint.
-                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+                # TaintNodesByCondition: it taints every new Node not-ready, and only
+                # the node lifecycle controller removes that taint again.
+                "--disable-admission-plugins="
+                + ("ServiceAccount" if self.options.controller_manager else _LEAN_DISABLED),
                 "--profiling=false",
                 "--v=1",
                 *self.options.apiserver_args,
@@ -279,16 +348,55 @@ class ControlPlane:
                 "--v=1",
             ],
         )
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE  # its serving cert is self-signed in memory
+        self._wait(proc, _https_healthz(port))
 
-        def healthy() -> bool:
+    def _start_controller_manager(self, binary: Path) -> None:
+        port = _process.free_port()
+        # its own user (in system:masters: with the default
+        # --use-service-account-credentials=false every controller uses this identity)
+        kubeconfig = self.kubeconfig_for("system:kube-controller-manager", ("system:masters",))
+        proc = self._spawn(
+            "kube-controller-manager",
+            [
+                str(binary),
+                f"--kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.dir / 'controller-manager-certs'}",
+                f"--controllers={','.join(self.options.controllers)}",
+                f"--node-monitor-grace-period={self.options.node_monitor_grace_seconds}s",
+                "--node-monitor-period=2s",
+                "--v=1",
+            ],
+        )
+        self._wait(proc, _https_healthz(port))
+
+    def _start_kwok(self, binary: Path, stages: Path) -> None:
+        port = _process.free_port()
+        kubeconfig = self.kubeconfig_for("kwok", ("system:masters",))
+        selector = ",".join(f"{k}={v}" for k, v in KWOK_NODE_ANNOTATIONS.items())
+        proc = self._spawn(
+            "kwok",
+            [
+                str(binary),
+                f"--kubeconfig={kubeconfig}",
+                f"--config={stages}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={selector}",
+                "--node-ip=127.0.0.1",
+                # bound to loopback explicitly: with only --node-port kwok listens on 0.0.0.0
+                f"--server-address=127.0.0.1:{port}",
+                f"--node-port={port}",
+                f"--cidr={POD_CIDR}",
+                f"--node-lease-duration-seconds={self.options.node_lease_seconds}",
+            ],
+        )
+
+        def healthy() -> bool:  # kwok serves only after its controllers have started
             try:
-                with urllib.request.urlopen(
-                    f"https://127.0.0.1:{port}/healthz", timeout=2, context=ctx
-                ) as resp:
-                    return bool(resp.status == 200)
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                    return bool(r.status == 200)
             except urllib.error.HTTPError:
                 return False
 
@@ -410,7 +518,8 @@ class ControlPlane:
         return name
 
     def create_node(self, name: str, **kwargs: Any) -> dict[str, Any]:
-        """Create a kubelet-less Node; keyword arguments go to :func:`node_manifest`."""
+        """Create a kubelet-less Node; keyword arguments go to :func:`node_manifest`
+        (``kwok=True`` on a test bed with kwok: a Node kwok heartbeats and runs pods on)."""
         result: dict[str, Any] = self.rest().post("/api/v1/nodes", node_manifest(name, **kwargs))
         return result
 
@@ -435,3 +544,21 @@ class ControlPlane:
         with urllib.request.urlopen(req, timeout=10) as resp:
             result: dict[str, Any] = json.loads(resp.read())
             return result
+
+
+def _https_healthz(port: int) -> Any:
+    """A probe of a component's /healthz on its self-signed loopback port."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # its serving cert is self-signed in memory
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(
+                f"https://127.0.0.1:{port}/healthz", timeout=2, context=ctx
+            ) as resp:
+                return bool(resp.status == 200)
+        except urllib.error.HTTPError:
+            return False
+
+    return healthy

@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kubeloop.envtest._daemon")
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--no-scheduler", action="store_true")
+    parser.add_argument("--cluster", action="store_true", help="kube-controller-manager + kwok")
     args = parser.parse_args(argv)
     directory: Path = args.dir.resolve()
     # a fresh cluster every time: stale etcd data would not match the new certificates' users
@@ -33,7 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    cp = ControlPlane(ControlPlaneOptions(dir=directory, scheduler=not args.no_scheduler))
+    cp = ControlPlane(
+        ControlPlaneOptions(
+            dir=directory,
+            scheduler=not args.no_scheduler,
+            controller_manager=args.cluster,
+            kwok=args.cluster,
+        )
+    )
     try:
         cp.start()
     except Exception as err:
@@ -45,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         "kubeconfig": str(cp.kubeconfig),
         "components": cp.pids,
         "scheduler": not args.no_scheduler,
+        "cluster": args.cluster,
         "started": time.time(),
     }
     (directory / STATE_FILE).write_text(json.dumps(state, indent=2))

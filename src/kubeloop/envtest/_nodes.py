@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
+
+#: The annotation by which a Node opts in to kwok on a test bed that runs it
+#: (``ControlPlaneOptions(kwok=True)``): kwok then plays that Node's kubelet.
+KWOK_NODE_ANNOTATIONS: Final[Mapping[str, str]] = {"kwok.x-k8s.io/node": "fake"}
 
 
 def node_manifest(
@@ -17,12 +21,17 @@ def node_manifest(
     taints: Sequence[Mapping[str, str]] = (),
     provider_id: str | None = None,
     ready: bool = True,
+    kwok: bool = False,
 ) -> dict[str, Any]:
     """A Node object with capacity, allocatable (``pods`` included) and a Ready condition.
 
     The scheduler ignores conditions and leases, but rejects every pod on a node
     whose allocatable lacks ``pods``; status may be set on create, which is the
     only way to set it without a kubelet in one request.
+
+    ``kwok=True``: annotated for kwok and created without conditions, so that kwok
+    initialises it (Ready, node info, daemon endpoint) and heartbeats it from then on;
+    ``ready`` is then ignored. Capacity and allocatable are kept as given.
     """
     resources = {"cpu": cpu, "memory": memory, "pods": pods, "ephemeral-storage": ephemeral_storage}
     all_labels = {
@@ -34,22 +43,27 @@ def node_manifest(
     spec: dict[str, Any] = {"taints": [dict(t) for t in taints]}
     if provider_id:
         spec["providerID"] = provider_id
+    metadata: dict[str, Any] = {"name": name, "labels": all_labels}
+    status: dict[str, Any] = {
+        "capacity": dict(resources),
+        "allocatable": dict(resources),
+        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+    }
+    if kwok:
+        metadata["annotations"] = dict(KWOK_NODE_ANNOTATIONS)
+    else:
+        status["conditions"] = [
+            {
+                "type": "Ready",
+                "status": "True" if ready else "False",
+                "reason": "KubeletReady" if ready else "KubeletNotReady",
+                "message": "kubelet-less node created through the API",
+            }
+        ]
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": all_labels},
+        "metadata": metadata,
         "spec": spec,
-        "status": {
-            "capacity": dict(resources),
-            "allocatable": dict(resources),
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True" if ready else "False",
-                    "reason": "KubeletReady" if ready else "KubeletNotReady",
-                    "message": "kubelet-less node created through the API",
-                }
-            ],
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-        },
+        "status": status,
     }

@@ -19,6 +19,28 @@ def kube_control_plane() -> Iterator[ControlPlane]:
         yield cp
 
 
+#: The full test bed's options: the control plane plus kube-controller-manager and kwok.
+CLUSTER_OPTIONS = ControlPlaneOptions(scheduler=True, controller_manager=True, kwok=True)
+
+
+@pytest.fixture(scope="session")
+def kube_cluster() -> Iterator[ControlPlane]:
+    """The full test bed for the whole session: etcd, kube-apiserver, kube-scheduler,
+    kube-controller-manager (:data:`kubeloop.envtest.DEFAULT_CONTROLLERS`) and kwok.
+
+    A separate control plane from :func:`kube_control_plane` (a session using both runs
+    two). Nodes annotated with :data:`kubeloop.envtest.KWOK_NODE_ANNOTATIONS` (e.g.
+    ``kube_cluster.create_node(name, kwok=True)``) are heartbeated by kwok, with Leases,
+    and pods bound to them run (Running, with pod IPs); other Nodes go ``Unknown`` after
+    ``node_monitor_grace_seconds`` and are tainted by the node lifecycle controller, and
+    new Nodes carry the ``node.kubernetes.io/not-ready`` taint until they are Ready.
+    Namespaces finish deleting and ownerReferences cascade. ``kube_cluster.assets.kubectl``
+    is the built kubectl. Its options are :data:`CLUSTER_OPTIONS`.
+    """
+    with ControlPlane(CLUSTER_OPTIONS) as cp:
+        yield cp
+
+
 @pytest.fixture
 def kube_namespace(kube_control_plane: ControlPlane) -> str:
     """A fresh namespace. Not deleted afterwards: without kube-controller-manager a
