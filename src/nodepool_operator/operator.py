@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Collection
 from pathlib import Path
 
-from kubeloop import Client, Manager, ManagerOptions, Registry, load_config, load_kubeconfig
+from kubeloop import (
+    Client,
+    ClusterConfig,
+    Manager,
+    ManagerOptions,
+    Registry,
+    load_config,
+    load_kubeconfig,
+)
 from nodepool_operator.api import crds
-from nodepool_operator.cloud import CloudProvider, SimulatedCloud
+from nodepool_operator.cloud import CloudProvider, SimulatedCloud, SimulatedKubelets
+from nodepool_operator.cloud._kubelet import FIELD_MANAGER as KUBELET_FIELD_MANAGER
 from nodepool_operator.controllers.autoscaler import AutoscalerController
 from nodepool_operator.controllers.instance import InstanceController
 from nodepool_operator.controllers.nodepool import NodePoolController
@@ -80,7 +90,29 @@ async def operator(
         await client.close()
 
 
+@contextlib.asynccontextmanager
+async def simulated_vms(
+    config: ClusterConfig, cloud: SimulatedCloud
+) -> AsyncIterator[SimulatedKubelets]:
+    """The simulated cloud's VM side, running beside the operator: its VMs' kubelets
+    register their Nodes (own client, field manager ``kubelet``); stopped on exit."""
+    async with Client(config, field_manager=KUBELET_FIELD_MANAGER) as client:
+        kubelets = SimulatedKubelets(cloud, client)
+        task = asyncio.create_task(kubelets.run(), name="simulated-kubelets")
+        try:
+            yield kubelets
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
 async def run(kubeconfig: str | None, settings: OperatorSettings) -> None:
-    """Run until SIGTERM/SIGINT."""
-    async with operator(kubeconfig, settings) as mgr:
+    """Run until SIGTERM/SIGINT (with the simulated VMs' kubelets, unless turned off)."""
+    async with contextlib.AsyncExitStack() as stack:
+        mgr = await stack.enter_async_context(operator(kubeconfig, settings))
+        if settings.simulated_kubelets:
+            config = load_kubeconfig(kubeconfig) if kubeconfig else load_config()
+            cloud = SimulatedCloud(settings.cloud_state, boot_seconds=settings.boot_seconds)
+            await stack.enter_async_context(simulated_vms(config, cloud))
         await mgr.run()

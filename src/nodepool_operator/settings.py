@@ -20,6 +20,15 @@ class OperatorSettings:
     instance_workers: int = 4
     #: A VM tagged for a pool but unknown to it is deleted after this many seconds.
     gc_grace_seconds: float = 60.0
+    #: A VM whose Node has not registered this many seconds after it started running is
+    #: replaced, with an Event (Karpenter's registration TTL is 15 min; VMs here boot fast).
+    registration_timeout_seconds: float = 300.0
+    #: A pool's Node whose Ready condition has not been True for this many seconds is
+    #: replaced without a drain (its kubelet is unreachable), as Karpenter's node repair does.
+    node_repair_seconds: float = 600.0
+    #: With the simulated cloud, also run its VMs' kubelets in this process (they register
+    #: the Nodes; see ``nodepool_operator.cloud.SimulatedKubelets``).
+    simulated_kubelets: bool = True
     #: Instance drift check period (the seeds' "every few minutes"; shorter in tests).
     drift_interval_seconds: float = 120.0
     #: How long a pod must have been unschedulable before the Autoscaler acts, so a burst

@@ -1,4 +1,9 @@
-"""The operator end to end: real apiserver and scheduler, the operator in-process.
+"""The operator end to end on the full test bed, the operator in-process.
+
+The session's cluster is :func:`kubeloop.testing.plugin.kube_cluster` (apiserver, scheduler,
+kube-controller-manager and kwok): the simulated cloud's VMs register their own Nodes
+(:class:`SimulatedKubelets`, started with the operator as "the VM side"), kwok heartbeats
+them and runs their pods, the node lifecycle controller marks silent ones NotReady.
 
 Each test gets its own simulated cloud file and a unique label; the operator it
 starts handles only objects with that label, so tests sharing the session's
@@ -21,13 +26,20 @@ import pytest
 from kubeloop import NODES, Client, Manager, NotFound, Registry, Resource
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import AUTOSCALERS, INSTANCES, NODEPOOLS
-from nodepool_operator.cloud import SimulatedCloud
+from nodepool_operator.cloud import SimulatedCloud, SimulatedKubelets
+from nodepool_operator.cloud._kubelet import FIELD_MANAGER as KUBELET
 from nodepool_operator.operator import CONTROLLERS, build_manager
 from nodepool_operator.settings import OperatorSettings
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "config" / "crd"
 LABEL = "e2e.kubeloop.dev/run"
 T = TypeVar("T")
+
+
+@pytest.fixture(scope="session")
+def kube_control_plane(kube_cluster: ControlPlane) -> ControlPlane:
+    """Every e2e test runs on the full test bed (kube-controller-manager and kwok too)."""
+    return kube_cluster
 
 
 @pytest.fixture(scope="session")
@@ -43,9 +55,14 @@ class OperatorEnv:
     cloud: SimulatedCloud
     settings: OperatorSettings
     run_id: str
+    kubeconfig: Path | None = None
     registry: Registry = field(default_factory=Registry)
     mgr: Manager | None = None
     task: asyncio.Task[None] | None = None
+    kubelets: SimulatedKubelets | None = None
+    """The VM side (started with the operator unless ``start(kubelets=False)``)."""
+    kubelet_task: asyncio.Task[None] | None = None
+    kubelet_client: Client | None = None
     created: list[tuple[Resource, str, str | None]] = field(default_factory=list)
 
     @property
@@ -63,15 +80,40 @@ class OperatorEnv:
         return created
 
     async def start(
-        self, *, controllers: tuple[str, ...] = CONTROLLERS, **overrides: Any
+        self,
+        *,
+        controllers: tuple[str, ...] = CONTROLLERS,
+        kubelets: bool = True,
+        **overrides: Any,
     ) -> Manager:
-        """Start the operator (in this event loop) with settings overrides."""
+        """Start the operator (in this event loop) with settings overrides, and the VM
+        side (the simulated kubelets) unless ``kubelets=False``."""
         settings = replace(self.settings, **overrides)
         self.mgr = build_manager(
             self.client, self.cloud, settings, registry=self.registry, controllers=controllers
         )
         self.task = asyncio.create_task(self.mgr.run())
+        if kubelets:
+            await self.start_kubelets()
         return self.mgr
+
+    async def start_kubelets(self) -> SimulatedKubelets:
+        """Start the simulated cloud's VM side (its kubelets register the Nodes)."""
+        if self.kubelets is None:
+            assert self.kubeconfig is not None
+            self.kubelet_client = Client.from_kubeconfig(self.kubeconfig, field_manager=KUBELET)
+            self.kubelets = SimulatedKubelets(self.cloud, self.kubelet_client)
+            self.kubelet_task = asyncio.create_task(self.kubelets.run())
+        return self.kubelets
+
+    async def stop_kubelets(self) -> None:
+        if self.kubelet_task is not None:
+            self.kubelet_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.kubelet_task
+        if self.kubelet_client is not None:
+            await self.kubelet_client.close()
+        self.kubelets, self.kubelet_task, self.kubelet_client = None, None, None
 
     async def stop(self) -> None:
         if self.mgr is not None and self.task is not None:
@@ -79,6 +121,7 @@ class OperatorEnv:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
         self.mgr, self.task = None, None
+        await self.stop_kubelets()
 
     async def eventually(
         self, probe: Callable[[], Awaitable[T]], what: str, timeout: float = 60.0
@@ -108,12 +151,15 @@ class OperatorEnv:
                             timeout=30,
                         )
         await self.stop()
-        # nodes a crashed test left behind must not attract other tests' pods
+        # nodes a crashed test left behind must not attract other tests' pods (nor hang in
+        # Terminating on the operator's finalizer, with no operator left to remove it)
         for node in (await self.client.list(NODES, label_selector=f"{LABEL}={self.run_id}"))[
             "items"
         ]:
+            name = node["metadata"]["name"]
             with contextlib.suppress(NotFound):
-                await self.client.delete(NODES, node["metadata"]["name"])
+                await self.client.patch(NODES, name, {"metadata": {"finalizers": None}})
+                await self.client.delete(NODES, name)
 
 
 async def _gone(client: Client, res: Resource, name: str, ns: str | None) -> bool:
@@ -145,7 +191,13 @@ async def operator_env(
     async with Client.from_kubeconfig(
         kube_control_plane.kubeconfig, field_manager="kubeloop"
     ) as client:
-        env = OperatorEnv(client=client, cloud=cloud, settings=settings, run_id=run_id)
+        env = OperatorEnv(
+            client=client,
+            cloud=cloud,
+            settings=settings,
+            run_id=run_id,
+            kubeconfig=kube_control_plane.kubeconfig,
+        )
         try:
             yield env
         finally:

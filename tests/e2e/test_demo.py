@@ -56,14 +56,24 @@ def test_every_fitting_pod_is_scheduled_on_the_fewest_nodes(
         "api_writes",
         "conflicts",
         "seconds",
+        "pods_running",
+        "nodes_drained",
+        "evictions",
+        "pdb_blocked_s",
     }
     assert (figures["pods"], figures["pods_fitting"]) == (17, 13)
     assert figures["pods_scheduled"] == figures["pods_fitting"]
+    assert figures["pods_running"] == figures["pods_fitting"], "kwok runs every bound pod"
     # The default burst packs on 3 nodes whatever order the scheduler binds it in, so a
     # fourth node would be a scale-up for a pod that must not trigger one.
     assert figures["nodes"] == figures["nodes_lower_bound"] == 3
     assert figures["vms"] == figures["nodes"]
     assert figures["seconds"] < DEMO_TIMEOUT
+
+
+def test_the_second_act_drains_and_shrinks_the_pool(demo: tuple[dict[str, Any], Path]) -> None:
+    figures, _ = demo
+    assert figures["nodes_drained"] >= 1
 
 
 def test_pods_that_must_not_trigger_did_not(demo: tuple[dict[str, Any], Path]) -> None:

@@ -150,3 +150,41 @@ def test_a_pod_disruption_budget_gets_a_status(kube_cluster: ControlPlane) -> No
 
     status = _until(observed, "the disruption controller to compute the PDB's status")
     assert status["disruptionsAllowed"] == 0
+
+
+def test_a_silenced_node_goes_unknown_and_tainted_then_recovers(kube_cluster: ControlPlane) -> None:
+    cp = kube_cluster
+    rest = cp.rest()
+    name = f"silent-{uuid.uuid4().hex[:6]}"
+    cp.create_node(name, kwok=True)
+    try:
+        _until(lambda: _ready(rest.get(f"/api/v1/nodes/{name}")), "the node to be Ready")
+        _until(
+            lambda: _lease(cp, name),
+            "kwok to create the node's Lease",
+        )
+        cp.silence_node(name)  # its kubelet dies
+
+        def unknown() -> dict[str, Any] | None:
+            node: dict[str, Any] = rest.get(f"/api/v1/nodes/{name}")
+            conds = {c["type"]: c for c in node["status"]["conditions"]}
+            keys = {t["key"] for t in node["spec"].get("taints") or []}
+            ok = conds["Ready"]["status"] == "Unknown" and "node.kubernetes.io/unreachable" in keys
+            return node if ok else None
+
+        node = _until(unknown, "the node lifecycle controller to mark it Unknown", timeout=120)
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["reason"] == "NodeStatusUnknown"
+
+        cp.revive_node(name)
+        _until(lambda: _ready(rest.get(f"/api/v1/nodes/{name}")), "the node to be Ready again")
+    finally:
+        rest.delete(f"/api/v1/nodes/{name}")
+
+
+def _lease(cp: ControlPlane, name: str) -> bool:
+    try:
+        cp.rest().get(f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}")
+    except RestError:
+        return False
+    return True

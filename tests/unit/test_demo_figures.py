@@ -198,6 +198,10 @@ def test_compute_figures_of_a_perfect_run() -> None:
         pool=None,
         duplicates=0,
         seconds=11.96,
+        pods_running=13,
+        nodes_drained=1,
+        evictions=2,
+        pdb_blocked_s=1.26,
     )
     assert figures.to_json() == {
         "pods": 17,
@@ -212,6 +216,10 @@ def test_compute_figures_of_a_perfect_run() -> None:
         "api_writes": 40,
         "conflicts": 1,
         "seconds": 12.0,
+        "pods_running": 13,
+        "nodes_drained": 1,
+        "evictions": 2,
+        "pdb_blocked_s": 1.3,
     }
     assert figures.problems() == []
 
@@ -233,6 +241,8 @@ def test_problems_name_what_went_wrong() -> None:
     )
     assert figures.problems() == [
         "1 fitting pods not scheduled",
+        "13 fitting pods not running",
+        "no node was drained in the scale-down act",
         "4 nodes where 3 would do",
         "1 duplicate VMs",
         "1 leaked VMs",

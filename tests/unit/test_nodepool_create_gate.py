@@ -51,12 +51,22 @@ def test_an_invalid_request_holds_until_the_spec_changes() -> None:
     assert gate.holding("uid", 3) is None, "and the old one is over"
 
 
-def test_retryable_errors_are_left_to_the_backoff() -> None:
+def test_the_clouds_retry_after_governs_the_next_create() -> None:
+    clock = Clock()
+    gate = CreateGate(clock)
+    assert gate.refused("uid", 1, cloud_failure(CapacityUnavailable("none"))) == 30.0
+    assert gate.refused("uid", 1, cloud_failure(CapacityUnavailable("none", retry_after=7))) == 7
+    assert gate.holding("uid", 1) is not None
+    clock.now += 7
+    assert gate.holding("uid", 1) is None
+    assert gate.refused("uid", 1, cloud_failure(TransientCloudError("503", retry_after=2))) == 2
+
+
+def test_errors_without_a_retry_after_are_left_to_the_backoff() -> None:
     gate = CreateGate(Clock())
     gate.refused("uid", 1, cloud_failure(QuotaExceeded("full")))
-    for err in (CapacityUnavailable("none"), TransientCloudError("503")):
-        assert gate.refused("uid", 1, cloud_failure(err)) is None
-        assert gate.holding("uid", 1) is None
+    assert gate.refused("uid", 1, cloud_failure(TransientCloudError("503"))) is None
+    assert gate.holding("uid", 1) is None
 
 
 def test_forget() -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from nodepool_operator.api import parse_nodepool
-from nodepool_operator.cloud import CATALOGUE, Instance
+from nodepool_operator.cloud import CATALOGUE, Instance, NodeBootstrap
 from nodepool_operator.controllers._node_manifest import (
     capacity,
     is_ready,
+    node_bootstrap,
     node_manifest,
-    ready_condition,
+    ready_since,
 )
 
 M5 = next(t for t in CATALOGUE if t.name == "m5.large")
@@ -87,15 +88,36 @@ def test_node_manifest_labels_taints_provider_id_and_status() -> None:
     status = node["status"]
     assert status["allocatable"] == status["capacity"]
     assert status["allocatable"]["pods"] == "110"
-    assert is_ready(node)
+    assert "conditions" not in status, "the kubelet (kwok) reports conditions, not the operator"
+    assert not is_ready(node)
     assert {"type": "InternalIP", "address": "10.0.0.7"} in status["addresses"]
 
 
-def test_node_of_a_vm_not_running_is_not_ready() -> None:
-    node = node_manifest(pool(), vm(state="pending"), M5)
+def test_the_bootstrap_round_trips_through_user_data() -> None:
+    p = pool(labels={"team": "a"}, taints=[{"key": "gpu", "effect": "NoSchedule"}])
+    boot = node_bootstrap(p, "web-1a2b3", "m5.large", M5, run_labels={"run": "r1"})
+    text = boot.encode()
+    assert text == node_bootstrap(p, "web-1a2b3", "m5.large", M5, run_labels={"run": "r1"}).encode()
+    assert NodeBootstrap.decode(text) == boot
+    assert NodeBootstrap.decode("") is None
+    assert NodeBootstrap.decode("#!/bin/sh\necho hi") is None
+    assert NodeBootstrap.decode('{"format": "other"}') is None
+
+
+def test_ready_and_since_when() -> None:
+    node: dict[str, Any] = {
+        "metadata": {"name": "n"},
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-12-01T10:00:00Z"}
+            ]
+        },
+    }
     assert not is_ready(node)
-    assert ready_condition(False)["status"] == "False"
-    assert not is_ready({"metadata": {"name": "n"}})
+    assert ready_since(node) == 1796119200.0
+    assert ready_since({"metadata": {"name": "n"}}) is None
+    node["status"]["conditions"][0]["status"] = "True"
+    assert is_ready(node)
 
 
 def test_hostname_label_is_a_valid_label_value() -> None:

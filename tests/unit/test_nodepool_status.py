@@ -108,9 +108,27 @@ def test_apply_writes_everything_and_is_stable() -> None:
 
 def test_apply_drops_an_empty_instance_list() -> None:
     status: dict[str, Any] = {"instances": [{"name": "a", "state": "running"}]}
-    status_for([], desired=0, ready=set()).apply(status)
+    status_for([], desired=0, ready=set(), dropped=frozenset({"a"})).apply(status)
     assert "instances" not in status
     assert status["scaleOperation"] == "inactive"
+
+
+def test_apply_merges_by_name_and_keeps_records_another_writer_added() -> None:
+    """On a 409 the mutation runs again on the latest status: a record this pass never saw
+    survives, one it removed on purpose does not, and its own records win by name."""
+    latest: dict[str, Any] = {
+        "instances": [
+            {"name": "mine", "state": "creating"},
+            {"name": "theirs", "instanceId": "i-2", "state": "running"},
+            {"name": "retired", "instanceId": "i-3", "state": "deleting"},
+        ]
+    }
+    records = [InstanceRecord(name="mine", instance_id="i-1", state="pending")]
+    status_for(records, desired=2, ready=set(), dropped=frozenset({"retired"})).apply(latest)
+    assert [(r["name"], r.get("instanceId"), r["state"]) for r in latest["instances"]] == [
+        ("mine", "i-1", "pending"),
+        ("theirs", "i-2", "running"),
+    ]
 
 
 def test_invalid_spec_names_the_field_and_keeps_the_rest() -> None:

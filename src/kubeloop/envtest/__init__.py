@@ -8,12 +8,18 @@
 from kubeloop.envtest._assets import Assets, find_assets
 from kubeloop.envtest._controlplane import DEFAULT_CONTROLLERS, ControlPlane, ControlPlaneOptions
 from kubeloop.envtest._errors import AssetsError, EnvtestError, StartError
-from kubeloop.envtest._nodes import KWOK_NODE_ANNOTATIONS, node_manifest
+from kubeloop.envtest._nodes import (
+    KWOK_NODE_ANNOTATIONS,
+    NODE_LEASE_NAMESPACE,
+    node_manifest,
+    silenced_lease_patch,
+)
 from kubeloop.envtest._rest import RestClient, RestError
 
 __all__ = [
     "DEFAULT_CONTROLLERS",
     "KWOK_NODE_ANNOTATIONS",
+    "NODE_LEASE_NAMESPACE",
     "Assets",
     "AssetsError",
     "ControlPlane",
@@ -24,4 +30,5 @@ __all__ = [
     "StartError",
     "find_assets",
     "node_manifest",
+    "silenced_lease_patch",
 ]

@@ -7,14 +7,17 @@ collection, namespace deletion, PodDisruptionBudget status, Deployments and the 
 lifecycle controller run, and kwok plays the kubelet of every Node that opts in with the
 annotation ``kwok.x-k8s.io/node: fake`` (:data:`KWOK_NODE_ANNOTATIONS`): it marks the Node
 Ready, renews its Lease, and runs the pods bound to it (Running, with a pod IP; deleted pods
-are finished off). A Node that does not opt in, or stops opting in, is not heartbeated, so
-the node lifecycle controller marks it ``Unknown`` after ``node_monitor_grace_seconds`` and
-taints it, as on a real cluster whose kubelet died.
+are finished off). A Node that never opts in, or that :meth:`ControlPlane.silence_node`
+silenced, is not heartbeated, so the node lifecycle controller marks it ``Unknown`` after
+``node_monitor_grace_seconds`` and taints it, as on a real cluster whose kubelet died.
+(Removing the annotation later is not enough: kwok v0.8.0 keeps renewing the Lease of a
+Node it once managed until the Node is deleted.)
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -34,7 +37,12 @@ import yaml
 from kubeloop.envtest import _certs, _process
 from kubeloop.envtest._assets import Assets, find_assets
 from kubeloop.envtest._errors import EnvtestError, StartError
-from kubeloop.envtest._nodes import KWOK_NODE_ANNOTATIONS, node_manifest
+from kubeloop.envtest._nodes import (
+    KWOK_NODE_ANNOTATIONS,
+    NODE_LEASE_NAMESPACE,
+    node_manifest,
+    silenced_lease_patch,
+)
 from kubeloop.envtest._rest import RestClient, RestError
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -522,6 +530,23 @@ class ControlPlane:
         (``kwok=True`` on a test bed with kwok: a Node kwok heartbeats and runs pods on)."""
         result: dict[str, Any] = self.rest().post("/api/v1/nodes", node_manifest(name, **kwargs))
         return result
+
+    def silence_node(self, name: str) -> None:
+        """Stop kwok's heartbeats for one Node, as if its kubelet died (see
+        :func:`~kubeloop.envtest.silenced_lease_patch`); :meth:`revive_node` undoes it."""
+        self.rest().request(
+            "PATCH",
+            f"/apis/coordination.k8s.io/v1/namespaces/{NODE_LEASE_NAMESPACE}/leases/{name}",
+            silenced_lease_patch(),
+            content_type="application/merge-patch+json",
+        )
+
+    def revive_node(self, name: str) -> None:
+        """Let kwok heartbeat a silenced Node again (it re-creates the Lease)."""
+        with contextlib.suppress(RestError):
+            self.rest().delete(
+                f"/apis/coordination.k8s.io/v1/namespaces/{NODE_LEASE_NAMESPACE}/leases/{name}"
+            )
 
     def etcd_revision(self) -> int:
         """The current etcd revision (through etcd's JSON gateway)."""

@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 #: The annotation by which a Node opts in to kwok on a test bed that runs it
 #: (``ControlPlaneOptions(kwok=True)``): kwok then plays that Node's kubelet.
 KWOK_NODE_ANNOTATIONS: Final[Mapping[str, str]] = {"kwok.x-k8s.io/node": "fake"}
+#: Where a Node's Lease lives (named like the Node).
+NODE_LEASE_NAMESPACE: Final = "kube-node-lease"
+_SILENT_HOLDER: Final = "kubeloop-silenced"
+_SILENT_SECONDS: Final = 10**6
+
+
+def silenced_lease_patch(now: dt.datetime | None = None) -> dict[str, Any]:
+    """A merge patch for a Node's Lease that stops kwok's heartbeats for that Node only.
+
+    kwok (v0.8.0) keeps renewing the Lease of a Node it once managed even after the Node
+    loses its annotation; it stops only while another holder's Lease is unexpired. So the
+    Lease is handed to a holder that never renews, for a very long duration: kwok leaves it
+    (and the Node's status and pods) alone, while kube-controller-manager, which watches only
+    ``renewTime``, sees no renewal and marks the Node ``Unknown`` after its grace period, as
+    for a dead kubelet. Deleting the Lease lets kwok take the Node over again.
+    """
+    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {
+        "spec": {
+            "holderIdentity": _SILENT_HOLDER,
+            "leaseDurationSeconds": _SILENT_SECONDS,
+            "renewTime": stamp,
+        }
+    }
 
 
 def node_manifest(

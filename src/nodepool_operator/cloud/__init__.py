@@ -1,10 +1,19 @@
 """The cloud port, its typed errors, and a simulated cloud that outlives the operator.
 
 The operator speaks only :class:`CloudProvider`; tests, demos and the local run use
-:class:`SimulatedCloud`, whose VMs, call counts and injected faults live in a SQLite file.
+:class:`SimulatedCloud`, whose VMs, call counts and injected faults live in a SQLite file,
+and :class:`SimulatedKubelets`, the VMs' side: their kubelets register the Nodes.
 """
 
+from ._bootstrap import (
+    PROVIDER_ID_PREFIX,
+    NodeBootstrap,
+    instance_id_of,
+    provider_id,
+    registered_node,
+)
 from ._catalogue import CATALOGUE, GiB
+from ._kubelet import KWOK_ANNOTATIONS, SimulatedKubelets
 from ._port import (
     CapacityUnavailable,
     CloudError,
@@ -31,7 +40,9 @@ from ._simulated import (
 
 __all__ = [
     "CATALOGUE",
+    "KWOK_ANNOTATIONS",
     "METHODS",
+    "PROVIDER_ID_PREFIX",
     "CapacityUnavailable",
     "CloudError",
     "CloudProvider",
@@ -48,7 +59,12 @@ __all__ = [
     "InstanceType",
     "InvalidRequest",
     "Method",
+    "NodeBootstrap",
     "QuotaExceeded",
     "SimulatedCloud",
+    "SimulatedKubelets",
     "TransientCloudError",
+    "instance_id_of",
+    "provider_id",
+    "registered_node",
 ]

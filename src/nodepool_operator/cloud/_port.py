@@ -44,6 +44,9 @@ class CreateRequest:
     """Stable per intended VM, e.g. the claim's UID. Required; a repeat returns the same VM."""
     tags: dict[str, str] = field(default_factory=dict)
     """Set in the create call itself, never by a later tagging call that could fail alone."""
+    user_data: str = ""
+    """Opaque to the cloud, read by the VM at boot (EC2's UserData): how its kubelet joins
+    the cluster (see :class:`~nodepool_operator.cloud.NodeBootstrap`). Default empty."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +65,8 @@ class Instance:
     created_at: float
     launched_at: float | None
     """When it last became running; None if it never has."""
+    user_data: str = ""
+    """What the VM was launched with (:attr:`CreateRequest.user_data`)."""
 
 
 class CloudProvider(Protocol):
@@ -78,6 +83,14 @@ class CloudProvider(Protocol):
                 with different arguments (:class:`IdempotencyMismatch`).
             QuotaExceeded: the account may not hold another VM.
             CapacityUnavailable: no capacity for this instance type right now.
+        """
+        ...
+
+    async def find(self, idempotency_token: str) -> Instance | None:
+        """The VM launched with this idempotency token (terminated included), or None if no
+        create with it ever took effect. Exact, unlike :meth:`list` (EC2: DescribeInstances
+        with the ``client-token`` filter). Launches nothing: this is how an intent whose
+        create may or may not have happened is resolved without risking a new VM.
         """
         ...
 

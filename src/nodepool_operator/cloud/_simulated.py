@@ -42,7 +42,7 @@ from ._port import (
     TransientCloudError,
 )
 
-Method = Literal["create", "delete", "describe", "list", "start", "stop", "instance_types"]
+Method = Literal["create", "delete", "describe", "list", "start", "stop", "instance_types", "find"]
 """The counted (and fault-injectable) methods of the port."""
 
 METHODS: tuple[Method, ...] = get_args(Method)
@@ -62,14 +62,15 @@ _ERRORS: dict[str, type[CloudError]] = {
 }
 
 _BUSY_TIMEOUT_S = 10.0  # a writer waits this long for another's short transaction
-_COLUMNS = "id, name, instance_type, image, state, tags, created_at, ready_at"
+_COLUMNS = "id, name, instance_type, image, state, tags, created_at, ready_at, user_data"
 _SCHEMA = (
     # state is stored as pending|stopped|terminated; running is derived from ready_at
     # when read, so booting needs no background task.
     """CREATE TABLE IF NOT EXISTS instances (
         id TEXT PRIMARY KEY, name TEXT NOT NULL, instance_type TEXT NOT NULL,
         image TEXT NOT NULL, state TEXT NOT NULL, tags TEXT NOT NULL,
-        token TEXT UNIQUE, created_at REAL NOT NULL, ready_at REAL)""",
+        token TEXT UNIQUE, created_at REAL NOT NULL, ready_at REAL,
+        user_data TEXT NOT NULL DEFAULT '')""",
     "CREATE TABLE IF NOT EXISTS calls (method TEXT PRIMARY KEY, count INTEGER NOT NULL)",
     # remaining is NULL for a probability fault; id order is injection order.
     """CREATE TABLE IF NOT EXISTS faults (
@@ -241,6 +242,9 @@ class SimulatedCloud:
         with self._transaction() as conn:
             for statement in _SCHEMA:
                 conn.execute(statement)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(instances)")}
+            if "user_data" not in columns:  # a file from before launch settings existed
+                conn.execute("ALTER TABLE instances ADD COLUMN user_data TEXT NOT NULL DEFAULT ''")
             if quota is not None:
                 _put_setting(conn, "quota", quota)
             if faults is not None:
@@ -254,6 +258,15 @@ class SimulatedCloud:
 
     async def create(self, request: CreateRequest) -> Instance:
         return await self._call("create", lambda conn, now: self._create(conn, now, request))
+
+    async def find(self, idempotency_token: str) -> Instance | None:
+        def op(conn: sqlite3.Connection, now: float) -> Instance | None:
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM instances WHERE token = ?", (idempotency_token,)
+            ).fetchone()
+            return None if row is None else _to_instance(row, now)
+
+        return await self._call("find", op)
 
     async def delete(self, instance_id: str) -> None:
         def op(conn: sqlite3.Connection, now: float) -> None:
@@ -303,11 +316,12 @@ class SimulatedCloud:
         *,
         instance_type: str = "m5.large",
         image: str = "sim-image",
+        user_data: str = "",
     ) -> Instance:
         """Launch a VM the operator never asked for (no token), e.g. one its crash orphaned.
 
-        ``instance_type`` defaults to ``m5.large``, ``image`` to ``sim-image``. Quota and
-        capacity limits do not apply.
+        ``instance_type`` defaults to ``m5.large``, ``image`` to ``sim-image``, ``user_data``
+        to none (its kubelet registers no Node). Quota and capacity limits do not apply.
         """
         return self._apply(
             lambda conn, now: self._insert(
@@ -318,6 +332,7 @@ class SimulatedCloud:
                 image=image,
                 tags=dict(tags),
                 token=None,
+                user_data=user_data,
             )
         )
 
@@ -459,8 +474,20 @@ class SimulatedCloud:
         ).fetchone()
         if row is not None:
             existing = _to_instance(row, now)
-            sent = (request.name, request.instance_type, request.image, dict(request.tags))
-            if sent != (existing.name, existing.instance_type, existing.image, existing.tags):
+            sent = (
+                request.name,
+                request.instance_type,
+                request.image,
+                dict(request.tags),
+                request.user_data,
+            )
+            if sent != (
+                existing.name,
+                existing.instance_type,
+                existing.image,
+                existing.tags,
+                existing.user_data,
+            ):
                 raise IdempotencyMismatch(
                     f"idempotency token {request.idempotency_token!r} was used with other "
                     f"arguments for instance {existing.id}"
@@ -494,6 +521,7 @@ class SimulatedCloud:
             image=request.image,
             tags=dict(request.tags),
             token=request.idempotency_token,
+            user_data=request.user_data,
         )
 
     def _insert(
@@ -506,11 +534,12 @@ class SimulatedCloud:
         image: str,
         tags: dict[str, str],
         token: str | None,
+        user_data: str = "",
     ) -> Instance:
         instance_id = "i-" + secrets.token_hex(9)[:17]
         conn.execute(
             "INSERT INTO instances (id, name, instance_type, image, state, tags, token,"
-            " created_at, ready_at) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+            " created_at, ready_at, user_data) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
             (
                 instance_id,
                 name,
@@ -520,6 +549,7 @@ class SimulatedCloud:
                 token,
                 now,
                 now + self._boot_seconds,
+                user_data,
             ),
         )
         return _get(conn, now, instance_id)
@@ -566,7 +596,7 @@ def _list(conn: sqlite3.Connection, now: float, tags: Mapping[str, str]) -> list
 
 
 def _to_instance(row: tuple[Any, ...], now: float) -> Instance:
-    instance_id, name, instance_type, image, stored, tags, created_at, ready_at = row
+    instance_id, name, instance_type, image, stored, tags, created_at, ready_at, user_data = row
     launched = ready_at is not None and now >= ready_at
     state: InstanceState = "running" if stored == "pending" and launched else stored
     return Instance(
@@ -580,6 +610,7 @@ def _to_instance(row: tuple[Any, ...], now: float) -> Instance:
         tags=json.loads(tags),
         created_at=created_at,
         launched_at=ready_at if launched else None,
+        user_data=user_data,
     )
 
 

@@ -28,13 +28,15 @@ class _Hold:
 
 
 def hold_seconds(failure: CloudFailure) -> float | None:
-    """How long a refusal holds creates back: a quota until the cloud's ``retry_after``; an
-    invalid request until the spec changes; anything else not at all (per-item backoff)."""
-    if isinstance(failure.error, QuotaExceeded):
-        return failure.error.retry_after or DEFAULT_QUOTA_WAIT
+    """How long a refusal holds creates back: the cloud's ``retry_after`` when it names one
+    (a quota, no capacity, throttling), a quota at least :data:`DEFAULT_QUOTA_WAIT` when it
+    does not; an invalid request until the spec changes; anything else not at all (the
+    per-item backoff spaces the retries)."""
     if isinstance(failure.error, InvalidRequest):
         return math.inf
-    return None
+    if isinstance(failure.error, QuotaExceeded):
+        return failure.error.retry_after or DEFAULT_QUOTA_WAIT
+    return failure.error.retry_after
 
 
 class CreateGate:

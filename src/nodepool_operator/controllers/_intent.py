@@ -40,15 +40,18 @@ def idempotency_token(pool_uid: str, name: str) -> str:
 
 
 def create_request(
-    *, pool_name: str, pool_uid: str, instance_type: str, name: str
+    *, pool_name: str, pool_uid: str, instance_type: str, name: str, user_data: str = ""
 ) -> CreateRequest:
-    """The request for the VM recorded as ``name``; the same every time it is asked."""
+    """The request for the VM recorded as ``name``; the same every time it is asked for the
+    same spec (``user_data``, how its kubelet registers, follows the pool's labels and
+    taints; a create repeated after those changed gets :class:`IdempotencyMismatch`)."""
     return CreateRequest(
         name=name,
         instance_type=instance_type,
         image=NODE_IMAGE,
         idempotency_token=idempotency_token(pool_uid, name),
         tags=pool_tags(pool_name, pool_uid),
+        user_data=user_data,
     )
 
 

@@ -1,30 +1,46 @@
-"""The Node a pool's VM registers as, built from the VM and the pool alone.
+"""The Node a pool's VM registers as, built from the pool and the VM's type alone.
 
-There is no kubelet: the operator creates the Node with its status (which the API accepts on
-create) and keeps its Ready condition in step with the VM. kube-scheduler needs ``pods`` in
-allocatable and no NoSchedule taint of its own to bind pods to it.
+The operator never creates Nodes: it launches each VM with :func:`node_bootstrap` as its user
+data, and the VM's kubelet registers the Node from it (see
+:class:`~nodepool_operator.cloud.NodeBootstrap`). This module is the one source of the labels,
+taints and capacity of a pool's Nodes; :func:`node_manifest` is the Node a kubelet registers
+from them, for the scheduling template and tests. kube-scheduler needs ``pods`` in allocatable
+to bind pods to it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kubeloop import Object
 from nodepool_operator.api import NodePool, NodePoolSpec
-from nodepool_operator.cloud import Instance, InstanceType
+from nodepool_operator.cloud import (
+    PROVIDER_ID_PREFIX,
+    Instance,
+    InstanceType,
+    NodeBootstrap,
+    provider_id,
+    registered_node,
+)
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.scheduling import DEFAULT_MAX_PODS
 
 INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
-#: ``spec.providerID`` is this plus the instance id (``aws:///zone/i-...`` for EC2).
-PROVIDER_ID_PREFIX: Final = "sim:///"
+
+__all__ = [
+    "INSTANCE_TYPE_LABEL",
+    "PROVIDER_ID_PREFIX",
+    "capacity",
+    "is_ready",
+    "node_bootstrap",
+    "node_manifest",
+    "provider_id",
+    "ready_since",
+]
 
 _BINARY_UNITS: Final = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20))
-
-
-def provider_id(instance_id: str) -> str:
-    return PROVIDER_ID_PREFIX + instance_id
 
 
 def _bytes(amount: int) -> str:
@@ -55,26 +71,77 @@ def capacity(spec: NodePoolSpec, instance_type: InstanceType | None) -> dict[str
     return out
 
 
-def ready_condition(ready: bool) -> dict[str, str]:
-    return {
-        "type": "Ready",
-        "status": "True" if ready else "False",
-        "reason": "VMRunning" if ready else "VMNotRunning",
-        "message": "the VM is running" if ready else "the VM is not running",
-    }
+def _ready(node: Object) -> Mapping[str, Any] | None:
+    for cond in (node.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return cast(Mapping[str, Any], cond)
+    return None
 
 
 def is_ready(node: Object) -> bool:
     """Whether the Node's Ready condition is True."""
-    for cond in (node.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == "Ready":
-            return bool(cond.get("status") == "True")
-    return False
+    cond = _ready(node)
+    return cond is not None and cond.get("status") == "True"
+
+
+def ready_since(node: Object) -> float | None:
+    """When the Node's Ready condition last changed (seconds since the epoch), or None if it
+    has none (not reported yet) or no usable time."""
+    cond = _ready(node)
+    stamp = cond.get("lastTransitionTime") if cond is not None else None
+    if not stamp:
+        return None
+    try:
+        return dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _hostname(name: str) -> str:
     # A label value: at most 63 characters, ending alphanumeric.
     return name[:63].rstrip("-.")
+
+
+def pool_taints(spec: NodePoolSpec) -> list[dict[str, str]]:
+    """The pool's ``spec.taints`` as API taints."""
+    taints: list[dict[str, str]] = []
+    for taint in spec.taints:
+        entry = {"key": taint.key, "effect": taint.effect}
+        if taint.value is not None:
+            entry["value"] = taint.value
+        taints.append(entry)
+    return taints
+
+
+def node_bootstrap(
+    pool: NodePool,
+    name: str,
+    instance_type_name: str,
+    instance_type: InstanceType | None,
+    *,
+    run_labels: Mapping[str, str] | None = None,
+) -> NodeBootstrap:
+    """How the VM ``name`` of ``pool`` registers: its Node's name, labels, taints, capacity.
+
+    Label precedence, lowest first: the pool's ``spec.labels``, the operator's scope labels
+    (``run_labels``), then the well-known labels and the pool label, which nobody may
+    override.
+    """
+    labels = {
+        **pool.spec.labels,
+        **(run_labels or {}),
+        "kubernetes.io/hostname": _hostname(name),
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        INSTANCE_TYPE_LABEL: instance_type_name,
+        POOL_LABEL: pool.metadata.name,
+    }
+    return NodeBootstrap(
+        node_name=name,
+        labels=labels,
+        taints=tuple(pool_taints(pool.spec)),
+        capacity=capacity(pool.spec, instance_type),
+    )
 
 
 def node_manifest(
@@ -84,42 +151,10 @@ def node_manifest(
     *,
     run_labels: Mapping[str, str] | None = None,
 ) -> Object:
-    """The Node for ``vm`` (named like it), Ready, with the pool's labels and taints.
-
-    Label precedence, lowest first: the pool's ``spec.labels``, the operator's scope labels
-    (``run_labels``), then the well-known labels and the pool label, which nobody may
-    override.
-    """
-    name = vm.name
-    labels = {
-        **pool.spec.labels,
-        **(run_labels or {}),
-        "kubernetes.io/hostname": _hostname(name),
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
-        INSTANCE_TYPE_LABEL: vm.instance_type,
-        POOL_LABEL: pool.metadata.name,
-    }
-    taints: list[dict[str, Any]] = []
-    for taint in pool.spec.taints:
-        entry = {"key": taint.key, "effect": taint.effect}
-        if taint.value is not None:
-            entry["value"] = taint.value
-        taints.append(entry)
-    resources = capacity(pool.spec, instance_type)
-    addresses = [{"type": "InternalIP", "address": vm.private_ip}]
-    if vm.public_ip:
-        addresses.append({"type": "ExternalIP", "address": vm.public_ip})
-    addresses.append({"type": "Hostname", "address": _hostname(name)})
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"providerID": provider_id(vm.id), "taints": taints},
-        "status": {
-            "capacity": dict(resources),
-            "allocatable": dict(resources),
-            "conditions": [ready_condition(vm.state == "running")],
-            "addresses": addresses,
-        },
-    }
+    """The Node ``vm``'s kubelet registers (before it reports any condition)."""
+    bootstrap = node_bootstrap(
+        pool, vm.name, vm.instance_type, instance_type, run_labels=run_labels
+    )
+    return registered_node(
+        bootstrap, instance_id=vm.id, private_ip=vm.private_ip, public_ip=vm.public_ip
+    )

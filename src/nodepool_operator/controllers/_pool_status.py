@@ -69,6 +69,8 @@ class PoolStatus:
     scale_operation: ScaleOperation
     instances: tuple[InstanceRecord, ...]
     conditions: tuple[tuple[str, ConditionStatus, str, str], ...]
+    dropped: frozenset[str] = frozenset()
+    """Records the pass removed on purpose."""
 
     @property
     def converged(self) -> bool:
@@ -80,8 +82,19 @@ class PoolStatus:
         status["scaleOperation"] = self.scale_operation
         status["observedGeneration"] = self.generation
         status["selector"] = self.selector
-        if self.instances:
-            status["instances"] = [to_api(r) for r in self.instances]
+        # Merge by name: on a 409 this runs again on the latest object, and a record another
+        # writer added meanwhile (one this pass never saw, nor removed) must survive.
+        mine = {r.name for r in self.instances}
+        theirs = [
+            entry
+            for entry in status.get("instances") or ()
+            if isinstance(entry, dict)
+            and entry.get("name") not in mine
+            and entry.get("name") not in self.dropped
+        ]
+        instances = [to_api(r) for r in self.instances] + theirs
+        if instances:
+            status["instances"] = instances
         else:
             status.pop("instances", None)
         conditions = status.get("conditions")
@@ -109,6 +122,7 @@ def pool_status(
     records: Sequence[InstanceRecord],
     ready: Collection[str],
     failure: CloudFailure | None,
+    dropped: frozenset[str] = frozenset(),
 ) -> PoolStatus:
     """The status of pool ``name`` whose ``records`` are as given, ``ready`` naming the
     records registered as Ready nodes, after a pass that met ``failure`` (or none)."""
@@ -157,6 +171,7 @@ def pool_status(
         scale_operation="inactive" if converged else "active",
         instances=tuple(records),
         conditions=(ready_cond, scaling, degraded),
+        dropped=dropped,
     )
 
 

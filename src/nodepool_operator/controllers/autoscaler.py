@@ -103,6 +103,11 @@ WATCHING: Final = "Watching"
 NODEPOOL_NOT_FOUND: Final = "NodePoolNotFound"
 INVALID_SPEC: Final = "InvalidSpec"
 INVALID_NODEPOOL: Final = "InvalidNodePool"
+#: Another Autoscaler (the older one) already scales this pool: two writers of one
+#: targetNodes would undo each other's decisions, so the younger one is refused.
+CONFLICTING_AUTOSCALER: Final = "ConflictingAutoscaler"
+#: How often a refused Autoscaler looks again (it takes over once the other one is gone).
+_REFUSED_RECHECK: Final = 30.0
 #: Pods that are not pending at all (not counted in status.pendingPods).
 _GONE: Final = (PodReason.BOUND, PodReason.TERMINATING, PodReason.FINISHED)
 
@@ -205,6 +210,12 @@ class AutoscalerController:
             await self._not_ready(obj, INVALID_SPEC, str(err))
             return Result()
         memory = self._memory.setdefault(req.name, _Memory())
+        owner = self._pool_owner(obj, scaler.spec.node_pool_ref.name)
+        if owner is not None:
+            pool_name = scaler.spec.node_pool_ref.name
+            note = f"NodePool {pool_name} is already scaled by Autoscaler {owner}; this one is idle"
+            await self._not_ready(obj, CONFLICTING_AUTOSCALER, note)
+            return Result(requeue_after=_REFUSED_RECHECK)
         look = await self._look(obj, scaler)
         if look is None:
             return Result()
@@ -220,6 +231,25 @@ class AutoscalerController:
             return Result(requeue_after=wait)
         memory.planned_at = now
         return await self._decide(obj, look, memory, now)
+
+    def _pool_owner(self, obj: Object, pool_name: str) -> str | None:
+        """The name of the Autoscaler that scales ``pool_name`` if it is another one: of all
+        live Autoscalers naming the pool, the oldest (then the first by name) owns it."""
+
+        def age(o: Object) -> tuple[str, str]:
+            meta = o["metadata"]
+            return (str(meta.get("creationTimestamp") or ""), str(meta["name"]))
+
+        rivals = [
+            o
+            for o in self._autoscalers.store.by_index(BY_POOL, pool_name)
+            if not o["metadata"].get("deletionTimestamp")
+        ]
+        if not rivals:
+            return None
+        first = min([obj, *rivals], key=age)
+        name = str(first["metadata"]["name"])
+        return None if name == obj["metadata"]["name"] else name
 
     async def _look(self, obj: Object, scaler: Autoscaler) -> _Look | None:
         """Read what planning needs; ``None`` (with the reason in status) if it cannot plan."""

@@ -1,21 +1,29 @@
 """The NodePool controller: a pool's VMs and Nodes converge to ``spec.targetNodes``.
 
-One pass over a pool:
+It never creates a Node: it launches VMs whose user data says how their kubelet registers
+(:func:`~nodepool_operator.controllers._node_manifest.node_bootstrap`), adopts each Node that
+registers by its providerID, and from then on keeps the labels and taints the pool owns on it
+in line with the spec (:mod:`._node_sync`), with its own finalizer on the Node. One pass over
+a pool:
 
 1. read it from the cache (scoped by ``settings.label_selector``); a pool being deleted
    loses its Nodes and VMs, then its finalizer;
 2. observe its VMs (one cloud ``list`` by the pool's uid tag; ``describe`` for recorded ids
    the list misses, since a list may lag), its Nodes and the pods bound to them (cache);
-3. plan (pure): retire gone VMs and the surplus, or add intents for the missing;
+3. plan (pure): adopt VMs tagged for the pool that no record knows, up to the desired
+   count; retire what must go (VM gone, Node deleted by someone, Node never registered
+   within ``registration_timeout_seconds``, Node not Ready for ``node_repair_seconds``)
+   and the surplus; add intents for the missing;
 4. record that plan in ``status.instances``, in one status write, before any cloud call;
-5. act: create the recorded intents (same idempotency token every time), remove retired
-   VMs (cordon, delete the Node, delete the VM), start stopped VMs, register running VMs
-   as Nodes, and delete VMs tagged for the pool that no record knows after a grace period;
-6. write the status again (skipped when unchanged) and requeue while VMs boot.
+5. act: create the recorded intents (same idempotency token every time), terminate retired
+   ones (:meth:`NodePoolController._terminate`: drain, VM, Node, finalizer), start stopped
+   VMs, adopt registered Nodes, and delete VMs tagged for the pool that no record knows
+   after a grace period, and Nodes whose VM is gone;
+6. write the status again (skipped when unchanged) and requeue while anything is in flight.
 
 A crash anywhere repeats work, never duplicates it: intents are recorded before creates,
-and retirements before removals. The controller writes ``status``, Nodes and its
-finalizer, never ``spec`` (docs/ownership.md).
+and retirements before removals. The controller writes ``status``, its finalizers and the
+labels and taints it owns on the pool's Nodes, never ``spec`` (docs/ownership.md).
 """
 
 from __future__ import annotations
@@ -30,12 +38,13 @@ from typing import Any, Final
 from kubeloop import (
     NODES,
     PODS,
-    AlreadyExists,
     Controller,
     ControllerOptions,
+    Invalid,
     Manager,
     NotFound,
     Object,
+    PatchType,
     Request,
     Result,
     generation_changed,
@@ -50,18 +59,16 @@ from nodepool_operator.api import (
     parse_nodepool,
 )
 from nodepool_operator.cloud import (
-    CapacityUnavailable,
     CloudError,
     CloudProvider,
-    CreateRequest,
     IdempotencyMismatch,
     Instance,
     InstanceNotFound,
     InstanceType,
-    InvalidRequest,
-    QuotaExceeded,
+    instance_id_of,
 )
 from nodepool_operator.controllers._create_gate import CreateGate
+from nodepool_operator.controllers._drain import DrainResult, drain_node
 from nodepool_operator.controllers._finalizer import (
     add_finalizer,
     has_finalizer,
@@ -72,9 +79,16 @@ from nodepool_operator.controllers._intent import (
     DELETING,
     POOL_UID_TAG,
     create_request,
+    idempotency_token,
     new_intents,
 )
-from nodepool_operator.controllers._node_manifest import is_ready, node_manifest, ready_condition
+from nodepool_operator.controllers._node_manifest import (
+    is_ready,
+    node_bootstrap,
+    pool_taints,
+    ready_since,
+)
+from nodepool_operator.controllers._node_sync import sync_patch
 from nodepool_operator.controllers._plan import desired_nodes, plan
 from nodepool_operator.controllers._pool_status import (
     CloudFailure,
@@ -87,6 +101,9 @@ from nodepool_operator.settings import OperatorSettings
 
 NAME: Final = "nodepool"
 FINALIZER: Final = "kubeloop.dev/nodepool-cleanup"
+#: On every Node the pool adopted: deleting the Node (``kubectl delete node``) drains it and
+#: terminates its VM before the Node goes (Karpenter's ``karpenter.sh/termination``).
+NODE_FINALIZER: Final = "kubeloop.dev/termination"
 
 _POD_NODE_INDEX = "nodepool:spec.nodeName"
 _NODE_POOL_INDEX = "nodepool:pool"
@@ -95,6 +112,8 @@ _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _MIN_POLL, _MAX_POLL = 0.2, 5.0
 # A VM past its expected boot time, or an intent to replace: look again soon.
 _SOON = 1.0
+# A drain in progress (pods terminating, a PodDisruptionBudget refusing): look again in.
+_DRAIN_POLL = 2.0
 
 log = logging.getLogger("nodepool_operator.nodepool")
 
@@ -123,6 +142,8 @@ class _Pass:
     records: list[InstanceRecord]
     nodes: dict[str, Object]
     """The pool's Nodes by name."""
+    by_instance: dict[str, Object] = field(default_factory=dict)
+    """The pool's Nodes by the instance id of their providerID."""
     vms: dict[str, Instance] = field(default_factory=dict)
     """The pool's live VMs by id."""
     listed: list[Instance] = field(default_factory=list)
@@ -132,6 +153,12 @@ class _Pass:
     """Seconds until an unknown VM's grace period ends, if one is waiting."""
     removed: set[str] = field(default_factory=set)
     """Ids of VMs deleted by this pass."""
+    dropped: set[str] = field(default_factory=set)
+    """Names of records this pass removed (a status merge must not bring them back)."""
+    draining: set[str] = field(default_factory=set)
+    """Records whose Node is still draining."""
+    waits: list[float] = field(default_factory=list)
+    """Seconds until something this pass saw is due (a registration or repair deadline)."""
 
     @property
     def name(self) -> str:
@@ -159,14 +186,20 @@ class _Pass:
 
     def drop(self, name: str) -> None:
         self.records = [r for r in self.records if r.name != name]
+        self.dropped.add(name)
+
+    def node_of(self, r: InstanceRecord) -> Object | None:
+        """The Node ``r``'s VM registered, found by providerID."""
+        return self.by_instance.get(r.instance_id) if r.instance_id else None
 
     def ready(self) -> set[str]:
         """Records registered as a Ready node of a running VM."""
-        return {
-            r.name
-            for r in self.live()
-            if r.state == "running" and r.name in self.nodes and is_ready(self.nodes[r.name])
-        }
+        ready = set()
+        for r in self.live():
+            node = self.node_of(r)
+            if r.state == "running" and node is not None and is_ready(node):
+                ready.add(r.name)
+        return ready
 
 
 class NodePoolController:
@@ -221,7 +254,12 @@ class NodePoolController:
             await update_status(self.mgr.client, NODEPOOLS, obj, invalid_spec(generation, err))
             return Result()  # nothing to do until the spec changes
 
-        p = _Pass(obj, pool, list(pool.status.instances), await self._nodes(pool.metadata.name))
+        nodes = await self._nodes(pool.metadata.name)
+        p = _Pass(obj, pool, list(pool.status.instances), nodes)
+        for node in nodes.values():
+            provider = (node.get("spec") or {}).get("providerID")
+            if provider:
+                p.by_instance[instance_id_of(provider)] = node
         await self._observe(p)
         await self._record_plan(p)
         try:
@@ -261,23 +299,84 @@ class NodePoolController:
             await self._write_status(p)
             raise
 
+    def _adopt_unknown(self, p: _Pass) -> bool:
+        """Record VMs tagged for the pool that no record knows, up to the desired count, so
+        that they serve before any is garbage-collected or a new one is launched."""
+        known_ids = {r.instance_id for r in p.records if r.instance_id}
+        names = {r.name for r in p.records}
+        room = p.desired - len(p.live()) - sum(1 for r in p.records if r.state == CREATING)
+        adopted = False
+        for vm in p.listed:
+            if room <= 0:
+                break
+            if vm.id in known_ids or vm.name in names or vm.state == "terminated":
+                continue
+            p.records.append(InstanceRecord(name=vm.name, instance_id=vm.id, state=vm.state))
+            names.add(vm.name)
+            room -= 1
+            adopted = True
+            self._event(p, "Normal", "Adopted", f"VM {vm.id} ({vm.name}) tagged for the pool")
+        return adopted
+
+    def _leaving(self, p: _Pass) -> dict[str, tuple[str, str]]:
+        """Records that must be replaced, with the Event (reason, note) that says why."""
+        now = time.time()
+        leaving: dict[str, tuple[str, str]] = {}
+        for r in p.live():
+            vm = p.vms.get(r.instance_id or "")
+            if vm is None:
+                leaving[r.name] = ("VMGone", f"the VM of {r.name} is gone; replacing it")
+                continue
+            node = p.node_of(r)
+            if node is not None and node["metadata"].get("deletionTimestamp"):
+                leaving[r.name] = ("NodeDeleted", f"node {r.name} was deleted; replacing it")
+            elif node is None and vm.state == "running":
+                since = vm.launched_at or vm.created_at
+                due = since + self.settings.registration_timeout_seconds - now
+                if due <= 0:
+                    note = (
+                        f"VM {vm.id} ({r.name}) registered no Node within "
+                        f"{self.settings.registration_timeout_seconds:g}s; replacing it"
+                    )
+                    leaving[r.name] = ("RegistrationTimeout", note)
+                else:
+                    p.waits.append(due)
+            elif node is not None and vm.state == "running" and not is_ready(node):
+                changed = ready_since(node)
+                if changed is None:
+                    continue  # not reported yet: the registration is fresh
+                due = changed + self.settings.node_repair_seconds - now
+                if due <= 0:
+                    note = (
+                        f"node {r.name} not Ready for {self.settings.node_repair_seconds:g}s; "
+                        "replacing it"
+                    )
+                    leaving[r.name] = ("NodeRepair", note)
+                else:
+                    p.waits.append(due)
+        return leaving
+
     async def _record_plan(self, p: _Pass) -> None:
         """Decide what changes and record it before acting, in one status write."""
-        gone = {r.name for r in p.live() if r.instance_id not in p.vms}
+        adopted = self._adopt_unknown(p)
+        leaving = self._leaving(p)
         busy = {name for name in p.nodes if await self._busy(name)}
-        decided = plan(p.records, p.desired, gone=gone, busy=busy)
+        decided = plan(p.records, p.desired, gone=leaving, busy=busy)
         if decided.empty:
+            if adopted:
+                await self._write_status(p)
             return
         before = len(p.live())
         for name in decided.retire:
             p.update(name, state=DELETING)
-            if name in gone:
-                self._event(p, "Warning", "VMGone", f"the VM of {name} is gone; replacing it")
+            if name in leaving:
+                reason, note = leaving[name]
+                self._event(p, "Warning", reason, note)
         if decided.add:
             p.records += new_intents(p.name, decided.add, taken={r.name for r in p.records})
             note = f"{before} -> {p.desired} nodes: creating {decided.add} VM(s)"
             self._event(p, "Normal", "ScalingUp", note)
-        surplus = [n for n in decided.retire if n not in gone]
+        surplus = [n for n in decided.retire if n not in leaving]
         if surplus:
             note = f"{before} -> {p.desired} nodes: removing {', '.join(surplus)}"
             self._event(p, "Normal", "ScalingDown", note)
@@ -299,7 +398,7 @@ class NodePoolController:
         await self._create(p)
         await self._retire(p)
         await self._restart_stopped(p)
-        await self._register(p)
+        await self._adopt_nodes(p)
         await self._collect_garbage(p)
 
     async def _create(self, p: _Pass) -> None:
@@ -311,19 +410,34 @@ class NodePoolController:
             p.failure = held  # refused recently for this spec: do not ask again yet
             return
         listed = {vm.name: vm for vm in p.listed}
+        type_name = p.pool.spec.instance_type
+        try:
+            instance_type = await self._instance_type(type_name)
+        except CloudError as err:
+            self._failed(p, err)
+            return
         for r in intents:
+            bootstrap = node_bootstrap(
+                p.pool, r.name, type_name, instance_type, run_labels=self._run_labels
+            )
             request = create_request(
                 pool_name=p.name,
                 pool_uid=p.uid,
-                instance_type=p.pool.spec.instance_type,
+                instance_type=type_name,
                 name=r.name,
+                user_data=bootstrap.encode(),
             )
             try:
                 vm = await self.cloud.create(request)
             except IdempotencyMismatch as err:
                 # Sent before with other arguments (the spec changed since): that VM
-                # exists; adopt it once the list shows it.
+                # exists; adopt it (its Node's labels and taints are brought in line later).
                 found = listed.get(r.name)
+                if found is None:
+                    try:
+                        found = await self.cloud.find(request.idempotency_token)
+                    except CloudError:
+                        found = None
                 if found is None:
                     self._failed(p, err)
                     return
@@ -342,27 +456,61 @@ class NodePoolController:
             p.update(r.name, instance_id=vm.id, state=vm.state)
 
     async def _retire(self, p: _Pass) -> None:
+        """Terminate every record marked ``deleting``; one still draining stays recorded."""
         for r in [r for r in p.records if r.state == DELETING]:
-            await self._remove_node(p, r.name, known=r.node_name is not None)
-            if r.instance_id:
-                try:
-                    await self.cloud.delete(r.instance_id)
-                except CloudError as err:
-                    self._failed(p, err)
-                    return
-                p.removed.add(r.instance_id)
-            p.drop(r.name)
+            try:
+                done = await self._terminate(p, r)
+            except CloudError as err:
+                self._failed(p, err)
+                return
+            if done:
+                p.drop(r.name)
+            else:
+                p.draining.add(r.name)
 
-    async def _remove_node(self, p: _Pass, name: str, *, known: bool) -> None:
-        """Cordon the Node, so nothing is scheduled onto it meanwhile, then delete it."""
-        node = p.nodes.pop(name, None)
-        if node is None and not known:
-            return
+    async def _terminate(self, p: _Pass, r: InstanceRecord) -> bool:
+        """Remove one record's Node and VM, as Karpenter's termination does: drain the Node,
+        then terminate the VM, then let the Node go (delete it, drop its finalizer). True
+        when done; False while the drain is still under way (call again on a later pass).
+
+        A Node whose VM is gone, or that is not Ready (its kubelet is unreachable, so an
+        evicted pod could never finish terminating), is not drained: its pods are removed
+        with it (the pod garbage collector deletes pods bound to a Node that no longer
+        exists, and their controllers replace them).
+        """
+        node = p.node_of(r) or p.nodes.get(r.name)
+        alive = r.instance_id is not None and r.instance_id in p.vms
+        if node is not None and alive and is_ready(node):
+            drained = await self._drain(p, r, node)
+            if not drained.drained:
+                return False
+        if r.instance_id:
+            await self.cloud.delete(r.instance_id)
+            p.removed.add(r.instance_id)
+        if node is not None:
+            await self._release_node(p, node)
+        return True
+
+    async def _drain(self, p: _Pass, r: InstanceRecord, node: Object) -> DrainResult:
+        """The scale-down hook: one round of draining ``node`` before its VM goes (cordon,
+        evictions through the Eviction API honouring PodDisruptionBudgets). Called on every
+        pass until it reports ``drained``; it never waits itself. See :mod:`._drain`."""
+        return await drain_node(self.mgr.client, node)
+
+    async def _release_node(self, p: _Pass, node: Object) -> None:
+        """Delete the Node (if nobody has yet) and drop the termination finalizer, so it goes."""
+        name = node["metadata"]["name"]
+        p.nodes.pop(name, None)
         client = self.mgr.client
-        with contextlib.suppress(NotFound):
-            if node is not None and not (node.get("spec") or {}).get("unschedulable"):
-                await client.patch(NODES, name, {"spec": {"unschedulable": True}})
-            await client.delete(NODES, name)
+        try:
+            if not node["metadata"].get("deletionTimestamp"):
+                deleted = await client.delete(NODES, name)
+                if deleted.get("kind") == "Node":
+                    node = deleted
+            if has_finalizer(node, NODE_FINALIZER):
+                await remove_finalizer(client, NODES, node, NODE_FINALIZER)
+        except NotFound:
+            pass
 
     async def _restart_stopped(self, p: _Pass) -> None:
         for r in p.live():
@@ -377,40 +525,39 @@ class NodePoolController:
             self._event(p, "Warning", "VMStopped", f"VM {vm.id} ({r.name}) was stopped; starting")
             p.vms[vm.id] = replace(vm, state="pending")
 
-    async def _register(self, p: _Pass) -> None:
-        """Running VMs become Ready Nodes; a Node follows its VM's state."""
+    async def _adopt_nodes(self, p: _Pass) -> None:
+        """A live record's Node, found by providerID, is the pool's: it gets the termination
+        finalizer and the pool's labels and taints (kept in line with the spec from then on);
+        the record follows its VM's state."""
+        labels = dict(p.pool.spec.labels)
+        taints = pool_taints(p.pool.spec)
         for r in p.live():
             vm = p.vms.get(r.instance_id or "")
             if vm is None:
                 continue  # gone: the next pass retires it
-            running = vm.state == "running"
-            node = p.nodes.get(r.name)
-            if node is None and running:
-                try:
-                    node = await self._create_node(p, vm)
-                except CloudError as err:
-                    self._failed(p, err)
-                    return
-                self._event(p, "Normal", "Registered", f"node {r.name} for VM {vm.id}")
-            elif node is not None and is_ready(node) != running:
-                node = await self.mgr.client.patch(
-                    NODES,
-                    r.name,
-                    {"status": {"conditions": [ready_condition(running)]}},
-                    subresource="status",
-                )
-            if node is not None:
-                p.nodes[r.name] = node
-            p.update(r.name, state=vm.state, node_name=r.name if node is not None else None)
+            node = p.node_of(r)
+            if node is not None and not node["metadata"].get("deletionTimestamp"):
+                await self._sync_node(p, node, labels, taints)
+                if r.node_name is None:
+                    self._event(p, "Normal", "Registered", f"node {r.name} of VM {vm.id}")
+            name = node["metadata"]["name"] if node is not None else None
+            p.update(r.name, state=vm.state, node_name=name)
 
-    async def _create_node(self, p: _Pass, vm: Instance) -> Object:
-        manifest = node_manifest(
-            p.pool, vm, await self._instance_type(vm.instance_type), run_labels=self._run_labels
-        )
+    async def _sync_node(
+        self, p: _Pass, node: Object, labels: dict[str, str], taints: list[dict[str, str]]
+    ) -> None:
+        ops = sync_patch(node, labels, taints, finalizers=(NODE_FINALIZER,))
+        if not ops:
+            return
+        name = node["metadata"]["name"]
         try:
-            return await self.mgr.client.create(NODES, manifest)
-        except AlreadyExists:
-            return manifest  # an earlier pass registered it; the cache has not shown it yet
+            updated = await self.mgr.client.patch(NODES, name, ops, patch_type=PatchType.JSON)
+        except Invalid:
+            p.waits.append(_SOON)  # the Node changed since it was read: next pass, fresh read
+        except NotFound:
+            pass
+        else:
+            p.nodes[name] = updated
 
     async def _instance_type(self, name: str) -> InstanceType | None:
         if name not in self._types:  # the catalogue rarely changes: ask again only on a miss
@@ -443,10 +590,19 @@ class NodePoolController:
             self._event(
                 p, "Warning", "GarbageCollected", f"deleted VM {vm.id} ({vm.name}): not recorded"
             )
-        recorded = {r.name for r in p.records}
-        for name in [n for n in p.nodes if n not in recorded]:
-            await self._remove_node(p, name, known=True)
-            self._event(p, "Warning", "OrphanNodeDeleted", f"node {name}: no VM recorded")
+        # Nodes of the pool whose VM is neither recorded nor alive (a leaked VM's Node stays
+        # until that VM is adopted or collected).
+        recorded = {r.instance_id for r in p.records if r.instance_id}
+        intents = {r.name for r in p.records if not r.instance_id}
+        alive = {vm.id for vm in p.listed if vm.id not in p.removed}
+        for node in list(p.nodes.values()):
+            provider = (node.get("spec") or {}).get("providerID") or ""
+            instance = instance_id_of(provider) if provider else ""
+            name = node["metadata"]["name"]
+            if instance in recorded or instance in alive or name in intents:
+                continue
+            await self._release_node(p, node)
+            self._event(p, "Warning", "OrphanNodeDeleted", f"node {name}: its VM is gone")
 
     # -- report -----------------------------------------------------------------------------
 
@@ -461,6 +617,7 @@ class NodePoolController:
             records=p.records,
             ready=p.ready(),
             failure=p.failure,
+            dropped=frozenset(p.dropped),
         )
         p.obj = await update_status(self.mgr.client, NODEPOOLS, p.obj, status.apply)
 
@@ -480,12 +637,14 @@ class NodePoolController:
 
     def _next(self, p: _Pass) -> Result:
         """Requeue when there is something to look at; raise what needs the backoff."""
-        held = p.failure is not None and isinstance(p.failure.error, QuotaExceeded | InvalidRequest)
-        if p.failure is not None and not held:
-            # CapacityUnavailable, transient errors: the per-item backoff spaces retries.
+        remaining = self._gate.remaining(p.uid, p.generation)
+        if p.failure is not None and remaining is None:
+            # Errors that name no wait (transient ones): the per-item backoff spaces retries.
             raise p.failure.error
         # Idle, look for leaked VMs again after one grace period.
-        waits = [self.settings.gc_grace_seconds]
+        waits = [self.settings.gc_grace_seconds, *(max(w, _MIN_POLL) for w in p.waits)]
+        if p.draining:
+            waits.append(_DRAIN_POLL)
         now = time.time()
         booting = [
             p.vms[r.instance_id]
@@ -497,7 +656,6 @@ class NodePoolController:
             waits.append(min(max(eta if eta > 0 else _SOON, _MIN_POLL), _MAX_POLL))
         if p.gc_wait is not None:
             waits.append(max(p.gc_wait, _MIN_POLL))
-        remaining = self._gate.remaining(p.uid, p.generation)
         if remaining is not None:
             waits.append(max(remaining, _MIN_POLL))
         elif not booting and len(p.live()) != p.desired:
@@ -515,21 +673,22 @@ class NodePoolController:
         listed = await self.cloud.list({POOL_UID_TAG: uid})
         ids = {vm.id for vm in listed}
         by_name = {vm.name: vm for vm in listed}
-        instance_type = str((obj.get("spec") or {}).get("instanceType") or "")
         for entry in (obj.get("status") or {}).get("instances") or ():
             if entry.get("instanceId"):
                 ids.add(entry["instanceId"])
                 continue
-            request = create_request(
-                pool_name=name, pool_uid=uid, instance_type=instance_type, name=entry["name"]
+            vm = by_name.get(entry["name"]) or await self.cloud.find(
+                idempotency_token(uid, entry["name"])
             )
-            vm = await self._resolve_intent(request, by_name)
             if vm is not None:
                 ids.add(vm.id)
         nodes, _ = await self.mgr.client.list_all(NODES, label_selector=f"{POOL_LABEL}={name}")
         for node in nodes:
             with contextlib.suppress(NotFound):
-                await self.mgr.client.delete(NODES, node["metadata"]["name"])
+                deleted = await self.mgr.client.delete(NODES, node["metadata"]["name"])
+                if deleted.get("kind") == "Node":
+                    node = deleted
+                await remove_finalizer(self.mgr.client, NODES, node, NODE_FINALIZER)
         for instance_id in sorted(ids):
             await self.cloud.delete(instance_id)
         self.mgr.recorder.normal(
@@ -538,23 +697,3 @@ class NodePoolController:
         with contextlib.suppress(NotFound):
             await remove_finalizer(self.mgr.client, NODEPOOLS, obj, FINALIZER)
         self._gate.forget(uid)
-
-    async def _resolve_intent(
-        self, request: CreateRequest, listed: dict[str, Instance]
-    ) -> Instance | None:
-        """The VM an intent without a recorded id may have launched, or None.
-
-        The list answers the usual case (a crash after the create). When it does not, asking
-        again with the same token is the one consistent answer, since a list may lag: it
-        returns the VM if one was launched (which is then deleted with the rest), and a
-        refusal means none was. The price: an intent the cloud never acted on may launch a
-        VM that lives for a moment.
-        """
-        if request.name in listed:
-            return listed[request.name]
-        try:
-            return await self.cloud.create(request)
-        except IdempotencyMismatch:
-            raise  # this token launched a VM the list does not show yet: try again later
-        except (QuotaExceeded, CapacityUnavailable, InvalidRequest):
-            return None  # refused: this token launched nothing

@@ -1,15 +1,18 @@
 """``nodepool-operator demo``: the operator end to end on a local control plane.
 
-It starts etcd, kube-apiserver and kube-scheduler (or uses ``--kubeconfig``), runs the operator
-in-process with the simulated cloud, applies a NodePool of 96 GiB nodes and an Autoscaler for
-``prod`` and ``money-maker``, creates a burst of pods (see :mod:`._workload`), and watches until
-every pod that fits is scheduled. It shows a live terminal view, prints a summary or one JSON
-line, and with ``--report DIR`` writes ``summary.md`` and ``chart.png``.
+It starts a local cluster (etcd, kube-apiserver, kube-scheduler, kube-controller-manager and
+kwok; or uses ``--kubeconfig``), runs the operator in-process with the simulated cloud and its
+VMs' kubelets, applies a NodePool of 96 GiB nodes and an Autoscaler for ``prod`` and
+``money-maker``, creates a burst of pods (see :mod:`._workload`), and watches until every pod
+that fits is scheduled and running. A second act (:mod:`._scaledown`) then deletes part of the
+workload under a PodDisruptionBudget and watches the pool drain and shrink. It shows a live
+terminal view, prints a summary or one JSON line, and with ``--report DIR`` writes
+``summary.md`` and ``chart.png``.
 
 Modules: ``_workload`` (what is applied), ``_clusterview`` (the demo's watches), ``_sample``
 (one look at the world), ``_apiactivity`` (the operator's writes, from its metrics),
 ``_figures`` (the result in numbers), ``_timeline``, ``_liveview``, ``_report``, ``_chart``
-with ``_canvas`` and ``_png`` (a dependency-free PNG), and ``_driver`` (the script).
+(matplotlib), ``_scaledown`` (the second act) and ``_driver`` (the script).
 """
 
 from nodepool_operator.demo._driver import DemoError, DemoInterrupted, DemoOptions, run_demo

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import shutil
@@ -28,11 +29,14 @@ from kubeloop import (
     Manager,
     NotFound,
     Registry,
+    Resource,
     configure_logging,
+    load_kubeconfig,
 )
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions, find_assets
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.cloud import SimulatedCloud
+from nodepool_operator.demo import _scaledown
 from nodepool_operator.demo._apiactivity import ApiActivity, api_activity
 from nodepool_operator.demo._clusterview import ClusterView
 from nodepool_operator.demo._figures import compute_figures
@@ -41,7 +45,7 @@ from nodepool_operator.demo._report import terminal_summary, write_report
 from nodepool_operator.demo._result import DemoResult
 from nodepool_operator.demo._sample import Sample, take_sample
 from nodepool_operator.demo._workload import DEFAULT_PODS, POOL_NAME, Role, Workload
-from nodepool_operator.operator import operator
+from nodepool_operator.operator import operator, simulated_vms
 from nodepool_operator.settings import OperatorSettings
 
 #: Seconds between two samples (and redraws of the live view).
@@ -60,6 +64,9 @@ SYNC_SECONDS = 60.0
 CLEANUP_SECONDS = 60.0
 #: The demo writes as itself, so managedFields tell its objects from the operator's writes.
 FIELD_MANAGER = "nodepool-demo"
+#: How long the second act (scale-down) may take at most.
+SCALE_DOWN_SECONDS = 120.0
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
 
 log = logging.getLogger("nodepool_operator.demo")
 
@@ -150,6 +157,11 @@ class _Run:
         self.live = (
             None if options.headless or not stdout.isatty() else LiveView(stdout, self.workload)
         )
+        # The second act's figures (see _scale_down_act).
+        self.pods_running = 0
+        self.nodes_drained = 0
+        self.pdb_blocked_s = 0.0
+        self.act2_at: float | None = None
 
     def say(self, message: str) -> None:
         print(message, file=self.stderr, flush=True)
@@ -172,6 +184,8 @@ class _Run:
         running = asyncio.create_task(mgr.run(), name="nodepool-operator")
         self.stack.push_async_callback(_stop_operator, mgr, running)
         cloud = await asyncio.to_thread(SimulatedCloud, settings.cloud_state)
+        # The VMs' side: each booted VM's kubelet registers its Node (kwok then runs it).
+        await self.stack.enter_async_context(simulated_vms(load_kubeconfig(str(kubeconfig)), cloud))
         client = Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER)
         self.stack.push_async_callback(client.close)
         await self._until(lambda: _synced(mgr), running, "the operator's caches to sync")
@@ -191,7 +205,12 @@ class _Run:
         await self._create_pods(client)
 
         converged_at = await self._watch(view, cloud, running, started)
+        self.pods_running = _scaledown.running(view.pods())
+        # The figures of the scale-up are those at its end; the second act adds its own.
         result = await self._result(view, cloud, converged_at)
+        if converged_at is not None:
+            await self._scale_down_act(client, view, cloud, running, started)
+            result = self._with_second_act(result)
         if self.options.report is not None:
             summary, chart = await asyncio.to_thread(write_report, result, self.options.report)
             self.say(f"report: {summary} and {chart}")
@@ -231,8 +250,13 @@ class _Run:
         self.stack.callback(logging.getLogger().removeHandler, handler)
 
     async def _start_control_plane(self) -> Path:
-        self.say("starting a local control plane (etcd, kube-apiserver, kube-scheduler)")
-        plane = ControlPlane(ControlPlaneOptions(scheduler=True))
+        self.say(
+            "starting a local cluster (etcd, kube-apiserver, kube-scheduler, "
+            "kube-controller-manager, kwok)"
+        )
+        plane = ControlPlane(
+            ControlPlaneOptions(scheduler=True, controller_manager=True, kwok=True)
+        )
         try:
             await asyncio.to_thread(plane.start)
         except Exception as err:
@@ -309,6 +333,58 @@ class _Run:
             if self.live is not None:
                 self.live.close()
 
+    async def _scale_down_act(
+        self,
+        client: Client,
+        view: ClusterView,
+        cloud: SimulatedCloud,
+        running: asyncio.Task[None],
+        start: float,
+    ) -> None:
+        """The second act (see :mod:`._scaledown`): empty the emptiest node, put a budget over
+        the pods that stay, turn scale-down on, and watch the pool drain and shrink."""
+        loop = asyncio.get_running_loop()
+        victim = _scaledown.victim_node(view.nodes(), view.pods())
+        if victim is None:
+            return
+        before_nodes = {n["metadata"]["name"] for n in view.nodes()}
+        target_before = self.samples[-1].target_nodes
+        self.act2_at = loop.time() - start
+        doomed = _scaledown.pods_on(victim, view.pods())
+        self.say(
+            f"act 2: deleting the {len(doomed)} demo pod(s) on node {victim}, a "
+            f"PodDisruptionBudget over {_scaledown.PDB_NAMESPACE}'s pods, scale-down on"
+        )
+        with contextlib.suppress(AlreadyExists):
+            await client.create(PDBS, _scaledown.budget(), _scaledown.PDB_NAMESPACE)
+        for namespace, name in doomed:
+            with contextlib.suppress(NotFound):
+                await client.delete(PODS, name, namespace)
+        await client.patch(AUTOSCALERS, POOL_NAME, _scaledown.scale_down_patch())
+        deadline = loop.time() + SCALE_DOWN_SECONDS
+        progress_at = -PROGRESS_EVERY
+        while loop.time() < deadline:
+            _raise_if_stopped(running)
+            sample = await self._sample(view, cloud, loop.time() - start)
+            self.samples.append(sample)
+            if _scaledown.pdb_blocked(view.nodes(), view.pods()):
+                self.pdb_blocked_s += TICK
+            if sample.t - progress_at >= PROGRESS_EVERY:
+                progress_at = sample.t
+                self.say(status_line(sample))
+            gone = before_nodes - {n["metadata"]["name"] for n in view.nodes()}
+            self.nodes_drained = len(gone)
+            shrunk = sample.target_nodes < target_before and gone
+            if (
+                shrunk
+                and sample.scale_operation == "inactive"
+                and sample.ready_nodes == sample.nodes == sample.target_nodes == sample.vms
+            ):
+                return
+            if await _stopped_within(self.stop, TICK):
+                raise DemoInterrupted
+        self.say(f"act 2: the pool did not shrink within {SCALE_DOWN_SECONDS:.0f} s")
+
     def _at_rest(self, sample: Sample) -> bool:
         """No VM in flight, every node ready, and the Autoscaler has had its say on the pods
         that must not trigger it (its Events are written in the background)."""
@@ -345,6 +421,7 @@ class _Run:
             pool=view.pool(),
             duplicates=snapshot.duplicates,
             seconds=final.t if converged_at is None else converged_at,
+            pods_running=self.pods_running,
         )
         pod_nodes = {
             (p["metadata"]["namespace"], p["metadata"]["name"]): p["spec"].get("nodeName", "")
@@ -359,6 +436,21 @@ class _Run:
             boot_seconds=self.options.boot_seconds,
             converged=converged_at is not None,
             timeout=self.options.timeout,
+            scale_down_at=self.act2_at,
+        )
+
+    def _with_second_act(self, result: DemoResult) -> DemoResult:
+        final = self.samples[-1]
+        figures = dataclasses.replace(
+            result.figures,
+            api_writes=final.api.writes,
+            conflicts=final.api.conflicts,
+            nodes_drained=self.nodes_drained,
+            evictions=_scaledown.evictions(final.api.writes_by_target),
+            pdb_blocked_s=round(self.pdb_blocked_s, 1),
+        )
+        return dataclasses.replace(
+            result, figures=figures, samples=tuple(self.samples), scale_down_at=self.act2_at
         )
 
     async def _until(

@@ -29,6 +29,10 @@ class Figures:
     api_writes: int
     conflicts: int
     seconds: float
+    pods_running: int = 0
+    nodes_drained: int = 0
+    evictions: int = 0
+    pdb_blocked_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -38,6 +42,10 @@ class Figures:
         found = []
         if self.pods_scheduled != self.pods_fitting:
             found.append(f"{self.pods_fitting - self.pods_scheduled} fitting pods not scheduled")
+        if self.pods_running != self.pods_fitting:
+            found.append(f"{self.pods_fitting - self.pods_running} fitting pods not running")
+        if self.nodes_drained < 1:
+            found.append("no node was drained in the scale-down act")
         if self.nodes != self.nodes_lower_bound:
             found.append(f"{self.nodes} nodes where {self.nodes_lower_bound} would do")
         if self.duplicate_vms:
@@ -64,6 +72,10 @@ MEANINGS: dict[str, str] = {
     "api_writes": "successful writes the operator sent to the API server from the burst on",
     "conflicts": "409 Conflicts the operator met from the burst on (retried or given up on)",
     "seconds": "from creating the pods to the last fitting pod bound (or to the timeout)",
+    "pods_running": "fitting pods Running with a pod IP (kwok runs them) when all were bound",
+    "nodes_drained": "pool nodes drained and removed in the second act (scale-down)",
+    "evictions": "pod evictions the operator made through the Eviction API",
+    "pdb_blocked_s": "seconds a drained node still held a pod the PodDisruptionBudget covers",
 }
 
 
@@ -76,6 +88,10 @@ def compute_figures(
     pool: Mapping[str, Any] | None,
     duplicates: int,
     seconds: float,
+    pods_running: int = 0,
+    nodes_drained: int = 0,
+    evictions: int = 0,
+    pdb_blocked_s: float = 0.0,
 ) -> Figures:
     """The figures of a run from its last sample and the cloud as it stands.
 
@@ -96,6 +112,10 @@ def compute_figures(
         api_writes=final.api.writes,
         conflicts=final.api.conflicts,
         seconds=round(seconds, 1),
+        pods_running=pods_running,
+        nodes_drained=nodes_drained,
+        evictions=evictions,
+        pdb_blocked_s=round(pdb_blocked_s, 1),
     )
 
 

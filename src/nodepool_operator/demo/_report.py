@@ -138,5 +138,5 @@ def write_report(result: DemoResult, directory: Path) -> tuple[Path, Path]:
     summary = directory / SUMMARY
     chart = directory / CHART
     summary.write_text(summary_markdown(result))
-    chart.write_bytes(chart_png(result.samples))
+    chart.write_bytes(chart_png(result.samples, scale_down_at=result.scale_down_at))
     return summary, chart

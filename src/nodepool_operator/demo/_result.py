@@ -24,6 +24,8 @@ class DemoResult:
     #: Every fitting pod was bound before the timeout.
     converged: bool = True
     timeout: float = 300.0
+    #: Seconds after the burst when the second act (scale-down) began; None if it did not.
+    scale_down_at: float | None = None
 
     @property
     def ok(self) -> bool:

@@ -28,8 +28,8 @@ class PodCounts:
 class Sample:
     """The demo's world ``t`` seconds after the burst of pods was created.
 
-    "Scheduled" means bound: ``spec.nodeName`` is set. There is no kubelet, so a bound pod
-    never runs; binding is where the Autoscaler's job ends.
+    "Scheduled" means bound: ``spec.nodeName`` is set; "running" that the node's kubelet
+    (kwok) runs it.
     """
 
     t: float
@@ -54,6 +54,8 @@ class Sample:
     scale_operation: str = "inactive"
     vms: int = 0
     vms_running: int = 0
+    #: Demo pods that run (phase Running, with a pod IP): kwok runs the pods bound to pool nodes.
+    running: int = 0
     api: ApiActivity = field(default_factory=ApiActivity)
     last_decision: str = ""
 
@@ -87,6 +89,7 @@ def take_sample(
     notes = not_triggered_notes(events)
     by_namespace: dict[str, list[int]] = {}
     fitting = [0, 0]
+    running = 0
     extras: list[str] = []
     not_triggering: list[str] = []
     for pod in pods:
@@ -97,6 +100,8 @@ def take_sample(
         namespace = str(pod["metadata"].get("namespace", ""))
         key = f"{namespace}/{pod['metadata']['name']}"
         by_namespace.setdefault(namespace, [0, 0])[bound] += 1
+        status = pod.get("status") or {}
+        running += status.get("phase") == "Running" and bool(status.get("podIP"))
         if role is Role.FITS:
             fitting[bound] += 1
             continue
@@ -122,6 +127,7 @@ def take_sample(
         scale_operation=str(status.get("scaleOperation", "inactive")),
         vms=len(vms),
         vms_running=sum(1 for vm in vms if vm.state == "running"),
+        running=running,
         api=api,
         last_decision=str((autoscaler or {}).get("status", {}).get("lastDecision") or ""),
     )

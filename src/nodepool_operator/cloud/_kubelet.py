@@ -1,0 +1,138 @@
+"""The VM side of the simulated cloud: each booted VM's kubelet registers its own Node.
+
+On a real cloud nobody but the kubelet on a new VM creates its Node. :class:`SimulatedKubelets`
+plays those kubelets for a :class:`SimulatedCloud`: it watches the cloud's VMs (reading the
+cloud's file directly, as the VMs themselves would know their state; these reads are not
+counted as cloud calls) and
+
+- registers a Node for every running VM launched with node settings in its user data
+  (:class:`NodeBootstrap`): the VM's name, its providerID, the labels, taints and capacity of
+  its launch, and the annotation by which kwok takes over as that Node's kubelet
+  (heartbeats, Lease, running its pods);
+- when a VM stops or is terminated, its kubelet is gone: the Node's heartbeats stop (the
+  annotation goes, and the Lease is silenced, see
+  :func:`kubeloop.envtest.silenced_lease_patch`) and the node lifecycle controller marks it
+  ``Unknown``; a VM started again gets both back. :meth:`SimulatedKubelets.kill` does the
+  same to a VM that keeps running (a hung kubelet).
+
+It never deletes a Node (kubelets do not), and it never touches a Node after registration
+otherwise: labels and taints are the NodePool controller's from then on. It runs in the
+operator's process in tests and the demo ("the VM side"), as a supervised loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Final
+
+from kubeloop import LEASES, NODES, AlreadyExists, Client, NotFound
+from kubeloop.envtest import NODE_LEASE_NAMESPACE, silenced_lease_patch
+
+from ._bootstrap import NodeBootstrap, registered_node
+from ._port import Instance
+from ._simulated import SimulatedCloud
+
+log = logging.getLogger("nodepool_operator.kubelet")
+
+#: kwok manages the Nodes that carry this annotation (see ``kubeloop.envtest``).
+KWOK_ANNOTATIONS: Final[Mapping[str, str]] = {"kwok.x-k8s.io/node": "fake"}
+#: Field manager of the kubelets' writes, as a real kubelet's are attributed to ``kubelet``.
+FIELD_MANAGER: Final = "kubelet"
+_BACKOFF_MAX: Final = 10.0
+
+
+class SimulatedKubelets:
+    """The kubelets of a simulated cloud's VMs; see the module docstring.
+
+    Args:
+        cloud: the VMs.
+        client: a client for the cluster the VMs join (its own, with field manager
+            ``kubelet``, so its requests are not counted as the operator's).
+        interval: seconds between looks at the cloud. Default 0.2.
+    """
+
+    def __init__(self, cloud: SimulatedCloud, client: Client, *, interval: float = 0.2) -> None:
+        self.cloud = cloud
+        self.client = client
+        self.interval = interval
+        self._up: set[str] = set()
+        """VMs whose Node this process registered (or found) with the kwok annotation."""
+        self._down: set[str] = set()
+        """VMs whose Node this process has taken the annotation from (or that never ran)."""
+        self.registered = 0
+        """Nodes this object created (for reports)."""
+
+    async def run(self) -> None:
+        """Sync until cancelled; a failed round is logged and retried with a backoff."""
+        failures = 0
+        while True:
+            try:
+                await self.sync()
+                failures = 0
+                await asyncio.sleep(self.interval)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                failures += 1
+                log.exception("simulated kubelets: sync failed", extra={"failures": failures})
+                await asyncio.sleep(min(self.interval * 2**failures, _BACKOFF_MAX))
+
+    async def sync(self) -> None:
+        """One look at every VM; registers or unregisters as described above."""
+        snapshot = await asyncio.to_thread(self.cloud.snapshot)
+        for vm in snapshot.instances:
+            bootstrap = NodeBootstrap.decode(vm.user_data)
+            if bootstrap is None:
+                continue
+            if vm.state == "running":
+                if vm.id not in self._up:
+                    await self._start(vm, bootstrap)
+                    self._up.add(vm.id)
+                    self._down.discard(vm.id)
+            elif vm.id not in self._down:
+                await self._stop(bootstrap)
+                self._down.add(vm.id)
+                self._up.discard(vm.id)
+
+    async def _start(self, vm: Instance, bootstrap: NodeBootstrap) -> None:
+        node = registered_node(
+            bootstrap,
+            instance_id=vm.id,
+            private_ip=vm.private_ip,
+            public_ip=vm.public_ip,
+            annotations=KWOK_ANNOTATIONS,
+        )
+        try:
+            await self.client.create(NODES, node)
+        except AlreadyExists:
+            # registered before (another process, or before a stop): the kubelet is back
+            with contextlib.suppress(NotFound):
+                await self.client.patch(
+                    NODES, bootstrap.node_name, {"metadata": {"annotations": KWOK_ANNOTATIONS}}
+                )
+            with contextlib.suppress(NotFound):  # kwok re-creates it and heartbeats again
+                lease = await self.client.get(LEASES, bootstrap.node_name, NODE_LEASE_NAMESPACE)
+                holder = (lease.get("spec") or {}).get("holderIdentity")
+                if holder == silenced_lease_patch()["spec"]["holderIdentity"]:
+                    await self.client.delete(LEASES, bootstrap.node_name, NODE_LEASE_NAMESPACE)
+            return
+        self.registered += 1
+        log.info("registered node", extra={"node": bootstrap.node_name, "instance": vm.id})
+
+    async def kill(self, node_name: str) -> None:
+        """The kubelet of ``node_name`` dies while its VM keeps running: no more heartbeats
+        (the node lifecycle controller marks the Node ``Unknown`` after its grace period)."""
+        await self._silence(node_name)
+
+    async def _stop(self, bootstrap: NodeBootstrap) -> None:
+        gone = dict.fromkeys(KWOK_ANNOTATIONS)  # merge patch: null removes the key
+        with contextlib.suppress(NotFound):
+            await self.client.patch(NODES, bootstrap.node_name, {"metadata": {"annotations": gone}})
+        await self._silence(bootstrap.node_name)
+
+    async def _silence(self, node_name: str) -> None:
+        with contextlib.suppress(NotFound):
+            await self.client.patch(LEASES, node_name, silenced_lease_patch(), NODE_LEASE_NAMESPACE)
