@@ -63,6 +63,7 @@ from kubeloop import (
     Registry,
     Resource,
     Updated,
+    load_kubeconfig,
 )
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS, crds, parse_nodepool
 from nodepool_operator.cloud import SimulatedCloud
@@ -70,7 +71,7 @@ from nodepool_operator.controllers._capacity import pool_template
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.crdinstall import install_crds
 from nodepool_operator.demo._apiactivity import ApiActivity, api_activity
-from nodepool_operator.operator import FIELD_MANAGER, build_manager
+from nodepool_operator.operator import FIELD_MANAGER, build_manager, simulated_vms
 from nodepool_operator.scheduling import (
     classify,
     lower_bound,
@@ -572,7 +573,11 @@ async def _operator(
     )
     registry = Registry()
     controllers = ("nodepool", "autoscaler") if side == "ours" else ("nodepool",)
-    async with Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER) as client:
+    async with (
+        Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER) as client,
+        # the VMs' side: their kubelets register the Nodes (kwok then runs them)
+        simulated_vms(load_kubeconfig(kubeconfig), cloud),
+    ):
         mgr = build_manager(client, cloud, settings, registry=registry, controllers=controllers)
         task = asyncio.create_task(mgr.run(), name=f"operator-{names.base}")
         try:

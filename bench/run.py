@@ -260,9 +260,13 @@ def cluster(
     if not needed:
         yield None, None
         return
-    parts = "etcd + kube-apiserver" + (" + kube-scheduler" if scheduler else "")
+    parts = "etcd + kube-apiserver" + (
+        " + kube-scheduler + kube-controller-manager + kwok" if scheduler else ""
+    )
     print(f"[bench] starting a control plane ({parts})", file=sys.stderr)
-    options = ControlPlaneOptions(scheduler=scheduler)
+    # Pods that should run need the full bed: kwok is the Nodes' kubelet and
+    # kube-controller-manager their lifecycle (the VMs' kubelets register the Nodes).
+    options = ControlPlaneOptions(scheduler=scheduler, controller_manager=scheduler, kwok=scheduler)
     if scoring is not None:
         options.scheduler_scoring = scoring
     with ControlPlane(options) as cp:
@@ -354,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     command = command_line()
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     needed = any(BENCHMARKS[n].needs_cluster for n in names)
-    scheduler = any(n in names for n in ("autoscaler", "karpenter"))
+    scheduler = "autoscaler" in names
     with cluster(
         args.kubeconfig, scheduler=scheduler, needed=needed, scoring=args.scheduler_scoring
     ) as (kubeconfig, cp):
