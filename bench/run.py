@@ -42,6 +42,7 @@ from bench import (
     Context,
     autoscaler_scenarios,
     informer_scale,
+    karpenter,
     kopf_compare,
     loop,
     packing,
@@ -62,6 +63,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         informer_scale.BENCHMARK,
         autoscaler_scenarios.BENCHMARK,
         packing.BENCHMARK,
+        karpenter.BENCHMARK,
         kopf_compare.BENCHMARK,
     )
 }

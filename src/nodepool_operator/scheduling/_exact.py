@@ -62,7 +62,7 @@ class SearchBudget:
     """
 
     max_steps: int = 20_000
-    max_seconds: float = 0.05
+    max_seconds: float = 0.04
     max_pods: int = 400
 
     def __post_init__(self) -> None:
@@ -408,7 +408,7 @@ class _Search:
         self.steps += 1
         if self.steps > self._budget.max_steps:
             raise _Budget
-        if self.steps & 255 == 0 and time.perf_counter() > self._deadline:
+        if self.steps & 63 == 0 and time.perf_counter() > self._deadline:
             raise _Budget
         p = self.p
         if k == len(p.items):
