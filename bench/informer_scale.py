@@ -130,6 +130,7 @@ async def observe(
     updates: int,
     profile: Path | None,
     timeout: float,
+    compact: bool = False,
 ) -> dict[str, Any]:
     client = Client.from_kubeconfig(kubeconfig)
     await client.server_version()  # TLS connection open: neither in the sync time nor the RSS
@@ -146,7 +147,7 @@ async def observe(
             if len(received) >= updates:
                 all_received.set()
 
-    options = ReflectorOptions()
+    options = ReflectorOptions(transform=compact_transform) if compact else ReflectorOptions()
     cache = Cache(client, options=options)
     informer = cache.informer(SAMPLES, namespace=namespace)
     informer.add_handler(handler)
@@ -224,6 +225,30 @@ async def observe(
     }
 
 
+#: Values shorter than this are interned by the opt-in compact transform: names, namespaces,
+#: kinds, label values, phases repeat across objects; long values (timestamps, UIDs) rarely do.
+_INTERN_BELOW = 64
+
+
+def _compact(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {sys.intern(k): _compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    if isinstance(value, str) and len(value) < _INTERN_BELOW:
+        return sys.intern(value)
+    return value
+
+
+def compact_transform(obj: dict[str, Any]) -> dict[str, Any]:
+    """Opt-in (``--compact``, bench only): strip managedFields as the default does, then rebuild
+    the object with interned keys and short values, so objects share their repeated strings.
+    Measures what interning in the reflector would save; kubeloop does not do it."""
+    meta = obj.get("metadata") or {}
+    meta.pop("managedFields", None)
+    return dict(_compact(obj))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--kubeconfig", required=True)
@@ -232,6 +257,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=0, help="update events to wait for")
     parser.add_argument("--profile", type=Path, help="write cProfile stats of the sync")
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--compact", action="store_true", help="intern strings (opt-in)")
     args = parser.parse_args()
     result = asyncio.run(
         observe(
@@ -241,6 +267,7 @@ def main() -> None:
             args.updates,
             args.profile,
             args.timeout,
+            args.compact,
         )
     )
     print(json.dumps(result), flush=True)
@@ -307,6 +334,7 @@ async def _observer(
         str(updates),
         "--timeout",
         str(timeout),
+        *(["--compact"] if ctx.param("compact", 0, 0) else []),
         stdout=asyncio.subprocess.PIPE,
         env=env,
         cwd=ROOT,
@@ -421,7 +449,11 @@ async def run(ctx: Context) -> BenchResult:
             "updates": updates,
             "patch_concurrency": concurrency,
             "page_size": out["page_size"],
-            "transform": "strip_managed_fields (default)",
+            "transform": (
+                "compact (bench opt-in: managedFields stripped, strings interned)"
+                if ctx.param("compact", 0, 0)
+                else "strip_managed_fields (default)"
+            ),
             "stall_ticker_ms": 1,
             "stall_budget_ms": STALL_BUDGET_MS,
             "memory": "RSS delta across the sync, after gc.collect(), divided by cached objects",
