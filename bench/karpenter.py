@@ -60,7 +60,8 @@ from kubeloop import NAMESPACES, NODES, PODS, Client, NotFound, Resource
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions, find_assets
 from kubeloop.envtest._nodes import KWOK_NODE_ANNOTATIONS
 from kubeloop.envtest._process import free_port
-from nodepool_operator.api import AUTOSCALERS, NODEPOOLS, crds
+from nodepool_operator.api import AUTOSCALERS, NODEPOOLS, crds, parse_nodepool
+from nodepool_operator.controllers._capacity import pool_template
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.crdinstall import install_crds
 
@@ -119,7 +120,18 @@ def karpenter_dir() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
+#: What Karpenter's kwok provider holds back on every instance type (hard-coded kube-reserved).
+KWOK_OVERHEAD_MILLICPU: Final = 100
+KWOK_OVERHEAD_MEMORY: Final = 10 * 1024**2
+
+
 def instance_types(sc: Scenario) -> list[dict[str, Any]]:
+    """One type whose allocatable (capacity minus the provider's fixed overhead) is exactly
+    what a node of our pool offers its pods."""
+    names = Names(sc.id, "x", "x")
+    allocatable = pool_template(parse_nodepool(sc_mod.pool_manifest(sc, names))).allocatable
+    cpu = f"{allocatable.cpu + KWOK_OVERHEAD_MILLICPU}m"
+    memory = str(allocatable.memory + KWOK_OVERHEAD_MEMORY)
     return [
         {
             "name": sc.instance_type,
@@ -127,9 +139,9 @@ def instance_types(sc: Scenario) -> list[dict[str, Any]]:
             "architecture": "amd64",
             "operatingSystems": ["linux"],
             "resources": {
-                "cpu": sc.cpu,
-                "memory": sc.memory,
-                "pods": "110",
+                "cpu": cpu,
+                "memory": memory,
+                "pods": str(allocatable.pods or 110),
                 "ephemeral-storage": "100Gi",
             },
         }
@@ -137,7 +149,9 @@ def instance_types(sc: Scenario) -> list[dict[str, Any]]:
 
 
 def karpenter_nodepool(sc: Scenario, names: Names, consolidation: bool) -> dict[str, Any]:
-    cpu_limit = int(float(sc.cpu)) * sc.max_nodes
+    # Karpenter's limits count capacity: maxNodes instances of the one type
+    cpu_limit = instance_types(sc)[0]["resources"]["cpu"].removesuffix("m")
+    cpu_limit = f"{int(cpu_limit) * sc.max_nodes}m"
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -161,7 +175,7 @@ def karpenter_nodepool(sc: Scenario, names: Names, consolidation: bool) -> dict[
                     "expireAfter": "Never",
                 },
             },
-            "limits": {"cpu": str(cpu_limit)},
+            "limits": {"cpu": cpu_limit},
             "disruption": {
                 "consolidationPolicy": "WhenEmptyOrUnderutilized",
                 "consolidateAfter": "0s" if consolidation else "Never",
