@@ -148,22 +148,48 @@ def pack_fewest(
     """
     if fewer_than <= 0 or not entries or len(entries) > budget.max_pods:
         return None
-    problem = _Problem.build(entries, template, existing_nodes, max(in_flight, 0))
-    if problem.root_bound() >= fewer_than:
+    # A depth-first search that starts in a poor subtree can spend its whole budget there, so
+    # the budget is split over a few restarts with other pod orders (largest dominant share,
+    # then largest of each resource), each trying to beat the best plan so far.
+    deadline = time.perf_counter() + budget.max_seconds
+    best: tuple[_Problem, list[int], int] | None = None
+    steps = 0
+    bound = fewer_than
+    proven = False
+    orders = _ORDERS
+    for attempt, order in enumerate(orders):
+        problem = _Problem.build(entries, template, existing_nodes, max(in_flight, 0), order)
+        if problem.root_bound() >= bound:
+            proven = True  # nothing better exists than what we have
+            break
+        left = budget.max_steps - steps
+        share = left if attempt == len(orders) - 1 else left // (len(orders) - attempt)
+        seconds = deadline - time.perf_counter()
+        if share <= 0 or seconds <= 0:
+            break
+        search = _Search(problem, bound, SearchBudget(share, seconds, budget.max_pods))
+        search.run()
+        steps += search.steps
+        if search.best_assignment is not None:
+            best = (problem, search.best_assignment, search.best)
+            bound = search.best
+        if search.proven:
+            proven = True
+            break
+    if best is None:
         return None
-    search = _Search(problem, fewer_than, budget)
-    search.run()
-    if search.best_assignment is None:
-        return None
+    problem, assignment, nodes = best
     return ExactPacking(
-        labels=problem.labels(search.best_assignment),
-        new_nodes=search.best,
-        proven=search.proven,
-        steps=search.steps,
+        labels=problem.labels(assignment),
+        new_nodes=nodes,
+        proven=proven,
+        steps=steps,
     )
 
 
 Vector = tuple[int, ...]
+#: The pod orders of the restarts: dominant share, then each of the first three resources.
+_ORDERS = (-1, 0, 1, 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,16 +215,23 @@ class _Problem:
         template: NodeTemplate,
         existing_nodes: Sequence[FreeNode],
         in_flight: int,
+        order_by: int = -1,
     ) -> _Problem:
+        """``order_by``: -1 sorts pods by dominant share (as FFD), ``r >= 0`` by resource r."""
         names = sorted({n for e in entries for n, amount in e.requests.items() if amount})
         cap = tuple(template.allocatable.get(n) for n in names)
         vectors = [tuple(e.requests.get(n) for n in names) for e in entries]
         shares = [[a / c for a, c in zip(v, cap, strict=True)] for v in vectors]
+
+        def lead(i: int) -> float:
+            if 0 <= order_by < len(names):
+                return -shares[i][order_by]
+            return -max(shares[i], default=0.0)
+
         order = sorted(
             range(len(entries)),
-            key=lambda i: (-max(shares[i], default=0.0), -sum(shares[i]), vectors[i],
-                           entries[i].constraints),
-        )  # fmt: skip
+            key=lambda i: (lead(i), -sum(shares[i]), vectors[i], entries[i].constraints),
+        )
         items = tuple(vectors[i] for i in order)
         same = tuple(
             k > 0
