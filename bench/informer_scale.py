@@ -382,7 +382,12 @@ async def run(ctx: Context) -> BenchResult:
     try:
         out, patched = await _observer(ctx, namespace, objects, updates, concurrency)
     finally:
-        await delete_all(str(ctx.kubeconfig), namespace)
+        try:
+            await delete_all(str(ctx.kubeconfig), namespace)
+        except RuntimeError as err:
+            # At 100,000 objects one deletecollection can outlast the apiserver's request
+            # timeout (504) while it goes on deleting: not a reason to lose the figures.
+            ctx.log(f"informer_scale: clean-up incomplete ({str(err)[:120]}); continuing")
 
     # delivery lag per patch: event received by the handler minus the patch's response
     # (both CLOCK_MONOTONIC, which is system-wide on Linux); negative when the watch wins
