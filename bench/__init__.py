@@ -72,6 +72,9 @@ class Benchmark:
     run: Callable[[Context], Awaitable[BenchResult]]
     #: The result as Markdown (a table, and a line or two of context).
     markdown: Callable[[BenchResult], str]
+    #: Whether it measures a cluster; the harness starts no control plane for a run of only
+    #: benchmarks that do not (``packing`` is pure computation).
+    needs_cluster: bool = True
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import math
+import random
 import statistics
 import tempfile
 import time
@@ -45,6 +46,7 @@ from typing import Any, Final
 
 from bench import Benchmark, BenchResult, Context, rounded
 from bench._naive_autoscaler import NaiveAutoscaler, running
+from bench._optimum import fewest_new_nodes
 from kubeloop import (
     EVENTS,
     NAMESPACES,
@@ -61,6 +63,7 @@ from kubeloop import (
     Registry,
     Resource,
     Updated,
+    load_kubeconfig,
 )
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS, crds, parse_nodepool
 from nodepool_operator.cloud import SimulatedCloud
@@ -68,8 +71,14 @@ from nodepool_operator.controllers._capacity import pool_template
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.crdinstall import install_crds
 from nodepool_operator.demo._apiactivity import ApiActivity, api_activity
-from nodepool_operator.operator import FIELD_MANAGER, build_manager
-from nodepool_operator.scheduling import classify, lower_bound, plan_scale_up
+from nodepool_operator.operator import FIELD_MANAGER, build_manager, simulated_vms
+from nodepool_operator.scheduling import (
+    classify,
+    lower_bound,
+    parse_bytes,
+    parse_cpu,
+    plan_scale_up,
+)
 from nodepool_operator.settings import OperatorSettings
 
 PRIORITYCLASSES = Resource(
@@ -347,6 +356,9 @@ class Expected:
 
     lower_bound: int
     ffd: int
+    #: The fewest nodes, proven by the independent reference solver (``bench/_optimum.py``);
+    #: ``None`` when it could not prove it in its time limit.
+    optimum: int | None
     #: Driving pods that fit within the pool's maxNodes: "all scheduled" waits for these.
     fitting: int
 
@@ -355,9 +367,26 @@ def expected(sc: Scenario) -> Expected:
     names = Names(sc.id, "x", "x")
     template = pool_template(parse_nodepool(pool_manifest(sc, names)))
     driving = [pod for group, pod in all_pods(sc, names) if group.drives]
-    unlimited = plan_scale_up(driving, template=template, current_target=0, max_nodes=10**6)
+    unlimited = plan_scale_up(
+        driving, template=template, current_target=0, max_nodes=10**6, search=None
+    )
     capped = plan_scale_up(driving, template=template, current_target=0, max_nodes=sc.max_nodes)
-    return Expected(lower_bound(driving, template), unlimited.new_nodes, len(capped.placements))
+    cap = template.allocatable
+    fitting = [
+        (parse_cpu(g.cpu), parse_bytes(g.memory), 1)
+        for g in sc.groups
+        if g.drives and parse_cpu(g.cpu) <= cap.cpu and parse_bytes(g.memory) <= cap.memory
+        for _ in range(g.count)
+    ]
+    reference = fewest_new_nodes(
+        fitting, (cap.cpu, cap.memory, cap.pods), upper_bound=max(unlimited.new_nodes, 1)
+    )
+    return Expected(
+        lower_bound(driving, template),
+        unlimited.new_nodes,
+        reference.nodes if reference.proven else None,
+        len(capped.placements),
+    )
 
 
 # -- observing ---------------------------------------------------------------------------
@@ -544,7 +573,11 @@ async def _operator(
     )
     registry = Registry()
     controllers = ("nodepool", "autoscaler") if side == "ours" else ("nodepool",)
-    async with Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER, qps=None) as client:
+    async with (
+        Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER, qps=None) as client,
+        # the VMs' side: their kubelets register the Nodes (kwok then runs them)
+        simulated_vms(load_kubeconfig(kubeconfig), cloud),
+    ):
         mgr = build_manager(client, cloud, settings, registry=registry, controllers=controllers)
         task = asyncio.create_task(mgr.run(), name=f"operator-{names.base}")
         try:
@@ -644,7 +677,11 @@ async def _observe(
             naive_client = await stack.enter_async_context(
                 Client.from_kubeconfig(kubeconfig, field_manager="naive-autoscaler", qps=None)
             )
-            naive = NaiveAutoscaler(naive_client, names.pool, [names.namespace], naive_every)
+            # The first look's phase is drawn (seeded by the scenario, so reruns compare).
+            phase = random.Random(f"naive-phase-{sc.id}").uniform(0.0, naive_every)
+            naive = NaiveAutoscaler(
+                naive_client, names.pool, [names.namespace], naive_every, phase=phase
+            )
             await stack.enter_async_context(running(naive))
         t0 = time.monotonic()
         wave1 = [p for g, p in pods if g.wave == 1]
@@ -819,13 +856,13 @@ def _selected(ctx: Context) -> list[str]:
 def _targets(figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The issue's targets, each met or not (None: scenario not run)."""
     out: dict[str, Any] = {}
-    nodes_ffd = {
-        sid: f["ours"]["target"] == f["ffd"]
+    nodes_optimum = {
+        sid: f["optimum"] is not None and f["ours"]["target"] == f["optimum"]
         for sid, f in figures.items()
         if sid in ("S1", "S2", "S3")
     }
-    if nodes_ffd:
-        out["nodes_equal_ffd"] = nodes_ffd
+    if nodes_optimum:
+        out["nodes_equal_optimum"] = nodes_optimum
     t_decide = {
         sid: f["ours"]["t_decide_s"] is not None and f["ours"]["t_decide_s"] < T_DECIDE_TARGET_S
         for sid, f in figures.items()
@@ -854,6 +891,7 @@ async def run(ctx: Context) -> BenchResult:
                     "pods": sc.pods,
                     "lower_bound": exp.lower_bound,
                     "ffd": exp.ffd,
+                    "optimum": exp.optimum,
                     "max_nodes": sc.max_nodes,
                     "boot_seconds": sc.boot_seconds,
                 }
@@ -863,7 +901,7 @@ async def run(ctx: Context) -> BenchResult:
                     ctx.log(
                         f"autoscaler {sid} {side}: T_decide {fig['t_decide_s']} s, "
                         f"all scheduled {fig['all_scheduled_s']} s, target {fig['target']} "
-                        f"(LB {exp.lower_bound}, FFD {exp.ffd}), "
+                        f"(LB {exp.lower_bound}, optimum {exp.optimum}, FFD {exp.ffd}), "
                         f"{fig['scale_writes']} scale write(s), {fig['api_writes']} API writes, "
                         f"{fig['cloud_calls']} cloud calls"
                     )
@@ -872,8 +910,10 @@ async def run(ctx: Context) -> BenchResult:
     ratios: dict[str, float] = {}
     for sid, f in figures.items():
         for side in SIDES:
-            if f["ffd"]:
-                ratios[f"{sid}_{side}_nodes_over_ffd"] = rounded(f[side]["target"] / f["ffd"], 3)
+            if f["optimum"]:
+                ratios[f"{sid}_{side}_nodes_over_optimum"] = rounded(
+                    f[side]["target"] / f["optimum"], 3
+                )
         ours, naive = f["ours"], f["naive"]
         if ours["t_decide_s"] and naive["t_decide_s"]:
             ratios[f"{sid}_naive_over_ours_t_decide"] = rounded(
@@ -891,6 +931,7 @@ async def run(ctx: Context) -> BenchResult:
             "ours_frequency": OURS_FREQUENCY,
             "batch_window_seconds": OperatorSettings().batch_window_seconds,
             "sizes": "quick" if ctx.quick else "full",
+            "scheduler_scoring": ctx.param("scheduler_scoring", "LeastAllocated", "LeastAllocated"),
             "measured": "watch in the bench process; monotonic clock",
         },
         "figures": {**figures, "targets": _targets(figures)},
@@ -909,7 +950,7 @@ def markdown(result: BenchResult) -> str:
     p, f = result["params"], result["figures"]
     rows = [
         "| scenario | autoscaler | T_decide s (from last pod) | all fitting scheduled s "
-        "| pod to bound p50 / p95 s | nodes (target / VM creates) | LB / FFD "
+        "| pod to bound p50 / p95 s | nodes (target / VM creates) | LB / optimum / FFD "
         "| scale writes | API writes (Autoscaler status) | cloud calls |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -933,7 +974,8 @@ def markdown(result: BenchResult) -> str:
                 f"| {label} | {side} | {decide} | {_cell(fig['all_scheduled_s'])} "
                 f"| {_cell(fig['pod_to_bound_p50_s'])} / {_cell(fig['pod_to_bound_p95_s'])} "
                 f"| {fig['target']}{capped} / {fig['vm_creates']} "
-                f"| {entry['lower_bound']} / {entry['ffd']} | {fig['scale_writes']} "
+                f"| {entry['lower_bound']} / {_cell(entry.get('optimum'))} / {entry['ffd']} "
+                f"| {fig['scale_writes']} "
                 f"| {fig['api_writes']} ({_status_writes(fig)}) | {fig['cloud_calls']} |"
             )
     targets = f.get("targets", {})
@@ -942,19 +984,24 @@ def markdown(result: BenchResult) -> str:
         "(with the seeds' default of 5 m its T_decide would be up to 300 s, 150 s on average). "
         f"Ours: batch window {p['batch_window_seconds']:g} s, Autoscaler frequency "
         f'{p["ours_frequency"]} (a resync only). "(= maxNodes)": the baseline hit the '
-        "pool's limit, its only brake.",
+        "pool's limit, its only brake. kube-scheduler scoring: "
+        f"{p.get('scheduler_scoring', 'LeastAllocated')}. Optimum: the fewest nodes for the "
+        "fitting pods, proven by OR-Tools CP-SAT (`bench/_optimum.py`), not by our planner.",
         "",
         *rows,
         "",
         "Targets (reported, not asserted):",
         "",
     ]
-    if "nodes_equal_ffd" in targets:
+    if "nodes_equal_optimum" in targets:
         why = {
-            sid: "targetNodes " + " -> ".join(str(v) for v in f[sid]["ours"]["targets_seen"])
-            for sid in targets["nodes_equal_ffd"]
+            sid: "targetNodes "
+            + " -> ".join(str(v) for v in f[sid]["ours"]["targets_seen"])
+            + f"; optimum {_cell(f[sid].get('optimum'))}"
+            for sid in targets["nodes_equal_optimum"]
         }
-        lines.append(f"- nodes = FFD on S1/S2/S3: {_verdicts(targets['nodes_equal_ffd'], why)}")
+        verdicts = _verdicts(targets["nodes_equal_optimum"], why)
+        lines.append(f"- nodes = the proven optimum on S1/S2/S3: {verdicts}")
     if "t_decide_under_2s" in targets:
         why = {
             sid: f"{f[sid]['ours']['t_decide_s']} s; "
@@ -1003,15 +1050,17 @@ BENCHMARK = Benchmark(
         "seeds' design (`bench/_naive_autoscaler.py`): every `frequency` it counts pods "
         "with `PodScheduled=False, reason=Unschedulable` in the namespace and raises "
         "`targetNodes` by that many through the scale subresource (clamped to maxNodes), "
-        "with the same NodePool controller making the VMs; its first look comes `frequency` "
-        "after the pods are created (a random phase would average half that). **T_decide**: "
+        "with the same NodePool controller making the VMs; its first look comes at a random "
+        "phase within `frequency` of its start (seeded per scenario), then every "
+        "`frequency`. **T_decide**: "
         "from the first pod the bench's own watch saw `Unschedulable` to the first change "
         "of `spec.targetNodes` it saw (in brackets: from the last pod seen `Unschedulable` "
         "before that change; ours waits for a quiet batch window by design). **All fitting "
         "scheduled**: from the start of pod creation until every pod that fits within "
         "maxNodes has `spec.nodeName`. **Nodes**: the final `targetNodes` and the cloud's "
-        "create calls, against the lower bound (`lower_bound`) and first-fit-decreasing "
-        "from zero (`plan_scale_up`). **API writes**: all successful writes of the "
+        "create calls, against the lower bound (`lower_bound`), the proven optimum (OR-Tools "
+        "CP-SAT, `bench/_optimum.py`) and first-fit-decreasing alone from zero "
+        "(`plan_scale_up(search=None)`). **API writes**: all successful writes of the "
         "operator (`kubeloop_api_writes_total`; NodePool controller included) plus, for "
         "naive, its own scale writes. **Cloud calls**: `SimulatedCloud.calls()` during the "
         "run. Each run goes on for a tail after the last fitting pod is scheduled (the naive "

@@ -24,6 +24,7 @@ import os
 import platform
 import re
 import shlex
+import subprocess
 import sys
 import traceback
 import urllib.request
@@ -41,14 +42,17 @@ from bench import (
     Context,
     autoscaler_scenarios,
     informer_scale,
+    karpenter,
     kopf_compare,
     loop,
     metrics_cost,
+    packing,
     throughput,
     workers,
 )
 from kubeloop import Client
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions
+from kubeloop.envtest._controlplane import SCHEDULER_SCORINGS
 
 #: Every benchmark, in the order they run and appear in the docs.
 BENCHMARKS: dict[str, Benchmark] = {
@@ -59,6 +63,8 @@ BENCHMARKS: dict[str, Benchmark] = {
         loop.BENCHMARK,
         informer_scale.BENCHMARK,
         autoscaler_scenarios.BENCHMARK,
+        packing.BENCHMARK,
+        karpenter.BENCHMARK,
         kopf_compare.BENCHMARK,
         metrics_cost.BENCHMARK,
     )
@@ -122,6 +128,7 @@ def machine(apiserver: str, etcd: str | None, own_control_plane: bool) -> dict[s
         "apiserver": apiserver,
         "etcd": etcd,
         "load_before": " / ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "commit": git_commit(),
         "control_plane": (
             "started by the harness on loopback, same machine (etcd --unsafe-no-fsync)"
             if own_control_plane
@@ -142,6 +149,28 @@ def _etcd_version(url: str) -> str | None:
 async def _apiserver_version(kubeconfig: Path) -> str:
     async with Client.from_kubeconfig(kubeconfig, qps=None) as client:
         return str((await client.server_version()).get("gitVersion", "unknown"))
+
+
+def git_commit() -> str:
+    """The commit measured, ``+dirty`` when the work tree differs from it (tied to the figures)."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{sha}+dirty" if dirty else sha
 
 
 def command_line() -> str:
@@ -177,6 +206,7 @@ def run_header(m: dict[str, Any], date: str, command: str, quick: bool) -> str:
     )
     rows = [
         ("date", date),
+        ("commit", f"`{m['commit']}`"),
         ("command", f"`{command}`"),
         ("sizes", "quick (`--quick`)" if quick else "full"),
         ("cores", f"{cores}: {m['cpu']}"),
@@ -205,7 +235,8 @@ def update_docs(
         begin, end = _markers(bench.name)
         body = (
             f"{bench.description}\n\n"
-            f"_Measured {date} with `{command}`"
+            f"_Measured {date} at commit `{result['params'].get('commit', m['commit'])}` "
+            f"with `{command}`"
             f"{' (quick sizes)' if quick else ''}; {_machine_line(m)}._\n\n"
             f"{bench.markdown(result)}"
         )
@@ -222,18 +253,33 @@ def update_docs(
 
 @contextlib.contextmanager
 def cluster(
-    kubeconfig: str | None, scheduler: bool = False
-) -> Iterator[tuple[Path, ControlPlane | None]]:
+    kubeconfig: str | None,
+    scheduler: bool = False,
+    needed: bool = True,
+    scoring: str | None = None,
+) -> Iterator[tuple[Path | None, ControlPlane | None]]:
     if kubeconfig is not None:
         yield Path(kubeconfig).resolve(), None
         return
-    parts = "etcd + kube-apiserver" + (" + kube-scheduler" if scheduler else "")
+    if not needed:
+        yield None, None
+        return
+    parts = "etcd + kube-apiserver" + (
+        " + kube-scheduler + kube-controller-manager + kwok" if scheduler else ""
+    )
     print(f"[bench] starting a control plane ({parts})", file=sys.stderr)
-    with ControlPlane(ControlPlaneOptions(scheduler=scheduler)) as cp:
+    # Pods that should run need the full bed: kwok is the Nodes' kubelet and
+    # kube-controller-manager their lifecycle (the VMs' kubelets register the Nodes).
+    options = ControlPlaneOptions(scheduler=scheduler, controller_manager=scheduler, kwok=scheduler)
+    if scoring is not None:
+        options.scheduler_scoring = scoring
+    with ControlPlane(options) as cp:
         yield cp.kubeconfig, cp
 
 
-async def run_all(ctx: Context, names: list[str]) -> tuple[list[BenchResult], list[str]]:
+async def run_all(
+    ctx: Context, names: list[str], commit: str
+) -> tuple[list[BenchResult], list[str]]:
     results: list[BenchResult] = []
     failed: list[str] = []
     for name in names:
@@ -245,6 +291,7 @@ async def run_all(ctx: Context, names: list[str]) -> tuple[list[BenchResult], li
             ctx.log(f"{name}: FAILED")
             failed.append(name)
             continue
+        result["params"]["commit"] = commit
         print(json.dumps(result), flush=True)
         results.append(result)
     return results, failed
@@ -268,6 +315,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--objects", type=int, help="override the object count")
     parser.add_argument("--repeats", type=int, help="override the number of repeats")
     parser.add_argument("--scenarios", help="autoscaler: only these scenarios, e.g. S1,S5")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any benchmark parameter (numbers are parsed), e.g. seconds=4",
+    )
+    parser.add_argument(
+        "--scheduler-scoring",
+        choices=SCHEDULER_SCORINGS,
+        help="kube-scheduler's NodeResourcesFit scoring for the harness's control plane",
+    )
     parser.add_argument("--warmup", type=int, help="override the uncounted warm-up passes")
     parser.add_argument(
         "--server-pids",
@@ -287,13 +346,35 @@ def main(argv: list[str] | None = None) -> int:
             ("repeats", args.repeats),
             ("scenarios", args.scenarios),
             ("warmup", args.warmup),
+            ("scheduler_scoring", args.scheduler_scoring),
         )
         if v is not None
     }
+    for item in args.param:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"bench/run.py: --param {item!r}: expected KEY=VALUE")
+        value: Any = raw
+        with contextlib.suppress(ValueError):
+            value = float(raw) if "." in raw else int(raw)
+        overrides[key] = value
     pids = [int(p) for p in args.server_pids.split(",") if p]
     command = command_line()
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    with cluster(args.kubeconfig, scheduler="autoscaler" in names) as (kubeconfig, cp):
+    needed = any(BENCHMARKS[n].needs_cluster for n in names)
+    scheduler = "autoscaler" in names
+    with cluster(
+        args.kubeconfig, scheduler=scheduler, needed=needed, scoring=args.scheduler_scoring
+    ) as (kubeconfig, cp):
+        if kubeconfig is None:  # only benchmarks that need no cluster
+            ctx = Context(kubeconfig=Path(), quick=args.quick, overrides=overrides)
+            m = machine("none (no cluster needed)", None, False)
+            ctx.log(f"{m['cores']} cores; {command}")
+            results, failed = asyncio.run(run_all(ctx, names, m["commit"]))
+            if args.write and results:
+                update_docs(args.docs, results, m, date, command, args.quick)
+                ctx.log(f"wrote {args.docs}")
+            return 1 if failed else 0
         ctx = Context(
             kubeconfig=kubeconfig,
             quick=args.quick,
@@ -305,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         ctx.log(f"{_machine_line(m)}; {command}")
         if os.getloadavg()[0] > 0.5 * (os.cpu_count() or 1):
             ctx.log(f"warning: the machine is busy (load {m['load_before']}); figures will suffer")
-        results, failed = asyncio.run(run_all(ctx, names))
+        results, failed = asyncio.run(run_all(ctx, names, m["commit"]))
     if args.write and results:
         update_docs(args.docs, results, m, date, command, args.quick)
         ctx.log(f"wrote {args.docs}")

@@ -54,6 +54,8 @@ def test_kopf_compare_quick_smoke(kube_control_plane: ControlPlane, tmp_path: Pa
         str(OBJECTS),
         "--warmup",
         "0",
+        "--repeats",
+        "1",
         timeout=300,
         env={"KUBELOOP_BENCH_QUIET_S": "2"},
     )
@@ -62,7 +64,8 @@ def test_kopf_compare_quick_smoke(kube_control_plane: ControlPlane, tmp_path: Pa
     assert result["params"]["sizes"] == [OBJECTS]
     assert result["params"]["quiet_s"] == 2.0
     figures = result["figures"]
-    for fw in ("kubeloop", "kopf"):
+    assert result["params"]["repeats"] == 1
+    for fw in ("kubeloop", "kopf", "kopf-tuned"):
         fig = figures[fw][f"n{OBJECTS}"]
         assert fig.keys() >= FIGURES, (fw, sorted(FIGURES - fig.keys()))
         for key in ("converge_s", "change_s", "backlog_s", "peak_rss_mib", "cpu_total_s"):

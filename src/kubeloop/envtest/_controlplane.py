@@ -47,6 +47,8 @@ from kubeloop.envtest._nodes import (
 from kubeloop.envtest._rest import RestClient, RestError
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+#: kube-scheduler's NodeResourcesFit scoring strategies ``ControlPlaneOptions`` accepts.
+SCHEDULER_SCORINGS = ("LeastAllocated", "MostAllocated")
 _LEAN_DISABLED = "ServiceAccount,TaintNodesByCondition"
 
 #: kube-controller-manager's controllers in the full test bed, and why each is there.
@@ -78,6 +80,11 @@ class ControlPlaneOptions:
 
     #: Run kube-scheduler too (needed for anything that waits for pods to bind).
     scheduler: bool = True
+    #: kube-scheduler's ``NodeResourcesFit`` scoring: ``"LeastAllocated"`` (its default,
+    #: which spreads pods over nodes) or ``"MostAllocated"`` (fills the fullest node first:
+    #: the bin-packing profile cluster-autoscaler documents, so the scheduler places pods
+    #: the way an autoscaler's plan packed them).
+    scheduler_scoring: str = "LeastAllocated"
     #: Data dir (certs, etcd data, logs, kubeconfig). None: a temp dir removed on stop.
     dir: Path | None = None
     #: Seconds each component gets to become healthy (2-core CI machines are slow).
@@ -311,19 +318,38 @@ class ControlPlane:
 
         self._wait(proc, ready)
 
+    def _scheduler_config(self) -> dict[str, object]:
+        scoring = self.options.scheduler_scoring
+        if scoring not in SCHEDULER_SCORINGS:
+            raise EnvtestError(
+                f"ControlPlaneOptions.scheduler_scoring: {scoring!r} is not one of "
+                f"{', '.join(SCHEDULER_SCORINGS)}"
+            )
+        config: dict[str, object] = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(self.kubeconfig)},
+            "leaderElection": {"leaderElect": False},
+        }
+        if scoring != "LeastAllocated":
+            strategy = {
+                "type": scoring,
+                "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+            }
+            config["profiles"] = [
+                {
+                    "schedulerName": "default-scheduler",
+                    "pluginConfig": [
+                        {"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}}
+                    ],
+                }
+            ]
+        return config
+
     def _start_scheduler(self, binary: Path) -> None:
         port = _process.free_port()
         config = self.dir / "scheduler.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "kubescheduler.config.k8s.io/v1",
-                    "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": {"kubeconfig": str(self.kubeconfig)},
-                    "leaderElection": {"leaderElect": False},
-                }
-            )
-        )
+        config.write_text(yaml.safe_dump(self._scheduler_config()))
         proc = self._spawn(
             "kube-scheduler",
             [

@@ -16,6 +16,7 @@ from ._binpack import plan_scale_up as plan_scale_up
 from ._daemonset import DaemonSetView as DaemonSetView
 from ._daemonset import daemonset_overhead as daemonset_overhead
 from ._daemonset import daemonset_view as daemonset_view
+from ._exact import SearchBudget as SearchBudget
 from ._fit import FitReason as FitReason
 from ._fit import FitResult as FitResult
 from ._fit import pod_fits_node as pod_fits_node
@@ -72,6 +73,7 @@ __all__ = [
     "Resources",
     "ScaleDownNode",
     "ScaleUpPlan",
+    "SearchBudget",
     "Taint",
     "UnschedulableGroup",
     "classify",

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from ._exact import DEFAULT_BUDGET, SearchBudget, pack_fewest
 from ._fit import FitReason, FitResult, check_constraints, check_room, check_template_room
 from ._interpod import check_interpod
 from ._pods import Pod, PodRef
@@ -189,6 +190,10 @@ class _Pending:
         return self.view.ref
 
     @property
+    def pod(self) -> PodView:
+        return self.view
+
+    @property
     def requests(self) -> Resources:
         return self.view.requests
 
@@ -223,6 +228,7 @@ def plan_scale_up(
     in_flight: int = 0,
     current_target: int,
     max_nodes: int,
+    search: SearchBudget | None = DEFAULT_BUDGET,
 ) -> ScaleUpPlan:
     """Plan how far to raise a pool's target so that ``pending_pods`` can run.
 
@@ -235,6 +241,8 @@ def plan_scale_up(
             backoff, so its phantom nodes stop hiding the need for capacity.
         current_target: the pool's ``targetNodes`` now.
         max_nodes: the most nodes the pool may have.
+        search: the budget of the exact search that follows FFD (:mod:`._exact`), or ``None``
+            for FFD alone.
 
     Pods are placed first-fit-decreasing by their *dominant share*: the largest fraction of the
     template's allocatable they request in any one resource, ties broken by the sum of shares
@@ -253,19 +261,40 @@ def plan_scale_up(
     packer = _Packer(
         template, existing_nodes, max(in_flight, 0), max(max_nodes - current_target, 0)
     )
+    # The exact search knows resources, selectors and taints, not other pods: it may only
+    # improve a plan none of whose pods (pending or already placed) constrains another.
+    plain = not packer.constraining and not any(e.view.interpod for e in candidates)
     placements: list[Placement] = []
+    overflow: list[PodRef] = []
     for entry in candidates:
         node = packer.place(entry)
         if node is None:
             refusal = packer.refusal
-            key: tuple[FitReason | PlanReason, str] = (
-                (PlanReason.MAX_NODES_REACHED, f"max {max_nodes} nodes")
-                if refusal is None or refusal.reason is None
-                else (refusal.reason, refusal.detail)
-            )
-            rejected.setdefault(key, []).append(entry.ref)
+            if refusal is None or refusal.reason is None:
+                overflow.append(entry.ref)  # room ran out at max_nodes
+            else:
+                rejected.setdefault((refusal.reason, refusal.detail), []).append(entry.ref)
         else:
             placements.append(Placement(entry.ref, node))
+    new_nodes = packer.opened
+    if search is not None and plain and (new_nodes or overflow):
+        # FFD may open a node too many; when it hit max_nodes, all pods may still fit within it.
+        allowed_new = max(max_nodes - current_target, 0)
+        exact = pack_fewest(
+            candidates,
+            template,
+            existing_nodes,
+            max(in_flight, 0),
+            fewer_than=allowed_new + 1 if overflow else new_nodes,
+            budget=search,
+        )
+        if exact is not None:
+            placements = [
+                Placement(e.ref, label) for e, label in zip(candidates, exact.labels, strict=True)
+            ]
+            new_nodes, overflow = exact.new_nodes, []
+    if overflow:
+        rejected[(PlanReason.MAX_NODES_REACHED, f"max {max_nodes} nodes")] = overflow
     groups = [
         UnschedulableGroup(reason, detail, tuple(sorted(refs)))
         for (reason, detail), refs in rejected.items()
@@ -273,8 +302,8 @@ def plan_scale_up(
     return ScaleUpPlan(
         template=template.name,
         current_target=current_target,
-        desired_target=max(current_target, min(current_target + packer.opened, max_nodes)),
-        new_nodes=packer.opened,
+        desired_target=max(current_target, min(current_target + new_nodes, max_nodes)),
+        new_nodes=new_nodes,
         max_nodes=max_nodes,
         placements=tuple(placements),
         unschedulable=tuple(sorted(groups, key=lambda g: (_REASON_ORDER[g.reason], g.detail))),
@@ -343,6 +372,8 @@ class _Packer:
         # Whether any pod in the simulation refuses others (anti-affinity). Host ports matter
         # only to a pod that binds some itself, which takes the inter-pod path anyway.
         self._constraining = any(pod.anti_affinity for b in self._existing_bins for pod in b.pods)
+        #: whether a pod already on a node refuses others (before anything is placed)
+        self.constraining = self._constraining
 
     def _template_bin(self, label: str) -> _Bin:
         # Every template node is a hostname of its own; other labels are the template's.

@@ -1,0 +1,714 @@
+"""Karpenter as a live peer: the same scenarios, once with Karpenter and once with our operator.
+
+The test bed is a small cluster started here (``ControlPlane`` with kube-scheduler and
+kube-controller-manager) plus kwok as every Node's kubelet, started per side. Karpenter v1.15.0's
+kwok cloud provider (built by ``tools/karpenter/build.sh``, run out of cluster) creates its Nodes
+at once and kwok turns them Ready within a second (a delayed ``node-initialize`` stage did not
+hold them back), so both sides run with the same boot delay, 0 s, our simulated VMs included.
+Karpenter gets one instance type equal to our pool's node (its instance-types file) and a
+NodePool whose limits are the pool's ``maxNodes`` in CPU; it runs with consolidation as it
+defaults (``WhenEmptyOrUnderutilized`` after 0 s) and separately with consolidation off
+(``consolidateAfter: Never``). Ours is the operator in this process (NodePool + Autoscaler
+controllers and the simulated VMs' kubelets; scale-down enabled for the scale-down scenario).
+
+Per scenario and side, from a poll of the pods (every 0.25 s): nodes created, seconds from the
+first pod's creation until every fitting pod is scheduled and until every one runs; for the
+scale-down scenario, nodes left after part of the pods go; API writes counted by the apiserver
+(``apiserver_request_total`` from its ``/metrics``, write verbs, minus the bench's own pod creates
+and deletes; kube-scheduler's bindings and kwok's status writes for the same pods are in both
+sides' counts); and cloud calls (Karpenter: ``karpenter_cloudprovider_duration_seconds_count``
+from its metrics; ours: the simulated cloud's call log).
+
+By hand::
+
+    python -m bench.karpenter [--quick] [--scenarios S1,SD]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from bench import ROOT, Benchmark, BenchResult, Context, rounded
+from bench import autoscaler_scenarios as sc_mod
+from bench._raw import Api, connect
+from bench.autoscaler_scenarios import (
+    Names,
+    PodGroup,
+    Scenario,
+    all_pods,
+    autoscaler_manifest,
+    expected,
+)
+from bench.kopf_compare import scrape
+from kubeloop import NAMESPACES, NODES, PODS, Client, NotFound, Resource
+from kubeloop.envtest import ControlPlane, ControlPlaneOptions, find_assets
+from kubeloop.envtest._nodes import KWOK_NODE_ANNOTATIONS
+from kubeloop.envtest._process import free_port
+from nodepool_operator.api import AUTOSCALERS, NODEPOOLS, crds, parse_nodepool
+from nodepool_operator.controllers._capacity import pool_template
+from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.crdinstall import install_crds
+
+K_NODEPOOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool", namespaced=False)
+K_NODECLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", namespaced=False)
+KWOK_NODECLASSES = Resource(
+    "karpenter.kwok.sh", "v1alpha1", "kwoknodeclasses", "KWOKNodeClass", namespaced=False
+)
+CRDS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+    namespaced=False,
+)  # fmt: skip
+SIDES: Final = ("karpenter", "karpenter-noconsolidation", "ours")
+FULL_SET: Final = ("S1", "S2", "S3", "S6", "S14", "S15", "SD")
+QUICK_SET: Final = ("S15", "SD")
+TIMEOUT_S: Final = 300.0
+POLL_S: Final = 0.25
+#: How long the scale-down scenario waits for nodes to go after deleting pods.
+SCALE_DOWN_WAIT_S: Final = 60.0
+#: Our Autoscaler's unneeded time in the scale-down scenario (Karpenter's default is 0 s).
+OURS_UNNEEDED: Final = "10s"
+WRITE_VERBS: Final = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+
+
+def scale_down_scenario(quick: bool) -> Scenario:
+    count = 12 if quick else 24
+    return Scenario(
+        "SD",
+        f"scale-down: {count} pods of 28Gi on 96Gi nodes, then two in three deleted",
+        (PodGroup("sd", count, "1", "28Gi"),),
+        cpu="12",
+        memory="96Gi",
+        max_nodes=20,
+        boot_seconds=10.0,
+    )
+
+
+def scenarios(quick: bool) -> dict[str, Scenario]:
+    table = dict(sc_mod.scenarios(quick))
+    table["SD"] = scale_down_scenario(quick)
+    # kwok v0.8.0 did not hold back Karpenter's Nodes with a delayed node-initialize stage
+    # (they were Ready within a second whatever the delay), so both sides boot at once:
+    # the same boot delay, 0 s, for Karpenter's kwok Nodes and our simulated VMs.
+    return {k: replace(v, tail_s=0.0, boot_seconds=0.0) for k, v in table.items() if k in FULL_SET}
+
+
+# -- Karpenter ------------------------------------------------------------------------------
+
+
+def karpenter_dir() -> Path:
+    """The built provider and CRDs (builds them on first use, ~4 min on 2 cores)."""
+    script = ROOT / "tools" / "karpenter" / "build.sh"
+    out = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"{script} failed:\n{out.stderr[-3000:]}")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+#: What Karpenter's kwok provider holds back on every instance type (hard-coded kube-reserved).
+KWOK_OVERHEAD_MILLICPU: Final = 100
+KWOK_OVERHEAD_MEMORY: Final = 10 * 1024**2
+
+
+def instance_types(sc: Scenario) -> list[dict[str, Any]]:
+    """One type whose allocatable (capacity minus the provider's fixed overhead) is exactly
+    what a node of our pool offers its pods."""
+    names = Names(sc.id, "x", "x")
+    allocatable = pool_template(parse_nodepool(sc_mod.pool_manifest(sc, names))).allocatable
+    cpu = f"{allocatable.cpu + KWOK_OVERHEAD_MILLICPU}m"
+    memory = str(allocatable.memory + KWOK_OVERHEAD_MEMORY)
+    return [
+        {
+            "name": sc.instance_type,
+            "offerings": [{"capacityType": "on-demand", "zone": "test-zone-a", "price": 1.0}],
+            "architecture": "amd64",
+            "operatingSystems": ["linux"],
+            "resources": {
+                "cpu": cpu,
+                "memory": memory,
+                "pods": str(allocatable.pods or 110),
+                "ephemeral-storage": "100Gi",
+            },
+        }
+    ]
+
+
+def karpenter_nodepool(sc: Scenario, names: Names, consolidation: bool) -> dict[str, Any]:
+    # Karpenter's limits count capacity: maxNodes instances of the one type
+    cpu_limit = instance_types(sc)[0]["resources"]["cpu"].removesuffix("m")
+    cpu_limit = f"{int(cpu_limit) * sc.max_nodes}m"
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": names.pool},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {POOL_LABEL: names.pool, **names.labels}},
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.kwok.sh",
+                        "kind": "KWOKNodeClass",
+                        "name": "default",
+                    },
+                    "requirements": [
+                        {
+                            "key": "node.kubernetes.io/instance-type",
+                            "operator": "In",
+                            "values": [sc.instance_type],
+                        }
+                    ],
+                    "expireAfter": "Never",
+                },
+            },
+            "limits": {"cpu": cpu_limit},
+            "disruption": {
+                "consolidationPolicy": "WhenEmptyOrUnderutilized",
+                "consolidateAfter": "0s" if consolidation else "Never",
+            },
+        },
+    }
+
+
+@dataclass
+class _Process:
+    proc: subprocess.Popen[bytes]
+    log: Path
+    metrics_port: int | None = None
+
+    def check(self) -> None:
+        if self.proc.poll() is not None:
+            tail = self.log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{self.proc.args!r} exited with {self.proc.returncode}:\n{tail}")
+
+
+@contextlib.contextmanager
+def _spawn(args: Sequence[str], env: dict[str, str], log: Path) -> Any:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(list(args), env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield _Process(proc, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def kwok_stages(base: Path, boot_seconds: float, out: Path) -> Path:
+    """kwok's stages, with Node initialisation delayed by ``boot_seconds`` (a VM booting)."""
+    docs = [d for d in yaml.safe_load_all(base.read_text()) if d]
+    for doc in docs:
+        if doc.get("kind") == "Stage" and doc["metadata"]["name"] == "node-initialize":
+            doc["spec"]["delay"] = {"durationMilliseconds": int(boot_seconds * 1000)}
+    out.write_text(yaml.safe_dump_all(docs))
+    return out
+
+
+@contextlib.contextmanager
+def kwok(cp: ControlPlane, stages: Path, workdir: Path) -> Any:
+    assets = find_assets(cluster=True)
+    if assets.kwok is None:
+        raise RuntimeError("kwok not built: run tools/controlplane/build-cluster.sh")
+    port = free_port()
+    selector = ",".join(f"{k}={v}" for k, v in KWOK_NODE_ANNOTATIONS.items())
+    args = [
+        str(assets.kwok),
+        f"--kubeconfig={cp.kubeconfig}",
+        f"--config={stages}",
+        "--manage-all-nodes=false",
+        f"--manage-nodes-with-annotation-selector={selector}",
+        "--node-ip=127.0.0.1",
+        f"--server-address=127.0.0.1:{port}",
+        f"--node-port={port}",
+        "--cidr=10.244.0.0/16",
+        f"--node-lease-duration-seconds={cp.options.node_lease_seconds}",
+    ]
+    with _spawn(args, dict(os.environ), workdir / f"kwok-{port}.log") as proc:
+        yield proc
+
+
+@contextlib.contextmanager
+def karpenter(cp: ControlPlane, built: Path, sc: Scenario, workdir: Path) -> Any:
+    types = workdir / f"instance-types-{sc.id}.json"
+    types.write_text(json.dumps(instance_types(sc)))
+    metrics, health = free_port(), free_port()
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(cp.kubeconfig),
+        "SYSTEM_NAMESPACE": "kube-system",
+        "INSTANCE_TYPES_FILE_PATH": str(types),
+        "LOG_LEVEL": "info",
+    }
+    args = [
+        str(built / "karpenter-kwok"),
+        "--disable-leader-election",
+        f"--metrics-port={metrics}",
+        f"--health-probe-port={health}",
+    ]
+    with _spawn(args, env, workdir / f"karpenter-{sc.id}-{metrics}.log") as proc:
+        proc.metrics_port = metrics
+        yield proc
+
+
+async def _http_text(url: str) -> str:
+    def get() -> str:
+        import urllib.request
+
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return str(resp.read().decode())
+
+    return await asyncio.to_thread(get)
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\} ([0-9.eE+-]+)$")
+
+
+def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    out = []
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m and m.group(1) == name:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+            out.append((labels, float(m.group(3))))
+    return out
+
+
+async def cloud_calls_karpenter(proc: _Process) -> Counter[str]:
+    text = await _http_text(f"http://127.0.0.1:{proc.metrics_port}/metrics")
+    calls: Counter[str] = Counter()
+    for labels, value in _samples(text, "karpenter_cloudprovider_duration_seconds_count"):
+        calls[labels.get("method", "?")] += int(value)
+    return calls
+
+
+async def apiserver_writes(api: Api) -> Counter[str]:
+    """Successful writes the apiserver has served, by ``VERB resource[/subresource]``."""
+    writes: Counter[str] = Counter()
+    for (verb, _, resource, sub, code), value in (await scrape(api)).items():
+        if verb in WRITE_VERBS and code.startswith("2"):
+            writes[f"{verb} {resource}" + (f"/{sub}" if sub else "")] += int(value)
+    return writes
+
+
+# -- observing ------------------------------------------------------------------------------
+
+
+@dataclass
+class PodTimes:
+    created: float
+    scheduled: dict[str, float]
+    running: dict[str, float]
+
+
+async def _poll_pods(
+    admin: Client, namespace: str, fitting: int, t0: float, proc_checks: Sequence[Any]
+) -> PodTimes:
+    scheduled: dict[str, float] = {}
+    running: dict[str, float] = {}
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        for check in proc_checks:
+            check()
+        now = time.monotonic()
+        for pod in (await admin.list(PODS, namespace))["items"]:
+            name = pod["metadata"]["name"]
+            if pod["spec"].get("nodeName"):
+                scheduled.setdefault(name, now)
+            if (pod.get("status") or {}).get("phase") == "Running":
+                running.setdefault(name, now)
+        if len(scheduled) >= fitting and len(running) >= fitting:
+            return PodTimes(t0, scheduled, running)
+        await asyncio.sleep(POLL_S)
+    raise TimeoutError(
+        f"{namespace}: {len(scheduled)} scheduled, {len(running)} running of {fitting} fitting "
+        f"pods after {TIMEOUT_S:.0f} s"
+    )
+
+
+async def _create(admin: Client, pods: Sequence[dict[str, Any]], namespace: str) -> None:
+    gate = asyncio.Semaphore(16)
+
+    async def one(pod: dict[str, Any]) -> None:
+        async with gate:
+            await admin.create(PODS, pod, namespace)
+
+    await asyncio.gather(*(one(p) for p in pods))
+
+
+async def _delete_pods(admin: Client, names: Sequence[str], namespace: str) -> None:
+    gate = asyncio.Semaphore(16)
+
+    async def one(name: str) -> None:
+        async with gate:
+            with contextlib.suppress(NotFound):
+                await admin.delete(PODS, name, namespace, grace_period_seconds=0)
+
+    await asyncio.gather(*(one(n) for n in names))
+
+
+async def _nodes(admin: Client, selector: str) -> list[dict[str, Any]]:
+    return list((await admin.list(NODES, label_selector=selector))["items"])
+
+
+# -- one side of one scenario ---------------------------------------------------------------
+
+
+async def run_side(
+    cp: ControlPlane,
+    admin: Client,
+    api: Api,
+    built: Path,
+    sc: Scenario,
+    side: str,
+    workdir: Path,
+    base_stages: Path,
+) -> dict[str, Any]:
+    names = Names(sc.id, side.split("-")[0], uuid.uuid4().hex[:8])
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names.namespace}}
+    await admin.create(NAMESPACES, ns)
+    pods = [p for g, p in all_pods(sc, names) if g.drives]
+    exp = expected(sc)
+    node_selector = f"{POOL_LABEL}={names.pool}"
+    fig: dict[str, Any]
+    async with contextlib.AsyncExitStack() as stack:
+        checks: list[Any] = []
+        if side.startswith("karpenter"):
+            stages = kwok_stages(
+                base_stages, sc.boot_seconds, workdir / f"stages-{names.base}.yaml"
+            )
+            checks.append(stack.enter_context(kwok(cp, stages, workdir)).check)
+            await admin.create(K_NODEPOOLS, karpenter_nodepool(sc, names, side == "karpenter"))
+            kp = stack.enter_context(karpenter(cp, built, sc, workdir))
+            checks.append(kp.check)
+            await _until_ok(lambda: cloud_calls_karpenter(kp), "Karpenter's metrics", 60, checks)
+            calls_before = await cloud_calls_karpenter(kp)
+            claims_seen: set[str] = set()
+            claims_now: set[str] = set()
+
+            async def watch_claims() -> None:
+                while True:
+                    items = (await admin.list(K_NODECLAIMS))["items"]
+                    claims_now.clear()
+                    claims_now.update(c["metadata"]["name"] for c in items)
+                    claims_seen.update(claims_now)
+                    await asyncio.sleep(POLL_S)
+
+            claim_task = asyncio.create_task(watch_claims())
+            stack.callback(claim_task.cancel)
+            op = None
+        else:
+            stages = kwok_stages(base_stages, 0.0, workdir / f"stages-{names.base}.yaml")
+            checks.append(stack.enter_context(kwok(cp, stages, workdir)).check)
+            op = await stack.enter_async_context(
+                sc_mod._operator(cp.kubeconfig, sc, names, "ours", workdir)
+            )
+            checks.append(op.check)
+            await admin.create(NODEPOOLS, sc_mod.pool_manifest(sc, names))
+            scaler = autoscaler_manifest(names)
+            if sc.id == "SD":
+                scaler["spec"]["scaleDownEnabled"] = True
+                scaler["spec"]["scaleDownUnneededTime"] = OURS_UNNEEDED
+            await admin.create(AUTOSCALERS, scaler)
+            calls_before = Counter(await asyncio.to_thread(op.cloud.calls))
+            await asyncio.sleep(1.0)  # the controllers' caches sync
+        writes_before = await apiserver_writes(api)
+        t0 = time.monotonic()
+        wave1 = [p for p in pods if _wave(sc, p) == 1]
+        await _create(admin, wave1, names.namespace)
+        if sc.wave2_after_s is not None:
+            await asyncio.sleep(max(0.0, t0 + sc.wave2_after_s - time.monotonic()))
+            await _create(admin, [p for p in pods if _wave(sc, p) == 2], names.namespace)
+        times = await _poll_pods(admin, names.namespace, exp.fitting, t0, checks)
+        nodes_up = await _nodes(admin, node_selector)
+        own_writes = len(pods)
+        fig = {
+            "all_fitting_scheduled_s": rounded(
+                sorted(times.scheduled.values())[exp.fitting - 1] - t0, 3
+            ),
+            "all_fitting_running_s": rounded(
+                sorted(times.running.values())[exp.fitting - 1] - t0, 3
+            ),
+            "nodes_after_scale_up": len(nodes_up),
+        }
+        if sc.id == "SD":
+            doomed = [p["metadata"]["name"] for i, p in enumerate(pods) if i % 3 != 0]
+            await _delete_pods(admin, doomed, names.namespace)
+            own_writes += len(doomed)
+            t_sd = time.monotonic()
+            keep = exp.fitting - len(doomed)
+            while time.monotonic() - t_sd < SCALE_DOWN_WAIT_S:
+                for check in checks:
+                    check()
+                await asyncio.sleep(1.0)
+            left = await _nodes(admin, node_selector)
+            running = [
+                p
+                for p in (await admin.list(PODS, names.namespace))["items"]
+                if (p.get("status") or {}).get("phase") == "Running"
+            ]
+            fig["nodes_after_scale_down"] = len(left)
+            fig["pods_running_after_scale_down"] = len(running)
+            fig["pods_kept"] = keep
+        writes_after = await apiserver_writes(api)
+        writes = Counter({k: v - writes_before.get(k, 0) for k, v in writes_after.items()})
+        writes = +writes
+        if side.startswith("karpenter"):
+            calls = await cloud_calls_karpenter(kp)
+            calls = Counter({k: v - calls_before.get(k, 0) for k, v in calls.items()})
+            if not calls:
+                # Its kwok provider is not wrapped in Karpenter's metrics decorator, so it
+                # exports no per-call counts: count the launches and deletions its NodeClaims
+                # show (Get/List calls are then not counted).
+                await asyncio.sleep(2 * POLL_S)
+                calls = Counter(
+                    {"Create": len(claims_seen), "Delete": len(claims_seen - claims_now)}
+                )
+                fig["cloud_calls_counted_from"] = "NodeClaims created and deleted"
+            fig["nodes_created"] = int(calls.get("Create", 0))
+        else:
+            assert op is not None
+            now_calls = Counter(await asyncio.to_thread(op.cloud.calls))
+            calls = Counter({k: v - calls_before.get(k, 0) for k, v in now_calls.items()})
+            fig["nodes_created"] = int(calls.get("create", 0))
+        fig["cloud_calls"] = sum((+calls).values())
+        fig["cloud_calls_by_method"] = dict(+calls)
+        # The bench's own pod creates (and deletes) are not the autoscaler's.
+        writes["POST pods"] -= len(pods)
+        if sc.id == "SD":
+            writes["DELETE pods"] -= own_writes - len(pods)
+        fig["api_writes"] = sum(v for v in writes.values() if v > 0)
+        fig["api_writes_by_resource"] = dict(sorted((k, v) for k, v in writes.items() if v > 0))
+        await _clean(admin, names, side)
+    return fig
+
+
+def _wave(sc: Scenario, pod: dict[str, Any]) -> int:
+    prefix = pod["metadata"]["labels"][sc_mod.GROUP_LABEL]
+    return next(g.wave for g in sc.groups if g.prefix == prefix)
+
+
+async def _until_ok(probe: Any, what: str, timeout: float, checks: Sequence[Any]) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        for check in checks:
+            check()
+        try:
+            await probe()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out waiting for {what}") from None
+            await asyncio.sleep(0.5)
+
+
+async def _clean(admin: Client, names: Names, side: str) -> None:
+    pods = [p["metadata"]["name"] for p in (await admin.list(PODS, names.namespace))["items"]]
+    await _delete_pods(admin, pods, names.namespace)
+    if side.startswith("karpenter"):
+        with contextlib.suppress(NotFound):
+            await admin.delete(K_NODEPOOLS, names.pool)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if not (await admin.list(K_NODECLAIMS))["items"]:
+                break
+            await asyncio.sleep(1.0)
+    else:
+        with contextlib.suppress(NotFound):
+            await admin.delete(AUTOSCALERS, names.base)
+        with contextlib.suppress(NotFound):
+            await admin.delete(NODEPOOLS, names.pool)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                await admin.get(NODEPOOLS, names.pool)
+            except NotFound:
+                break
+            await asyncio.sleep(1.0)
+    for node in await _nodes(admin, f"{POOL_LABEL}={names.pool}"):
+        with contextlib.suppress(NotFound):
+            await admin.delete(NODES, node["metadata"]["name"])
+
+
+# -- the benchmark ----------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def test_bed(scoring: str) -> AsyncIterator[tuple[ControlPlane, Client, Path]]:
+    options = ControlPlaneOptions(scheduler=True, controller_manager=True, kwok=False)
+    options.scheduler_scoring = scoring
+    cp = await asyncio.to_thread(ControlPlane, options)
+    await asyncio.to_thread(cp.start)
+    try:
+        async with Client.from_kubeconfig(cp.kubeconfig, field_manager="bench") as admin:
+            yield cp, admin, cp.dir
+    finally:
+        await asyncio.to_thread(cp.stop)
+
+
+async def _install_karpenter_crds(admin: Client, built: Path) -> None:
+    for path in sorted((built / "crds").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                with contextlib.suppress(Exception):
+                    await admin.create(CRDS, doc)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            await admin.list(K_NODEPOOLS)
+            await admin.list(KWOK_NODECLASSES)
+            break
+        except Exception:
+            await asyncio.sleep(0.5)
+    nodeclass = {
+        "apiVersion": "karpenter.kwok.sh/v1alpha1",
+        "kind": "KWOKNodeClass",
+        "metadata": {"name": "default"},
+    }
+    with contextlib.suppress(Exception):
+        await admin.create(KWOK_NODECLASSES, nodeclass)
+
+
+async def run(ctx: Context) -> BenchResult:
+    chosen = ctx.param("scenarios", FULL_SET, QUICK_SET)
+    if isinstance(chosen, str):
+        chosen = [s.strip().upper() for s in chosen.split(",") if s.strip()]
+    chosen = [s for s in FULL_SET if s in chosen]
+    sides_param = ctx.param("sides", SIDES, SIDES)
+    sides = sides_param.split(",") if isinstance(sides_param, str) else list(sides_param)
+    scoring = str(ctx.param("scheduler_scoring", "LeastAllocated", "LeastAllocated"))
+    built = await asyncio.to_thread(karpenter_dir)
+    table = scenarios(ctx.quick)
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-karpenter-") as tmp:
+        workdir = Path(tmp)
+        async with test_bed(scoring) as (cp, admin, _), connect(str(cp.kubeconfig), 2) as api:
+            await install_crds(admin, crds())
+            await _install_karpenter_crds(admin, built)
+            assets = find_assets(cluster=True)
+            if assets.kwok_stages is None:
+                raise RuntimeError("kwok's stage file is not built")
+            for sid in chosen:
+                sc = table[sid]
+                exp = expected(sc)
+                entry: dict[str, Any] = {
+                    "title": sc.title,
+                    "boot_seconds": sc.boot_seconds,
+                    "max_nodes": sc.max_nodes,
+                    "fitting_pods": exp.fitting,
+                    "optimum": exp.optimum,
+                }
+                for side in sides:
+                    ctx.log(f"karpenter {sid} {side}: {sc.title}")
+                    try:
+                        fig = await run_side(
+                            cp, admin, api, built, sc, side, workdir, assets.kwok_stages
+                        )
+                    except Exception as err:  # one failed side must not hide the others
+                        ctx.log(f"karpenter {sid} {side}: FAILED: {err}")
+                        fig = {"error": str(err)[:2000]}
+                    ctx.log(f"karpenter {sid} {side}: {json.dumps(fig)[:400]}")
+                    entry[side] = fig
+                figures[sid] = entry
+    ratios: dict[str, float] = {}
+    for sid, entry in figures.items():
+        ours, kp = entry.get("ours", {}), entry.get("karpenter", {})
+        for key in ("nodes_created", "all_fitting_running_s", "api_writes"):
+            if ours.get(key) and kp.get(key):
+                ratios[f"{sid}_ours_over_karpenter_{key}"] = rounded(ours[key] / kp[key], 3)
+    return {
+        "name": "karpenter",
+        "params": {
+            "scenarios": chosen,
+            "sides": sides,
+            "karpenter": "sigs.k8s.io/karpenter v1.15.0, kwok cloud provider, out of cluster",
+            "kwok": "v0.8.0, node-initialize delayed by the boot time for Karpenter's Nodes",
+            "scheduler_scoring": scoring,
+            "ours_scale_down_unneeded": OURS_UNNEEDED,
+            "scale_down_wait_s": SCALE_DOWN_WAIT_S,
+            "poll_s": POLL_S,
+            "sizes": "quick" if ctx.quick else "full",
+        },
+        "figures": figures,
+        "ratios": ratios,
+    }
+
+
+def markdown(result: BenchResult) -> str:
+    p, f = result["params"], result["figures"]
+    rows = [
+        "| scenario | autoscaler | nodes created | all fitting scheduled s | all fitting running s "
+        "| nodes after scale-down | API writes (apiserver) | cloud calls |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for sid in p["scenarios"]:
+        entry = f[sid]
+        for i, side in enumerate(p["sides"]):
+            fig = entry.get(side, {})
+            label = (
+                f"{sid}: {entry['title']} (boot {entry['boot_seconds']:g} s, maxNodes "
+                f"{entry['max_nodes']}, optimum {entry['optimum']})"
+                if i == 0
+                else ""
+            )
+            if "error" in fig:
+                rows.append(f"| {label} | {side} | failed: {fig['error'][:120]} | | | | | |")
+                continue
+            rows.append(
+                f"| {label} | {side} | {fig.get('nodes_created')} "
+                f"| {fig.get('all_fitting_scheduled_s')} | {fig.get('all_fitting_running_s')} "
+                f"| {fig.get('nodes_after_scale_down', '–')} | {fig.get('api_writes')} "
+                f"| {fig.get('cloud_calls')} |"
+            )
+    return "\n".join(
+        [
+            f"Karpenter: {p['karpenter']}; kwok {p['kwok']}; kube-scheduler scoring "
+            f"{p['scheduler_scoring']}. `karpenter` = consolidation as it defaults; "
+            "`karpenter-noconsolidation` = `consolidateAfter: Never`. Scale-down waits "
+            f"{p['scale_down_wait_s']:g} s after deleting the pods (ours: unneeded time "
+            f"{p['ours_scale_down_unneeded']}).",
+            "",
+            *rows,
+        ]
+    )
+
+
+BENCHMARK = Benchmark(
+    name="karpenter",
+    title="karpenter: Karpenter live on the same scenarios",
+    description=(__doc__ or "").split("\n\nBy hand")[0].replace("\n", " "),
+    run=run,
+    markdown=markdown,
+    needs_cluster=False,
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.karpenter")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--scenarios")
+    parser.add_argument("--sides")
+    args = parser.parse_args()
+    overrides = {k: v for k, v in (("scenarios", args.scenarios), ("sides", args.sides)) if v}
+    ctx = Context(kubeconfig=Path(), quick=args.quick, overrides=overrides)
+    print(json.dumps(asyncio.run(run(ctx))))
+
+
+if __name__ == "__main__":
+    main()
