@@ -14,10 +14,14 @@ import os
 import sys
 from typing import Any
 
+import pytest
+
 from kubeloop import NODES
 from nodepool_operator.api import NODEPOOLS
 from nodepool_operator.failpoints import ENV as FAILPOINTS_ENV
 from tests.e2e.conftest import LABEL, OperatorEnv
+
+pytestmark = pytest.mark.integration
 
 _RUN = """
 import asyncio, sys
