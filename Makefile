@@ -4,7 +4,7 @@ export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := .venv/bin/python
 
-.PHONY: setup controlplane test lint typecheck pytest demo manifests bench clean
+.PHONY: setup controlplane test lint typecheck pytest demo manifests bench faults clean
 
 ## setup: the venv with dev dependencies, and the control-plane binaries (built once, cached)
 setup: .venv/.synced controlplane
@@ -39,6 +39,11 @@ demo: setup
 ## bench: the full benchmark set (not part of make test); updates docs/benchmarks.md
 bench: setup
 	$(PY) bench/run.py --write
+
+## faults: the full fault matrix (>= 100 scenarios, not part of make test); ends with one
+## JSON line of counters, and writes one line per scenario to reports/faults/last.jsonl
+faults: setup
+	$(PY) -m tests.faults.runner --jsonl reports/faults/last.jsonl
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .envtest
