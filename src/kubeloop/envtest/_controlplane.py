@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
+import signal
 import ssl
 import tempfile
 import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,9 @@ class ControlPlane:
         self._procs: list[_process.Process] = []
         self._pidfile: Path | None = None
         self._ca: _certs.CertificateAuthority | None = None
+        #: Each component's health probe, kept from start-up for restarts.
+        self._probes: dict[str, Callable[[], bool]] = {}
+        self._paused: set[str] = set()
         self.etcd_url = ""
         self.server = ""
 
@@ -125,6 +130,7 @@ class ControlPlane:
         return proc
 
     def _wait(self, proc: _process.Process, probe: Any) -> None:
+        self._probes[proc.name] = probe
         deadline = time.monotonic() + self.options.start_timeout
         last = ""
         while time.monotonic() < deadline:
@@ -409,3 +415,68 @@ class ControlPlane:
         with urllib.request.urlopen(req, timeout=10) as resp:
             result: dict[str, Any] = json.loads(resp.read())
             return result
+
+    # -- control-plane faults (for kubeloop.testing.faults) ----------------------------
+    #: Component names: "etcd", "kube-apiserver", "kube-scheduler" (if started), and any
+    #: other component this control plane runs.
+
+    def component(self, name: str) -> _process.Process:
+        """The running component called ``name``."""
+        for proc in self._procs:
+            if proc.name == name:
+                return proc
+        known = ", ".join(p.name for p in self._procs) or "none"
+        raise EnvtestError(f"no component {name!r} (running: {known})")
+
+    def restart(self, name: str, *, kill: bool = False) -> None:
+        """Stop ``name`` (SIGTERM, or SIGKILL with ``kill=True``: a crash) and start it
+        again with the same arguments (same ports, same data dir); return once it is
+        healthy again."""
+        proc = self.component(name)
+        self._paused.discard(name)
+        if kill:
+            proc.kill()
+        else:
+            proc.stop()
+        proc.start()
+        self._pidfile = _process.record(os.getpid(), self._procs, self.dir, owns_dir=self._owns_dir)
+        probe = self._probes.get(name)
+        if probe is not None:
+            self._wait(proc, probe)
+
+    def restart_apiserver(self, *, kill: bool = False) -> None:
+        """Restart kube-apiserver on the same port; clients see their connections drop
+        and then reconnect to the same address. Returns once it is ready."""
+        self.restart("kube-apiserver", kill=kill)
+
+    def restart_etcd(self, *, kill: bool = False) -> None:
+        """Restart etcd with the same data dir and ports; returns once etcd is healthy
+        and kube-apiserver is ready again (it reconnects by itself)."""
+        self.restart("etcd", kill=kill)
+        probe = self._probes.get("kube-apiserver")
+        if probe is not None and any(p.name == "kube-apiserver" for p in self._procs):
+            self._wait(self.component("kube-apiserver"), probe)
+
+    def pause(self, name: str) -> None:
+        """Freeze ``name`` with SIGSTOP: its sockets stay open but nothing answers, as a
+        process stuck in a long GC pause or on a dead disk looks to its peers."""
+        self.component(name).signal(signal.SIGSTOP)
+        self._paused.add(name)
+
+    def resume(self, name: str) -> None:
+        """SIGCONT a component frozen by :meth:`pause`."""
+        self.component(name).signal(signal.SIGCONT)
+        self._paused.discard(name)
+
+    @contextlib.contextmanager
+    def paused(self, name: str) -> Iterator[None]:
+        """:meth:`pause` ``name`` for the body of a ``with`` block."""
+        self.pause(name)
+        try:
+            yield
+        finally:
+            self.resume(name)
+
+    @property
+    def paused_components(self) -> frozenset[str]:
+        return frozenset(self._paused)

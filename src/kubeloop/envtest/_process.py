@@ -65,6 +65,23 @@ class Process:
         """The exit code if the process has ended, else None."""
         return None if self._popen is None else self._popen.poll()
 
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the process (e.g. SIGSTOP/SIGCONT to pause and resume it)."""
+        if self._popen is None or self._popen.poll() is not None:
+            raise ProcessLookupError(f"{self.name} is not running")
+        os.kill(self._popen.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL the group at once and reap it: a crash, not a shutdown."""
+        popen = self._popen
+        if popen is not None and popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(popen.pid, signal.SIGKILL)
+            popen.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
     def log_tail(self, lines: int = 40) -> str:
         try:
             text = self.log_path.read_text(errors="replace")
@@ -78,6 +95,7 @@ class Process:
         if popen is not None and popen.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(popen.pid, signal.SIGTERM)
+                os.killpg(popen.pid, signal.SIGCONT)  # a paused (SIGSTOPped) one must see it
             try:
                 popen.wait(timeout)
             except subprocess.TimeoutExpired:

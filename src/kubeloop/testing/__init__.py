@@ -20,6 +20,16 @@ Helpers (they need no pytest):
     Wait for a plain or async predicate, failing with what was awaited.
 :func:`new_manager`, :func:`running`
     A Manager without servers or signal handlers, run for the body of an ``async with``.
+
+Fault injection and oracles (imported on first use, so this package stays light):
+
+:class:`FaultProxy` (module :mod:`kubeloop.testing.faults`)
+    A TLS proxy in front of the real apiserver that delays, throttles, fails, resets,
+    blackholes and partitions chosen clients' requests and cuts their watches, and logs
+    every request with the apiserver's answer.
+:mod:`kubeloop.testing.oracles`
+    Sieve's differential check (:func:`capture_state`, :func:`compare_runs`) and
+    Anvil's eventually-stable check (:func:`eventually_stable`).
 """
 
 from __future__ import annotations
@@ -30,17 +40,123 @@ from kubeloop.testing._crd import ScaleSpec, resource_of, simple_crd
 from kubeloop.testing._helpers import eventually, new_manager, running
 
 if TYPE_CHECKING:
+    from kubeloop.testing.faults import (
+        CutWatch,
+        Delay,
+        FaultLog,
+        FaultProxy,
+        Hang,
+        LogEntry,
+        Match,
+        Reset,
+        Respond,
+        Rule,
+        gateway_timeout,
+        internal_error,
+        service_unavailable,
+        too_many_requests,
+    )
+    from kubeloop.testing.oracles import (
+        Difference,
+        Normalizer,
+        NotStable,
+        OpCount,
+        RunRecord,
+        Stable,
+        State,
+        WatchRecorder,
+        assert_no_differences,
+        capture_state,
+        compare_operations,
+        compare_runs,
+        compare_states,
+        eventually_stable,
+        live_mismatches,
+        nondeterministic_paths,
+        operations_from_log,
+        subset_mismatches,
+    )
     from kubeloop.testing.plugin import NodeFactory
 
 __all__ = [
+    "CutWatch",
+    "Delay",
+    "Difference",
+    "FaultLog",
+    "FaultProxy",
+    "Hang",
+    "LogEntry",
+    "Match",
     "NodeFactory",
+    "Normalizer",
+    "NotStable",
+    "OpCount",
+    "Reset",
+    "Respond",
+    "Rule",
+    "RunRecord",
     "ScaleSpec",
+    "Stable",
+    "State",
+    "WatchRecorder",
+    "assert_no_differences",
+    "capture_state",
+    "compare_operations",
+    "compare_runs",
+    "compare_states",
     "eventually",
+    "eventually_stable",
+    "gateway_timeout",
+    "internal_error",
+    "live_mismatches",
     "new_manager",
+    "nondeterministic_paths",
+    "operations_from_log",
     "resource_of",
     "running",
+    "service_unavailable",
     "simple_crd",
+    "subset_mismatches",
+    "too_many_requests",
 ]
+
+
+#: Names served lazily from a submodule: importing them costs aiohttp's server side
+#: and the certificate code, which most tests never need.
+_LAZY = {
+    "FaultProxy": "kubeloop.testing.faults",
+    "FaultLog": "kubeloop.testing.faults",
+    "LogEntry": "kubeloop.testing.faults",
+    "Match": "kubeloop.testing.faults",
+    "Rule": "kubeloop.testing.faults",
+    "Delay": "kubeloop.testing.faults",
+    "Respond": "kubeloop.testing.faults",
+    "Reset": "kubeloop.testing.faults",
+    "Hang": "kubeloop.testing.faults",
+    "CutWatch": "kubeloop.testing.faults",
+    "too_many_requests": "kubeloop.testing.faults",
+    "internal_error": "kubeloop.testing.faults",
+    "service_unavailable": "kubeloop.testing.faults",
+    "gateway_timeout": "kubeloop.testing.faults",
+    "Difference": "kubeloop.testing.oracles",
+    "Normalizer": "kubeloop.testing.oracles",
+    "RunRecord": "kubeloop.testing.oracles",
+    "State": "kubeloop.testing.oracles",
+    "OpCount": "kubeloop.testing.oracles",
+    "NotStable": "kubeloop.testing.oracles",
+    "Stable": "kubeloop.testing.oracles",
+    "WatchRecorder": "kubeloop.testing.oracles",
+    "capture_state": "kubeloop.testing.oracles",
+    "compare_runs": "kubeloop.testing.oracles",
+    "compare_states": "kubeloop.testing.oracles",
+    "compare_operations": "kubeloop.testing.oracles",
+    "nondeterministic_paths": "kubeloop.testing.oracles",
+    "operations_from_log": "kubeloop.testing.oracles",
+    "eventually_stable": "kubeloop.testing.oracles",
+    "subset_mismatches": "kubeloop.testing.oracles",
+    "live_mismatches": "kubeloop.testing.oracles",
+    "assert_no_differences": "kubeloop.testing.oracles",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -49,4 +165,8 @@ def __getattr__(name: str) -> Any:
         from kubeloop.testing.plugin import NodeFactory
 
         return NodeFactory
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,241 @@
+"""The fault proxy's record of every request: who asked what, what the proxy did, what came back.
+
+It is an oracle, so it records what the API server said, not what a client believed:
+the status code, the ``Date`` header and, for writes, the ``resourceVersion`` of the
+object in the response. In kube-apiserver a resourceVersion is etcd's revision of the
+write, one counter for the whole cluster, so sorting writes by it gives the exact order
+etcd committed them in, whichever client made them and however the clocks drift.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from kubeloop.testing._requestinfo import WRITE_VERBS
+
+#: Fields :meth:`FaultLog.counts` can group by.
+COUNT_KEYS = frozenset(
+    {"client", "verb", "resource", "subresource", "namespace", "name", "status", "action"}
+)
+
+
+@dataclass
+class LogEntry:
+    """One request through the proxy. Filled in as the request goes; a watch's entry
+    exists from its first byte and gets ``events`` and ``ended`` as it runs."""
+
+    #: Order of arrival at the proxy (0, 1, 2, ...).
+    seq: int
+    #: The proxy client's name (see :meth:`FaultProxy.kubeconfig_for`).
+    client: str
+    #: The identity the API server saw (impersonated), and the client's User-Agent.
+    user: str
+    user_agent: str
+    method: str
+    path: str
+    query: str
+    verb: str
+    resource: str | None
+    subresource: str | None
+    namespace: str | None
+    name: str | None
+    #: ``time.monotonic()`` and wall-clock (``time.time()``) when the request arrived.
+    started: float
+    started_wall: float
+    #: The HTTP status the client got; 0 when it got none (reset, hang, upstream down).
+    status: int = 0
+    #: What the proxy did: ``"forward"``, ``"delay"``, ``"respond"``, ``"reset"``, ``"hang"``,
+    #: ``"cut"`` (a watch ended by a rule) or ``"partition"``; with delays: ``"delay+forward"``.
+    action: str = "forward"
+    #: Id of the rule that acted, if any.
+    rule: int | None = None
+    #: ``time.monotonic()`` when the response was complete (a watch: when it ended).
+    finished: float | None = None
+    #: The apiserver's ``Date`` header (RFC 7231), when it answered.
+    api_date: str | None = None
+    #: The answer's ``metav1.Status`` reason for errors (``Conflict``, ``NotFound``, ...).
+    reason: str | None = None
+    #: For a write answered with an object: its ``metadata.resourceVersion`` and uid.
+    resource_version: str | None = None
+    uid: str | None = None
+    #: For a watch: events forwarded, and why it ended (``"server"``, ``"client"``,
+    #: ``"cut"``, ``"partition"``, ``"proxy"``).
+    events: int = 0
+    ended: str | None = None
+    #: The resource's API group (``""`` for the core group, as in :class:`RequestInfo`).
+    group: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def resource_key(self) -> str | None:
+        """``plural.group`` as :attr:`kubeloop.Resource.key` spells it (``pods`` for core)."""
+        if self.resource is None:
+            return None
+        return f"{self.resource}.{self.group}" if self.group else self.resource
+
+    @property
+    def watch(self) -> bool:
+        return self.verb == "watch"
+
+    @property
+    def write(self) -> bool:
+        return self.verb in WRITE_VERBS
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def revision(self) -> int | None:
+        """``resource_version`` as etcd's revision (None when absent or not numeric)."""
+        try:
+            return int(self.resource_version) if self.resource_version else None
+        except ValueError:
+            return None
+
+    @property
+    def api_time(self) -> datetime | None:
+        """``api_date`` parsed (one-second resolution, as HTTP dates are)."""
+        if not self.api_date:
+            return None
+        try:
+            return email.utils.parsedate_to_datetime(self.api_date)
+        except (TypeError, ValueError):
+            return None
+
+    def __str__(self) -> str:
+        target = "/".join(p for p in (self.namespace, self.name) if p)
+        res = self.resource or self.path
+        if self.subresource:
+            res += f"/{self.subresource}"
+        rv = f" rv={self.resource_version}" if self.resource_version else ""
+        return (
+            f"#{self.seq} {self.client} {self.verb} {res} {target} -> {self.status} "
+            f"[{self.action}]{rv}"
+        ).replace("  ", " ")
+
+
+class FaultLog:
+    """Every request the proxy saw, in arrival order. Safe to read from any thread."""
+
+    def __init__(self) -> None:
+        self._entries: list[LogEntry] = []
+        self._lock = threading.Lock()
+
+    def _append(self, entry: LogEntry) -> None:
+        with self._lock:
+            self._entries.append(entry)
+
+    def _next_seq(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def __iter__(self) -> Iterator[LogEntry]:
+        with self._lock:
+            return iter(list(self._entries))
+
+    def clear(self) -> None:
+        """Forget everything so far (e.g. between the set-up and the part under test)."""
+        with self._lock:
+            self._entries.clear()
+
+    def entries(
+        self,
+        *,
+        client: str | None = None,
+        verb: str | Iterable[str] | None = None,
+        resource: str | None = None,
+        subresource: str | None = None,
+        namespace: str | None = None,
+        name: str | None = None,
+        status: int | None = None,
+        action: str | None = None,
+        where: Callable[[LogEntry], bool] | None = None,
+    ) -> list[LogEntry]:
+        """Entries matching every given filter (``verb`` may be a set of verbs)."""
+        verbs = {verb} if isinstance(verb, str) else set(verb) if verb is not None else None
+
+        def keep(e: LogEntry) -> bool:
+            return (
+                (client is None or e.client == client)
+                and (verbs is None or e.verb in verbs)
+                and (resource is None or e.resource == resource)
+                and (subresource is None or e.subresource == subresource)
+                and (namespace is None or e.namespace == namespace)
+                and (name is None or e.name == name)
+                and (status is None or e.status == status)
+                and (action is None or e.action == action)
+                and (where is None or where(e))
+            )
+
+        return [e for e in self if keep(e)]
+
+    def writes(
+        self,
+        *,
+        client: str | None = None,
+        resource: str | None = None,
+        namespace: str | None = None,
+        name: str | None = None,
+        ok: bool = True,
+    ) -> list[LogEntry]:
+        """Writes (create, update, patch, delete, deletecollection), by default only
+        those the apiserver accepted, in etcd's commit order where it is known (by
+        resourceVersion; writes without one keep their arrival order after them)."""
+        found = self.entries(
+            client=client,
+            verb=WRITE_VERBS,
+            resource=resource,
+            namespace=namespace,
+            name=name,
+            where=(lambda e: e.ok) if ok else None,
+        )
+        return sorted(found, key=lambda e: (e.revision is None, e.revision or 0, e.seq))
+
+    def last_write(
+        self,
+        client: str,
+        *,
+        resource: str | None = None,
+        namespace: str | None = None,
+        name: str | None = None,
+    ) -> LogEntry | None:
+        """``client``'s last accepted write (by etcd revision), or None."""
+        found = self.writes(client=client, resource=resource, namespace=namespace, name=name)
+        writes = [w for w in found if w.revision is not None]
+        return writes[-1] if writes else None
+
+    def first_write(
+        self,
+        client: str,
+        *,
+        resource: str | None = None,
+        namespace: str | None = None,
+        name: str | None = None,
+    ) -> LogEntry | None:
+        """``client``'s first accepted write (by etcd revision), or None."""
+        found = self.writes(client=client, resource=resource, namespace=namespace, name=name)
+        writes = [w for w in found if w.revision is not None]
+        return writes[0] if writes else None
+
+    def counts(self, *keys: str) -> Counter[tuple[object, ...]]:
+        """How many requests per combination of ``keys`` (default: client, verb, status),
+        e.g. ``counts("client", "status")[("op", 429)]``."""
+        keys = keys or ("client", "verb", "status")
+        unknown = set(keys) - COUNT_KEYS
+        if unknown:
+            raise ValueError(f"cannot count by {sorted(unknown)}; known: {sorted(COUNT_KEYS)}")
+        return Counter(tuple(getattr(e, k) for k in keys) for e in self)
+
+    def dump(self) -> str:
+        """The whole log, one line per request (for a failing test's message)."""
+        return "\n".join(str(e) for e in self)
