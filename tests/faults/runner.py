@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubeloop import LEASES, NotFound
 from kubeloop.testing.faults import CutWatch, Reset, Rule, service_unavailable, too_many_requests
 from kubeloop.testing.faults import internal_error as internal_error_
 from kubeloop.testing.oracles import (
@@ -56,8 +57,6 @@ from kubeloop.testing.oracles import (
     compare_runs,
     eventually_stable,
 )
-
-from kubeloop import LEASES, NotFound
 from tests.faults.operators import ADAPTERS, OperatorAdapter, Scope
 from tests.faults.scenarios import Scenario, full, quick
 from tests.faults.world import Replica, World, world
@@ -101,7 +100,8 @@ class Outcome:
 
     def explain(self) -> str:
         counts = ", ".join(f"{c}={getattr(self, c)}" for c in COUNTERS if getattr(self, c))
-        head = f"{self.scenario}: {'converged' if self.converged else 'NOT converged'}"
+        state = "converged" if self.converged else "NOT converged"
+        head = f"{self.scenario} ({self.seconds:.0f}s): {state}"
         return "\n  ".join([f"{head} {counts}".rstrip(), *self.notes[:25]])
 
 
@@ -307,25 +307,17 @@ class Run:
             self.outcome.notes += [f"  {m}" for m in err.mismatches[:10]]
 
     def split_brain(self) -> None:
-        writes = sorted(self._object_writes(), key=lambda e: int(e.resource_version or 0))
+        writes = self._object_writes()
         if self.scn.topology == "leader-pair" and self.leader is not None:
             old = self.leader.client
-            others = [e for e in writes if e.client != old]
-            if others:
-                first_new = int(others[0].resource_version or 0)
-                late = [
-                    e
-                    for e in writes
-                    if e.client == old and int(e.resource_version or 0) > first_new
-                ]
-                self.outcome.split_brain_writes += len(late)
-                for e in late[:5]:
-                    self.outcome.notes.append(
-                        f"old leader {old} wrote {e.verb} {e.resource}/{e.name} at rv "
-                        f"{e.resource_version} after the new leader's first write at {first_new}"
-                    )
-            exit_code = self.leader.exit_code()
-            self.outcome.notes.append(f"old leader exit code: {exit_code}")
+            late = _after_first_of_others(writes, old)
+            self.outcome.split_brain_writes += len(late)
+            for e in late[:5]:
+                self.outcome.notes.append(
+                    f"old leader {old} wrote {e.verb} {e.resource}/{e.name} (rv "
+                    f"{e.resource_version}) after the new leader's first write"
+                )
+            self.outcome.notes.append(f"old leader exit code: {self.leader.exit_code()}")
         if self.scn.topology == "two-instances":
             for i, scope in enumerate(self.scopes):
                 mine = {r.client for r in self.replicas if r.client.endswith(f"-{i}0")}
@@ -410,6 +402,30 @@ class Run:
             self.outcome.notes.append(self._tails())
         self.outcome.seconds = round(time.monotonic() - started, 1)
         return self.outcome
+
+
+def _after_first_of_others(writes: list[Any], old: str) -> list[Any]:
+    """``old``'s writes committed after the first write of any other client.
+
+    Commit order is the resourceVersion where the answer carried one; a write without one
+    (a delete answered with a Status) is placed by time instead: after, only if it
+    started once the other's first write had been answered."""
+    others = [e for e in writes if e.client != old]
+    if not others:
+        return []
+    rvs = [int(e.resource_version) for e in others if e.resource_version]
+    first_rv = min(rvs) if rvs else None
+    first_done = min(e.finished or e.started for e in others)
+    late = []
+    for e in writes:
+        if e.client != old:
+            continue
+        if e.resource_version and first_rv is not None:
+            if int(e.resource_version) > first_rv:
+                late.append(e)
+        elif e.started > first_done:
+            late.append(e)
+    return late
 
 
 async def run_scenario(w: World, scn: Scenario, references: dict[Scenario, RunRecord]) -> Outcome:

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kubeloop.testing.faults import FaultProxy
-
 from kubeloop import Client
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions
 from kubeloop.envtest._process import Process
+from kubeloop.testing.faults import FaultProxy
 
 T = TypeVar("T")
 log = logging.getLogger("faults.matrix")
@@ -70,6 +69,7 @@ async def world(cp: ControlPlane | None = None, *, seed: int = 0) -> AsyncIterat
             await loop.run_in_executor(executor, own.start)
             stack.callback(own.stop)
             cp = own
+        (workdir / "proxy").mkdir()
         proxy = await stack.enter_async_context(FaultProxy(cp, seed=seed, dir=workdir / "proxy"))
         admin = await stack.enter_async_context(Client.from_kubeconfig(cp.kubeconfig))
         user = await stack.enter_async_context(
