@@ -108,7 +108,7 @@ async def _get(world: World, res: Resource, name: str, ns: str | None = None) ->
 
 # -- (a) the AppConfig example -----------------------------------------------------------
 
-APPS = 5
+APPS = 8
 
 
 def _appcfg(name: str, data: dict[str, str]) -> dict[str, Any]:
