@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kubeloop.testing.oracles import Normalizer, ObjectKey, OpCount, State
-
 from kubeloop import CONFIGMAPS, NODES, NotFound, Object, Resource
+from kubeloop.testing.oracles import Normalizer, ObjectKey, OpCount, State
 from nodepool_operator.api import AUTOSCALERS, INSTANCES, NODEPOOLS
 from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.controllers._intent import POOL_UID_TAG
@@ -426,7 +425,8 @@ class NodePoolOperator(OperatorAdapter):
         return out
 
     def in_scope(self, scope: Scope, namespace: str | None, name: str | None) -> bool:
-        return namespace == scope.namespace or bool(name and name.endswith(scope.id))
+        # cluster-scoped pools and their Nodes carry the scope's id in their names
+        return namespace == scope.namespace or bool(name and scope.id in name)
 
 
 # -- (c) Instance ------------------------------------------------------------------------------

@@ -44,13 +44,25 @@ from pathlib import Path
 from typing import Any
 
 from kubeloop import LEASES, NotFound
-from kubeloop.testing.faults import CutWatch, Reset, Rule, service_unavailable, too_many_requests
+from kubeloop.testing.faults import (
+    CutWatch,
+    LogEntry,
+    Reset,
+    Rule,
+    service_unavailable,
+    too_many_requests,
+)
 from kubeloop.testing.faults import internal_error as internal_error_
+from kubeloop.testing.invariants import (
+    NOT_OBJECT_WRITES,
+    GenerationWatch,
+    writes_after_handover,
+    writes_outside,
+)
 from kubeloop.testing.oracles import (
     NotStable,
     ObjectKey,
     OpCount,
-    RecordedEvent,
     RunRecord,
     State,
     WatchRecorder,
@@ -68,8 +80,6 @@ FAULT_S = 4.0
 #: Convergence bound after the faults stop, and how long the match must then hold.
 CONVERGE_S = 90.0
 STABLE_S = 2.0
-#: Writes that are not the operator acting on its objects.
-NOT_OBJECT_WRITES = frozenset({"leases", "events"})
 
 COUNTERS = (
     "lost_updates",
@@ -111,32 +121,6 @@ def summarise(outcomes: Iterable[Outcome]) -> dict[str, int]:
     for c in COUNTERS:
         summary[c] = sum(getattr(o, c) for o in rows)
     return summary
-
-
-# -- observedGeneration never goes backwards ---------------------------------------------
-
-
-class GenerationWatch:
-    """Counts ``status.observedGeneration`` regressions per object (per uid)."""
-
-    def __init__(self, recorder: WatchRecorder) -> None:
-        self.recorder = recorder
-        self.last: dict[tuple[ObjectKey, str], int] = {}
-        self.regressions: list[str] = []
-        recorder.add_listener(self._seen)
-
-    def _seen(self, event: RecordedEvent) -> None:
-        obj = self.recorder.objects.get(event.key)
-        if obj is None or event.type == "DELETED":
-            return
-        observed = (obj.get("status") or {}).get("observedGeneration")
-        if not isinstance(observed, int):
-            return
-        key = (event.key, str(obj["metadata"].get("uid")))
-        before = self.last.get(key)
-        if before is not None and observed < before:
-            self.regressions.append(f"{event.key[2]}: observedGeneration {before} -> {observed}")
-        self.last[key] = observed if before is None else max(before, observed)
 
 
 # -- one scenario ----------------------------------------------------------------------------
@@ -310,7 +294,7 @@ class Run:
         writes = self._object_writes()
         if self.scn.topology == "leader-pair" and self.leader is not None:
             old = self.leader.client
-            late = _after_first_of_others(writes, old)
+            late = writes_after_handover(writes, old)
             self.outcome.split_brain_writes += len(late)
             for e in late[:5]:
                 self.outcome.notes.append(
@@ -322,11 +306,11 @@ class Run:
             for i, scope in enumerate(self.scopes):
                 mine = {r.client for r in self.replicas if r.client.endswith(f"-{i}0")}
                 other = self.scopes[1 - i]
-                cross = [
-                    e
-                    for e in writes
-                    if e.client in mine and self.adapter.in_scope(other, e.namespace, e.name)
-                ]
+
+                def not_the_others(e: LogEntry, other: Scope = other) -> bool:
+                    return not self.adapter.in_scope(other, e.namespace, e.name)
+
+                cross = writes_outside(writes, mine, not_the_others)
                 self.outcome.split_brain_writes += len(cross)
                 for e in cross[:5]:
                     self.outcome.notes.append(
@@ -402,30 +386,6 @@ class Run:
             self.outcome.notes.append(self._tails())
         self.outcome.seconds = round(time.monotonic() - started, 1)
         return self.outcome
-
-
-def _after_first_of_others(writes: list[Any], old: str) -> list[Any]:
-    """``old``'s writes committed after the first write of any other client.
-
-    Commit order is the resourceVersion where the answer carried one; a write without one
-    (a delete answered with a Status) is placed by time instead: after, only if it
-    started once the other's first write had been answered."""
-    others = [e for e in writes if e.client != old]
-    if not others:
-        return []
-    rvs = [int(e.resource_version) for e in others if e.resource_version]
-    first_rv = min(rvs) if rvs else None
-    first_done = min(e.finished or e.started for e in others)
-    late = []
-    for e in writes:
-        if e.client != old:
-            continue
-        if e.resource_version and first_rv is not None:
-            if int(e.resource_version) > first_rv:
-                late.append(e)
-        elif e.started > first_done:
-            late.append(e)
-    return late
 
 
 async def run_scenario(w: World, scn: Scenario, references: dict[Scenario, RunRecord]) -> Outcome:
