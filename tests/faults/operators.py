@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from kubeloop import CONFIGMAPS, NODES, NotFound, Object, Resource
-from kubeloop.testing.oracles import Normalizer, ObjectKey, OpCount, State
+from kubeloop.testing.oracles import Normalizer, ObjectKey, OpCount, State, WatchRecorder
 from nodepool_operator.api import AUTOSCALERS, INSTANCES, NODEPOOLS
 from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.controllers._intent import POOL_UID_TAG
@@ -39,6 +39,9 @@ class Scope:
     desired: dict[str, Any] = field(default_factory=dict)
     #: Objects the workload deleted (must be gone, with all they owned).
     deleted: dict[str, str] = field(default_factory=dict)  # name -> uid
+    #: ADDED/DELETED counts of the operator's children as the apiserver reported them
+    #: (set by the runner for adapters with a ``child_watch``).
+    children: WatchRecorder | None = None
 
     @property
     def selector(self) -> str:
@@ -88,9 +91,14 @@ class OperatorAdapter:
     async def snapshot(self, world: World, scope: Scope) -> State:
         raise NotImplementedError
 
+    def child_watch(self, scope: Scope) -> tuple[Resource, str | None, str | None] | None:
+        """(kind, namespace, label selector) of the children to count creates and
+        deletes of through a watch, or None (the cloud's records count them)."""
+        return None
+
     def creates_deletes(self, world: World, scope: Scope) -> dict[ObjectKey, OpCount]:
-        """Accepted creates and deletes of what the operator owns (the proxy's log, or
-        the cloud's records), keyed by a name that is the same in every run."""
+        """Creates and deletes of what the operator owns (the apiserver's watch events,
+        or the cloud's records), keyed by a name that is the same in every run."""
         raise NotImplementedError
 
     def in_scope(self, scope: Scope, namespace: str | None, name: str | None) -> bool:
@@ -241,19 +249,14 @@ class AppConfigOperator(OperatorAdapter):
                 objects[(res.key, "", obj["metadata"]["name"])] = norm(obj)
         return State(objects)
 
+    def child_watch(self, scope: Scope) -> tuple[Resource, str | None, str | None] | None:
+        return (CONFIGMAPS, scope.namespace, appconfig.CHILD_LABEL)
+
     def creates_deletes(self, world: World, scope: Scope) -> dict[ObjectKey, OpCount]:
-        out: dict[ObjectKey, OpCount] = {}
-        for e in world.proxy.log.writes():
-            if e.namespace != scope.namespace or e.resource != "configmaps" or e.subresource:
-                continue
-            if e.verb not in ("create", "delete") or not e.client.startswith("op-"):
-                continue
-            count = out.setdefault(("configmaps", "", e.name or ""), OpCount())
-            if e.verb == "create":
-                count.creates += 1
-            else:
-                count.deletes += 1
-        return out
+        # From the watch, not the proxy's log: a create committed while the proxy cut the
+        # connection (the client saw a reset) is in etcd, and so in the watch, all the same.
+        assert scope.children is not None
+        return dict(scope.children.operations)
 
 
 # -- (b) NodePool + Autoscaler --------------------------------------------------------------

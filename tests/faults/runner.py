@@ -60,6 +60,7 @@ from kubeloop.testing.invariants import (
     writes_outside,
 )
 from kubeloop.testing.oracles import (
+    Difference,
     NotStable,
     ObjectKey,
     OpCount,
@@ -344,7 +345,7 @@ class Run:
         if reference is None:
             self.outcome.notes.append("no reference run: differential check skipped")
         elif self.outcome.converged:
-            diffs = compare_runs(reference, record)
+            diffs = [d for d in compare_runs(reference, record) if _counts(d)]
             self.outcome.differences = len(diffs)
             self.outcome.notes += [f"differs: {d}" for d in diffs[:10]]
 
@@ -369,6 +370,14 @@ class Run:
                     await rec.start()
                     recorders.append(rec)
                     watches.append(GenerationWatch(rec))
+                child = self.adapter.child_watch(scope)
+                if child is not None:
+                    res, ns, selector = child
+                    scope.children = WatchRecorder(
+                        self.w.admin, [res], namespace=ns, label_selector=selector
+                    )
+                    await scope.children.start()
+                    recorders.append(scope.children)
             await self.start()
             await self.workload()
             await self.converge(recorders[0] if recorders else None)
@@ -386,6 +395,15 @@ class Run:
             self.outcome.notes.append(self._tails())
         self.outcome.seconds = round(time.monotonic() - started, 1)
         return self.outcome
+
+
+def _counts(d: Difference) -> bool:
+    """Whether a difference from the reference counts. Fewer creates or deletes than
+    the reference is not one: a child the user deleted before the (cut off, killed)
+    operator got to it was never needed. More is (Sieve's deleted-and-re-created)."""
+    if d.kind in ("creates", "deletes"):
+        return int(d.faulty or 0) > int(d.reference or 0)
+    return True
 
 
 async def run_scenario(w: World, scn: Scenario, references: dict[Scenario, RunRecord]) -> Outcome:
