@@ -290,6 +290,16 @@ class Run:
         except NotStable as err:
             self.outcome.notes.append(str(err).splitlines()[0])
             self.outcome.notes += [f"  {m}" for m in err.mismatches[:10]]
+            if err.broke:
+                # A violation already (converged stays False), but let it settle before
+                # the loss counters are read, so they describe where it ends, not a flap.
+                try:
+                    await eventually_stable(
+                        check, within=CONVERGE_S, stable_for=STABLE_S, recorder=recorder
+                    )
+                    self.outcome.notes.append("settled again afterwards")
+                except NotStable as again:
+                    self.outcome.notes.append(f"never settled: {str(again).splitlines()[0]}")
 
     def split_brain(self) -> None:
         writes = self._object_writes()
