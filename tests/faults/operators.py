@@ -85,6 +85,14 @@ class OperatorAdapter:
     async def mismatches(self, world: World, scope: Scope) -> list[str]:
         raise NotImplementedError
 
+    async def acted_on_creates(self, world: World, scope: Scope) -> bool:
+        """Whether the operator has made what the created objects ask for (the children,
+        the VMs). The fault-free reference waits for it before the spec changes, so it
+        makes everything a faulty run can make: a faulty run that creates fewer children
+        (it never got to an object deleted meanwhile) is no difference, one that creates
+        more is."""
+        raise NotImplementedError
+
     async def losses(self, world: World, scope: Scope) -> Losses:
         raise NotImplementedError
 
@@ -252,6 +260,14 @@ class AppConfigOperator(OperatorAdapter):
     def child_watch(self, scope: Scope) -> tuple[Resource, str | None, str | None] | None:
         return (CONFIGMAPS, scope.namespace, appconfig.CHILD_LABEL)
 
+    async def acted_on_creates(self, world: World, scope: Scope) -> bool:
+        children = (
+            await world.admin.list(
+                CONFIGMAPS, scope.namespace, label_selector=appconfig.CHILD_LABEL
+            )
+        )["items"]
+        return {c["metadata"]["name"] for c in children} >= set(scope.desired)
+
     def creates_deletes(self, world: World, scope: Scope) -> dict[ObjectKey, OpCount]:
         # From the watch, not the proxy's log: a create committed while the proxy cut the
         # connection (the client saw a reset) is in etcd, and so in the watch, all the same.
@@ -303,6 +319,17 @@ class NodePoolOperator(OperatorAdapter):
             scope.namespace,
         ]
         return [*args, "--leader-elect"] if leader else args
+
+    async def acted_on_creates(self, world: World, scope: Scope) -> bool:
+        cloud = scope.cloud()
+        for name, target in scope.desired.items():
+            pool = await _get(world, NODEPOOLS, name)
+            if pool is None:
+                return False
+            live = await cloud.list({POOL_UID_TAG: pool["metadata"]["uid"]})
+            if len([v for v in live if v.state != "terminated"]) < target:
+                return False
+        return True
 
     def pools(self, scope: Scope) -> tuple[str, str]:
         return f"grow-{scope.id}", f"drop-{scope.id}"
@@ -472,6 +499,14 @@ class InstanceOperator(NodePoolOperator):
         scope.deleted["vm-2"] = gone["metadata"]["uid"]
         del scope.desired["vm-2"]
 
+    async def acted_on_creates(self, world: World, scope: Scope) -> bool:
+        cloud = scope.cloud()
+        for name in scope.desired:
+            obj = await _get(world, INSTANCES, name, scope.namespace)
+            if obj is None or not await self._live(cloud, obj["metadata"]["uid"]):
+                return False
+        return True
+
     async def _live(self, cloud: SimulatedCloud, uid: str) -> list[Any]:
         return [v for v in await cloud.list({UID_TAG: uid}) if v.state != "terminated"]
 
@@ -493,6 +528,8 @@ class InstanceOperator(NodePoolOperator):
                 out.append(f"{ns}/{name}: VM {live[0].instance_type} {live[0].state}")
             elif status.get("instanceId") != live[0].id:
                 out.append(f"{ns}/{name}: status names {status.get('instanceId')}")
+            elif status.get("state") != "running":
+                out.append(f"{ns}/{name}: status.state {status.get('state')}")
         for name, uid in scope.deleted.items():
             if await _get(world, INSTANCES, name, ns) is not None:
                 out.append(f"{ns}/{name}: deleted, still there")

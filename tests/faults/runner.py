@@ -255,12 +255,24 @@ class Run:
             await self.adapter.create(self.w, scope)
         if moment == "create":
             await self.strike()
-        await asyncio.sleep(self.rng.uniform(0.3, 1.0))  # let the operators get going
+        if self.scn.fault == "none":
+            await self._acted_on_creates()
+        else:
+            await asyncio.sleep(self.rng.uniform(0.3, 1.0))  # let the operators get going
         for scope in self.scopes:
             await self.adapter.update(self.w, scope)
         if moment == "update":
             await self.strike()
         await self.heal()
+
+    async def _acted_on_creates(self) -> None:
+        deadline = time.monotonic() + CONVERGE_S
+        for scope in self.scopes:
+            while not await self.adapter.acted_on_creates(self.w, scope):
+                if time.monotonic() > deadline:
+                    self.outcome.notes.append("the creates were not acted on in time")
+                    return
+                await asyncio.sleep(0.2)
 
     # -- oracles ----------------------------------------------------------------------------
     def _object_writes(self, clients: set[str] | None = None) -> list[Any]:
