@@ -12,17 +12,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from kubeloop.testing.oracles import RunRecord
 
 from kubeloop.envtest import ControlPlane
-from tests.faults.runner import run_scenario
+from tests.faults.runner import References, run_scenario
 from tests.faults.scenarios import Scenario, quick
 from tests.faults.world import World, world
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
 #: Fault-free reference runs, shared by the scenarios of this session (plain data).
-REFERENCES: dict[Scenario, RunRecord] = {}
+REFERENCES: References = {}
 
 
 @pytest.fixture
