@@ -8,35 +8,46 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from kubeloop import CONFIGMAPS, PODS, Client, Informer, Object
 from kubeloop._errors import (
+    AlreadyExists,
+    ApiError,
     Forbidden,
+    NotFound,
     ServerError,
     ServerTimeout,
     TooManyRequests,
     TransportError,
 )
-from kubeloop.envtest import ControlPlane
+from kubeloop._transport import build_ssl_context
+from kubeloop.envtest import ControlPlane, find_assets
 from kubeloop.testing import eventually
 from kubeloop.testing.faults import (
     CutWatch,
     Delay,
+    DropEvents,
+    DropResponse,
     FaultProxy,
     Hang,
     Reset,
     Respond,
+    StaleRead,
     gateway_timeout,
     internal_error,
     service_unavailable,
     too_many_requests,
 )
+from kubeloop.testing.oracles import WatchRecorder
 
 pytestmark = pytest.mark.integration
 
@@ -48,9 +59,8 @@ def cm(name: str, **data: str) -> Object:
 
 
 @pytest.fixture
-async def proxy(kube_control_plane: ControlPlane) -> AsyncIterator[FaultProxy]:
-    async with FaultProxy(kube_control_plane, seed=1) as p:
-        yield p
+def proxy(kube_fault_proxy: FaultProxy) -> FaultProxy:
+    return kube_fault_proxy  # the plugin's fixture, under a short name
 
 
 @contextlib.asynccontextmanager
@@ -110,7 +120,8 @@ async def test_429_reaches_the_client_with_retry_after_and_only_the_matching_cli
     assert counts[("op", "create", 201)] == 1
     assert counts[("other", "create", 201)] == 1
     [throttled] = proxy.log.entries(status=429)
-    assert (throttled.action, throttled.rule, throttled.reason) == ("respond", rule.id, None)
+    assert (throttled.action, throttled.rule) == ("respond", rule.id)
+    assert throttled.reason == "TooManyRequests"
 
 
 @pytest.mark.parametrize(
@@ -122,14 +133,18 @@ async def test_429_reaches_the_client_with_retry_after_and_only_the_matching_cli
     ],
 )
 async def test_server_errors_as_metav1_status(
-    proxy: FaultProxy, kube_namespace: str, action: Respond, error: type[Exception]
+    proxy: FaultProxy, kube_namespace: str, action: Respond, error: type[ApiError]
 ) -> None:
     proxy.add_rule(action, verb="update", resource="configmaps")
     async with client_of(proxy, "op") as op:
         obj = await op.create(CONFIGMAPS, cm("a"), kube_namespace)
         with pytest.raises(error) as err:
             await op.update(CONFIGMAPS, obj)
-    assert getattr(err.value, "status", None) == action.status
+    assert err.value.status_code == action.status
+    assert (
+        err.value.reason
+        == {500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}[action.status]
+    )
     assert proxy.log.counts("verb", "status")[("update", action.status)] == 1
 
 
@@ -156,7 +171,8 @@ async def test_matchers_namespace_subresource_and_watch(
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": "p"},
-            "spec": {"containers": [{"name": "c", "image": "x"}]},
+            # a scheduler of its own: kube-scheduler leaves it (and its status) alone
+            "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "x"}]},
         }
         created = await op.create(PODS, pod, ns_b)
         with pytest.raises(ServerError):
@@ -180,7 +196,7 @@ async def test_matchers_namespace_subresource_and_watch(
 async def test_delay_holds_a_request_while_others_pass(
     proxy: FaultProxy, kube_namespace: str
 ) -> None:
-    proxy.add_rule(Delay(2.0), verb="get", name="slow")
+    proxy.add_rule(Delay(4.0), verb="get", name="slow")  # far longer than a plain get
     async with client_of(proxy, "op") as op:
         await op.create(CONFIGMAPS, cm("slow"), kube_namespace)
         await op.create(CONFIGMAPS, cm("fast"), kube_namespace)
@@ -207,6 +223,23 @@ async def test_reset_fails_the_request_without_an_answer(
             await op.create(CONFIGMAPS, cm("a"), kube_namespace)
     [reset] = proxy.log.entries(client="op", verb="create")
     assert (reset.action, reset.status) == ("reset", 0)
+
+
+async def test_drop_response_commits_the_write_but_the_client_never_hears(
+    proxy: FaultProxy, kube_namespace: str, kube_client: Client
+) -> None:
+    proxy.add_rule(DropResponse(), verb="create", client="op", times=1)
+    async with client_of(proxy, "op") as op:
+        with pytest.raises(TransportError):
+            await op.create(CONFIGMAPS, cm("a"), kube_namespace)
+        with pytest.raises(AlreadyExists):  # the naive retry
+            await op.create(CONFIGMAPS, cm("a"), kube_namespace)
+    live = await kube_client.get(CONFIGMAPS, "a", kube_namespace)
+    dropped, retried = proxy.log.entries(client="op", verb="create")
+    assert (dropped.action, dropped.status) == ("drop", 201)
+    assert dropped.resource_version == live["metadata"]["resourceVersion"]
+    assert (retried.action, retried.status, retried.reason) == ("forward", 409, "AlreadyExists")
+    assert [w.seq for w in proxy.log.writes(client="op")] == [dropped.seq]
 
 
 async def test_hang_holds_until_the_rule_is_lifted_then_the_retry_succeeds(
@@ -316,9 +349,17 @@ async def test_cut_watches_from_the_test(proxy: FaultProxy, kube_namespace: str)
         await eventually(lambda: len(proxy.open_watches("op")) == 1, "the watch to open")
         assert proxy.cut_watches(client="op") == 1
         with pytest.raises(TransportError):
-            await asyncio.wait_for(task, DEADLINE)
-    [watch] = proxy.log.entries(verb="watch")
-    assert watch.ended == "cut"
+            await asyncio.wait_for(task, DEADLINE)  # reset
+
+        seen: list[str] = []
+        task = asyncio.create_task(_watch_all(op, kube_namespace, seen))
+        await eventually(lambda: len(proxy.open_watches("op")) == 1, "the watch to reopen")
+        await op.create(CONFIGMAPS, cm("one"), kube_namespace)
+        await eventually(lambda: seen == ["one"], "the event")
+        assert proxy.cut_watches(client="op", abort=False) == 1
+        await asyncio.wait_for(task, DEADLINE)  # ended cleanly: no error
+    first, second = proxy.log.entries(verb="watch")
+    assert (first.ended, second.ended, second.events) == ("cut", "cut", 1)
 
 
 async def test_write_order_by_revision_across_clients(
@@ -341,6 +382,33 @@ async def test_write_order_by_revision_across_clients(
     assert revisions == sorted(revisions)
 
 
+async def test_deletes_answered_with_a_status_get_their_revision(
+    proxy: FaultProxy, kube_namespace: str, kube_client: Client
+) -> None:
+    ns = kube_namespace
+    async with (
+        client_of(proxy, "a") as a,
+        client_of(proxy, "b") as b,
+        WatchRecorder(kube_client, [CONFIGMAPS], namespace=ns) as rec,
+    ):
+        await a.create(CONFIGMAPS, cm("x"), ns)
+        await b.create(CONFIGMAPS, cm("y"), ns)
+        await a.delete(CONFIGMAPS, "x", ns)  # a ConfigMap delete answers with a Status
+        await b.create(CONFIGMAPS, cm("z"), ns)
+        await proxy.settle()
+        await rec.wait_for_count(4, timeout=DEADLINE)
+    [delete] = proxy.log.entries(verb="delete")
+    assert delete.reason is None
+    [deleted] = [e for e in rec.events if e.type == "DELETED"]
+    assert delete.resource_version == deleted.resource_version  # the exact revision
+    assert [(w.client, w.verb, w.name) for w in proxy.log.writes()] == [
+        ("a", "create", "x"),
+        ("b", "create", "y"),
+        ("a", "delete", "x"),
+        ("b", "create", "z"),
+    ]
+
+
 def test_threaded_proxy_for_synchronous_callers(
     kube_control_plane: ControlPlane, tmp_path: Any
 ) -> None:
@@ -359,18 +427,58 @@ def test_threaded_proxy_for_synchronous_callers(
         assert statuses == [503, 200]
 
 
+def test_a_go_client_through_the_proxy(
+    kube_control_plane: ControlPlane, kube_namespace: str, tmp_path: Any
+) -> None:
+    kubectl = find_assets().kubectl
+    assert kubectl is not None, "kubectl is built with the control plane (make setup)"
+    with FaultProxy(kube_control_plane, dir=tmp_path) as proxy:
+        kubeconfig = proxy.kubeconfig_for("kubectl")
+        proxy.add_rule(too_many_requests(1), verb="create", client="kubectl", times=1)
+        out = subprocess.run(
+            [
+                *(str(kubectl), "--kubeconfig", str(kubeconfig), "-n", kube_namespace),
+                *("create", "configmap", "from-go", "--from-literal=k=v", "-o", "json"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+            check=True,  # client-go waits out the Retry-After and tries again
+        )
+    created = json.loads(out.stdout)
+    creates = proxy.log.entries(client="kubectl", verb="create")
+    assert [e.status for e in creates] == [429, 201]
+    assert creates[1].resource_version == created["metadata"]["resourceVersion"]
+    assert "kubectl" in creates[1].user_agent
+
+
 # -- control-plane faults ----------------------------------------------------------------
 
 
-def test_restart_apiserver_keeps_data_and_port(kube_control_plane: ControlPlane) -> None:
-    cp = kube_control_plane
-    ns = cp.create_namespace("restart")
-    rest = cp.rest()
-    rest.post(f"/api/v1/namespaces/{ns}/configmaps", cm("kept"))
+async def test_restart_apiserver_keeps_data_and_port_and_clients_recover(
+    kube_control_plane: ControlPlane, kube_namespace: str, kube_client: Client
+) -> None:
+    cp, ns = kube_control_plane, kube_namespace
+    await kube_client.create(CONFIGMAPS, cm("kept"), ns)
     before = cp.component("kube-apiserver").pid
-    cp.restart_apiserver()
-    assert cp.component("kube-apiserver").pid != before
-    assert rest.get(f"/api/v1/namespaces/{ns}/configmaps/kept")["metadata"]["name"] == "kept"
+    async with FaultProxy(cp) as proxy, client_of(proxy, "op") as op:
+        informer = Informer(op, CONFIGMAPS, namespace=ns)
+        informer.start()
+        try:
+            await informer.wait_synced()
+            await asyncio.to_thread(cp.restart_apiserver)  # the proxy keeps serving meanwhile
+            assert cp.component("kube-apiserver").pid != before
+            await kube_client.create(CONFIGMAPS, cm("after"), ns)
+            await eventually(
+                lambda: {o["metadata"]["name"] for o in informer.store.list()} == {"kept", "after"},
+                "the informer to recover and see the new object",
+                DEADLINE,
+            )
+        finally:
+            await informer.stop()
+    watches = proxy.log.entries(client="op", verb="watch")
+    assert watches[0].ended in {"server", "upstream"}  # the restart ended the first watch
+    assert len(watches) >= 2
 
 
 def test_restart_etcd_keeps_data_and_revisions_move_on(kube_control_plane: ControlPlane) -> None:
@@ -419,3 +527,217 @@ async def test_pause_etcd_stalls_writes_until_resumed(
     assert "etcd" not in cp.paused_components
     created = await asyncio.wait_for(write, DEADLINE)
     assert created["metadata"]["name"] == "stalled"
+
+
+async def test_skip_strikes_at_a_chosen_moment_and_listeners_see_commits_first(
+    proxy: FaultProxy, kube_namespace: str
+) -> None:
+    # the third create fails; a listener sees every create the moment it is committed,
+    # before the client has the answer
+    proxy.add_rule(service_unavailable(), verb="create", client="op", skip=2, times=1)
+    committed: list[tuple[str | None, bool]] = []
+    answered: set[str] = set()
+    proxy.log.add_listener(
+        lambda e: committed.append((e.name, e.name in answered)) if e.verb == "create" else None
+    )
+    async with client_of(proxy, "op") as op:
+        for i in range(4):
+            try:
+                await op.create(CONFIGMAPS, cm(f"c{i}"), kube_namespace)
+                answered.add(f"c{i}")
+            except ServerError:
+                pass
+        third = await proxy.log.wait_for(lambda e: e.verb == "create", count=3, timeout=5)
+    assert third.status == 503
+    assert [e.status for e in proxy.log.entries(verb="create")] == [201, 201, 503, 201]
+    assert committed == [("c0", False), ("c1", False), ("c2", False), ("c3", False)]
+
+
+async def test_partition_by_reset_fails_fast_and_heals_by_client_name(
+    proxy: FaultProxy, kube_namespace: str
+) -> None:
+    proxy.partition("op", mode="reset")
+    async with client_of(proxy, "op") as op:
+        with pytest.raises(TransportError):
+            await op.list(CONFIGMAPS, kube_namespace)  # every read retry is reset too
+        proxy.heal("op")
+        assert proxy.rules == []
+        page = await op.list(CONFIGMAPS, kube_namespace)
+    assert page["kind"] == "ConfigMapList"
+    lists = proxy.log.entries(client="op", verb="list")
+    assert {e.action for e in lists[:-1]} == {"partition"}
+    assert all(e.status == 0 for e in lists[:-1])
+    assert (lists[-1].action, lists[-1].status) == ("forward", 200)
+
+
+async def test_upstream_with_a_bearer_token_kubeconfig(
+    kube_control_plane: ControlPlane, kube_namespace: str, tmp_path: Any
+) -> None:
+    # any cluster will do: here a service account with the right to impersonate
+    ns, rest = kube_namespace, kube_control_plane.rest()
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "proxy"}}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"proxy-{ns}"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "cluster-admin",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "proxy", "namespace": ns}],
+    }
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+
+    def setup() -> str:
+        rest.post(f"/api/v1/namespaces/{ns}/serviceaccounts", sa)
+        rest.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
+        answer = rest.post(f"/api/v1/namespaces/{ns}/serviceaccounts/proxy/token", request)
+        return str(answer["status"]["token"])
+
+    token = await asyncio.to_thread(setup)
+    kubeconfig = tmp_path / "token-kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "c",
+                        "cluster": {
+                            "server": kube_control_plane.server,
+                            "certificate-authority": str(kube_control_plane.ca_file),
+                        },
+                    }
+                ],
+                "users": [{"name": "u", "user": {"token": token}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    async with FaultProxy(kubeconfig) as proxy, client_of(proxy, "nobody", groups=()) as nobody:
+        with pytest.raises(Forbidden) as err:
+            await nobody.get(CONFIGMAPS, "x", ns)
+    assert 'User "nobody"' in str(err.value)  # impersonated by the service account
+
+
+async def test_protobuf_watches_are_cut_at_frame_boundaries(
+    proxy: FaultProxy, kube_namespace: str, kube_client: Client
+) -> None:
+    # what Go clients (kube-scheduler, Karpenter, kwok) ask for on built-in kinds
+    for i in range(3):
+        await kube_client.create(CONFIGMAPS, cm(f"p{i}"), kube_namespace)
+    proxy.add_rule(CutWatch(after_events=2), watch=True)
+    tls = await asyncio.to_thread(build_ssl_context, proxy.client_config("go"))
+    url = f"{proxy.server}{CONFIGMAPS.path(kube_namespace)}?watch=1&resourceVersion=0"
+    headers = {"Accept": "application/vnd.kubernetes.protobuf;stream=watch"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(url, headers=headers, ssl=tls) as resp,
+    ):
+        assert resp.status == 200
+        assert "protobuf" in resp.headers["Content-Type"]
+        body = await asyncio.wait_for(resp.read(), DEADLINE)  # ends: the stream was cut
+    frames, i = [], 0
+    while i < len(body):
+        size = int.from_bytes(body[i : i + 4], "big")
+        frames.append(body[i + 4 : i + 4 + size])
+        i += 4 + size
+    assert i == len(body)  # whole frames only
+    assert len(frames) == 2
+    assert all(b"ADDED" in f for f in frames)
+    [watch] = proxy.log.entries(client="go", verb="watch")
+    assert (watch.events, watch.ended) == (2, "cut")
+
+
+async def test_hang_for_a_time_then_the_connection_is_reset(
+    proxy: FaultProxy, kube_namespace: str, kube_client: Client
+) -> None:
+    await kube_client.create(CONFIGMAPS, cm("a"), kube_namespace)
+    proxy.add_rule(Hang(seconds=0.5), verb="get", client="op", times=1)
+    async with client_of(proxy, "op") as op:
+        got = await asyncio.wait_for(op.get(CONFIGMAPS, "a", kube_namespace), DEADLINE)
+    assert got["metadata"]["name"] == "a"
+    hung, retried = proxy.log.entries(client="op", verb="get")
+    assert (hung.action, hung.status, retried.action, retried.status) == ("hang", 0, "forward", 200)
+    assert hung.finished is not None
+    assert hung.finished <= retried.started  # the retry came after the reset
+
+
+async def test_stale_reads_travel_back_in_time(
+    proxy: FaultProxy, kube_namespace: str, kube_client: Client
+) -> None:
+    ns = kube_namespace
+    old = await kube_client.create(CONFIGMAPS, cm("a", v="1"), ns)
+    then = int(old["metadata"]["resourceVersion"])
+    old["data"] = {"v": "2"}
+    await kube_client.update(CONFIGMAPS, old)
+    await kube_client.create(CONFIGMAPS, cm("b", v="1"), ns)  # born after `then`
+    with proxy.fault(StaleRead(then), client="op"):
+        async with client_of(proxy, "op") as op:
+            got = await op.get(CONFIGMAPS, "a", ns)
+            page = await op.list(CONFIGMAPS, ns)
+            with pytest.raises(NotFound):
+                await op.get(CONFIGMAPS, "b", ns)
+            seen: list[tuple[str, str]] = []
+            events = op.watch(CONFIGMAPS, ns, resource_version="1", allow_bookmarks=False)
+            async with contextlib.aclosing(events) as stream:
+                async for event in stream:  # replayed from `then` on, whatever we asked
+                    seen.append((event.type, event.object["metadata"]["name"]))
+                    if len(seen) == 2:
+                        break
+    assert (got["kind"], got["data"]) == ("ConfigMap", {"v": "1"})
+    assert got["metadata"]["resourceVersion"] == str(then)
+    names = {o["metadata"]["name"]: o["data"] for o in page["items"]}
+    assert names.get("a") == {"v": "1"}
+    assert "b" not in names
+    assert seen == [("MODIFIED", "a"), ("ADDED", "b")]
+    assert {e.action for e in proxy.log.entries(client="op")} == {"stale"}
+    live = await kube_client.get(CONFIGMAPS, "a", ns)
+    assert live["data"] == {"v": "2"}  # only the client's view was stale
+
+
+async def test_drop_events_hides_a_transition_from_one_watch(
+    proxy: FaultProxy, kube_namespace: str, kube_client: Client
+) -> None:
+    ns = kube_namespace
+    created = await kube_client.create(CONFIGMAPS, cm("a", v="1"), ns)
+    proxy.add_rule(DropEvents(types=("MODIFIED",), name="a", count=1), client="op")
+    seen: list[str] = []
+    async with client_of(proxy, "op") as op:
+        rv = created["metadata"]["resourceVersion"]
+        events = op.watch(CONFIGMAPS, ns, resource_version=rv, allow_bookmarks=False)
+        async with contextlib.aclosing(events) as stream:
+            for v in ("2", "3"):
+                obj = await kube_client.get(CONFIGMAPS, "a", ns)
+                obj["data"] = {"v": v}
+                await kube_client.update(CONFIGMAPS, obj)
+            async for event in stream:
+                seen.append(event.object["data"]["v"])
+                break
+    assert seen == ["3"]  # the change to 2 never reached this client
+    [watch] = proxy.log.entries(client="op", verb="watch")
+    assert (watch.action, watch.extra["hidden"], watch.events) == ("hide+forward", "1", 1)
+
+
+async def test_a_held_partition_delivers_the_write_late(
+    proxy: FaultProxy, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    cut = proxy.partition("old", mode="hold")
+    async with client_of(proxy, "old") as old, client_of(proxy, "new") as new:
+        late = asyncio.create_task(old.create(CONFIGMAPS, cm("from-old"), ns))
+        await eventually(lambda: bool(proxy.log.entries(client="old")), "old's write to arrive")
+        await new.create(CONFIGMAPS, cm("from-new"), ns)
+        assert not late.done()
+        proxy.heal(cut)
+        created = await asyncio.wait_for(late, DEADLINE)  # delivered after all
+    assert created["metadata"]["name"] == "from-old"
+    # it arrived first but was committed last: what a fenced old leader must never do
+    arrivals = [e.client for e in proxy.log.entries(verb="create")]
+    commits = [e.client for e in proxy.log.writes()]
+    assert (arrivals, commits) == (["old", "new"], ["new", "old"])
+    [held] = proxy.log.entries(client="old")
+    assert (held.action, held.status) == ("partition+forward", 201)

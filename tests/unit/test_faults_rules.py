@@ -180,3 +180,34 @@ def test_log_orders_writes_by_revision_not_arrival() -> None:
     with pytest.raises(ValueError, match="cannot count by"):
         log.counts("colour")
     assert "#4 b create configmaps a/c -> 201 [forward] rv=40" in log.dump()
+
+
+def test_event_splitter_finds_json_and_protobuf_event_ends() -> None:
+    from kubeloop.testing._faultwire import EventSplitter as _EventSplitter
+
+    json_stream = _EventSplitter("application/json")
+    assert json_stream.ends(b'{"a":1}\n{"b"') == [8]
+    assert json_stream.ends(b':2}\n{"c":3}\n') == [4, 12]
+    frames = b"".join(len(p).to_bytes(4, "big") + p for p in (b"abc", b"", b"hello"))
+    for size in (1, 2, 3, 5, len(frames)):  # however the stream is chunked
+        proto = _EventSplitter("application/vnd.kubernetes.protobuf;stream=watch")
+        ends, offset = [], 0
+        for i in range(0, len(frames), size):
+            ends += [offset + e for e in proto.ends(frames[i : i + size])]
+            offset += len(frames[i : i + size])
+        assert ends == [7, 11, 20], size
+
+
+def test_importing_kubeloop_testing_stays_light() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kubeloop.testing as t\n"
+        "heavy = [m for m in ('kubeloop.testing.faults', 'kubeloop.testing.oracles',"
+        " 'cryptography.x509') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "assert t.FaultProxy.__name__ == 'FaultProxy'\n"
+        "assert 'kubeloop.testing.faults' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -203,3 +203,35 @@ def test_difference_strings_for_missing_and_extra() -> None:
     assert (
         str(Difference(("pods", "", "p"), "extra")) == "pods p: present after the faulty run only"
     )
+
+
+def test_recorder_invariants_see_every_transition() -> None:
+    from typing import cast
+
+    from kubeloop import CONFIGMAPS, Client
+    from kubeloop.testing.oracles import WatchRecorder, never_decreases
+
+    rec = WatchRecorder(cast(Client, None), [CONFIGMAPS], namespace="ns")
+    rec.add_invariant(never_decreases("status.observedGeneration"))
+
+    def pool(gen: int | None) -> dict[str, Any]:
+        status = {} if gen is None else {"observedGeneration": gen}
+        return {"metadata": {"name": "p", "namespace": "ns"}, "status": status}
+
+    for kind, gen, rv in [
+        ("ADDED", None, "1"),
+        ("MODIFIED", 1, "2"),
+        ("MODIFIED", 2, "3"),
+        ("MODIFIED", 1, "4"),  # the regression
+        ("MODIFIED", 3, "5"),
+        ("MODIFIED", None, "6"),  # lost altogether
+        ("DELETED", None, "7"),
+    ]:
+        rec._apply(CONFIGMAPS, kind, pool(gen), rv)
+    assert [str(v) for v in rec.violations] == [
+        "configmaps p at resourceVersion 4: status.observedGeneration went from 2 to 1",
+        "configmaps p at resourceVersion 6: status.observedGeneration was 3 and is gone",
+    ]
+    assert rec.operations[("configmaps", "", "p")].creates == 1
+    with pytest.raises(AssertionError, match="2 invariant violation"):
+        rec.assert_no_violations()

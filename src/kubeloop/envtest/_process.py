@@ -8,18 +8,22 @@ in a shared run dir that the next start reads to reap leftovers.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 _PR_SET_PDEATHSIG = 1
 
@@ -27,6 +31,47 @@ _PR_SET_PDEATHSIG = 1
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class _Spawner:
+    """One thread that lives as long as the process and forks children for other threads.
+
+    The parent-death signal fires when the *thread* that forked the child ends, not the
+    process. A component restarted from a short-lived thread (``asyncio.to_thread``, a
+    thread pool) would be killed as soon as that thread finished; forking from this
+    thread ties every child to the life of the process, as intended.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = (
+            queue.Queue()
+        )
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        if threading.current_thread() is threading.main_thread():
+            return fn()  # the main thread lives as long as the process
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._serve, name="kubeloop-envtest-spawner", daemon=True
+                )
+                self._thread.start()
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._jobs.put((fn, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            fn, done = self._jobs.get()
+            try:
+                done.set_result(fn())
+            except BaseException as err:
+                done.set_exception(err)
+
+
+_spawner = _Spawner()
 
 
 def free_port() -> int:
@@ -51,14 +96,16 @@ class Process:
         return self._popen.pid if self._popen else None
 
     def start(self) -> None:
-        self._log = self.log_path.open("ab")
-        self._popen = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
+        self._log = log = self.log_path.open("ab")
+        self._popen = _spawner.run(
+            lambda: subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         )
 
     def exited(self) -> int | None:

@@ -11,6 +11,8 @@ Installed as a pytest plugin (entry point ``kubeloop``), it provides:
 ``kube_nodes``
     A factory of kubelet-less Nodes the scheduler binds pods to; they are
     deleted after the test.
+``kube_fault_proxy``
+    A :class:`FaultProxy` in front of the control plane, for one test.
 
 Helpers (they need no pytest):
 
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
     from kubeloop.testing.faults import (
         CutWatch,
         Delay,
+        DropEvents,
+        DropResponse,
         FaultLog,
         FaultProxy,
         Hang,
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
         Reset,
         Respond,
         Rule,
+        StaleRead,
         gateway_timeout,
         internal_error,
         service_unavailable,
@@ -64,6 +69,7 @@ if TYPE_CHECKING:
         RunRecord,
         Stable,
         State,
+        Violation,
         WatchRecorder,
         assert_no_differences,
         capture_state,
@@ -72,6 +78,7 @@ if TYPE_CHECKING:
         compare_states,
         eventually_stable,
         live_mismatches,
+        never_decreases,
         nondeterministic_paths,
         operations_from_log,
         subset_mismatches,
@@ -82,6 +89,8 @@ __all__ = [
     "CutWatch",
     "Delay",
     "Difference",
+    "DropEvents",
+    "DropResponse",
     "FaultLog",
     "FaultProxy",
     "Hang",
@@ -97,7 +106,9 @@ __all__ = [
     "RunRecord",
     "ScaleSpec",
     "Stable",
+    "StaleRead",
     "State",
+    "Violation",
     "WatchRecorder",
     "assert_no_differences",
     "capture_state",
@@ -109,6 +120,7 @@ __all__ = [
     "gateway_timeout",
     "internal_error",
     "live_mismatches",
+    "never_decreases",
     "new_manager",
     "nondeterministic_paths",
     "operations_from_log",
@@ -129,7 +141,10 @@ _LAZY = {
     "LogEntry": "kubeloop.testing.faults",
     "Match": "kubeloop.testing.faults",
     "Rule": "kubeloop.testing.faults",
+    "StaleRead": "kubeloop.testing.faults",
     "Delay": "kubeloop.testing.faults",
+    "DropEvents": "kubeloop.testing.faults",
+    "DropResponse": "kubeloop.testing.faults",
     "Respond": "kubeloop.testing.faults",
     "Reset": "kubeloop.testing.faults",
     "Hang": "kubeloop.testing.faults",
@@ -146,6 +161,8 @@ _LAZY = {
     "NotStable": "kubeloop.testing.oracles",
     "Stable": "kubeloop.testing.oracles",
     "WatchRecorder": "kubeloop.testing.oracles",
+    "Violation": "kubeloop.testing.oracles",
+    "never_decreases": "kubeloop.testing.oracles",
     "capture_state": "kubeloop.testing.oracles",
     "compare_runs": "kubeloop.testing.oracles",
     "compare_states": "kubeloop.testing.oracles",

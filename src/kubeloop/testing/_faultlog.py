@@ -9,7 +9,9 @@ etcd committed them in, whichever client made them and however the clocks drift.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -17,6 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kubeloop.testing._requestinfo import WRITE_VERBS
+
+_log = logging.getLogger("kubeloop.testing.faults")
 
 #: Fields :meth:`FaultLog.counts` can group by.
 COUNT_KEYS = frozenset(
@@ -29,7 +33,7 @@ class LogEntry:
     """One request through the proxy. Filled in as the request goes; a watch's entry
     exists from its first byte and gets ``events`` and ``ended`` as it runs."""
 
-    #: Order of arrival at the proxy (0, 1, 2, ...).
+    #: Order of arrival at the proxy (0, 1, 2, ...; it goes on counting after ``clear()``).
     seq: int
     #: The proxy client's name (see :meth:`FaultProxy.kubeconfig_for`).
     client: str
@@ -47,10 +51,13 @@ class LogEntry:
     #: ``time.monotonic()`` and wall-clock (``time.time()``) when the request arrived.
     started: float
     started_wall: float
-    #: The HTTP status the client got; 0 when it got none (reset, hang, upstream down).
+    #: The answer's HTTP status: the API server's, or the one the proxy injected; 0 when
+    #: there was none (reset, hang, upstream down). With ``action == "drop"`` the API
+    #: server answered this but the client never got it.
     status: int = 0
-    #: What the proxy did: ``"forward"``, ``"delay"``, ``"respond"``, ``"reset"``, ``"hang"``,
-    #: ``"cut"`` (a watch ended by a rule) or ``"partition"``; with delays: ``"delay+forward"``.
+    #: What the proxy did: ``"forward"``, ``"delay"``, ``"respond"``, ``"reset"``, ``"drop"``,
+    #: ``"stale"``, ``"hide"``, ``"hang"``, ``"cut"`` (a watch ended by a rule) or
+    #: ``"partition"``, joined with ``+`` (``"delay+forward"``).
     action: str = "forward"
     #: Id of the rule that acted, if any.
     rule: int | None = None
@@ -120,20 +127,87 @@ class LogEntry:
         ).replace("  ", " ")
 
 
+@dataclass(eq=False)
+class _Waiter:
+    where: Callable[[LogEntry], bool]
+    count: int
+    loop: asyncio.AbstractEventLoop
+    done: asyncio.Future[LogEntry]
+    seen: int = 0
+
+    def offer(self, entry: LogEntry) -> bool:
+        """Count ``entry`` if it matches; True once the waiter is satisfied."""
+        if not self.where(entry):
+            return False
+        self.seen += 1
+        if self.seen < self.count:
+            return False
+        self.loop.call_soon_threadsafe(self._resolve, entry)
+        return True
+
+    def _resolve(self, entry: LogEntry) -> None:
+        if not self.done.done():
+            self.done.set_result(entry)
+
+
 class FaultLog:
     """Every request the proxy saw, in arrival order. Safe to read from any thread."""
 
     def __init__(self) -> None:
         self._entries: list[LogEntry] = []
-        self._lock = threading.Lock()
+        self._seq = 0
+        # re-entrant: a wait_for predicate may itself query the log
+        self._lock = threading.RLock()
+        self._listeners: list[Callable[[LogEntry], None]] = []
+        self._waiters: list[_Waiter] = []
+
+    def add_listener(self, fn: Callable[[LogEntry], None]) -> None:
+        """Call ``fn(entry)`` when each request is complete: for an ordinary request after
+        the API server answered and *before* the client gets the answer; for a watch
+        when it ends. It runs on the proxy's event loop and must not block; it is the
+        place for "kill the operator right after its third write is committed"."""
+        self._listeners.append(fn)
+
+    def remove_listener(self, fn: Callable[[LogEntry], None]) -> None:
+        self._listeners.remove(fn)
+
+    async def wait_for(
+        self, where: Callable[[LogEntry], bool], *, count: int = 1, timeout: float = 30.0
+    ) -> LogEntry:
+        """Wait until ``count`` requests matching ``where`` have completed (counting those
+        already in the log); returns the ``count``-th. TimeoutError after ``timeout`` s.
+        Await it on any event loop (the proxy's own, or the test's for a threaded proxy)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[LogEntry] = loop.create_future()
+        waiter = _Waiter(where, count, loop, done)
+        with self._lock:
+            for entry in self._entries:
+                if entry.finished is not None and waiter.offer(entry):
+                    break
+            else:
+                self._waiters.append(waiter)
+        try:
+            async with asyncio.timeout(timeout):
+                return await done
+        finally:
+            with self._lock:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
+    def _complete(self, entry: LogEntry) -> None:
+        for fn in list(self._listeners):
+            try:
+                fn(entry)
+            except Exception:  # a test's hook must not break the proxy
+                _log.exception("fault log listener failed")
+        with self._lock:
+            self._waiters = [w for w in self._waiters if not w.offer(entry)]
 
     def _append(self, entry: LogEntry) -> None:
-        with self._lock:
+        with self._lock:  # arrival order, never reused (not even after clear())
+            entry.seq = self._seq
+            self._seq += 1
             self._entries.append(entry)
-
-    def _next_seq(self) -> int:
-        with self._lock:
-            return len(self._entries)
 
     def __len__(self) -> int:
         with self._lock:

@@ -13,6 +13,7 @@ import random
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from kubeloop.testing._requestinfo import RequestInfo
 
@@ -42,12 +43,50 @@ class Reset:
 
 
 @dataclass(frozen=True, slots=True)
+class DropResponse:
+    """Forward the request and let the API server act on it, then reset the client's
+    connection instead of answering: the write is committed, the client never learns.
+    A retried create then meets ``AlreadyExists``, a retried update a ``Conflict``.
+    (Not for watches.)"""
+
+
+@dataclass(frozen=True, slots=True)
+class StaleRead:
+    """Serve reads as of etcd ``revision``, as a lagging API server would (Sieve's
+    "time travel"): a LIST is answered at exactly that revision, a GET with the object
+    as it was then (404 if it did not exist yet), a WATCH starts from it and replays
+    what came after. The revision must not be compacted yet. (Only get, list, watch.)"""
+
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class DropEvents:
+    """Leave watch events out of a stream (Sieve's "unobserved state": the client never
+    sees a transition): those of ``types`` (empty: any but BOOKMARK), of the object
+    ``name`` if given, at most ``count`` per stream (None: all). JSON watches only.
+    The client's resourceVersion then lags: a watch it resumes replays what it missed."""
+
+    types: tuple[str, ...] = ()
+    name: str | None = None
+    count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Hang:
     """Read the request and never answer: a blackhole. After ``seconds`` (None: until
     the rule is removed or the proxy stops) the connection is reset, as a peer that
-    comes back after a partition finds its old connection gone."""
+    comes back after a partition finds its old connection gone; or, with
+    ``release="forward"``, the request goes on to the API server then, late, as a
+    packet held in a queue arrives after the network heals (unless the client gave up
+    first)."""
 
     seconds: float | None = None
+    release: Literal["reset", "forward"] = "reset"
+
+    def __post_init__(self) -> None:
+        if self.release not in ("reset", "forward"):
+            raise ValueError(f"Hang release must be 'reset' or 'forward', not {self.release!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +102,11 @@ class CutWatch:
     def __post_init__(self) -> None:
         if self.after_events is None and self.after_seconds is None:
             raise ValueError("CutWatch needs after_events or after_seconds")
+        if self.after_events is not None and self.after_events < 0:
+            raise ValueError(f"CutWatch after_events must be >= 0, not {self.after_events}")
 
 
-Action = Delay | Respond | Reset | Hang | CutWatch
+Action = Delay | Respond | Reset | DropResponse | StaleRead | Hang | CutWatch | DropEvents
 
 _REASONS = {
     400: "BadRequest",
@@ -106,9 +147,14 @@ def gateway_timeout() -> Respond:
     return Respond(504)
 
 
+def status_reason(action: Respond) -> str:
+    """The ``metav1.Status`` reason sent for ``action`` (``TooManyRequests`` for a 429)."""
+    return action.reason or _REASONS.get(action.status, "")
+
+
 def status_body(action: Respond) -> bytes:
     """The ``metav1.Status`` JSON the apiserver would send for ``action``."""
-    reason = action.reason or _REASONS.get(action.status, "")
+    reason = status_reason(action)
     body: dict[str, object] = {
         "kind": "Status",
         "apiVersion": "v1",
@@ -189,17 +235,22 @@ class Match:
 
 @dataclass(eq=False)
 class Rule:
-    """A fault in force: ``action`` for requests that match ``match``, at most ``times``
-    times (None: unlimited), each with ``probability`` (drawn from a RNG seeded by the
-    proxy's seed and the rule's id, so a run can be repeated)."""
+    """A fault in force: ``action`` for requests that match ``match``, after the first
+    ``skip`` of them, at most ``times`` times (None: unlimited), each with
+    ``probability`` (drawn from a RNG seeded by the proxy's seed and the rule's id, so
+    a run can be repeated)."""
 
     id: int
     match: Match
     action: Action
     times: int | None = None
     probability: float = 1.0
-    #: How many times it has acted.
+    #: Let the first ``skip`` matching requests through: the fault strikes at a chosen
+    #: moment ("the third status update"), as Sieve's triggers do.
+    skip: int = 0
+    #: How many times it has acted, and how many requests it matched.
     hits: int = 0
+    seen: int = 0
     seed: int = 0
     #: Name in the log's ``action`` field instead of the action's (e.g. ``"partition"``).
     label: str | None = None
@@ -211,6 +262,8 @@ class Rule:
             raise ValueError(f"probability must be in [0, 1], not {self.probability}")
         if self.times is not None and self.times < 0:
             raise ValueError(f"times must be >= 0, not {self.times}")
+        if self.skip < 0:
+            raise ValueError(f"skip must be >= 0, not {self.skip}")
         self._rng = random.Random(f"{self.seed}:{self.id}")
 
     @property
@@ -221,10 +274,15 @@ class Rule:
         """Whether this rule acts on the request (and count it if so)."""
         if not self.match.matches(info, client, user_agent):
             return False
-        if isinstance(self.action, CutWatch) and not info.watch:
+        if isinstance(self.action, CutWatch | DropEvents) and not info.watch:
+            return False
+        if isinstance(self.action, DropResponse) and info.watch:
+            return False
+        if isinstance(self.action, StaleRead) and info.verb not in ("get", "list", "watch"):
             return False
         with self._lock:
-            if self.exhausted:
+            self.seen += 1
+            if self.seen <= self.skip or self.exhausted:
                 return False
             if self.probability < 1.0 and self._rng.random() >= self.probability:
                 return False

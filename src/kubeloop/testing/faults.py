@@ -4,9 +4,10 @@ Every client of the system under test (an operator, a second writer, a test's ow
 client) gets its own kubeconfig pointing at the proxy. The proxy knows each client by
 the certificate in that kubeconfig, forwards its requests to the real apiserver as the
 client (admin credentials plus ``Impersonate-User``/``Impersonate-Group``, so RBAC
-still judges the real identity), streams watches through byte for byte, and applies
-the fault rules in force. Every request and its outcome is logged with the apiserver's
-own answer, so a test can tell exactly which client wrote what, in which order.
+still judges the real identity), streams watches through as their events arrive (whole
+events, never more than one held back), and applies the fault rules in force. Every
+request and its outcome is logged with the apiserver's own answer, so a test can tell
+exactly which client wrote what, in which order.
 
 >>> async with FaultProxy(control_plane, seed=1) as proxy:        # doctest: +SKIP
 ...     op = proxy.kubeconfig_for("operator")                     # a file, for a subprocess
@@ -26,13 +27,15 @@ Public API (stable):
     kubeconfig whose identity may impersonate (cluster-admin). Run it with
     ``async with`` (in the test's event loop) or ``with`` (in a background thread, for
     synchronous callers); or :meth:`~FaultProxy.start`/:meth:`~FaultProxy.stop`.
-    ``server``; ``kubeconfig_for(client, *, user=None, groups=("system:masters",))``
-    → Path; ``client_config(...)`` → :class:`~kubeloop.ClusterConfig`;
-    ``add_rule(action, *, times=None, probability=1.0, **match)`` → :class:`Rule`;
+    ``server``; ``kubeconfig_for(client, *, user=None, groups=("system:masters",),
+    namespace=None)`` → Path; ``client_config(...)`` → :class:`~kubeloop.ClusterConfig`;
+    ``add_rule(action, *, times=None, probability=1.0, skip=0, **match)`` → :class:`Rule`;
     ``remove_rule(rule)``; ``fault(...)`` (a ``with`` block around ``add_rule``);
-    ``clear_rules()``; ``partition(client, *, mode="hang"|"reset")`` → :class:`Rule`;
+    ``clear_rules()``; ``partition(client, *, mode="hang"|"reset"|"hold")`` → :class:`Rule`;
     ``heal(rule_or_client)``; ``cut_watches(*, client=None, resource=None, abort=True)``
-    → how many; ``open_watches(client=None)``; ``log`` (:class:`FaultLog`).
+    → how many; ``open_watches(client=None)``; ``log`` (:class:`FaultLog`); ``rules``;
+    ``await settle()`` (until every learnable resourceVersion is in the log).
+    The pytest plugin's ``kube_fault_proxy`` fixture gives a test one.
 Matchers (keyword arguments of ``add_rule``, see :class:`Match`)
     ``verb`` (get, list, watch, create, update, patch, delete, deletecollection; one or
     a set), ``resource`` (plural), ``subresource`` (``""``: none), ``namespace``,
@@ -41,18 +44,27 @@ Actions
     :class:`Delay` ``(seconds)``; :class:`Respond` ``(status, retry_after=None,
     reason=None, message=None)`` with :func:`too_many_requests`, :func:`internal_error`,
     :func:`service_unavailable`, :func:`gateway_timeout`; :class:`Reset`;
-    :class:`Hang` ``(seconds=None)``; :class:`CutWatch` ``(after_events=None,
-    after_seconds=None, abort=False)``. Delays add up and let later rules act; the
-    first other action that takes the request decides it.
+    :class:`DropResponse` (forward, then reset instead of answering);
+    :class:`StaleRead` ``(revision)`` (reads as of an older etcd revision);
+    :class:`DropEvents` ``(types=(), name=None, count=None)`` (watch events left out);
+    :class:`Hang` ``(seconds=None, release="reset"|"forward")``; :class:`CutWatch`
+    ``(after_events=None,
+    after_seconds=None, abort=False)``. Rules are tried in the order added;
+    :class:`Delay` (they add up), :class:`CutWatch` and :class:`DropEvents` combine with
+    later rules, the first other action that takes the request decides it.
 The log (:class:`FaultLog` of :class:`LogEntry`)
     ``entries(**filters)``, ``writes(client=..., ok=True)`` (in etcd commit order),
     ``last_write(client)``, ``first_write(client)``, ``counts(*keys)``, ``dump()``,
-    ``clear()``. Each entry: client, user, user_agent, verb, resource, subresource,
-    namespace, name, status, action, rule, started (monotonic), started_wall, finished,
-    api_date (the apiserver's ``Date``), reason, resource_version and uid (writes),
-    events and ended (watches).
+    ``clear()``, ``await wait_for(where, count=1, timeout=30)``, ``add_listener(fn)``
+    (called as each request completes, before the client has the answer). Each entry:
+    client, user, user_agent, verb, resource, group, subresource, namespace, name,
+    status, action, rule, started (monotonic), started_wall, finished, api_date (the
+    apiserver's ``Date``), reason, resource_version and uid (writes), events and ended
+    (watches).
 
-Limits: HTTP/1.1 only (clients negotiate it); clients authenticate with the proxy's
+Limits: HTTP/1.1 only (clients negotiate it), no connection upgrades (exec, attach,
+port-forward), and only watches are streamed (other answers are read whole, so a
+``follow`` log stream would wait for its end); clients authenticate with the proxy's
 client certificates (a request without one is forwarded as ``system:anonymous``;
 bearer tokens and client-side impersonation are not passed on); ``deletecollection``
 is logged as one write without per-object detail.
@@ -87,7 +99,8 @@ from cryptography.x509.oid import NameOID
 from multidict import CIMultiDict
 from yarl import URL
 
-from kubeloop._config import ClusterConfig, load_kubeconfig
+from kubeloop._config import BearerToken, ClusterConfig, load_kubeconfig
+from kubeloop._errors import ConfigError
 from kubeloop._transport import build_ssl_context
 from kubeloop.envtest import _certs
 from kubeloop.testing._faultlog import FaultLog, LogEntry
@@ -95,16 +108,27 @@ from kubeloop.testing._faultrules import (
     Action,
     CutWatch,
     Delay,
+    DropEvents,
+    DropResponse,
     Hang,
     Match,
     Reset,
     Respond,
     Rule,
+    StaleRead,
     gateway_timeout,
     internal_error,
     service_unavailable,
     status_body,
+    status_reason,
     too_many_requests,
+)
+from kubeloop.testing._faultwire import (
+    EventSplitter,
+    Hider,
+    created_name,
+    one_from_list,
+    stale_url,
 )
 from kubeloop.testing._requestinfo import WRITE_VERBS, RequestInfo, request_info
 
@@ -113,6 +137,8 @@ __all__ = [
     "Action",
     "CutWatch",
     "Delay",
+    "DropEvents",
+    "DropResponse",
     "FaultLog",
     "FaultProxy",
     "Hang",
@@ -122,6 +148,7 @@ __all__ = [
     "Reset",
     "Respond",
     "Rule",
+    "StaleRead",
     "gateway_timeout",
     "internal_error",
     "request_info",
@@ -164,6 +191,9 @@ _LABELS: dict[type, str] = {
     Delay: "delay",
     Respond: "respond",
     Reset: "reset",
+    DropResponse: "drop",
+    StaleRead: "stale",
+    DropEvents: "hide",
     Hang: "hang",
     CutWatch: "cut",
 }
@@ -187,11 +217,18 @@ class _Flight:
     transport: asyncio.BaseTransport | None
     upstream: aiohttp.ClientResponse | None = None
     cut_reason: str | None = None
+    #: End a watch as the API server would (the stream just ends) rather than reset it.
+    clean: bool = False
+    #: Watch events to leave out (a :class:`DropEvents` rule), with its own count.
+    hide: Hider | None = None
 
-    def cut(self, reason: str) -> None:
+    def cut(self, reason: str, *, clean: bool = False) -> None:
         if self.cut_reason is None:
             self.cut_reason = reason
-        _reset(self.transport)
+        if clean and self.info.watch:
+            self.clean = True  # the stream's loop sees its upstream close and ends it
+        else:
+            _reset(self.transport)
         if self.upstream is not None:
             self.upstream.close()
 
@@ -236,11 +273,13 @@ class FaultProxy:
     ) -> None:
         kubeconfig = getattr(upstream, "kubeconfig", upstream)
         self._upstream: ClusterConfig = load_kubeconfig(kubeconfig)
+        self._upstream_token = BearerToken(self._upstream)  # for a token kubeconfig
         self.seed = seed
         self.host = host
         self._port = port
         self._owns_dir = dir is None
         self.dir = Path(dir) if dir else Path(tempfile.mkdtemp(prefix="kubeloop-faults-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.log = FaultLog()
         self._ca = _certs.CertificateAuthority("kubeloop-fault-proxy")
         self._identities: dict[bytes, _Identity] = {}
@@ -255,6 +294,9 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self.server = ""
+        #: The highest etcd revision seen in an answer: a floor for what comes next.
+        self._rv_floor = 0
+        self._resolving: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -284,10 +326,13 @@ class FaultProxy:
 
     async def stop(self) -> None:
         """Cut every open request, stop serving, close upstream connections."""
+        await self.settle(timeout=5)
+        for task in list(self._resolving):
+            task.cancel()
         self._stopping = True
         for ev in self._hang_events.values():
             ev.set()
-        for flight in list(self._flights):
+        for flight in self._flights_now():
             flight.cut("proxy")
         if self._runner is not None:
             await self._runner.cleanup()
@@ -438,6 +483,7 @@ class FaultProxy:
         *,
         times: int | None = None,
         probability: float = 1.0,
+        skip: int = 0,
         match: Match | None = None,
         label: str | None = None,
         **matchers: Any,
@@ -453,6 +499,7 @@ class FaultProxy:
                 action=action,
                 times=times,
                 probability=probability,
+                skip=skip,
                 seed=self.seed,
                 label=label,
             )
@@ -487,10 +534,20 @@ class FaultProxy:
         finally:
             self.remove_rule(rule)
 
-    def partition(self, client: str, *, mode: Literal["hang", "reset"] = "hang") -> Rule:
-        """Cut ``client`` off: its open requests and watches are reset now, and every
-        new request hangs (``mode="hang"``, a blackhole) or is reset until :meth:`heal`."""
-        action: Action = Hang() if mode == "hang" else Reset()
+    def partition(self, client: str, *, mode: Literal["hang", "reset", "hold"] = "hang") -> Rule:
+        """Cut ``client`` off: its open requests and watches are reset now, and until
+        :meth:`heal` every new request hangs and is then reset (``mode="hang"``, a
+        blackhole), is reset at once (``"reset"``), or hangs and is delivered to the API
+        server when the partition heals (``"hold"``: late writes, the split-brain case)."""
+        action: Action
+        if mode == "hang":
+            action = Hang()
+        elif mode == "hold":
+            action = Hang(release="forward")
+        elif mode == "reset":
+            action = Reset()
+        else:
+            raise ValueError(f"partition mode must be hang, reset or hold, not {mode!r}")
         rule = self.add_rule(action, client=client, label="partition")
         self._in_loop(lambda: self._cut(lambda f: f.entry.client == client, "partition"))
         return rule
@@ -507,11 +564,9 @@ class FaultProxy:
     def cut_watches(
         self, *, client: str | None = None, resource: str | None = None, abort: bool = True
     ) -> int:
-        """End open watches now (reset their connections); returns how many. Must be
-        called on the proxy's loop or, for a threaded proxy, from any other thread.
-        ``abort`` is kept for symmetry with :class:`CutWatch`; a cut from outside always
-        resets, since the stream's writer may be mid-event."""
-        del abort
+        """End open watches now; returns how many. ``abort=True`` resets their
+        connections; ``abort=False`` ends the streams cleanly after the last whole
+        event, as the API server ends a watch at its timeout."""
 
         def pick(f: _Flight) -> bool:
             return (
@@ -520,19 +575,23 @@ class FaultProxy:
                 and (resource is None or f.info.resource == resource)
             )
 
-        n = sum(1 for f in list(self._flights) if pick(f))
-        self._in_loop(lambda: self._cut(pick, "cut"))
+        n = sum(1 for f in self._flights_now() if pick(f))
+        self._in_loop(lambda: self._cut(pick, "cut", clean=not abort))
         return n
 
     def open_watches(self, client: str | None = None) -> list[LogEntry]:
         """Log entries of the watches open right now."""
-        flights = [f for f in list(self._flights) if f.info.watch and f.upstream is not None]
+        flights = [f for f in self._flights_now() if f.info.watch and f.upstream is not None]
         return [f.entry for f in flights if client is None or f.entry.client == client]
 
-    def _cut(self, pick: Any, reason: str) -> None:
-        for flight in list(self._flights):
+    def _cut(self, pick: Any, reason: str, *, clean: bool = False) -> None:
+        for flight in self._flights_now():
             if pick(flight):
-                flight.cut(reason)
+                flight.cut(reason, clean=clean)
+
+    def _flights_now(self) -> list[_Flight]:
+        with self._lock:  # a threaded proxy's callers read it from another thread
+            return list(self._flights)
 
     def _in_loop(self, fn: Any) -> None:
         loop = self._loop
@@ -566,6 +625,8 @@ class FaultProxy:
                 delay += rule.action.seconds
             elif isinstance(rule.action, CutWatch):
                 cut = cut or rule.action
+            elif isinstance(rule.action, DropEvents):
+                pass  # applied by the stream (see _serve)
             else:
                 return delay, cut, rule, acted
         return delay, cut, None, acted
@@ -594,20 +655,23 @@ class FaultProxy:
             started_wall=time.time(),
             group=info.group,
         )
-        with self.log._lock:  # one lock: seq equals the position in the log
-            entry.seq = len(self.log._entries)
-            self.log._entries.append(entry)
+        self.log._append(entry)  # visible at once: a request that hangs is in the log
         flight = _Flight(entry, info, request.transport)
-        self._flights.add(flight)
+        with self._lock:
+            self._flights.add(flight)
         try:
             return await self._serve(request, identity, info, entry, flight)
         except asyncio.CancelledError:
             entry.ended = entry.ended or flight.cut_reason or "client"
             raise
         finally:
-            self._flights.discard(flight)
+            with self._lock:
+                self._flights.discard(flight)
             if entry.finished is None:
                 entry.finished = time.monotonic()
+            # before aiohttp sends the answer: a listener acting now (say, killing the
+            # client) acts after the API server committed and before the client knows
+            self.log._complete(entry)
 
     async def _serve(
         self,
@@ -618,17 +682,22 @@ class FaultProxy:
         flight: _Flight,
     ) -> web.StreamResponse:
         delay, cut, rule, acted = self._decide(info, identity.client, entry.user_agent)
+        hiding = [r.action for r in acted if isinstance(r.action, DropEvents)]
+        if hiding:
+            flight.hide = Hider(hiding[0])
         labels = [r.label or _LABELS[type(r.action)] for r in acted]
         if acted:
             entry.rule = (rule or acted[-1]).id
         entry.action = "+".join(dict.fromkeys(labels)) or "forward"
         body = await request.read() if request.body_exists else b""
+        if info.verb == "create" and entry.name is None:
+            entry.name = created_name(body)  # so a create the proxy fails is named too
         if delay > 0:
             await asyncio.sleep(delay)
         action = rule.action if rule is not None else None
         if isinstance(action, Respond):
             entry.status = action.status
-            entry.reason = action.reason or None
+            entry.reason = status_reason(action) or None
             headers = {"Content-Type": "application/json"}
             if action.retry_after is not None:
                 headers["Retry-After"] = str(max(1, round(action.retry_after)))
@@ -641,12 +710,20 @@ class FaultProxy:
         if isinstance(action, Hang):
             assert rule is not None
             await self._hang(rule, action.seconds)
-            _reset(request.transport)
-            entry.finished = time.monotonic()
-            return web.Response(status=500)
+            if action.release == "reset" or self._stopping:
+                _reset(request.transport)
+                entry.finished = time.monotonic()
+                return web.Response(status=500)
+            action = None  # held, now delivered late
         if labels and cut is None:
             entry.action += "+forward"
-        return await self._forward(request, identity, info, entry, flight, body, cut)
+        drop = isinstance(action, DropResponse)
+        stale = action.revision if isinstance(action, StaleRead) else None
+        if drop or stale is not None:
+            entry.action = entry.action.removesuffix("+forward")
+        if stale is not None:
+            entry.extra["revision"] = str(stale)
+        return await self._forward(request, identity, info, entry, flight, body, cut, drop, stale)
 
     async def _hang(self, rule: Rule, seconds: float | None) -> None:
         ev = self._hang_events.setdefault(rule.id, asyncio.Event())
@@ -656,11 +733,18 @@ class FaultProxy:
             async with asyncio.timeout(seconds):
                 await ev.wait()
 
-    def _upstream_headers(self, request: web.BaseRequest, identity: _Identity) -> CIMultiDict[str]:
+    def _upstream_headers(
+        self, request: web.BaseRequest, identity: _Identity, info: RequestInfo
+    ) -> CIMultiDict[str]:
         headers: CIMultiDict[str] = CIMultiDict()
         for key, value in request.headers.items():
             if key.lower() not in _DROP_REQUEST:
                 headers.add(key, value)
+        accept = headers.get("Accept", "")
+        if info.write and "protobuf" in accept:
+            # the log needs the written object's resourceVersion; client-go decodes an
+            # answer by its Content-Type, so a protobuf client reads JSON just as well
+            headers["Accept"] = "application/json"
         headers["Accept-Encoding"] = "identity"
         headers["Impersonate-User"] = identity.user
         for group in identity.groups:
@@ -676,18 +760,31 @@ class FaultProxy:
         flight: _Flight,
         body: bytes,
         cut: CutWatch | None,
+        drop: bool = False,
+        stale: int | None = None,
     ) -> web.StreamResponse:
         assert self._session is not None
-        url = URL(self._upstream.server.rstrip("/") + str(request.rel_url), encoded=True)
+        rel = request.rel_url if stale is None else stale_url(request.rel_url, info, stale)
+        url = URL(self._upstream.server.rstrip("/") + str(rel), encoded=True)
+        headers = self._upstream_headers(request, identity, info)
+        # a delete answered with a bare Status has no resourceVersion: note a revision
+        # from before it, to find the exact one in a watch afterwards
+        floor = 0
+        if info.verb == "delete" and info.name and not info.subresource:
+            floor = self._rv_floor or await self._current_revision(request.rel_url.path)
         try:
+            token = await self._upstream_token.get()
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
             upstream = await self._session.request(
                 request.method,
                 url,
                 data=body or None,
-                headers=self._upstream_headers(request, identity),
+                headers=headers,
                 allow_redirects=False,
+                server_hostname=self._upstream.tls_server_name,
             )
-        except (aiohttp.ClientError, OSError, TimeoutError) as err:
+        except (aiohttp.ClientError, OSError, TimeoutError, ConfigError) as err:
             entry.extra["error"] = f"{type(err).__name__}: {err}"
             entry.ended = "upstream"
             _reset(request.transport)  # what a client sees when the apiserver is down
@@ -708,9 +805,17 @@ class FaultProxy:
                 entry.status = 0
                 _reset(request.transport)
                 return web.Response(status=502)
+            upstream_status = upstream.status
+            if stale is not None and info.verb == "get" and upstream.status == 200:
+                data, upstream_status = one_from_list(data, info)
+                entry.status = upstream_status
             self._note_answer(entry, info, data)
+            if floor and entry.ok and entry.resource_version is None and entry.uid:
+                self._resolve_later(entry, request.rel_url.path, floor)
             entry.finished = time.monotonic()
-            return web.Response(status=upstream.status, body=data, headers=headers)
+            if drop:  # the API server has acted; the client never hears of it
+                _reset(request.transport)
+            return web.Response(status=upstream_status, body=data, headers=headers)
         finally:
             upstream.release()
 
@@ -735,6 +840,81 @@ class FaultProxy:
             entry.resource_version = meta.get("resourceVersion") or None
             entry.uid = meta.get("uid") or None
             entry.name = entry.name or meta.get("name") or None
+            if entry.revision is not None:
+                self._rv_floor = max(self._rv_floor, entry.revision)
+
+    def _resolve_later(self, entry: LogEntry, path: str, floor: int) -> None:
+        task = asyncio.create_task(self._resolve_delete(entry, path, floor))
+        self._resolving.add(task)
+        task.add_done_callback(self._resolving.discard)
+
+    async def _resolve_delete(self, entry: LogEntry, path: str, floor: int) -> None:
+        """Set a Status-answered delete's resourceVersion from the object's DELETED event
+        (the one with its uid), watched from a revision seen before the delete."""
+        assert self._session is not None
+        base, _, name = path.rpartition("/")
+        params = {
+            "watch": "1",
+            "resourceVersion": str(floor),
+            "fieldSelector": f"metadata.name={name}",
+            "timeoutSeconds": "10",
+        }
+        headers = self._admin_headers(await self._upstream_token.get())
+        url = URL(self._upstream.server.rstrip("/") + base, encoded=True)
+        try:
+            async with self._session.get(
+                url, params=params, headers=headers, server_hostname=self._upstream.tls_server_name
+            ) as resp:
+                if resp.status != 200:
+                    return
+                splitter = EventSplitter("application/json")
+                pending = b""
+                async for chunk in resp.content.iter_any():
+                    data = pending + chunk
+                    ends = [len(pending) + e for e in splitter.ends(chunk)]
+                    start = 0
+                    for end in ends:
+                        event = _status_decoder.decode(data[start:end])
+                        start = end
+                        meta = (event.get("object") or {}).get("metadata") or {}
+                        if event.get("type") == "DELETED" and meta.get("uid") == entry.uid:
+                            entry.resource_version = meta.get("resourceVersion") or None
+                            entry.extra["resource_version_from"] = "watch"
+                            return
+                    pending = data[start:]
+        except (aiohttp.ClientError, OSError, TimeoutError, msgspec.DecodeError) as err:
+            _log.debug("no resourceVersion for %s: %s", entry, err)
+
+    def _admin_headers(self, token: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    async def _current_revision(self, object_path: str) -> int:
+        """etcd's revision now, from a one-item LIST of the object's resource (0: unknown)."""
+        assert self._session is not None
+        base = object_path.rpartition("/")[0]
+        url = URL(self._upstream.server.rstrip("/") + base, encoded=True)
+        headers = self._admin_headers(await self._upstream_token.get())
+        try:
+            async with self._session.get(
+                url,
+                params={"limit": "1"},
+                headers=headers,
+                server_hostname=self._upstream.tls_server_name,
+            ) as resp:
+                page = _status_decoder.decode(await resp.read())
+            return int(page["metadata"]["resourceVersion"])
+        except (aiohttp.ClientError, OSError, msgspec.DecodeError, KeyError, TypeError, ValueError):
+            return 0
+
+    async def settle(self, timeout: float = 10.0) -> None:
+        """Wait until the log knows every resourceVersion it can learn (deletes answered
+        with a Status get theirs from a watch, a moment after the answer)."""
+        pending = list(self._resolving)
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
 
     async def _stream(
         self,
@@ -749,6 +929,9 @@ class FaultProxy:
         out.enable_chunked_encoding()
         await out.prepare(request)
         limit = cut.after_events if cut is not None else None
+        content_type = upstream.headers.get("Content-Type", "")
+        splitter = EventSplitter(content_type)
+        hide = flight.hide if flight.hide is not None and "json" in content_type else None
         loop = asyncio.get_running_loop()
         deadline = (
             loop.time() + cut.after_seconds
@@ -756,8 +939,14 @@ class FaultProxy:
             else None
         )
         ended = "server"
+        # Only whole events are forwarded: the tail of an event still arriving waits
+        # here, so a cut at any moment leaves the client a well-formed stream.
+        pending = b""
         try:
             while True:
+                if limit is not None and entry.events >= limit:
+                    ended = "cut"
+                    break
                 try:
                     async with asyncio.timeout_at(deadline):
                         chunk = await upstream.content.readany()
@@ -766,30 +955,41 @@ class FaultProxy:
                     break
                 if not chunk:
                     break
-                if limit is not None:
-                    room = limit - entry.events
-                    pos = -1
-                    for _ in range(room):
-                        pos = chunk.find(b"\n", pos + 1)
-                        if pos < 0:
-                            break
-                    if pos >= 0:  # the limit falls inside this chunk
-                        await out.write(chunk[: pos + 1])
-                        entry.events = limit
-                        ended = "cut"
+                ends = [len(pending) + e for e in splitter.ends(chunk)]
+                data = pending + chunk
+                if not ends:
+                    pending = data
+                    continue
+                pending = data[ends[-1] :]
+                if hide is None:
+                    whole = ends if limit is None else ends[: limit - entry.events]
+                    await out.write(data[: whole[-1]])
+                    entry.events += len(whole)
+                    continue
+                parts, start = [], 0
+                for end in ends:
+                    event, start = data[start:end], end
+                    if limit is not None and entry.events >= limit:
                         break
-                await out.write(chunk)
-                entry.events += chunk.count(b"\n")
+                    if hide.hides(event, entry):
+                        continue
+                    parts.append(event)
+                    entry.events += 1
+                if parts:
+                    await out.write(b"".join(parts))
         except (aiohttp.ClientError, OSError) as err:
-            ended = flight.cut_reason or (
-                "client" if isinstance(err, ConnectionResetError) else "upstream"
-            )
-            if ended == "upstream":
-                entry.extra["error"] = f"{type(err).__name__}: {err}"
-                _reset(request.transport)
-            entry.ended = ended
-            entry.finished = time.monotonic()
-            return out
+            if flight.clean:
+                ended = flight.cut_reason or "cut"
+            else:
+                ended = flight.cut_reason or (
+                    "client" if isinstance(err, ConnectionResetError) else "upstream"
+                )
+                if ended == "upstream":
+                    entry.extra["error"] = f"{type(err).__name__}: {err}"
+                    _reset(request.transport)
+                entry.ended = ended
+                entry.finished = time.monotonic()
+                return out
         entry.ended = flight.cut_reason or ended
         entry.finished = time.monotonic()
         if ended == "cut" and cut is not None and cut.abort:

@@ -19,6 +19,10 @@ events as the apiserver reports them, whoever made the change, garbage collector
 included). Runs in different namespaces compare by name: :func:`capture_state` keys
 objects by ``(resource, name)`` unless told otherwise.
 
+**Invariants of every intermediate state** (Sieve's custom safety checkers):
+:meth:`WatchRecorder.add_invariant` checks each change as it is recorded, with the
+object before and after, e.g. :func:`never_decreases` for ``status.observedGeneration``.
+
 **Eventually stable** (Anvil, OSDI'24, "eventually stable reconciliation"): once the
 faults stop, the cluster must come to match the desired state within ``within`` seconds
 and then keep matching it for ``stable_for`` seconds. :func:`eventually_stable` polls a
@@ -26,11 +30,15 @@ check (and, given a :class:`WatchRecorder`, re-checks after every event), and fa
 with what still differed, or with what broke the match once it had held.
 
 Public API (stable): :class:`Normalizer`, :data:`DEFAULT_DROP`, :class:`State`,
-:func:`capture_state`, :func:`normalise`, :class:`OpCount`, :func:`operations_from_log`,
-:class:`WatchRecorder`, :class:`RunRecord`, :class:`Difference`, :func:`compare_states`,
-:func:`compare_operations`, :func:`compare_runs`, :func:`nondeterministic_paths`,
-:func:`assert_no_differences`, :func:`subset_mismatches`, :func:`live_mismatches`,
-:func:`eventually_stable`, :class:`Stable`, :class:`NotStable`.
+:data:`ObjectKey`, :func:`capture_state`, :func:`normalise`, :class:`OpCount`,
+:func:`operations_from_log`, :class:`WatchRecorder` (``operations``, ``events``,
+``objects``, ``version``, ``wait_for_event``, ``wait_for_count``, ``add_listener``,
+``add_invariant``, ``violations``, ``assert_no_violations``), :class:`RecordedEvent`,
+:data:`Invariant`, :func:`never_decreases`, :class:`Violation`, :class:`RunRecord`,
+:class:`Difference`, :func:`compare_states`, :func:`compare_operations`,
+:func:`compare_runs`, :func:`nondeterministic_paths`, :func:`assert_no_differences`,
+:func:`subset_mismatches`, :func:`live_mismatches`, :func:`eventually_stable`,
+:class:`Stable`, :class:`NotStable`.
 """
 
 from __future__ import annotations
@@ -181,10 +189,12 @@ async def capture_state(
     include: Callable[[Resource, Object], bool] | None = None,
 ) -> State:
     """The objects of ``resources`` (in ``namespace``, or all) as the apiserver has them
-    now, normalised. Keys leave the namespace out when ``namespace`` is given, so two
-    runs in two namespaces compare object by object; pass ``key`` to map generated
+    now, normalised. Keys (and objects) leave the namespace out when ``namespace`` is
+    given, so two runs in two namespaces compare object by object; pass ``key`` to map generated
     names to stable ones, ``include`` to skip objects (e.g. the kube-root-ca ConfigMap)."""
     norm = normalizer or Normalizer()
+    if namespace is not None and key is None:  # compared across namespaces: leave it out
+        norm = Normalizer(norm.drop, (*norm.also_drop, "metadata.namespace"), norm.status)
     objects: dict[ObjectKey, Object] = {}
     for res in resources:
         items, _ = await client.list_all(res, namespace, label_selector=label_selector)
@@ -253,6 +263,55 @@ class RecordedEvent:
     resource_version: str
 
 
+@dataclass(frozen=True)
+class Violation:
+    """An invariant that did not hold after ``event``."""
+
+    event: RecordedEvent
+    problem: str
+
+    def __str__(self) -> str:
+        res, ns, name = self.event.key
+        obj = f"{res} {ns + '/' if ns else ''}{name}"
+        return f"{obj} at resourceVersion {self.event.resource_version}: {self.problem}"
+
+
+#: ``check(event, old, new)``: the object before and after the event (None when absent);
+#: returns the problems (empty: fine).
+Invariant = Callable[[RecordedEvent, Object | None, Object | None], Iterable[str]]
+
+
+def _get(obj: Object | None, path: Path) -> Any:
+    node: Any = obj
+    for step in path:
+        if isinstance(node, dict):
+            if step not in node:
+                return None
+            node = node[step]
+        elif isinstance(node, list) and isinstance(step, int) and step < len(node):
+            node = node[step]
+        else:
+            return None
+    return node
+
+
+def never_decreases(field_path: str | Path) -> Invariant:
+    """An invariant: the number at ``field_path`` (e.g. ``"status.observedGeneration"``)
+    of one object never goes down while the object exists."""
+    path = _path(field_path)
+    shown = _render(path)
+
+    def check(event: RecordedEvent, old: Object | None, new: Object | None) -> list[str]:
+        before, after = _get(old, path), _get(new, path)
+        if isinstance(before, int | float) and isinstance(after, int | float) and after < before:
+            return [f"{shown} went from {before} to {after}"]
+        if isinstance(before, int | float) and new is not None and after is None:
+            return [f"{shown} was {before} and is gone"]
+        return []
+
+    return check
+
+
 class WatchRecorder:
     """Watches ``resources`` from now on and keeps, per object, the ADDED and DELETED
     counts (Sieve's state-update summary), every event in order, and the latest
@@ -283,7 +342,12 @@ class WatchRecorder:
         self.objects: dict[ObjectKey, Object] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._listeners: list[Callable[[RecordedEvent], None]] = []
-        self._changed = asyncio.Event()
+        self._invariants: list[Invariant] = []
+        #: What :meth:`add_invariant` checks found, in order.
+        self.violations: list[Violation] = []
+        #: Events applied so far; moves on with every event (see :meth:`wait_for_event`).
+        self.version = 0
+        self._next = asyncio.Event()  # set, and replaced, when the next event arrives
         self._failure: BaseException | None = None
 
     def key_of(self, res: Resource, obj: Object) -> ObjectKey:
@@ -319,15 +383,24 @@ class WatchRecorder:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def wait_for_event(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the next event; whether one came."""
-        self._changed.clear()
+    async def wait_for_event(self, timeout: float, *, since: int | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for an event after :attr:`version` ``since``
+        (default: now); whether one came."""
+        if since is not None and self.version > since:
+            return True
         try:
             async with asyncio.timeout(timeout):
-                await self._changed.wait()
+                await self._next.wait()
         except TimeoutError:
             return False
         return True
+
+    async def wait_for_count(self, n: int, *, timeout: float) -> None:
+        """Wait until at least ``n`` events have been recorded (TimeoutError after
+        ``timeout`` seconds), e.g. before reading :attr:`operations` at the end of a run."""
+        async with asyncio.timeout(timeout):
+            while len(self.events) < n:
+                await self._next.wait()
 
     async def _watch(self, res: Resource, rv: str) -> None:
         while True:
@@ -356,8 +429,21 @@ class WatchRecorder:
                 _log.info("watch recorder for %s resumes after %s", res.key, err)
                 await asyncio.sleep(0.2)
 
+    def add_invariant(self, check: Invariant) -> None:
+        """Check ``check(event, old, new)`` on every change as it is recorded (Sieve's
+        custom safety checker: an invariant of every intermediate state, which polling
+        would miss). What it returns is kept in :attr:`violations` with the event."""
+        self._invariants.append(check)
+
+    def assert_no_violations(self) -> None:
+        """Fail listing every invariant violation seen so far."""
+        if self.violations:
+            lines = "\n".join(f"  {v}" for v in self.violations)
+            raise AssertionError(f"{len(self.violations)} invariant violation(s):\n{lines}")
+
     def _apply(self, res: Resource, kind: str, obj: Object, rv: str) -> None:
         key = self.key_of(res, obj)
+        old = self.objects.get(key)
         count = self.operations.setdefault(key, OpCount())
         if kind == "ADDED":
             count.creates += 1
@@ -369,9 +455,15 @@ class WatchRecorder:
             self.objects[key] = obj
         event = RecordedEvent(kind, key, rv)
         self.events.append(event)
+        new = None if kind == "DELETED" else obj
+        for check in self._invariants:
+            for problem in check(event, old, new):
+                self.violations.append(Violation(event, str(problem)))
         for fn in self._listeners:
             fn(event)
-        self._changed.set()
+        self.version += 1
+        arrived, self._next = self._next, asyncio.Event()
+        arrived.set()
 
 
 # -- comparing runs ------------------------------------------------------------------------
@@ -565,11 +657,12 @@ async def live_mismatches(
     *,
     namespace: str | None = None,
     only_expected: bool = False,
+    label_selector: str | None = None,
 ) -> list[str]:
-    """How the live objects of ``res`` in ``namespace`` differ from ``expected`` (name →
-    partial object, or None: must not exist). Unless ``only_expected``, objects not
-    named in ``expected`` are mismatches too."""
-    items, _ = await client.list_all(res, namespace)
+    """How the live objects of ``res`` in ``namespace`` (and ``label_selector``) differ
+    from ``expected`` (name → partial object, or None: must not exist). Unless
+    ``only_expected``, objects not named in ``expected`` are mismatches too."""
+    items, _ = await client.list_all(res, namespace, label_selector=label_selector)
     live = {str(o["metadata"]["name"]): o for o in items}
     out: list[str] = []
     for name, want in sorted(expected.items()):
@@ -605,6 +698,11 @@ class NotStable(AssertionError):
         self.mismatches = list(mismatches)
         #: True: it had matched and then broke (a stability violation), not a timeout.
         self.broke = broke
+
+
+#: After a watch event wakes :func:`eventually_stable`, how long it lets others follow
+#: before checking, so a burst of events costs one check, not one each.
+_COALESCE = 0.02
 
 
 async def _run_check(check: Check) -> list[str]:
@@ -643,6 +741,7 @@ async def eventually_stable(
     checks = stable = 0
     last: list[str] = []
     while True:
+        seen = recorder.version if recorder is not None else 0
         mismatches = await _run_check(check)
         now = loop.time()
         checks += 1
@@ -670,6 +769,7 @@ async def eventually_stable(
                     broke=False,
                 )
         if recorder is not None:
-            await recorder.wait_for_event(interval)
+            if await recorder.wait_for_event(interval, since=seen):
+                await asyncio.sleep(_COALESCE)  # a burst of events: check once after it
         else:
             await asyncio.sleep(interval)

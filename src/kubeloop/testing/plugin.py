@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -65,3 +65,18 @@ async def kube_client(kube_control_plane: ControlPlane) -> AsyncIterator[Client]
     """An admin :class:`~kubeloop._client.Client` for the control plane, closed afterwards."""
     async with Client.from_kubeconfig(kube_control_plane.kubeconfig) as client:
         yield client
+
+
+# -- the fault proxy (kubeloop.testing.faults) ------------------------------------------
+if TYPE_CHECKING:
+    from kubeloop.testing.faults import FaultProxy
+
+
+@pytest.fixture
+async def kube_fault_proxy(kube_control_plane: ControlPlane) -> AsyncIterator[FaultProxy]:
+    """A :class:`~kubeloop.testing.faults.FaultProxy` in front of the session's control
+    plane for one test (seed 0): hand its ``kubeconfig_for(...)`` to the code under test."""
+    from kubeloop.testing.faults import FaultProxy  # only tests that use it pay for it
+
+    async with FaultProxy(kube_control_plane) as proxy:
+        yield proxy
