@@ -63,6 +63,7 @@ from kubeloop._errors import (
     classify,
 )
 from kubeloop._event import Added, Deleted, Event, Generic, Updated
+from kubeloop._fence import NotLeader
 from kubeloop._handler import (
     EventHandler,
     MapFunc,
@@ -169,6 +170,7 @@ __all__ = [
     "MaxOf",
     "MethodNotAllowed",
     "NotFound",
+    "NotLeader",
     "Object",
     "PatchType",
     "PeriodicSource",

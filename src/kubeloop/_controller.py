@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from kubeloop import _log, _metrics
-from kubeloop._errors import ApiError, ErrorClass, TerminalError, classify
+from kubeloop._errors import ApiError, ErrorClass, KubeloopError, TerminalError, classify
 from kubeloop._event import Deleted, Event
 from kubeloop._informer import Cache
 from kubeloop._loopdetect import LoopDetectionOptions, LoopDetector
@@ -94,12 +94,20 @@ class Controller:
             metrics=self.metrics,
         )
         self.loops = (
-            LoopDetector(self.options.loop_detection, self._on_loop)
+            LoopDetector(
+                self.options.loop_detection,
+                self._on_loop,
+                on_fight=self._on_fight,
+                primary_kind=(for_resource.group, for_resource.kind) if for_resource else None,
+            )
             if self.options.loop_detection
             else None
         )
+        self._background: set[asyncio.Task[None]] = set()
+        self.fights_detected = 0
         self._cache: Cache | None = None
         self._workers: list[asyncio.Task[None]] = []
+        self._sources_started = False
         self._resync: asyncio.Task[None] | None = None
         self._active = 0
         self.reconciles = 0
@@ -109,6 +117,8 @@ class Controller:
         self._m_active = m.active_workers.labels(controller=name)
         self._m_time = m.reconcile_time_seconds.labels(controller=name)
         self._m_errors = m.reconcile_errors_total.labels(controller=name)
+        self._m_panics = m.reconcile_panics_total.labels(controller=name)
+        self._m_timeouts = m.reconcile_timeouts_total.labels(controller=name)
         self._m_results = {
             r: m.reconcile_total.labels(controller=name, result=r)
             for r in ("success", "error", "requeue", "requeue_after")
@@ -121,7 +131,8 @@ class Controller:
     def enqueue(self, req: Request, event: Event | None = None) -> None:
         if self.loops is not None:
             if self._is_own_deletion(req, event):
-                self.loops.forget(req)  # nothing left to loop on; free its bookkeeping
+                assert event is not None
+                self.loops.forget(req, event.obj)  # nothing left to loop on; free its bookkeeping
             else:
                 self.loops.enqueued(req, event)
         self.queue.add(req)
@@ -137,21 +148,35 @@ class Controller:
         )
 
     def own_write(self, obj: Object) -> None:
-        """Tell loop detection about a write this controller made (any subresource)."""
-        if self.loops is None:
-            return
-        meta = obj.get("metadata", {})
-        rv = meta.get("resourceVersion")
-        if rv:
-            self.loops.own_write(Request(meta["name"], meta.get("namespace") or None), rv)
+        """Tell loop detection about a write this controller made (any object, any
+        subresource): its own objects and their children alike."""
+        if self.loops is not None:
+            self.loops.own_write(obj)
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self, cache: Cache) -> None:
         """Start sources and wait for their caches; then start the workers."""
+        await self.start_sources(cache)
+        await self.start_workers()
+
+    async def start_sources(self, cache: Cache) -> None:
+        """Start the sources and wait for their caches, without reconciling anything.
+
+        A standby calls this before it holds the lease (controller-runtime's warm-up):
+        its informers list and watch, events collect in the queue, and on failover the
+        workers start on a warm cache instead of listing everything again.
+        """
         self._cache = cache
-        for source in self.sources:
-            await source.start(cache, self.enqueue)
+        if not self._sources_started:
+            self._sources_started = True
+            for source in self.sources:
+                await source.start(cache, self.enqueue)
         await cache.wait_for_sync()
+
+    async def start_workers(self) -> None:
+        """Start the workers (and the resync timer); the sources must have been started."""
+        if self._workers:
+            return
         n = self.options.max_concurrent_reconciles
         loop = asyncio.get_running_loop()
         self._workers = [
@@ -161,15 +186,29 @@ class Controller:
             self._resync = loop.create_task(self._resync_loop(self.options.resync_period))
         log.info("controller started", extra={"controller": self.name, "workers": n})
 
+    def dead_workers(self) -> str | None:
+        """None while every started worker is alive; else what died (for /healthz)."""
+        dead = [t for t in self._workers if t.done()]
+        if not dead:
+            return None
+        reasons = []
+        for task in dead:
+            err = None if task.cancelled() else task.exception()
+            reasons.append(f"{task.get_name()}: {'cancelled' if err is None else repr(err)}")
+        return f"{len(dead)} of {len(self._workers)} workers dead ({'; '.join(reasons)})"
+
     async def shutdown(self, grace: float = 30.0) -> None:
-        """Stop taking work; let in-flight reconciles finish within ``grace`` seconds."""
+        """Stop taking work; let in-flight reconciles finish within ``grace`` seconds
+        (0: cancel them at once, as on a lost lease)."""
         self.queue.shutdown(drop_queued=True)
         for source in self.sources:
             await source.stop()
         if self._resync is not None:
             self._resync.cancel()
         if self._workers:
-            _, pending = await asyncio.wait(self._workers, timeout=grace)
+            pending = {t for t in self._workers if not t.done()}
+            if grace > 0 and pending:
+                _, pending = await asyncio.wait(pending, timeout=grace)
             for task in pending:
                 task.cancel()
             for task in pending:
@@ -177,7 +216,7 @@ class Controller:
                     await task
             if pending:
                 log.warning(
-                    "reconciles cancelled after the grace period",
+                    "reconciles cancelled" + (" after the grace period" if grace > 0 else ""),
                     extra={"controller": self.name, "cancelled": len(pending)},
                 )
         self._workers = []
@@ -197,6 +236,8 @@ class Controller:
 
     # -- work ---------------------------------------------------------------------------
     async def _worker(self) -> None:
+        """Take requests until the queue shuts down. Never dies of what a reconcile
+        does: only its own cancellation ends it."""
         while True:
             try:
                 req = await self.queue.get()
@@ -204,11 +245,22 @@ class Controller:
                 return
             try:
                 await self._reconcile_one(req)
+            except asyncio.CancelledError:
+                if _cancelling():
+                    raise
+                log.error("stray cancellation in the requeue policy; worker continues")
+            except Exception:  # a bug in the policy code: log it, keep the worker
+                log.exception("reconcile bookkeeping failed; worker continues")
             finally:
                 self.queue.done(req)
 
     async def _reconcile_one(self, req: Request) -> None:
-        """Run one reconcile and apply the requeue policy. Never raises."""
+        """Run one reconcile and apply the requeue policy.
+
+        Raises nothing but the worker's own cancellation: a reconciler that raises
+        anything else (a stray ``CancelledError`` of a task it awaited, ``SystemExit``,
+        ``KeyboardInterrupt``) is an error retried with backoff.
+        """
         rid = uuid.uuid4().hex[:12]
         tokens = (
             _log.CONTROLLER.set(self.name),
@@ -223,41 +275,41 @@ class Controller:
         self._m_active.set(self._active)
         started = time.monotonic()
         outcome = "success"
+        result = Result()
+        error: BaseException | None = None
         try:
             try:
-                async with asyncio.timeout(self.options.reconcile_timeout):
-                    result = await self.reconciler(req) or Result()
-            except TimeoutError as err:
-                raise TimeoutError(
-                    f"reconcile exceeded its timeout of {self.options.reconcile_timeout}s"
-                ) from err
-        except asyncio.CancelledError:
-            raise
-        except Exception as err:
-            outcome = "error"
-            self._m_errors.inc()
-            if classify(err) is ErrorClass.TERMINAL:
-                m.terminal_reconcile_errors_total.labels(controller=self.name).inc()
-                self.queue.forget(req)
-                log.error("reconcile failed permanently; not retrying: %s", err)
-                await self._report_terminal(req, err)
-            else:
-                self.queue.add_rate_limited(req)
-                log.warning(
-                    "reconcile failed; retrying with backoff: %s",
-                    err,
-                    exc_info=not isinstance(err, ApiError),
-                    extra={"retries": self.queue.num_requeues(req)},
-                )
-        else:
-            if result.requeue_after is not None:
+                deadline = asyncio.timeout(self.options.reconcile_timeout)
+                try:
+                    async with deadline:
+                        result = await self.reconciler(req) or Result()
+                except TimeoutError as err:
+                    if not deadline.expired():
+                        raise  # the reconciler's own timeout, not ours
+                    self._m_timeouts.inc()
+                    raise TimeoutError(
+                        f"reconcile exceeded its timeout of {self.options.reconcile_timeout}s"
+                    ) from err
+            except asyncio.CancelledError as err:
+                if _cancelling():
+                    outcome = "error"
+                    raise  # the worker itself is being stopped
+                error = err
+            except BaseException as err:
+                error = err
+            if error is not None:
+                outcome = "error"
+                self._on_error(req, error)
+                if classify(error) is ErrorClass.TERMINAL:
+                    await self._report_terminal(req, error)
+            elif result.requeue_after is not None and result.requeue_after > 0:
                 outcome = "requeue_after"
                 self.queue.forget(req)
                 self.queue.add_after(req, result.requeue_after)
             elif result.requeue:
                 outcome = "requeue"
                 self.queue.add_rate_limited(req)
-            else:
+            else:  # including requeue_after <= 0, as controller-runtime
                 self.queue.forget(req)
         finally:
             self._active -= 1
@@ -272,6 +324,26 @@ class Controller:
             ):
                 var.reset(token)
             _metrics.CURRENT.reset(metrics_token)
+
+    def _on_error(self, req: Request, err: BaseException) -> None:
+        """The error half of the requeue policy: give up only on a terminal error."""
+        self._m_errors.inc()
+        panic = _is_panic(err)
+        if panic:
+            self._m_panics.inc()
+        if classify(err) is ErrorClass.TERMINAL:
+            self.metrics.terminal_reconcile_errors_total.labels(controller=self.name).inc()
+            self.queue.forget(req)
+            log.error("reconcile failed permanently; not retrying: %s", err)
+            return
+        self.queue.add_rate_limited(req)
+        log.warning(
+            "reconcile %s; retrying with backoff: %s",
+            "crashed" if panic else "failed",
+            f"{type(err).__name__}: {err}" if panic else err,
+            exc_info=err if panic else None,
+            extra={"retries": self.queue.num_requeues(req)},
+        )
 
     async def _current(self, req: Request) -> Object | None:
         if self._cache is None or self.for_resource is None:
@@ -292,7 +364,7 @@ class Controller:
             )
         return None
 
-    async def _report_terminal(self, req: Request, err: Exception) -> None:
+    async def _report_terminal(self, req: Request, err: BaseException) -> None:
         """A failure retrying cannot fix: a Warning Event, and (if configured) a condition."""
         obj = await self._current(req)
         if obj is None:
@@ -323,5 +395,54 @@ class Controller:
             "a value that changes on every reconcile."
         )
         log.warning("reconcile loop detected: %s", message, extra={"fields": fields})
-        if self.recorder is not None and obj:
-            self.recorder.warning(obj, "ReconcileLoop", message, action="Reconcile")
+        self._warn(req, obj, "ReconcileLoop", message)
+
+    def _on_fight(self, req: Request, obj: Object, path: str, managers: tuple[str, str]) -> None:
+        self.fights_detected += 1
+        self.metrics.spec_fights_detected_total.labels(controller=self.name).inc()
+        kind, name = obj.get("kind", ""), obj.get("metadata", {}).get("name", "")
+        message = (
+            f"{kind} {name}: {path} keeps being set back and forth by field managers "
+            f"{managers[0]} and {managers[1]}; two writers disagree on it. Decide which "
+            "one owns the field (see metadata.managedFields)."
+        )
+        log.warning(
+            "spec fight detected: %s",
+            message,
+            extra={"field": path, "managers": list(managers), "controller": self.name},
+        )
+        self._warn(req, obj, "SpecFight", message)
+
+    def _warn(self, req: Request, obj: Object, reason: str, message: str) -> None:
+        """A Warning Event about the reconciled object (looked up if ``obj`` is a child)."""
+        if self.recorder is None:
+            return
+        primary = self.for_resource
+        if obj and (primary is None or obj.get("kind") == primary.kind):
+            self.recorder.warning(obj, reason, message, action="Reconcile")
+            return
+
+        async def about_owner() -> None:
+            owner = await self._current(req)
+            if owner is not None and self.recorder is not None:
+                self.recorder.warning(owner, reason, message, action="Reconcile")
+
+        task = asyncio.get_running_loop().create_task(about_owner())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+def _cancelling() -> bool:
+    """Whether the running task has been asked to stop (``Task.cancel``), as opposed to a
+    ``CancelledError`` that escaped from some other task the reconciler awaited."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _is_panic(err: BaseException) -> bool:
+    """controller-runtime's "panic": the reconciler crashed, as opposed to failing.
+
+    API and client errors (:class:`KubeloopError`), I/O failures and timeouts are the
+    world's doing; anything else (TypeError, KeyError, a stray cancellation) is a bug.
+    """
+    return not isinstance(err, KubeloopError | OSError | TimeoutError)

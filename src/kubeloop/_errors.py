@@ -170,19 +170,36 @@ class ErrorClass(enum.Enum):
     CONFLICT = "conflict"
     #: 429, 5xx, timeouts, connection errors: transient, back off and retry.
     BACKOFF = "backoff"
-    #: 400, 401, 403, 404 on a write, 405, 422, TerminalError: retrying cannot help.
+    #: 401, 403, 404, 409 AlreadyExists, other 4xx: the request was well formed but the
+    #: cluster is not (yet) in a state that admits it: RBAC not granted yet, a CRD not
+    #: established yet, an object created or deleted by someone else. Repeating the call
+    #: at once gets the same answer, so inline retry loops leave these alone; a
+    #: controller requeues the object with its (capped) per-item backoff, so it is
+    #: reconciled again once the cluster changes, never dropped.
+    REQUEUE = "requeue"
+    #: 400, 405, 422 (the API says the request itself is invalid) and TerminalError
+    #: (the reconciler says so): retrying the same request cannot help.
     TERMINAL = "terminal"
 
 
+#: The API errors that say the request itself is malformed or invalid.
+_INVALID_REQUEST = BadRequest | MethodNotAllowed | Invalid
+
+
 def classify(err: BaseException) -> ErrorClass:
-    """The retry class of ``err``. Unknown exceptions back off (they may be bugs
-    that a later state avoids), but never in a tight loop."""
+    """The retry class of ``err``.
+
+    Only the reconciler (:class:`TerminalError`) or the API (400, 405, 422) can say a
+    request is hopeless; every other failure is retried with backoff, so an object is
+    never dropped for longer than its controller's maximum backoff. Unknown exceptions
+    back off too (they may be bugs that a later state avoids), but never in a tight loop.
+    """
     if isinstance(err, Conflict):
         return ErrorClass.CONFLICT
-    if isinstance(err, TerminalError):
+    if isinstance(err, TerminalError | _INVALID_REQUEST):
         return ErrorClass.TERMINAL
     if isinstance(err, TooManyRequests | ServerError | TransportError | TimeoutError):
         return ErrorClass.BACKOFF
     if isinstance(err, ApiError):
-        return ErrorClass.TERMINAL
+        return ErrorClass.REQUEUE
     return ErrorClass.BACKOFF

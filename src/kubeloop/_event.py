@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kubeloop._resource import Object
 
@@ -16,10 +18,16 @@ class Added:
 
 @dataclass(frozen=True, slots=True)
 class Updated:
-    """An object changed; ``old`` is the cached state before the change."""
+    """An object changed; ``old`` is the cached state before the change.
+
+    ``managed_fields`` is the new version's ``metadata.managedFields`` as the server
+    sent it (the cache strips them from ``new``): who owns which field, which loop
+    detection reads to name two writers fighting over a field. Empty when unknown.
+    """
 
     old: Object
     new: Object
+    managed_fields: Sequence[Any] = ()
 
     @property
     def obj(self) -> Object:

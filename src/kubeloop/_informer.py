@@ -58,6 +58,10 @@ class Informer:
             options=options,
         )
         self._task: asyncio.Task[None] | None = None
+        #: Times the reflector crashed and was restarted, and the last crash.
+        self.crashes = 0
+        self.last_crash: BaseException | None = None
+        self._lists_at_crash = 0
 
     @property
     def name(self) -> str:
@@ -72,17 +76,21 @@ class Informer:
         return self._task is not None
 
     def add_handler(self, handler: Handler) -> None:
-        """Subscribe; a late subscriber first gets Added for every cached object."""
+        """Subscribe; a late subscriber first gets Added for every object already cached.
+
+        Also during the first LIST, whose objects enter the store one by one: those
+        already stored are replayed now, the rest reach every handler as they arrive.
+        """
         self._handlers.append(handler)
-        if self.has_synced:
-            for obj in self.store.list():
-                handler(Added(obj))
+        for obj in self.store.list():
+            handler(Added(obj))
 
     def add_index(self, name: str, fn: IndexFunc) -> None:
         self.store.add_index(name, fn)
 
     def _dispatch(self, event: Event) -> None:
-        for handler in self._handlers:
+        # a copy: a handler may subscribe another one (which the replay above serves)
+        for handler in tuple(self._handlers):
             try:
                 handler(event)
             except Exception:  # a bad handler must not kill the watch
@@ -91,8 +99,57 @@ class Informer:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(
-                self.reflector.run(), name=f"informer {self.name}"
+                self._supervise(), name=f"informer {self.name}"
             )
+
+    async def _supervise(self) -> None:
+        """Run the reflector; if it crashes (a bad ``transform``, a body that is not
+        JSON, any bug), log it and start it again after a backoff, with a fresh LIST.
+
+        The reflector itself retries the failures it expects (API and connection
+        errors); this is for everything else, so no informer dies silently. The
+        backoff starts over once a restarted reflector has listed successfully.
+        """
+        delays = self.reflector.options.backoff().delays()
+        while True:
+            lists_before = self.reflector.lists
+            try:
+                await self.reflector.run()
+                raise RuntimeError("reflector returned")  # it returns only when cancelled
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                err: BaseException = RuntimeError("stray cancellation in the reflector")
+            except Exception as exc:
+                err = exc
+            if self.reflector.lists > lists_before:
+                delays = self.reflector.options.backoff().delays()
+            self.crashes += 1
+            self.last_crash = err
+            self._lists_at_crash = self.reflector.lists
+            pause = next(delays)
+            log.error(
+                "informer crashed: %s; restarting with a fresh list in %.1fs",
+                f"{type(err).__name__}: {err}",
+                pause,
+                exc_info=err,
+                extra={"informer": self.name, "crashes": self.crashes},
+            )
+            await asyncio.sleep(pause)
+
+    def failure(self) -> str | None:
+        """None while healthy; else why this informer is not (for /healthz): it ended,
+        or its last run crashed and it has not listed successfully since."""
+        task = self._task
+        if task is None:
+            return None
+        if task.done():
+            err = None if task.cancelled() else task.exception()
+            return f"dead ({err!r})" if err else "dead"
+        if self.last_crash is not None and self.reflector.lists == self._lists_at_crash:
+            return f"crashed {self.crashes} time(s), restarting; last: {self.last_crash!r}"
+        return None
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -5,11 +5,22 @@ A candidate takes the lease when it is free or its holder has not renewed for
 change, so clock skew between machines does not matter). The leader renews
 every ``retry_period``; if it cannot renew for ``renew_deadline`` it gives up
 leadership. On shutdown it releases the lease so a standby takes over at once.
+
+Every round of API calls is bounded by ``renew_deadline`` (client-go runs its
+renewals under a context with that timeout): an apiserver that hangs, or a
+network that swallows packets, cannot keep a leader leading, because the round
+is cancelled and the deadline passes. The leader's own view of its lease is
+:meth:`LeaderElector.lease_valid`: true until ``renew_deadline`` after the start
+of the last round that renewed it. A standby cannot take over before
+``lease_duration`` has passed since it saw that renewal, which is later, so a
+writer that checks ``lease_valid`` before each write never overlaps the next
+leader, even if its process was frozen (SIGSTOP, a VM pause) and thaws late.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import time
@@ -24,6 +35,9 @@ if TYPE_CHECKING:
     from kubeloop._client import Client
 
 log = logging.getLogger("kubeloop.leader")
+
+#: client-go's ``JitterFactor``: renew_deadline must exceed this many retry periods.
+_JITTER = 1.2
 
 
 @dataclass
@@ -42,6 +56,23 @@ class LeaderElectionOptions:
     retry_period: float = 2.0
     #: Release the lease on shutdown so a standby need not wait it out (default True).
     release_on_cancel: bool = True
+
+    def __post_init__(self) -> None:
+        # client-go's checks: the no-overlap argument needs renew_deadline < lease_duration
+        # (a leader gives up before a standby may take over), and a deadline that leaves
+        # room for more than one attempt
+        if self.retry_period <= 0:
+            raise ValueError(f"retry_period must be > 0, got {self.retry_period}")
+        if self.renew_deadline <= _JITTER * self.retry_period:
+            raise ValueError(
+                f"renew_deadline ({self.renew_deadline}) must be greater than "
+                f"{_JITTER} x retry_period ({self.retry_period})"
+            )
+        if self.lease_duration <= self.renew_deadline:
+            raise ValueError(
+                f"lease_duration ({self.lease_duration}) must be greater than "
+                f"renew_deadline ({self.renew_deadline})"
+            )
 
 
 def _now() -> str:
@@ -66,27 +97,56 @@ class LeaderElector:
         self._observed_at = 0.0
         self._last_renew = 0.0
 
+    def lease_valid(self) -> bool:
+        """Whether we hold the lease by our own clock: leader, and less than
+        ``renew_deadline`` since the start of the round that last renewed it."""
+        return self.is_leader and time.monotonic() < self._last_renew + self.options.renew_deadline
+
+    async def _round(self, deadline: float) -> bool:
+        """One acquire-or-renew attempt, cancelled at ``deadline`` (monotonic)."""
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(max(0.0, deadline - started)):
+                ok = await self._try_acquire_or_renew()
+        except TimeoutError:
+            log.warning(
+                "lease round timed out",
+                extra={"lease": self.options.name, "identity": self.options.identity},
+            )
+            return False
+        if ok:
+            # the lease counts from before the request was sent: the record on the server
+            # is at least that fresh, so our view never outlasts the standby's
+            self._last_renew = started
+        return ok
+
     async def run(self) -> None:
         """Acquire, then renew until the lease is lost (sets :attr:`lost`) or cancelled."""
         opts = self.options
         try:
             while not self.is_leader:
-                if await self._try_acquire_or_renew():
+                if await self._round(time.monotonic() + opts.renew_deadline):
                     self._set_leader(True)
                     break
                 await asyncio.sleep(opts.retry_period)
             while True:
                 await asyncio.sleep(opts.retry_period)
-                if await self._try_acquire_or_renew():
+                deadline = self._last_renew + opts.renew_deadline
+                if time.monotonic() < deadline and await self._round(deadline):
                     continue
-                if time.monotonic() - self._last_renew > opts.renew_deadline:
-                    log.error("leader lease lost", extra={"lease": opts.name})
+                if time.monotonic() >= deadline:
+                    log.error(
+                        "leader lease lost: not renewed within the renew deadline",
+                        extra={"lease": opts.name, "identity": opts.identity},
+                    )
                     self._set_leader(False)
                     self.lost.set()
                     return
         except asyncio.CancelledError:
-            if self.is_leader and opts.release_on_cancel:
-                await asyncio.shield(self.release())
+            if self.is_leader and opts.release_on_cancel and self.lease_valid():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(opts.renew_deadline):
+                        await asyncio.shield(self.release())
             raise
 
     def _set_leader(self, leading: bool) -> None:
@@ -126,7 +186,6 @@ class LeaderElector:
             except (AlreadyExists, KubeloopError) as err:
                 log.debug("lease create lost: %s", err)
                 return False
-            self._last_renew = time.monotonic()
             return True
         except KubeloopError as err:
             log.warning("cannot read lease: %s", err)
@@ -152,7 +211,6 @@ class LeaderElector:
             log.debug("lease update lost: %s", err)
             return False
         self._observed, self._observed_at = dict(updated.get("spec") or {}), time.monotonic()
-        self._last_renew = time.monotonic()
         return True
 
     async def release(self) -> None:

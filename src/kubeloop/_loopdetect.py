@@ -1,24 +1,36 @@
-"""Telling a controller that it is feeding itself.
+"""Telling a controller that it is feeding itself, or fighting another writer.
 
 The seeds' trap: a reconciler writes a field that changes every time (a
 timestamp), the write produces an update event, the event triggers a reconcile,
 which writes again. Nothing in the spec changed, so ``metadata.generation``
 stands still while the object keeps being reconciled.
 
-The detector knows which resourceVersions the controller's own writes produced.
-An update event that carries one of them, with no generation change, is
-self-triggered. A reconcile run only because of such events extends a streak;
-any outside change ends it. At ``threshold`` the loop is reported once per
-streak, naming the fields that kept changing.
+The detector knows which resourceVersions the controller's own writes produced,
+for every object it writes: the ``for_`` object and its children alike. An
+update event that carries one of them is self-triggered (for the ``for_`` object
+itself only when the generation did not change: a spec change is somebody's
+request). So a loop through an owned child (reconcile writes the child, the
+child's event maps back to the owner, the owner is reconciled and writes the
+child again) is caught too. A reconcile run only because of such events extends
+a streak; any outside change ends it. At ``threshold`` the loop is reported once
+per streak, naming the fields that kept changing.
+
+The second trap is two writers that disagree: an autoscaler and a GitOps tool
+both setting ``spec.replicas``. Each write is an outside change to the other, so
+no streak forms, yet the object never settles. The detector reads who owns each
+changed spec field from ``metadata.managedFields`` (the reflector passes them
+along on update events before stripping them from the cache) and reports a
+field whose owner keeps alternating between two field managers, naming both.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from kubeloop._event import Event, Generic, Updated
+from kubeloop._event import Deleted, Event, Generic, Updated
 from kubeloop._predicate import changed_paths
 from kubeloop._reconcile import Request
 from kubeloop._resource import Object
@@ -32,6 +44,11 @@ class LoopDetectionOptions:
     threshold: int = 5
     #: Our own written resourceVersions remembered per object (default 8).
     remembered_writes: int = 8
+    #: Changes of owner of one spec field, alternating between two field managers,
+    #: before it is reported as a fight (default 4: A, B, A, B).
+    fight_threshold: int = 4
+    #: Fields whose recent owners are remembered (default 1024; oldest forgotten first).
+    remembered_fields: int = 1024
 
 
 @dataclass
@@ -42,36 +59,113 @@ class _Streak:
     obj: Object | None = None
 
 
+@dataclass
+class _Owners:
+    """The recent owners of one spec field, newest last."""
+
+    managers: list[str] = field(default_factory=list)
+    reported: bool = False
+
+
 #: Stands for events dropped from a long backlog; treated as an outside change.
 _DROPPED = Generic({})
 
 #: Called once per detected loop: (request, the object, the fields that keep changing).
 OnLoop = Callable[[Request, Object, list[str]], None]
+#: Called once per detected fight: (request, the object, the field, the two managers).
+OnFight = Callable[[Request, Object, str, tuple[str, str]], None]
+
+#: (API group, kind, namespace, name): one object, whatever controller it maps to.
+ObjectId = tuple[str, str, str, str]
+
+
+def object_id(obj: Object) -> ObjectId:
+    api_version = str(obj.get("apiVersion") or "")
+    meta = obj.get("metadata") or {}
+    return (
+        api_version.rpartition("/")[0],
+        str(obj.get("kind") or ""),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
+
+
+def field_owner(managed_fields: Sequence[Any], path: str) -> str | None:
+    """The field manager owning dotted ``path`` (e.g. ``spec.replicas``) in
+    ``managedFields``, ignoring the status subresource; the most recent one if several
+    share it (list items, or apply managers agreeing on a value)."""
+    keys = [f"f:{part}" for part in path.split(".")]
+    best: tuple[str, str] | None = None  # (time, manager)
+    for entry in managed_fields:
+        if not isinstance(entry, dict) or entry.get("subresource"):
+            continue
+        node: Any = entry.get("fieldsV1") or {}
+        for key in keys:
+            if not isinstance(node, dict) or key not in node:
+                node = None
+                break
+            node = node[key]
+        if node is None:
+            continue
+        candidate = (str(entry.get("time") or ""), str(entry.get("manager") or ""))
+        if best is None or candidate[0] >= best[0]:
+            best = candidate
+    return best[1] if best else None
 
 
 class LoopDetector:
-    def __init__(self, options: LoopDetectionOptions, on_loop: OnLoop) -> None:
+    """Per controller: own writes, self-triggered streaks and spec fights.
+
+    Args:
+        options: thresholds and memory bounds.
+        on_loop: told once per detected loop.
+        on_fight: told once per field fought over. Default: not reported.
+        primary_kind: (API group, kind) of the ``for_`` resource; for its objects a
+            generation change is never self-triggered. Default: none known, so the
+            generation rule applies to every object.
+    """
+
+    def __init__(
+        self,
+        options: LoopDetectionOptions,
+        on_loop: OnLoop,
+        *,
+        on_fight: OnFight | None = None,
+        primary_kind: tuple[str, str] | None = None,
+    ) -> None:
         self.options = options
         self.on_loop = on_loop
-        self._own: dict[Request, OrderedDict[str, None]] = {}
+        self.on_fight = on_fight
+        self.primary_kind = primary_kind
+        self._own: dict[ObjectId, OrderedDict[str, None]] = {}
         self._pending: dict[Request, list[Event | None]] = {}
         self._streaks: dict[Request, _Streak] = {}
+        self._owners: OrderedDict[tuple[ObjectId, str], _Owners] = OrderedDict()
 
-    def own_write(self, req: Request, resource_version: str) -> None:
-        """Record a resourceVersion that one of our writes produced."""
-        seen = self._own.setdefault(req, OrderedDict())
-        seen[resource_version] = None
+    # -- our writes ---------------------------------------------------------------------
+    def own_write(self, obj: Object) -> None:
+        """Record the resourceVersion one of our writes produced (any object)."""
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if not rv:
+            return
+        seen = self._own.setdefault(object_id(obj), OrderedDict())
+        seen[str(rv)] = None
         while len(seen) > self.options.remembered_writes:
             seen.popitem(last=False)
+
+    def _is_primary(self, oid: ObjectId) -> bool:
+        return self.primary_kind is None or oid[:2] == self.primary_kind
 
     def is_self_triggered(self, req: Request, event: Event | None) -> bool:
         if not isinstance(event, Updated):
             return False
         new_meta, old_meta = event.new["metadata"], event.old["metadata"]
-        if new_meta.get("generation") != old_meta.get("generation"):
+        oid = object_id(event.new)
+        if self._is_primary(oid) and new_meta.get("generation") != old_meta.get("generation"):
             return False
-        return new_meta.get("resourceVersion") in self._own.get(req, ())
+        return new_meta.get("resourceVersion") in self._own.get(oid, ())
 
+    # -- events and reconciles ----------------------------------------------------------
     def enqueued(self, req: Request, event: Event | None) -> None:
         """Note why ``req`` was enqueued (an event, or None for a timer).
 
@@ -79,6 +173,10 @@ class LoopDetector:
         produced a self-triggered event has certainly been recorded, even when the
         watch delivered the event before the writer saw the response.
         """
+        if isinstance(event, Deleted):
+            self._forget_object(object_id(event.obj))
+        elif isinstance(event, Updated) and event.managed_fields:
+            self._watch_fight(req, event)
         pending = self._pending.setdefault(req, [])
         pending.append(event)
         if len(pending) > self.options.remembered_writes:
@@ -103,14 +201,67 @@ class LoopDetector:
             return False
         streak = self._streaks.setdefault(req, _Streak())
         streak.count += 1
-        streak.fields = changed_paths(self_event.old, self_event.new) or streak.fields
+        fields = changed_paths(self_event.old, self_event.new)
+        oid = object_id(self_event.new)
+        if fields and not self._is_primary(oid):
+            # a loop through a child: say which child, and which of its fields
+            fields = [f"{oid[1]} {oid[3]}: {f}" for f in fields]
+        streak.fields = fields or streak.fields
         streak.obj = self_event.new
         if streak.count >= self.options.threshold and not streak.reported:
             streak.reported = True
             self.on_loop(req, streak.obj or {}, streak.fields)
         return True
 
-    def forget(self, req: Request) -> None:
-        self._own.pop(req, None)
+    def forget(self, req: Request, obj: Object | None = None) -> None:
+        """Drop what is known about ``req`` (and about ``obj``, its deleted object)."""
         self._pending.pop(req, None)
         self._streaks.pop(req, None)
+        if obj is not None:
+            self._forget_object(object_id(obj))
+
+    def _forget_object(self, oid: ObjectId) -> None:
+        self._own.pop(oid, None)
+        for key in [k for k in self._owners if k[0] == oid]:
+            del self._owners[key]
+
+    # -- two writers --------------------------------------------------------------------
+    def _watch_fight(self, req: Request, event: Updated) -> None:
+        # cheap filter first (this runs for every update event): a spec change bumps
+        # the generation, so only then is the spec diffed
+        new_gen = event.new.get("metadata", {}).get("generation")
+        if new_gen is None or new_gen == event.old.get("metadata", {}).get("generation"):
+            return
+        paths = changed_paths({"spec": event.old.get("spec")}, {"spec": event.new.get("spec")})
+        if not paths:
+            return
+        oid = object_id(event.new)
+        for path in paths:
+            owner = field_owner(event.managed_fields, path)
+            if owner is None:
+                continue
+            key = (oid, path)
+            owners = self._owners.pop(key, None) or _Owners()
+            self._owners[key] = owners  # most recently seen last
+            owners.managers.append(owner)
+            del owners.managers[: -self.options.fight_threshold]
+            while len(self._owners) > self.options.remembered_fields:
+                self._owners.popitem(last=False)
+            pair = _alternating(owners.managers, self.options.fight_threshold)
+            if pair is not None and not owners.reported:
+                owners.reported = True
+                if self.on_fight is not None:
+                    self.on_fight(req, event.new, path, pair)
+
+
+def _alternating(managers: list[str], n: int) -> tuple[str, str] | None:
+    """The two managers if the last ``n`` owners alternate between exactly two."""
+    if len(managers) < n:
+        return None
+    recent = managers[-n:]
+    a, b = recent[0], recent[1]
+    if a == b:
+        return None
+    if all(m == (a if i % 2 == 0 else b) for i, m in enumerate(recent)):
+        return (a, b) if a < b else (b, a)
+    return None

@@ -1,9 +1,17 @@
 """The manager: one client, one cache, many controllers, one process.
 
-It owns start-up order (endpoints, caches, leader election, controllers),
-shutdown order (stop intake, finish in-flight reconciles, release the lease),
-and the hooks that turn every API request into metrics and every write into
-read-your-writes and loop-detection bookkeeping.
+It owns start-up order (endpoints, caches and every controller's sources,
+workers of controllers that need no lease, leader election, then the leader-only
+workers), shutdown order (stop intake, finish in-flight reconciles, release the
+lease), and the hooks that turn every API request into metrics and every write
+into read-your-writes and loop-detection bookkeeping.
+
+A standby keeps its caches warm (controller-runtime's warm-up): informers list
+and watch before the lease is won, so a failover starts workers on a synced
+cache instead of listing everything again. A lost lease is not a graceful
+shutdown: in-flight reconciles are cancelled at once, nothing more is written
+(see :mod:`kubeloop._fence`) and :meth:`Manager.run` raises
+:class:`LeaderElectionLost` so the process exits and restarts as a standby.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from typing import TYPE_CHECKING
 from kubeloop import _log
 from kubeloop._builder import Builder
 from kubeloop._controller import Controller
+from kubeloop._fence import FencedTransport
 from kubeloop._informer import Cache
 from kubeloop._leader import LeaderElectionOptions, LeaderElector
 from kubeloop._metrics import REGISTRY, CounterChild, Registry, RuntimeMetrics
@@ -68,10 +77,14 @@ class ManagerOptions:
     retry_period: float = 2.0
     #: This candidate's identity (default: ``hostname_pid``).
     identity: str | None = None
-    #: ``host:port`` for /metrics; port 0 picks a free one; None disables (default 127.0.0.1:8080).
-    metrics_bind_address: str | None = "127.0.0.1:8080"
-    #: ``host:port`` for /healthz and /readyz; None disables (default 127.0.0.1:8081).
-    health_probe_bind_address: str | None = "127.0.0.1:8081"
+    #: ``host:port`` for /metrics; an empty host binds every interface, port 0 picks a
+    #: free one; None or ``"0"`` disables. Default ``":8080"``, controller-runtime's
+    #: metrics default (its kubebuilder scaffold passes ``"0"`` unless metrics are served
+    #: over TLS; kubeloop serves plain HTTP, so disable it or firewall it where needed).
+    metrics_bind_address: str | None = ":8080"
+    #: ``host:port`` for /healthz and /readyz, as above. Default ``":8081"``, every
+    #: interface: the kubelet probes the pod IP, so a loopback-only probe always fails.
+    health_probe_bind_address: str | None = ":8081"
     #: Seconds in-flight reconciles get to finish on shutdown (default 30, as controller-runtime).
     graceful_shutdown_timeout: float = 30.0
     #: Seconds to wait for caches to sync before giving up (default 120).
@@ -99,13 +112,32 @@ class Manager:
         self.elector: LeaderElector | None = None
         self.endpoints = Endpoints(
             opts.registry.render,
-            healthz={"ping": lambda: None},
+            healthz={
+                "ping": lambda: None,
+                "workers": self._workers_check,
+                "informers": self._informers_check,
+                "leader-election": self._elector_check,
+            },
             readyz={"informers-synced": self._synced_check, "watches": self._stall_check},
         )
         self._stop = asyncio.Event()
         self._request_series: dict[tuple[int, str], CounterChild] = {}
-        self._started_leader_work = False
+        self._elector_task: asyncio.Task[None] | None = None
+        self._fence: FencedTransport | None = None
+        # built (and its timings checked) now, so a bad configuration fails at start-up
+        self._election = self._election_options() if opts.leader_election else None
         client.add_observer(self)
+
+    def _election_options(self) -> LeaderElectionOptions:
+        opts = self.options
+        return LeaderElectionOptions(
+            name=opts.leader_election_id or f"{opts.name}-leader",
+            namespace=opts.leader_election_namespace,
+            identity=opts.identity or f"{socket.gethostname()}_{os.getpid()}",
+            lease_duration=opts.lease_duration,
+            renew_deadline=opts.renew_deadline,
+            retry_period=opts.retry_period,
+        )
 
     # -- wiring ---------------------------------------------------------------------
     def controller(self, name: str) -> Builder:
@@ -150,13 +182,11 @@ class Manager:
         name = _log.CONTROLLER.get()
         if name:
             for c in self.controllers:
-                if c.name == name and c.for_resource == resource:
+                if c.name == name:  # its own objects and their children alike
                     c.own_write(obj)
 
     # -- probes ---------------------------------------------------------------------
     def _synced_check(self) -> str | None:
-        # informers of controllers that wait for the lease are not started on a standby,
-        # which must still report ready (or a rolling update never finishes)
         pending = [i.name for i in self.cache.informers if i.started and not i.has_synced]
         return f"not synced: {', '.join(pending)}" if pending else None
 
@@ -164,82 +194,136 @@ class Manager:
         stalled = self.cache.stalled(self.options.watch_stall_threshold)
         return f"stalled watches: {', '.join(stalled)}" if stalled else None
 
+    def _workers_check(self) -> str | None:
+        dead = [f"{c.name}: {why}" for c in self.controllers if (why := c.dead_workers())]
+        return "; ".join(dead) if dead else None
+
+    def _informers_check(self) -> str | None:
+        dead = [f"{i.name}: {why}" for i in self.cache.informers if (why := i.failure())]
+        return "; ".join(dead) if dead else None
+
+    def _elector_check(self) -> str | None:
+        task = self._elector_task
+        if task is None or not task.done() or task.cancelled():
+            return None
+        err = task.exception()
+        return f"leader election ended: {err!r}" if err else "leader election ended (lease lost)"
+
     # -- running --------------------------------------------------------------------
     def stop(self) -> None:
         """Ask :meth:`run` to shut down gracefully."""
         self._stop.set()
 
     async def run(self) -> None:
-        """Run until :meth:`stop`, a signal, or a lost lease (raises LeaderElectionLost)."""
+        """Run until :meth:`stop` or a signal (graceful), or until the lease is lost or
+        leader election dies (raises :class:`LeaderElectionLost` at once)."""
         opts = self.options
         loop = asyncio.get_running_loop()
         if opts.handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, self.stop)
-        await self.endpoints.start(opts.metrics_bind_address, opts.health_probe_bind_address)
+        await self.endpoints.start(
+            _enabled(opts.metrics_bind_address), _enabled(opts.health_probe_bind_address)
+        )
         self.recorder.start()
-        elector_task: asyncio.Task[None] | None = None
-        lost = False
+        always = [c for c in self.controllers if not c.options.need_leader_election]
+        leader_only = [c for c in self.controllers if c.options.need_leader_election]
+        if not opts.leader_election:
+            always, leader_only = self.controllers, []
+        if leader_only:
+            self._install_fence({c.name for c in leader_only})
+        lost: str | None = None
         try:
-            always = [c for c in self.controllers if not c.options.need_leader_election]
-            leader_only = [c for c in self.controllers if c.options.need_leader_election]
-            if not opts.leader_election:
-                always, leader_only = self.controllers, []
-            await self._start_controllers(always)
+            # warm-up: every controller's sources, so a standby's caches are synced too
+            await self._start_sources(self.controllers)
+            for c in always:
+                await c.start_workers()
             if leader_only:
-                self.elector = LeaderElector(
-                    self.client,
-                    LeaderElectionOptions(
-                        name=opts.leader_election_id or f"{opts.name}-leader",
-                        namespace=opts.leader_election_namespace,
-                        identity=opts.identity or f"{socket.gethostname()}_{os.getpid()}",
-                        lease_duration=opts.lease_duration,
-                        renew_deadline=opts.renew_deadline,
-                        retry_period=opts.retry_period,
-                    ),
-                    on_change=lambda leading: self.metrics.leader_election_master_status.labels(
-                        name=opts.leader_election_id or f"{opts.name}-leader"
-                    ).set(1 if leading else 0),
-                )
-                elector_task = loop.create_task(self.elector.run(), name="leader election")
-                became = loop.create_task(self.elector.became_leader.wait())
-                stopping = loop.create_task(self._stop.wait())
-                await asyncio.wait({became, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                became.cancel()
-                stopping.cancel()
-                if self.elector.is_leader and not self._stop.is_set():
-                    await self._start_controllers(leader_only)
-            stopping = loop.create_task(self._stop.wait())
-            waiters: set[asyncio.Task[object]] = {stopping}
-            if self.elector is not None:
-                waiters.add(loop.create_task(self.elector.lost.wait()))
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            for w in waiters:
-                w.cancel()
-            lost = self.elector is not None and self.elector.lost.is_set()
+                lost = await self._lead(leader_only)
+            else:
+                await self._stop.wait()
         finally:
-            await self._shutdown(elector_task)
+            await self._shutdown(lost)
         if lost:
-            raise LeaderElectionLost("leader lease lost; exiting so a standby can take over")
+            raise LeaderElectionLost(f"{lost}; exiting so a standby can take over")
 
-    async def _start_controllers(self, controllers: list[Controller]) -> None:
+    def _install_fence(self, fenced: set[str]) -> None:
+        # The fence sits at the transport, the last step before bytes leave the process.
+        # The client has no public hook there yet, hence the private attribute.
+        transport = self.client._transport
+        if not isinstance(transport, FencedTransport):
+            transport = FencedTransport(transport, fenced.__contains__)
+            self.client._transport = transport
+        self._fence = transport
+
+    async def _lead(self, leader_only: list[Controller]) -> str | None:
+        """Elect, run the leader-only workers, and return why leading ended (None: stop)."""
+        loop = asyncio.get_running_loop()
+        election = self._election or self._election_options()
+        self.elector = elector = LeaderElector(
+            self.client,
+            election,
+            on_change=lambda leading: self.metrics.leader_election_master_status.labels(
+                name=election.name
+            ).set(1 if leading else 0),
+        )
+        if self._fence is not None:
+            self._fence.holds_lease = elector.lease_valid
+        self._elector_task = task = loop.create_task(elector.run(), name="leader election")
+        stopping = loop.create_task(self._stop.wait())
+        became = loop.create_task(elector.became_leader.wait())
+        try:
+            # the election task itself is watched: if it dies, the manager stops
+            await asyncio.wait({became, stopping, task}, return_when=asyncio.FIRST_COMPLETED)
+            if elector.is_leader and not self._stop.is_set() and not task.done():
+                for c in leader_only:
+                    await c.start_workers()
+                lost = loop.create_task(elector.lost.wait())
+                try:
+                    await asyncio.wait({lost, stopping, task}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    lost.cancel()
+        finally:
+            became.cancel()
+            stopping.cancel()
+        if elector.lost.is_set():
+            return "leader lease lost"
+        if task.done():
+            err = None if task.cancelled() else task.exception()
+            log.error("leader election died: %r", err, exc_info=err)
+            return f"leader election died ({err!r})"
+        return None
+
+    async def _start_sources(self, controllers: list[Controller]) -> None:
         if not controllers:
             return
         self.cache.start()
         async with asyncio.timeout(self.options.cache_sync_timeout):
             for c in controllers:
-                await c.start(self.cache)
+                await c.start_sources(self.cache)
 
-    async def _shutdown(self, elector_task: asyncio.Task[None] | None) -> None:
-        log.info("shutting down: no new work; finishing in-flight reconciles")
-        grace = self.options.graceful_shutdown_timeout
-        await asyncio.gather(*(c.shutdown(grace) for c in self.controllers))
-        if elector_task is not None:
-            elector_task.cancel()  # releases the lease
+    async def _shutdown(self, lost: str | None) -> None:
+        elector_task = self._elector_task
+        if lost:
+            # not graceful: the lease may already be someone else's, so cancel in-flight
+            # reconciles at once and write nothing more (pending Events are dropped)
+            log.error("%s: cancelling reconciles and exiting", lost)
+            await asyncio.gather(*(c.shutdown(0) for c in self.controllers))
+        else:
+            log.info("shutting down: no new work; finishing in-flight reconciles")
+            grace = self.options.graceful_shutdown_timeout
+            await asyncio.gather(*(c.shutdown(grace) for c in self.controllers))
+        if elector_task is not None and not elector_task.done():
+            elector_task.cancel()  # releases the lease (if still held by our clock)
             with contextlib.suppress(asyncio.CancelledError):
                 await elector_task
         await self.cache.stop()
-        await self.recorder.close()
+        await self.recorder.close(flush=not lost)
         await self.endpoints.stop()
         log.info("stopped")
+
+
+def _enabled(address: str | None) -> str | None:
+    """controller-runtime's convention: ``"0"`` (or nothing) turns a server off."""
+    return None if address in (None, "", "0") else address

@@ -456,6 +456,17 @@ class RuntimeMetrics:
             ctl,
             buckets=RECONCILE_TIME_BUCKETS,
         )
+        self.reconcile_panics_total = r.counter(
+            "controller_runtime_reconcile_panics_total",
+            "Total number of reconciliation panics per controller: the reconciler crashed "
+            "with an unexpected exception (not an API, I/O or timeout error).",
+            ctl,
+        )
+        self.reconcile_timeouts_total = r.counter(
+            "controller_runtime_reconcile_timeouts_total",
+            "Total number of reconciliation timeouts per controller.",
+            ctl,
+        )
         self.active_workers = r.gauge(
             "controller_runtime_active_workers",
             "Number of workers currently reconciling, per controller.",
@@ -527,6 +538,11 @@ class RuntimeMetrics:
             "Reconciles caused only by the controller's own write coming back on the watch.",
             ctl,
         )
+        self.spec_fights_detected_total = r.counter(
+            "kubeloop_spec_fights_detected_total",
+            "Times a spec field was seen flipping back and forth between two field managers.",
+            ctl,
+        )
         self.reconcile_loops_detected_total = r.counter(
             "kubeloop_reconcile_loops_detected_total",
             "Times a controller was seen re-triggering itself without converging.",
@@ -548,6 +564,8 @@ class RuntimeMetrics:
             self.reconcile_total.labels(controller, result)
         self.reconcile_errors_total.labels(controller)
         self.terminal_reconcile_errors_total.labels(controller)
+        self.reconcile_panics_total.labels(controller)
+        self.reconcile_timeouts_total.labels(controller)
         self.active_workers.labels(controller).set(0)
         self.max_concurrent_reconciles.labels(controller).set(max_concurrent_reconciles)
 

@@ -51,7 +51,9 @@ _QUALIFIED_NAME: Final = re.compile(
 # Expired entries are swept at most this often (seconds); a sweep scans them all.
 _PRUNE_EVERY: Final = 60.0
 
-_Key = tuple[str, str, str, str, str, str, str, str]
+#: regarding (uid, kind, name, namespace), related uid, type, reason, action, the
+#: caller's aggregate_by: no note
+_Key = tuple[str, str, str, str, str, str, str, str, str]
 
 
 def micro_time(when: datetime) -> str:
@@ -118,9 +120,12 @@ class EventRecorder:
     recorded after :meth:`close` are dropped.
 
     Two occurrences are the same event when they agree on the regarding object
-    (uid, kind, name, namespace), type, reason, action and note. Put changing
-    details (counts, timestamps) in the note and every occurrence is a new Event;
-    keep the note stable to get one Event with a growing ``series.count``.
+    (uid, kind, name, namespace), the related object, type, reason and action;
+    the note is left out of the key, as client-go's ``events`` broadcaster does, so
+    a failure whose message carries changing details (a count, a timestamp, a
+    resourceVersion) still costs one Event with a growing ``series.count``. The
+    Event keeps the note of its first occurrence (the API does not let a note
+    change). A caller whose notes are distinct findings passes ``aggregate_by``.
 
     Counters for tests and debugging: :attr:`created` (Events created),
     :attr:`series_updates` (series PATCHes), :attr:`dropped` (occurrences never
@@ -185,13 +190,17 @@ class EventRecorder:
 
     # -- recording (synchronous, never blocks) -----------------------------------------
 
-    def normal(self, obj: Object, reason: str, note: str, *, action: str = "") -> None:
+    def normal(
+        self, obj: Object, reason: str, note: str, *, action: str = "", aggregate_by: str = ""
+    ) -> None:
         """Record a ``Normal`` event; see :meth:`event`."""
-        self.event(obj, "Normal", reason, note, action=action)
+        self.event(obj, "Normal", reason, note, action=action, aggregate_by=aggregate_by)
 
-    def warning(self, obj: Object, reason: str, note: str, *, action: str = "") -> None:
+    def warning(
+        self, obj: Object, reason: str, note: str, *, action: str = "", aggregate_by: str = ""
+    ) -> None:
         """Record a ``Warning`` event; see :meth:`event`."""
-        self.event(obj, "Warning", reason, note, action=action)
+        self.event(obj, "Warning", reason, note, action=action, aggregate_by=aggregate_by)
 
     def event(
         self,
@@ -202,6 +211,7 @@ class EventRecorder:
         *,
         action: str = "",
         related: Object | None = None,
+        aggregate_by: str = "",
     ) -> None:
         """Record that ``reason`` happened to ``obj``. Returns at once; never raises
         for API trouble.
@@ -215,6 +225,10 @@ class EventRecorder:
                 characters. Default ``""``: the reason is used, since the API
                 requires an action.
             related: a second object involved, if any. Default ``None``.
+            aggregate_by: occurrences that differ here are separate Events even when
+                everything else in the key matches: for a caller whose notes are
+                distinct findings rather than one failure's changing details (pass the
+                note itself to get one Event per distinct note). Default ``""``.
         """
         if type not in ("Normal", "Warning"):
             log.error("dropping event %s with unsupported type %r", reason, type)
@@ -232,10 +246,11 @@ class EventRecorder:
             regarding.get("kind", ""),
             regarding.get("name", ""),
             regarding.get("namespace", ""),
+            object_reference(related).get("uid", "") if related is not None else "",
             type,
             reason,
             action,
-            note,
+            aggregate_by,
         )
         now = time.monotonic()
         wall = datetime.now(UTC)
@@ -291,10 +306,25 @@ class EventRecorder:
         if self._task is None and not self._closed:
             self._task = asyncio.create_task(self._run(), name="kubeloop-event-recorder")
 
-    async def close(self) -> None:
+    async def close(self, *, flush: bool = True) -> None:
         """Stop recording, then create pending Events and write every unwritten
-        series count before returning. Idempotent."""
+        series count before returning. Idempotent.
+
+        ``flush=False`` drops what is pending instead (counted in :attr:`dropped`):
+        for a process that must stop writing at once, such as a leader that lost its
+        lease.
+        """
         self._closed = True
+        if not flush:
+            self.dropped += len(self._pending) + len(self._dirty)
+            self._pending.clear()
+            self._dirty.clear()
+            if self._task is not None:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
+                self._task = None
+            return
         self._wake.set()
         if self._task is None:
             await self._run()  # never started: drain inline

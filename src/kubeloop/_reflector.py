@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kubeloop._backoff import Backoff
 from kubeloop._errors import Gone, KubeloopError, RequestTimeout
 from kubeloop._event import Added, Deleted, Event, Updated
 from kubeloop._resource import Object, Resource
@@ -52,7 +54,19 @@ class ReflectorOptions:
     backoff_initial: float = 0.8
     backoff_max: float = 30.0
     #: Applied to every object before it enters the store (default strips managedFields).
+    #: If it raises, the informer logs the crash and restarts with a fresh list.
     transform: Transform | None = field(default=strip_managed_fields)
+
+    def backoff(self) -> Backoff:
+        """The schedule of pauses between failed tries: doubling from
+        ``backoff_initial`` up to ``backoff_max``, +20 % jitter, never giving up."""
+        return Backoff(
+            duration=self.backoff_initial,
+            factor=2.0,
+            jitter=0.2,
+            steps=sys.maxsize,
+            cap=self.backoff_max,
+        )
 
 
 def _rv(obj: Object) -> str:
@@ -101,6 +115,8 @@ class Reflector:
         self.last_activity = time.monotonic()
         self.stalls = 0
         self.relists = 0
+        #: Successful LISTs so far (the first one included).
+        self.lists = 0
         self._changed = asyncio.Condition()
 
     @property
@@ -114,16 +130,17 @@ class Reflector:
         return time.monotonic() - self.last_activity
 
     async def run(self) -> None:
-        """Run until cancelled."""
+        """Run until cancelled. Expected failures (API and connection errors, 410 Gone,
+        stalls) are retried here; anything else is raised for the informer to restart."""
         need_list = True
-        delay = self.options.backoff_initial
+        delays = self.options.backoff().delays()
         while True:
             try:
                 if need_list:
                     await self._list()
                     need_list = False
                 await self._watch()
-                delay = self.options.backoff_initial
+                delays = self.options.backoff().delays()
             except Gone:
                 log.info("watch expired (410 Gone); relisting", extra={"informer": self.name})
                 need_list = True
@@ -135,14 +152,14 @@ class Reflector:
                     extra={"informer": self.name},
                 )
             except (KubeloopError, OSError) as err:
+                pause = next(delays)
                 log.warning(
                     "list/watch failed: %s; retrying in %.1fs",
                     err,
-                    delay,
+                    pause,
                     extra={"informer": self.name},
                 )
-                await asyncio.sleep(delay * (1 + random.random() * 0.2))
-                delay = min(delay * 2, self.options.backoff_max)
+                await asyncio.sleep(pause)
 
     async def _list(self) -> None:
         items, rv = await self.client.list_all(
@@ -156,6 +173,7 @@ class Reflector:
         transform = self.options.transform
         seen: set[str] = set()
         for n, item in enumerate(items):
+            managed = item.get("metadata", {}).get("managedFields") or ()
             obj = transform(item) if transform else item
             key = object_key(obj)
             seen.add(key)
@@ -163,7 +181,7 @@ class Reflector:
             if old is None:
                 self.emit(Added(obj))
             elif _rv(old) != _rv(obj):
-                self.emit(Updated(old, obj))
+                self.emit(Updated(old, obj, managed))
             if n % 500 == 499:
                 await asyncio.sleep(0)  # let other tasks run during a big relist
         for key in self.store:
@@ -173,6 +191,7 @@ class Reflector:
                     self.emit(Deleted(gone, final_state_unknown=True))
         if self.synced.is_set():
             self.relists += 1
+        self.lists += 1
         self.resource_version = rv
         self.synced.set()
         await self._notify()
@@ -196,11 +215,12 @@ class Reflector:
             if event.type == "BOOKMARK":
                 self.resource_version = _rv(obj) or self.resource_version
                 continue
+            managed = obj.get("metadata", {}).get("managedFields") or ()
             if transform:
                 obj = transform(obj)
             if event.type in ("ADDED", "MODIFIED"):
                 old = self.store.put(obj)
-                self.emit(Added(obj) if old is None else Updated(old, obj))
+                self.emit(Added(obj) if old is None else Updated(old, obj, managed))
             elif event.type == "DELETED":
                 old = self.store.remove(object_key(obj))
                 self.emit(Deleted(obj))

@@ -1,4 +1,10 @@
-"""The manager's HTTP endpoints: ``/metrics``, ``/healthz`` and ``/readyz``."""
+"""The manager's HTTP endpoints: ``/metrics``, ``/healthz`` and ``/readyz``.
+
+Addresses are Go's ``host:port``: ``":8081"`` (no host) listens on every
+interface, as controller-runtime's does, because the kubelet probes the pod's
+IP, not loopback; ``"127.0.0.1:8081"`` listens on loopback only; port 0 picks a
+free port.
+"""
 
 from __future__ import annotations
 
@@ -73,9 +79,13 @@ class Endpoints:
 
     async def _serve(self, role: str, address: str, app: web.Application) -> None:
         host, _, port = address.rpartition(":")
+        host = host.strip("[]")  # "[::1]:8081"
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, host or "127.0.0.1", int(port))
+        # no host: every interface; IPv4 only with port 0, so there is one port to report
+        if not host and int(port) == 0:
+            host = "0.0.0.0"
+        site = web.TCPSite(runner, host or None, int(port))
         await site.start()
         self._runners.append(runner)
         server = site._server  # the bound socket tells the real port when 0 was asked
@@ -87,6 +97,10 @@ class Endpoints:
         for key in (role, "both"):
             if key in self.addresses:
                 host, port = self.addresses[key]
+                if host in ("0.0.0.0", "::", ""):
+                    host = "127.0.0.1"
+                elif ":" in host:
+                    host = f"[{host}]"
                 return f"http://{host}:{port}"
         raise KeyError(role)
 

@@ -101,7 +101,8 @@ async def test_only_the_leader_reconciles_and_a_stopped_leader_hands_over(
 
         mgr.controller("configmaps").for_(CONFIGMAPS, namespace=ns).complete(reconcile)
         # wiring that touches the cache up front (e.g. adding an index), as the operator's
-        # Autoscaler does: the informer exists on a standby but is not started there
+        # Autoscaler does: on a standby the informer is started and synced (warm-up), but
+        # no worker runs
         mgr.cache.informer(CONFIGMAPS, namespace=ns).add_index(
             "name", lambda o: [o["metadata"]["name"]]
         )
@@ -128,8 +129,8 @@ async def test_only_the_leader_reconciles_and_a_stopped_leader_hands_over(
             assert reconciled_by("b") == set()
             assert mgr_b.elector is not None
             assert not mgr_b.elector.is_leader
-            # a standby is ready (its leader-only informers are not started), or a rolling
-            # update of a two-replica Deployment would never finish
+            # a standby is ready (its warm caches have synced), or a rolling update of a
+            # two-replica Deployment would never finish
             async with (
                 aiohttp.ClientSession() as http,
                 http.get(mgr_b.endpoints.url("probes") + "/readyz") as resp,

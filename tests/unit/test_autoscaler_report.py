@@ -14,7 +14,15 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str]] = []
 
-    def normal(self, obj: dict[str, Any], reason: str, note: str, *, action: str = "") -> None:
+    def normal(
+        self,
+        obj: dict[str, Any],
+        reason: str,
+        note: str,
+        *,
+        action: str = "",
+        aggregate_by: str = "",
+    ) -> None:
         self.events.append((obj["metadata"]["name"], reason, note))
 
 

@@ -275,6 +275,8 @@ EXPECTED_FAMILIES = {
     "controller_runtime_reconcile_total": ("counter", ("controller", "result")),
     "controller_runtime_reconcile_errors_total": ("counter", ("controller",)),
     "controller_runtime_terminal_reconcile_errors_total": ("counter", ("controller",)),
+    "controller_runtime_reconcile_panics_total": ("counter", ("controller",)),
+    "controller_runtime_reconcile_timeouts_total": ("counter", ("controller",)),
     "controller_runtime_reconcile_time_seconds": ("histogram", ("controller",)),
     "controller_runtime_active_workers": ("gauge", ("controller",)),
     "controller_runtime_max_concurrent_reconciles": ("gauge", ("controller",)),
@@ -291,6 +293,7 @@ EXPECTED_FAMILIES = {
     "kubeloop_conflicts_total": ("counter", ("controller", "resource", "outcome")),
     "kubeloop_self_triggered_reconciles_total": ("counter", ("controller",)),
     "kubeloop_reconcile_loops_detected_total": ("counter", ("controller",)),
+    "kubeloop_spec_fights_detected_total": ("counter", ("controller",)),
     "leader_election_master_status": ("gauge", ("name",)),
 }
 
@@ -327,6 +330,7 @@ def test_init_controller_creates_zero_series() -> None:
             == 0
         )
     assert sample(samples, "controller_runtime_reconcile_errors_total", controller="pools") == 0
+    assert sample(samples, "controller_runtime_reconcile_panics_total", controller="pools") == 0
     assert sample(samples, "controller_runtime_active_workers", controller="pools") == 0
     assert sample(samples, "controller_runtime_max_concurrent_reconciles", controller="pools") == 4
 

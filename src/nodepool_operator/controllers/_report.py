@@ -29,7 +29,9 @@ SCALE_DOWN: Final = "ScaleDown"
 class Recorder(Protocol):
     """What the Reporter needs of :class:`kubeloop.EventRecorder`."""
 
-    def normal(self, obj: Object, reason: str, note: str, *, action: str = "") -> None: ...
+    def normal(
+        self, obj: Object, reason: str, note: str, *, action: str = "", aggregate_by: str = ""
+    ) -> None: ...
 
 
 @dataclass
@@ -52,8 +54,8 @@ class Reporter:
         up = outcome.after > outcome.before
         reason, action = (TRIGGERED_SCALE_UP, "ScaleUp") if up else (SCALE_DOWN, "ScaleDown")
         note = f"NodePool {pool['metadata']['name']}: {summary}"
-        for obj in (scaler, pool):
-            self._recorder.normal(obj, reason, note, action=action)
+        for obj in (scaler, pool):  # each write its own Event, not a series of the first
+            self._recorder.normal(obj, reason, note, action=action, aggregate_by=note)
 
     def not_triggered(
         self, scaler: Object, groups: Iterable[NotTriggered], pods: Mapping[PodRef, Object]
@@ -66,7 +68,15 @@ class Reporter:
         for group in groups:
             notes.add(group.note)
             if group.note not in seen.notes:
-                self._recorder.normal(scaler, NOT_TRIGGER_SCALE_UP, group.note, action="ScaleUp")
+                # each distinct reason is its own Event (the recorder would otherwise
+                # fold notes with the same Event reason into one series)
+                self._recorder.normal(
+                    scaler,
+                    NOT_TRIGGER_SCALE_UP,
+                    group.note,
+                    action="ScaleUp",
+                    aggregate_by=group.note,
+                )
             for ref in group.pods:
                 pod = pods.get(ref)
                 if pod is None:
@@ -75,7 +85,11 @@ class Reporter:
                 pod_notes[key] = group.pod_note
                 if seen.pod_notes.get(key) != group.pod_note:
                     self._recorder.normal(
-                        pod, NOT_TRIGGER_SCALE_UP, group.pod_note, action="ScaleUp"
+                        pod,
+                        NOT_TRIGGER_SCALE_UP,
+                        group.pod_note,
+                        action="ScaleUp",
+                        aggregate_by=group.pod_note,
                     )
         # Only what is current is kept: memory follows the pending pods, and a reason that
         # went away and came back is reported again.

@@ -1,0 +1,120 @@
+"""Loop detection on hand-made events: loops through owned children, and spec fights.
+
+The end-to-end versions (real writes, real watch events) are in
+tests/integration/test_loops.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubeloop import Request, Updated
+from kubeloop._loopdetect import LoopDetectionOptions, LoopDetector, field_owner
+
+REQ = Request("web", "ns")
+
+
+def obj(kind: str, name: str, rv: int, **fields: Any) -> dict[str, Any]:
+    api = "v1" if kind == "ConfigMap" else "example.dev/v1"
+    # a custom resource's generation moves with every spec change; here: with every version
+    generation = 1 if kind == "ConfigMap" else rv
+    meta = {"name": name, "namespace": "ns", "resourceVersion": str(rv), "generation": generation}
+    return {"apiVersion": api, "kind": kind, "metadata": meta, **fields}
+
+
+def managed(manager: str, *paths: str, time: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for path in paths:
+        node = fields
+        for part in path.split("."):
+            node = node.setdefault(f"f:{part}", {})
+    return {"manager": manager, "operation": "Update", "time": time, "fieldsV1": fields}
+
+
+def detector(found: list[Any], fights: list[Any]) -> LoopDetector:
+    return LoopDetector(
+        LoopDetectionOptions(threshold=3),
+        lambda req, o, f: found.append((req, f)),
+        on_fight=lambda req, o, path, pair: fights.append((req, path, pair)),
+        primary_kind=("example.dev", "Site"),
+    )
+
+
+def test_a_loop_through_an_owned_child_is_detected() -> None:
+    found: list[Any] = []
+    det = detector(found, [])
+    child = obj("ConfigMap", "web-config", 10, data={"stamp": "0"})
+    for i in range(1, 4):
+        new = obj("ConfigMap", "web-config", 10 + i, data={"stamp": str(i)})
+        det.own_write(new)  # our reconcile wrote the child ...
+        det.enqueued(REQ, Updated(child, new))  # ... its event maps back to the owner
+        assert det.starting(REQ)
+        child = new
+    assert found == [(REQ, ["ConfigMap web-config: data.stamp"])]
+
+
+def test_a_child_changed_by_someone_else_ends_the_streak() -> None:
+    found: list[Any] = []
+    det = detector(found, [])
+    child = obj("ConfigMap", "web-config", 10, data={"stamp": "0"})
+    for i in range(1, 6):
+        new = obj("ConfigMap", "web-config", 10 + i, data={"stamp": str(i)})
+        if i != 3:
+            det.own_write(new)
+        det.enqueued(REQ, Updated(child, new))
+        assert det.starting(REQ) is (i != 3)
+        child = new
+    assert found == []  # 2 in a row, a foreign write, then 2 in a row: never 3
+
+
+def test_a_generation_change_of_the_primary_is_never_self_triggered() -> None:
+    det = detector([], [])
+    old = obj("Site", "web", 1, spec={"size": 1})
+    new = obj("Site", "web", 2, spec={"size": 2})
+    det.own_write(new)
+    det.enqueued(REQ, Updated(old, new))
+    assert not det.starting(REQ)
+
+
+def test_field_owner_reads_managed_fields() -> None:
+    entries = [
+        managed("kubectl", "spec.replicas", "spec.image", time="2026-01-01T00:00:01Z"),
+        managed("hpa", "spec.replicas", time="2026-01-01T00:00:02Z"),
+        {**managed("kubeloop", "spec.replicas"), "subresource": "status"},
+    ]
+    assert field_owner(entries, "spec.replicas") == "hpa"  # the latest of two co-owners
+    assert field_owner(entries, "spec.image") == "kubectl"
+    assert field_owner(entries, "spec.other") is None
+
+
+def test_a_spec_field_flipping_between_two_managers_is_reported_once() -> None:
+    fights: list[Any] = []
+    det = detector([], fights)
+    old = obj("Site", "web", 1, spec={"size": 1, "image": "a"})
+    owners = ["gitops", "autoscaler", "gitops", "autoscaler", "gitops", "autoscaler"]
+    for i, owner in enumerate(owners):
+        new = obj("Site", "web", 2 + i, spec={"size": 3 if owner == "autoscaler" else 1})
+        new["spec"]["image"] = "a"
+        det.enqueued(
+            REQ, Updated(old, new, [managed(owner, "spec.size"), managed("ci", "spec.image")])
+        )
+        det.starting(REQ)
+        old = new
+    assert fights == [(REQ, "spec.size", ("autoscaler", "gitops"))]
+
+
+def test_one_writer_changing_a_field_often_is_no_fight() -> None:
+    fights: list[Any] = []
+    det = detector([], fights)
+    old = obj("Site", "web", 1, spec={"size": 0})
+    for i in range(1, 8):
+        new = obj("Site", "web", 1 + i, spec={"size": i})
+        det.enqueued(REQ, Updated(old, new, [managed("autoscaler", "spec.size")]))
+        old = new
+    # two managers taking turns once each is a hand-over, not a fight
+    for owner in ("gitops", "autoscaler"):
+        new = obj("Site", "web", 20 if owner == "gitops" else 21, spec={"size": 99})
+        new["spec"]["size"] = 50 if owner == "gitops" else 60
+        det.enqueued(REQ, Updated(old, new, [managed(owner, "spec.size")]))
+        old = new
+    assert fights == []
