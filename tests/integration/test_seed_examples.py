@@ -74,8 +74,10 @@ async def test_drift_without_predicate_loops_and_is_detected(kubeconfig: str) ->
     )
     assert result["loop_detected"] is True
     log = result["reconcile_log"]
-    assert len(log) == result["reconciles"] == result["status_writes"]
-    self_triggered = len(log) - (1 + spec_changes)
+    # every run writes, but one a spec change superseded (StaleGeneration, where reported)
+    superseded = result.get("superseded", 0)
+    assert len(log) == result["reconciles"] == result["status_writes"] + superseded
+    self_triggered = len(log) - (1 + spec_changes + superseded)
     assert self_triggered > 0, log
 
 
@@ -90,7 +92,8 @@ async def test_drift_with_generation_predicate_reconciles_on_schedule(kubeconfig
     )
     assert result["loop_detected"] is False
     log: list[tuple[float, int]] = result["reconcile_log"]
-    assert len(log) == result["reconciles"] == result["status_writes"]
+    superseded = result.get("superseded", 0)  # retried at once: a cause of its own
+    assert len(log) == result["reconciles"] == result["status_writes"] + superseded
     generations = [gen for _, gen in log]
     # every spec change reconciled, in order
     assert generations == sorted(generations)
@@ -98,7 +101,7 @@ async def test_drift_with_generation_predicate_reconciles_on_schedule(kubeconfig
     # Every reconcile has a cause other than its own status write: the requeue timer an
     # earlier reconcile set, or one of the 1 + spec_changes watch events of a new
     # generation (the Added and each spec change).
-    assert _not_explained_by_a_timer(log, requeue_after) <= 1 + spec_changes, log
+    assert _not_explained_by_a_timer(log, requeue_after) <= 1 + spec_changes + superseded, log
 
 
 def _not_explained_by_a_timer(log: list[tuple[float, int]], requeue_after: float) -> int:
