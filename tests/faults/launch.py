@@ -2,7 +2,7 @@
 
 The CLI takes no flags for lease timings, drift interval or GC grace (production has no
 use for 4 s leases), so the matrix starts the operator through this module instead: it
-builds the manager exactly as ``nodepool_operator.operator.run`` does, with
+wires the manager as ``nodepool_operator.operator.build_manager`` does, with
 ``OperatorSettings`` and ``ManagerOptions`` a test can shorten. It is a separate OS
 process like the real one, and SIGKILL, SIGTERM and leader election behave the same.
 
@@ -17,9 +17,12 @@ import asyncio
 import os
 from pathlib import Path
 
-from kubeloop import Client, configure_logging, load_kubeconfig
+from kubeloop import Client, Manager, ManagerOptions, configure_logging, load_kubeconfig
 from nodepool_operator.cloud import SimulatedCloud
-from nodepool_operator.operator import FIELD_MANAGER, build_manager
+from nodepool_operator.controllers.autoscaler import AutoscalerController
+from nodepool_operator.controllers.instance import InstanceController
+from nodepool_operator.controllers.nodepool import NodePoolController
+from nodepool_operator.operator import FIELD_MANAGER
 from nodepool_operator.settings import OperatorSettings
 
 
@@ -59,12 +62,29 @@ async def run(args: argparse.Namespace) -> None:
     client = Client(load_kubeconfig(args.kubeconfig), field_manager=FIELD_MANAGER)
     try:
         cloud = SimulatedCloud(settings.cloud_state, boot_seconds=settings.boot_seconds)
-        mgr = build_manager(client, cloud, settings, controllers=args.controllers.split(","))
-        # the one thing the composition root does not expose: test-length lease timings
-        mgr.options.identity = args.identity
-        mgr.options.lease_duration = args.lease_duration
-        mgr.options.renew_deadline = args.renew_deadline
-        mgr.options.retry_period = args.retry_period
+        # build_manager's options plus the test-length lease timings and the identity
+        # (the proxy's client name, so a test can map the Lease holder to a process)
+        options = ManagerOptions(
+            name="nodepool-operator",
+            leader_election=settings.leader_election,
+            leader_election_id="nodepool-operator-leader",
+            leader_election_namespace=args.lease_namespace,
+            identity=args.identity,
+            lease_duration=args.lease_duration,
+            renew_deadline=args.renew_deadline,
+            retry_period=args.retry_period,
+            metrics_bind_address=None,
+            health_probe_bind_address=None,
+            handle_signals=True,
+        )
+        mgr = Manager(client, options)
+        controllers = args.controllers.split(",")
+        if "nodepool" in controllers:
+            NodePoolController(mgr, cloud, settings).register()
+        if "autoscaler" in controllers:
+            AutoscalerController(mgr, settings).register()
+        if "instance" in controllers:
+            InstanceController(mgr, cloud, settings).register()
         await mgr.run()
     finally:
         await client.close()
