@@ -4,7 +4,7 @@ export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := .venv/bin/python
 
-.PHONY: setup controlplane monitoring test lint typecheck pytest docs demo manifests bench clean dist \
+.PHONY: setup controlplane monitoring test lint typecheck pytest docs demo manifests bench faults clean dist \
 	docker-build install uninstall deploy undeploy
 
 ## setup: the venv with dev dependencies, and the control-plane binaries (built once, cached)
@@ -55,6 +55,11 @@ bench: setup
 ## dist: the two wheels and sdists (kubeloop, nodepool-operator) into dist/
 dist: .venv/.synced
 	@UV=$$(command -v uv || echo $(HOME)/.local/bin/uv); $$UV build --all-packages -o dist
+
+## faults: the full fault matrix (>= 100 scenarios, not part of make test); ends with one
+## JSON line of counters, and writes one line per scenario to reports/faults/last.jsonl
+faults: setup
+	$(PY) -m tests.faults.runner --jsonl reports/faults/last.jsonl
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .envtest site dist

@@ -1,7 +1,17 @@
-"""Fixtures shared by test packages: moto's EC2 API server on loopback.
+"""Suite-wide fixtures and hygiene.
 
-Started once per session, and only if a test asks for it; each test that uses it resets it
-first, so tests see a fresh account.
+Hygiene: a test that starts a control plane must say so. ``-m "not integration"`` is how a
+quick run skips everything that needs the real kube-apiserver, so a test that starts one
+without the ``integration`` marker breaks that run (it starts etcd and the apiserver where
+nobody expected them). Two checks make a missing marker an error rather than a surprise:
+
+* at collection: a test whose fixture closure includes ``kube_control_plane`` (directly or
+  through ``kube_client``, ``kube_namespace``, ``operator_env``, ...) or whose module
+  constructs a :class:`~kubeloop.envtest.ControlPlane` itself must carry the marker;
+* at run time: :meth:`ControlPlane.start` called while an unmarked test runs fails it.
+
+Fixtures: moto's EC2 API server on loopback, started once per session and only if a test
+asks for it; each test that uses it resets it first, so tests see a fresh account.
 """
 
 from __future__ import annotations
@@ -13,6 +23,12 @@ from pathlib import Path
 import pytest
 
 from nodepool_operator.cloud import MotoServer
+from tests._hygiene import (  # re-exported as this conftest's hooks
+    pytest_collection_modifyitems,
+    pytest_runtest_protocol,
+)
+
+__all__ = ["moto", "moto_server", "pytest_collection_modifyitems", "pytest_runtest_protocol"]
 
 
 @pytest.fixture(scope="session")

@@ -37,6 +37,12 @@ from kubeloop.testing import new_manager
 async def run(
     kubeconfig: str | None, predicate: str, seconds: float, requeue_after: float, spec_changes: int
 ) -> dict[str, object]:
+    """Run the lesson; besides the summary, ``reconcile_log`` lists each reconcile as
+    ``(loop time, generation it saw)`` so a test can ask *why* each one ran.
+
+    The run lasts ``seconds`` and, beyond that, until the last spec change has been
+    reconciled, so a slow machine shortens nothing the result depends on."""
+    loop = asyncio.get_running_loop()
     async with cluster(kubeconfig) as client:
         ns = await new_namespace(client, "drift")
         await client.create(POOLS, pool("vm"), ns)
@@ -44,6 +50,8 @@ async def run(
         reconciles = 0
         writes = 0
         superseded = 0  # status writes stopped because a spec change arrived meanwhile
+        log: list[tuple[float, int]] = []
+        last_reconciled = asyncio.Event()  # the last spec change has been seen
 
         async def reconcile(req: Request) -> Result:
             nonlocal reconciles, writes, superseded
@@ -53,6 +61,9 @@ async def run(
             reconciles += 1
             now = dt.datetime.now(dt.UTC).isoformat()  # changes on every check: the trap
             gen = obj["metadata"]["generation"]
+            log.append((loop.time(), gen))
+            if gen >= 1 + spec_changes:
+                last_reconciled.set()
 
             def mutate(status: dict[str, object]) -> None:
                 status["lastCheckedAt"] = now
@@ -81,6 +92,8 @@ async def run(
             # a user's edit, as `kubectl patch` sends it: a merge patch, no resourceVersion
             await client.patch(POOLS, "vm", {"spec": {"targetNodes": i + 2}}, ns)
         await asyncio.sleep(seconds / (spec_changes + 1))
+        async with asyncio.timeout(120):  # a generous bound, not part of the lesson
+            await last_reconciled.wait()
         mgr.stop()
         await runner
         return {
@@ -88,6 +101,7 @@ async def run(
             "status_writes": writes,
             "superseded": superseded,
             "loop_detected": controller.loops_detected > 0,
+            "reconcile_log": log,
         }
 
 
@@ -102,7 +116,7 @@ def main() -> None:
     result = asyncio.run(
         run(args.kubeconfig, args.predicate, args.seconds, args.requeue_after, args.spec_changes)
     )
-    print(json.dumps(result))
+    print(json.dumps({k: result[k] for k in ("reconciles", "status_writes", "loop_detected")}))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ from nodepool_operator.settings import OperatorSettings
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "config" / "crd"
 LABEL = "e2e.kubeloop.dev/run"
+#: Seconds the operator gets to shut down at the end of a test.
+STOP_TIMEOUT = 60.0
 T = TypeVar("T")
 
 
@@ -130,8 +132,10 @@ class OperatorEnv:
     async def stop(self) -> None:
         if self.mgr is not None and self.task is not None:
             self.mgr.stop()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+            # bounded: a manager that does not stop fails the test here, with a traceback
+            async with asyncio.timeout(STOP_TIMEOUT):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self.task
         self.mgr, self.task = None, None
         await self.stop_kubelets()
 

@@ -27,6 +27,8 @@ from nodepool_operator.cloud import AwsCloud, CloudSnapshot, MotoKubelets, MotoS
 from nodepool_operator.failpoints import ENV as FAILPOINTS_ENV
 from tests.e2e.conftest import LABEL, OperatorEnv
 
+pytestmark = pytest.mark.integration
+
 _RUN = """
 import asyncio, sys
 from pathlib import Path

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 #: The demo's own --timeout; the subprocess also gets time to start and stop its cluster.
 DEMO_TIMEOUT = 180
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# the module fixture runs the demo in the first test: its subprocess bound and then some
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(DEMO_TIMEOUT + 420)]
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,6 @@ def test_no_duplicate_or_leaked_vms(demo: tuple[dict[str, Any], Path]) -> None:
     assert figures["duplicate_vms"] == 0
     assert figures["leaked_vms"] == 0
     assert figures["api_writes"] > 0
-    assert figures["conflicts"] >= 0
 
 
 def test_report_has_a_summary_and_a_chart(demo: tuple[dict[str, Any], Path]) -> None:

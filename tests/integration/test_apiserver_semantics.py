@@ -13,6 +13,8 @@ import pytest
 from kubeloop.envtest import ControlPlane, RestClient, RestError
 from tests.integration.widgets import WIDGET_CRD, WIDGETS, widget
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def rest(kube_control_plane: ControlPlane) -> RestClient:

@@ -7,9 +7,11 @@ No speed is asserted: speed is measured in ``make bench``, never in tests.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
+from bench.workers import TARGET_RATIO
 
 from kubeloop.envtest import ControlPlane
 from tests.integration.bench_support import run_quick
@@ -47,9 +49,12 @@ def test_workers_quick_smoke(kube_control_plane: ControlPlane, tmp_path: Path) -
         assert fig["reconciles_per_object"] == 1.0
         assert fig["same_object_overlap"] == 0
         assert 1 <= fig["max_overlap"] <= min(w, 4)
-        assert ratios[f"w{w}_makespan_over_ideal"] > 0
-    assert "worst_makespan_over_ideal" in ratios
-    assert isinstance(figures["within_target"], bool)
+        # the ideal is a lower bound of the makespan; infinity would mean no ideal at all
+        assert 0.999 <= ratios[f"w{w}_makespan_over_ideal"] < math.inf, (w, ratios)
+    worst = max(ratios[f"w{w}_makespan_over_ideal"] for w in workers)
+    assert ratios["worst_makespan_over_ideal"] == worst
+    # the verdict follows from the figures (its value depends on the machine, not the code)
+    assert figures["within_target"] is (worst <= TARGET_RATIO)
     text = docs.read_text()
     assert "<!-- bench:workers:begin -->" in text
     assert "| 10 |" in text

@@ -14,6 +14,8 @@ import pytest
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions, StartError, find_assets
 from kubeloop.envtest._process import reap_leftovers, run_dir
 
+pytestmark = pytest.mark.integration
+
 
 def _alive(pid: int) -> bool:
     try:

@@ -12,6 +12,8 @@ import pytest
 from kubeloop.envtest import ControlPlane, RestClient
 from kubeloop.testing import NodeFactory
 
+pytestmark = pytest.mark.integration
+
 
 def _wait(fn: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
     deadline = time.monotonic() + timeout

@@ -15,6 +15,8 @@ import pytest
 from kubeloop import CONFIGMAPS, Client, Gone
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def etcd_watch_plane() -> Iterator[ControlPlane]:

@@ -1,0 +1,482 @@
+"""Run fault scenarios against real operator processes and count what went wrong.
+
+Every counter comes from the apiserver's state, the fault proxy's log or the simulated
+cloud's records, never from an operator's own metrics:
+
+``converged``
+    Anvil's eventually-stable check: after the faults stop, every scope matches the
+    desired state within ``CONVERGE_S`` and keeps matching for ``STABLE_S``.
+``lost_updates``
+    A spec the user wrote that is no longer the spec, or a status that claims a
+    generation whose effect is not there (the child, the VMs).
+``observed_generation_regressions``
+    ``status.observedGeneration`` of one object (one uid) going down between two watch
+    events, in the apiserver's order.
+``split_brain_writes``
+    Leader pair: writes the old leader got accepted after the new leader's first write
+    (commit order by resourceVersion; Leases and Events left out). Two instances: writes
+    one instance made to the other's objects.
+``duplicate_vms``, ``leaked_vms``
+    The cloud's records: live VMs beyond one per name; live VMs no live object wants.
+``differences``
+    Sieve's differential check against the fault-free run of the same workload: end
+    state, and per-object create/delete counts.
+
+    python -m tests.faults.runner            # the full matrix; one JSON line at the end
+    python -m tests.faults.runner --quick    # the subset make test runs
+    python -m tests.faults.runner --only 'appconfig/leader-pair/partition@update#1'
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import sys
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubeloop import LEASES, NotFound
+from kubeloop.testing.faults import (
+    CutWatch,
+    LogEntry,
+    Reset,
+    Rule,
+    service_unavailable,
+    too_many_requests,
+)
+from kubeloop.testing.faults import internal_error as internal_error_
+from kubeloop.testing.invariants import (
+    NOT_OBJECT_WRITES,
+    GenerationWatch,
+    writes_after_handover,
+    writes_outside,
+)
+from kubeloop.testing.oracles import (
+    Difference,
+    NotStable,
+    ObjectKey,
+    OpCount,
+    RunRecord,
+    State,
+    WatchRecorder,
+    compare_runs,
+    eventually_stable,
+)
+from tests.faults.operators import ADAPTERS, OperatorAdapter, Scope
+from tests.faults.scenarios import Scenario, full, quick
+from tests.faults.world import Replica, World, world
+
+log = logging.getLogger("faults.matrix")
+
+#: How long a storm (429s, 5xx, resets, watch cuts) or a partition lasts.
+FAULT_S = 4.0
+#: Convergence bound after the faults stop, and how long the match must then hold.
+CONVERGE_S = 90.0
+STABLE_S = 2.0
+
+#: Fault-free reference runs by scenario; None: it went wrong, so it is no reference.
+References = dict[Scenario, RunRecord | None]
+
+COUNTERS = (
+    "lost_updates",
+    "observed_generation_regressions",
+    "split_brain_writes",
+    "duplicate_vms",
+    "leaked_vms",
+    "differences",
+)
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    converged: bool = False
+    lost_updates: int = 0
+    observed_generation_regressions: int = 0
+    split_brain_writes: int = 0
+    duplicate_vms: int = 0
+    leaked_vms: int = 0
+    differences: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return self.converged and not any(getattr(self, c) for c in COUNTERS)
+
+    def explain(self) -> str:
+        counts = ", ".join(f"{c}={getattr(self, c)}" for c in COUNTERS if getattr(self, c))
+        state = "converged" if self.converged else "NOT converged"
+        head = f"{self.scenario} ({self.seconds:.0f}s): {state}"
+        return "\n  ".join([f"{head} {counts}".rstrip(), *self.notes[:25]])
+
+
+def summarise(outcomes: Iterable[Outcome]) -> dict[str, int]:
+    rows = list(outcomes)
+    summary = {"scenarios": len(rows), "converged": sum(o.converged for o in rows)}
+    for c in COUNTERS:
+        summary[c] = sum(getattr(o, c) for o in rows)
+    return summary
+
+
+# -- one scenario ----------------------------------------------------------------------------
+
+
+class Run:
+    """One scenario's processes, workload, fault and oracles."""
+
+    def __init__(self, w: World, scn: Scenario, references: References) -> None:
+        self.w, self.scn, self.refs = w, scn, references
+        self.adapter: OperatorAdapter = ADAPTERS[scn.operator]
+        self.rng = random.Random(scn.id)
+        self.tag = uuid.uuid4().hex[:6]
+        self.scopes: list[Scope] = []
+        self.replicas: list[Replica] = []
+        self.rules: list[Rule] = []
+        self.outcome = Outcome(scn.id)
+        self.leader: Replica | None = None
+        self.dir = w.dir / self.tag
+
+    @property
+    def clients(self) -> set[str]:
+        return {r.client for r in self.replicas}
+
+    # -- set-up ------------------------------------------------------------------------
+    async def setup(self) -> None:
+        self.dir.mkdir(parents=True)
+        if self.adapter.name not in self.w.installed:
+            await self.adapter.install(self.w)
+            self.w.installed.add(self.adapter.name)
+        n_scopes = 2 if self.scn.topology == "two-instances" else 1
+        for i in range(n_scopes):
+            ns = await self.w.blocking(self.w.cp.create_namespace, f"fx-{self.tag}-{i}")
+            self.scopes.append(Scope(f"{self.tag}{i}", ns, self.dir / f"cloud-{i}.sqlite"))
+        leader = self.scn.topology == "leader-pair"
+        for i, scope in enumerate(self.scopes):
+            for k in range(2 if leader else 1):
+                client = f"op-{self.tag}-{i}{k}"
+                argv = self.adapter.argv(self.w, scope, client, leader=leader)
+                self.replicas.append(Replica(client, argv, self.dir / f"{client}.log"))
+
+    async def start(self) -> None:
+        for r in self.replicas:
+            r.start()
+        if self.scn.topology == "leader-pair":
+            self.leader = await self._wait_leader()
+
+    async def _wait_leader(self) -> Replica:
+        scope = self.scopes[0]
+        name = (
+            f"appconfig-operator-{scope.namespace}"
+            if self.adapter.name == "appconfig"
+            else "nodepool-operator-leader"
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(NotFound):
+                lease = await self.w.admin.get(LEASES, name, scope.namespace)
+                holder = (lease.get("spec") or {}).get("holderIdentity")
+                for r in self.replicas:
+                    if r.client == holder:
+                        return r
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"no leader elected for {name}: {self._tails()}")
+
+    # -- the fault -----------------------------------------------------------------------
+    async def strike(self) -> None:
+        """Start the fault (storms and partitions last until :meth:`heal`)."""
+        fault, px, ops = self.scn.fault, self.w.proxy, self.clients
+        if fault == "storm-429":
+            self.rules.append(px.add_rule(too_many_requests(1.0), client=ops, probability=0.5))
+        elif fault == "storm-5xx":
+            writes = {"create", "update", "patch", "delete"}
+            self.rules.append(
+                px.add_rule(service_unavailable(1.0), client=ops, verb=writes, probability=0.4)
+            )
+            self.rules.append(
+                px.add_rule(internal_error_(), client=ops, verb={"get", "list"}, probability=0.3)
+            )
+        elif fault == "watch-cut":
+            self.rules.append(px.add_rule(CutWatch(after_seconds=1.5, abort=True), client=ops))
+        elif fault == "reset":
+            self.rules.append(px.add_rule(Reset(), client=ops, watch=False, probability=0.3))
+        elif fault == "partition":
+            target = self.leader or self.rng.choice(self.replicas)
+            self.rules.append(px.partition(target.client))
+        elif fault == "sigkill":
+            await asyncio.sleep(self.rng.uniform(0.0, 1.5))
+            target = self.leader or self.rng.choice(self.replicas)
+            target.kill()
+            self.outcome.notes.append(f"SIGKILL {target.client}")
+            if self.leader is None:
+                await asyncio.sleep(0.3)
+                target.start()
+        elif fault == "apiserver-restart":
+            await self.w.blocking(self.w.cp.restart_apiserver)
+        elif fault == "etcd-restart":
+            await self.w.blocking(self.w.cp.restart_etcd)
+
+    async def heal(self) -> None:
+        if self.scn.fault == "partition" and self.leader is not None:
+            await self._until_standby_writes()
+        elif self.rules:
+            await asyncio.sleep(FAULT_S)
+        for rule in self.rules:
+            if rule.label == "partition":
+                self.w.proxy.heal(rule)
+            else:
+                self.w.proxy.remove_rule(rule)
+        self.rules.clear()
+
+    async def _until_standby_writes(self) -> None:
+        """Keep the leader partitioned until its standby has written (or 60 s)."""
+        assert self.leader is not None
+        standby = {r.client for r in self.replicas} - {self.leader.client}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if any(self._object_writes(clients=standby)):
+                break
+            await asyncio.sleep(0.2)
+        else:
+            self.outcome.notes.append("the standby made no write while the leader was cut off")
+        await asyncio.sleep(1.0)
+
+    # -- the workload -------------------------------------------------------------------
+    async def workload(self) -> None:
+        moment = self.scn.moment
+        if moment == "start":
+            await self.strike()
+        for scope in self.scopes:
+            await self.adapter.create(self.w, scope)
+        if moment == "create":
+            await self.strike()
+        if self.scn.fault == "none":
+            await self._acted_on_creates()
+        else:
+            await asyncio.sleep(self.rng.uniform(0.3, 1.0))  # let the operators get going
+        for scope in self.scopes:
+            await self.adapter.update(self.w, scope)
+        if moment == "update":
+            await self.strike()
+        await self.heal()
+
+    async def _acted_on_creates(self) -> None:
+        deadline = time.monotonic() + CONVERGE_S
+        for scope in self.scopes:
+            while not await self.adapter.acted_on_creates(self.w, scope):
+                if time.monotonic() > deadline:
+                    self.outcome.notes.append("the creates were not acted on in time")
+                    return
+                await asyncio.sleep(0.2)
+
+    # -- oracles ----------------------------------------------------------------------------
+    def _object_writes(self, clients: set[str] | None = None) -> list[Any]:
+        who = clients or self.clients
+        return [
+            e
+            for e in self.w.proxy.log.writes()
+            if e.client in who and (e.resource or "") not in NOT_OBJECT_WRITES
+        ]
+
+    async def converge(self, recorder: WatchRecorder | None) -> None:
+        async def check() -> list[str]:
+            try:
+                out: list[str] = []
+                for scope in self.scopes:
+                    out += await self.adapter.mismatches(self.w, scope)
+                return out
+            except Exception as err:  # the apiserver restarting: not matched yet
+                return [f"check failed: {err!r}"]
+
+        try:
+            stable = await eventually_stable(
+                check, within=CONVERGE_S, stable_for=STABLE_S, recorder=recorder
+            )
+            self.outcome.converged = True
+            self.outcome.notes.append(f"converged after {stable.converged_after:.1f}s")
+        except NotStable as err:
+            self.outcome.notes.append(str(err).splitlines()[0])
+            self.outcome.notes += [f"  {m}" for m in err.mismatches[:10]]
+            if err.broke:
+                # A violation already (converged stays False), but let it settle before
+                # the loss counters are read, so they describe where it ends, not a flap.
+                try:
+                    await eventually_stable(
+                        check, within=CONVERGE_S, stable_for=STABLE_S, recorder=recorder
+                    )
+                    self.outcome.notes.append("settled again afterwards")
+                except NotStable as again:
+                    self.outcome.notes.append(f"never settled: {str(again).splitlines()[0]}")
+
+    def split_brain(self) -> None:
+        writes = self._object_writes()
+        if self.scn.topology == "leader-pair" and self.leader is not None:
+            old = self.leader.client
+            late = writes_after_handover(writes, old)
+            self.outcome.split_brain_writes += len(late)
+            for e in late[:5]:
+                self.outcome.notes.append(
+                    f"old leader {old} wrote {e.verb} {e.resource}/{e.name} (rv "
+                    f"{e.resource_version}) after the new leader's first write"
+                )
+            self.outcome.notes.append(f"old leader exit code: {self.leader.exit_code()}")
+        if self.scn.topology == "two-instances":
+            for i, scope in enumerate(self.scopes):
+                mine = {r.client for r in self.replicas if r.client.endswith(f"-{i}0")}
+                other = self.scopes[1 - i]
+
+                def not_the_others(e: LogEntry, other: Scope = other) -> bool:
+                    return not self.adapter.in_scope(other, e.namespace, e.name)
+
+                cross = writes_outside(writes, mine, not_the_others)
+                self.outcome.split_brain_writes += len(cross)
+                for e in cross[:5]:
+                    self.outcome.notes.append(
+                        f"instance of {scope.namespace} wrote {e.verb} {e.resource}/"
+                        f"{e.namespace}/{e.name} (scope of {other.namespace})"
+                    )
+
+    async def record(self) -> RunRecord:
+        objects: dict[ObjectKey, Any] = {}
+        ops: dict[ObjectKey, OpCount] = {}
+        for i, scope in enumerate(self.scopes):
+            state = await self.adapter.snapshot(self.w, scope)
+            for (res, _, name), obj in state.objects.items():
+                objects[(res, str(i), name)] = obj
+            for (res, _, name), count in self.adapter.creates_deletes(self.w, scope).items():
+                ops[(res, str(i), name)] = count
+        return RunRecord(State(objects), ops)
+
+    async def judge(self) -> None:
+        for scope in self.scopes:
+            losses = await self.adapter.losses(self.w, scope)
+            self.outcome.lost_updates += losses.lost_updates
+            self.outcome.duplicate_vms += losses.duplicate_vms
+            self.outcome.leaked_vms += losses.leaked_vms
+            self.outcome.notes += list(losses.notes)
+        self.split_brain()
+        record = await self.record()
+        if self.scn == self.scn.reference and self.scn not in self.refs:
+            # a fault-free run that went wrong is no reference: the scenarios of its
+            # topology then go without the differential check (and say so)
+            self.refs[self.scn] = record if self.outcome.clean else None
+        reference = self.refs.get(self.scn.reference)
+        if reference is None:
+            self.outcome.notes.append("no (clean) reference run: differential check skipped")
+        elif self.outcome.converged:
+            diffs = [d for d in compare_runs(reference, record) if _counts(d)]
+            self.outcome.differences = len(diffs)
+            self.outcome.notes += [f"differs: {d}" for d in diffs[:10]]
+
+    def _tails(self) -> str:
+        return "\n".join(f"--- {r.client}\n{r.log_tail(15)}" for r in self.replicas)
+
+    async def run(self) -> Outcome:
+        started = time.monotonic()
+        self.w.proxy.log.clear()
+        await self.setup()
+        recorders: list[WatchRecorder] = []
+        watches: list[GenerationWatch] = []
+        try:
+            for scope in self.scopes:
+                for res in self.adapter.generation_kinds:
+                    rec = WatchRecorder(
+                        self.w.admin,
+                        [res],
+                        namespace=None if self.adapter.cluster_scoped else scope.namespace,
+                        label_selector=scope.selector if self.adapter.cluster_scoped else None,
+                    )
+                    await rec.start()
+                    recorders.append(rec)
+                    watches.append(GenerationWatch(rec))
+                child = self.adapter.child_watch(scope)
+                if child is not None:
+                    res, ns, selector = child
+                    scope.children = WatchRecorder(
+                        self.w.admin, [res], namespace=ns, label_selector=selector
+                    )
+                    await scope.children.start()
+                    recorders.append(scope.children)
+            await self.start()
+            await self.workload()
+            await self.converge(recorders[0] if recorders else None)
+            await self.judge()
+        finally:
+            for r in self.replicas:
+                r.kill()
+            for rec in recorders:
+                with contextlib.suppress(AssertionError):
+                    await rec.stop()
+        for gw in watches:
+            self.outcome.observed_generation_regressions += len(gw.regressions)
+            self.outcome.notes += gw.regressions[:5]
+        if not self.outcome.clean:
+            self.outcome.notes.append(self._tails())
+        self.outcome.seconds = round(time.monotonic() - started, 1)
+        return self.outcome
+
+
+def _counts(d: Difference) -> bool:
+    """Whether a difference from the reference counts. Fewer creates or deletes than
+    the reference is not one: a child the user deleted before the (cut off, killed)
+    operator got to it was never needed. More is (Sieve's deleted-and-re-created)."""
+    if d.kind in ("creates", "deletes"):
+        return int(d.faulty or 0) > int(d.reference or 0)
+    return True
+
+
+async def run_scenario(w: World, scn: Scenario, references: References) -> Outcome:
+    """Run ``scn`` (its fault-free reference first, if there is none yet)."""
+    if scn.fault != "none" and scn.reference not in references:
+        await Run(w, scn.reference, references).run()
+    return await Run(w, scn, references).run()
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    if args.only:
+        scenarios = [Scenario.parse(s) for s in args.only]
+    else:
+        scenarios = quick() if args.quick else full()
+    references: References = {}
+    outcomes: list[Outcome] = []
+    sink = Path(args.jsonl) if args.jsonl else None
+    if sink is not None:
+        sink.parent.mkdir(parents=True, exist_ok=True)
+        sink.write_text("")
+    async with world(seed=args.seed) as w:
+        for i, scn in enumerate(scenarios, 1):
+            try:
+                outcome = await run_scenario(w, scn, references)
+            except Exception as err:  # a harness failure is a failed scenario, not a crash
+                log.exception("scenario %s failed to run", scn.id)
+                outcome = Outcome(scn.id, notes=[f"harness error: {err!r}"])
+            outcomes.append(outcome)
+            mark = "ok " if outcome.clean else "BAD"
+            print(f"[{i}/{len(scenarios)}] {mark} {outcome.explain()}", file=sys.stderr)
+            if sink is not None:
+                with sink.open("a") as f:
+                    f.write(json.dumps(asdict(outcome)) + "\n")
+    print(json.dumps(summarise(outcomes)))
+    return 0 if all(o.clean for o in outcomes) else 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the make test subset")
+    parser.add_argument("--only", action="append", help="a scenario id (repeatable)")
+    parser.add_argument("--jsonl", help="also write one JSON line per scenario here")
+    parser.add_argument("--seed", type=int, default=0, help="the fault proxy's seed")
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    sys.exit(asyncio.run(main_async(parser.parse_args())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The scenario matrix: faults x the moment they strike x operators x topologies.
+
+A scenario is a value (it names everything that varies, the seed included), so any one
+of them can be re-run alone::
+
+    python -m tests.faults.runner --only 'appconfig/single/sigkill@update#2'
+
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OPERATORS = ("appconfig", "nodepool", "instance")
+
+#: single: one process; two-instances: two processes, each scoped to its own namespace
+#: (or label selector); leader-pair: two replicas of one scope with leader election.
+TOPOLOGIES = ("single", "two-instances", "leader-pair")
+
+#: What goes wrong. ``partition`` cuts every request of the operator (the leader, in a
+#: leader pair) off; ``sigkill`` kills it at a seeded moment and starts it again (a
+#: leader pair's leader is not restarted: the standby must take over).
+FAULTS = (
+    "none",
+    "sigkill",
+    "apiserver-restart",
+    "etcd-restart",
+    "storm-429",
+    "storm-5xx",
+    "watch-cut",
+    "reset",
+    "partition",
+)
+
+#: When it strikes: before the objects exist, right after they are created, or right
+#: after their specs change (and one is deleted).
+MOMENTS = ("start", "create", "update")
+
+
+@dataclass(frozen=True, order=True)
+class Scenario:
+    operator: str
+    topology: str
+    fault: str
+    moment: str
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for value, allowed in (
+            (self.operator, OPERATORS),
+            (self.topology, TOPOLOGIES),
+            (self.fault, FAULTS),
+            (self.moment, MOMENTS),
+        ):
+            if value not in allowed:
+                raise ValueError(f"{value!r} is not one of {allowed}")
+
+    @property
+    def id(self) -> str:
+        return f"{self.operator}/{self.topology}/{self.fault}@{self.moment}#{self.seed}"
+
+    @property
+    def reference(self) -> Scenario:
+        """The fault-free run this one is compared with."""
+        return Scenario(self.operator, self.topology, "none", "update", 0)
+
+    @classmethod
+    def parse(cls, text: str) -> Scenario:
+        operator, topology, rest = text.split("/")
+        fault, _, rest = rest.partition("@")
+        moment, _, seed = rest.partition("#")
+        return cls(operator, topology, fault, moment, int(seed or 0))
+
+
+def full() -> list[Scenario]:
+    """Every scenario ``make faults`` runs (at least 100)."""
+    out: list[Scenario] = []
+    for op in OPERATORS:
+        out.append(Scenario(op, "single", "none", "update"))
+        for fault in ("storm-429", "storm-5xx", "watch-cut", "reset", "partition"):
+            for moment in MOMENTS:
+                out.append(Scenario(op, "single", fault, moment))
+        for moment in ("create", "update"):
+            for seed in (1, 2, 3):
+                out.append(Scenario(op, "single", "sigkill", moment, seed))
+        for fault in ("apiserver-restart", "etcd-restart"):
+            out.append(Scenario(op, "single", fault, "update"))
+        out.append(Scenario(op, "two-instances", "none", "update"))
+        for fault in ("sigkill", "storm-5xx", "watch-cut", "partition"):
+            out.append(Scenario(op, "two-instances", fault, "update", 1))
+        out.append(Scenario(op, "leader-pair", "none", "update"))
+        for moment in ("create", "update"):
+            for seed in (1, 2):
+                out.append(Scenario(op, "leader-pair", "partition", moment, seed))
+            out.append(Scenario(op, "leader-pair", "sigkill", moment, 1))
+    return out
+
+
+def quick() -> list[Scenario]:
+    """The subset ``make test`` runs: every fault kind, every operator, the two-instance
+    and partitioned-leader scenarios included."""
+    out: list[Scenario] = []
+    for op in OPERATORS:
+        out += [
+            Scenario(op, "single", "sigkill", "update", 1),
+            Scenario(op, "single", "storm-5xx", "update"),
+            Scenario(op, "single", "storm-429", "create"),
+            Scenario(op, "single", "watch-cut", "create"),
+            Scenario(op, "single", "reset", "update"),
+            Scenario(op, "single", "partition", "update"),
+            Scenario(op, "two-instances", "none", "update"),
+            Scenario(op, "leader-pair", "partition", "update", 1),
+        ]
+    out.append(Scenario("appconfig", "single", "apiserver-restart", "update"))
+    out.append(Scenario("instance", "single", "etcd-restart", "update"))
+    return out

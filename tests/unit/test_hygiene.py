@@ -1,0 +1,61 @@
+"""The suite's own rule: a test that starts a control plane carries the integration marker.
+
+Each case runs a throw-away pytest session (collection only, so nothing is started) with
+the checks of ``tests/conftest.py`` loaded, and reads its verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CONFTEST = "from tests._hygiene import pytest_collection_modifyitems, pytest_runtest_protocol\n"
+
+
+def _collect(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_case.py").write_text(body)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "def test_x(kube_control_plane):\n    pass\n",
+        "def test_x(kube_namespace):\n    pass\n",
+        "from kubeloop.envtest import ControlPlane\ndef test_x():\n    ControlPlane().start()\n",
+    ],
+    ids=["fixture", "dependent-fixture", "constructed"],
+)
+def test_an_unmarked_control_plane_test_is_an_error(tmp_path: Path, body: str) -> None:
+    result = _collect(tmp_path, body)
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    assert "test_case.py::test_x" in result.stderr
+    assert "not marked `integration`" in result.stderr
+
+
+def test_a_marked_one_and_a_plain_one_collect(tmp_path: Path) -> None:
+    body = (
+        "import pytest\n"
+        "@pytest.mark.integration\n"
+        "def test_x(kube_control_plane):\n    pass\n"
+        "def test_y(tmp_path):\n    pass\n"
+    )
+    result = _collect(tmp_path, body)
+    assert result.returncode == pytest.ExitCode.OK, result.stdout + result.stderr
+    assert "2 tests collected" in result.stdout
