@@ -300,7 +300,7 @@ class NodePoolOperator(OperatorAdapter):
     controllers = "nodepool,autoscaler"
 
     async def install(self, world: World) -> None:
-        await world.blocking(world.cp.install_crds, sorted(CRD_DIR.glob("*.yaml")))
+        await world.blocking(world.cp.install_crds, sorted(CRD_DIR.glob("kubeloop.dev_*.yaml")))
 
     def argv(self, world: World, scope: Scope, client: str, *, leader: bool) -> list[str]:
         args = [

@@ -474,6 +474,10 @@ class ControlPlane:
         rest = self.rest()
         names = []
         for crd in objs:
+            if crd.get("kind") != "CustomResourceDefinition" or "metadata" not in crd:
+                raise EnvtestError(
+                    f"install_crds: not a CustomResourceDefinition: kind {crd.get('kind')!r}"
+                )
             name = crd["metadata"]["name"]
             try:
                 rest.post(CRD_PATH, crd)
