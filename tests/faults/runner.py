@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubeloop import LEASES, NotFound
+from kubeloop import LEASES, NotFound, load_kubeconfig
 from kubeloop.testing.faults import (
     CutWatch,
     LogEntry,
@@ -70,6 +70,7 @@ from kubeloop.testing.oracles import (
     compare_runs,
     eventually_stable,
 )
+from nodepool_operator.operator import simulated_vms
 from tests.faults.operators import ADAPTERS, OperatorAdapter, Scope
 from tests.faults.scenarios import Scenario, full, quick
 from tests.faults.world import Replica, World, world
@@ -383,6 +384,18 @@ class Run:
         started = time.monotonic()
         self.w.proxy.log.clear()
         await self.setup()
+        async with contextlib.AsyncExitStack() as vms:
+            if self.adapter.name in ("nodepool", "instance"):
+                # The VMs' side, as on a real cloud: their kubelets register the Nodes
+                # (kwok runs them). Beside the operator processes, not inside them, so a
+                # killed or partitioned operator leaves its VMs running; straight to the
+                # apiserver, not through the proxy (the faults are the operator's).
+                config = load_kubeconfig(self.w.cp.kubeconfig)
+                for scope in self.scopes:
+                    await vms.enter_async_context(simulated_vms(config, scope.cloud()))
+            return await self._run(started)
+
+    async def _run(self, started: float) -> Outcome:
         recorders: list[WatchRecorder] = []
         watches: list[GenerationWatch] = []
         try:

@@ -25,8 +25,8 @@ REFERENCES: References = {}
 
 
 @pytest.fixture
-async def matrix(kube_control_plane: ControlPlane) -> AsyncIterator[World]:
-    async with world(kube_control_plane) as w:
+async def matrix(kube_cluster: ControlPlane) -> AsyncIterator[World]:
+    async with world(kube_cluster) as w:
         yield w
 
 

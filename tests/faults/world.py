@@ -65,7 +65,11 @@ async def world(cp: ControlPlane | None = None, *, seed: int = 0) -> AsyncIterat
     async with contextlib.AsyncExitStack() as stack:
         if cp is None:
             loop = asyncio.get_running_loop()
-            own = ControlPlane(ControlPlaneOptions(scheduler=False))
+            # kwok keeps the pools' Nodes alive; kube-controller-manager collects what
+            # deleted objects owned (the full test bed, as the kube_cluster fixture)
+            own = ControlPlane(
+                ControlPlaneOptions(scheduler=False, controller_manager=True, kwok=True)
+            )
             await loop.run_in_executor(executor, own.start)
             stack.callback(own.stop)
             cp = own
