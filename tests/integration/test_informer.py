@@ -300,6 +300,8 @@ async def test_controllers_watching_one_kind_share_one_informer(
         )
         assert len(mgr.cache.informers) == 2  # Things and ConfigMaps, once each
         assert requests.count("list", THINGS) == 1
+        # the LIST's objects can be reconciled before the WATCH that follows it is sent
+        await eventually(lambda: requests.count("watch", THINGS) >= 1, "the Things watch")
         assert requests.count("watch", THINGS) == 1
         await client.create(THINGS, thing("z"), ns)
         await eventually(
