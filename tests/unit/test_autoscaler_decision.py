@@ -87,6 +87,13 @@ def test_decision_with_only_pods_set_aside_does_not_claim_nothing_is_pending() -
     )
 
 
+def test_pods_waiting_for_the_scheduler_are_named_not_hidden() -> None:
+    plan = plan_scale_up([], template=TEMPLATE, current_target=2, max_nodes=10)
+    assert decision_text(plan, (), settling=2) == (
+        "no scale up (target 2); 2 pods waiting for the scheduler on new Ready nodes"
+    )
+
+
 def test_a_scale_down_replaces_the_head_and_keeps_the_groups() -> None:
     plan = plan_scale_up([pod("huge", "120Gi")], template=TEMPLATE, current_target=3, max_nodes=10)
     head = scale_down_text(3, 1, timedelta(minutes=10))

@@ -69,3 +69,18 @@ def test_a_pod_not_taken_by_its_ready_node_is_set_aside_after_the_grace() -> Non
     # a new pool spec (a new template) forgets the verdict
     landing.look(candidates={"a"}, ready=2, registered=2, now=50.0, grace=30.0, pool_generation=2)
     assert landing.excluded({"a": 1}) == set()
+
+
+def test_a_released_pod_waits_for_capacity_again_not_for_the_scheduler() -> None:
+    landing = Landing()
+    common: dict[str, Any] = {"grace": 30.0, "pool_generation": 1}
+    landing.look(candidates={"a", "b", "c"}, ready=0, registered=0, now=0.0, **common)
+    landing.planned(["a", "b", "c"], target=1)
+    landing.look(candidates={"a", "b", "c"}, ready=1, registered=1, now=5.0, **common)
+    landing.look(candidates={"a", "b"}, ready=1, registered=1, now=40.0, **common)
+    assert landing.excluded({"a": 1, "b": 1}) == {"a", "b"}
+    landing.release(["a"])
+    assert landing.excluded({"a": 1, "b": 1}) == {"b"}
+    # released, it may be planned (and wait) again
+    landing.planned(["a"], target=2)
+    assert "a" in landing.awaiting

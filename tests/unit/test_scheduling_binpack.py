@@ -17,6 +17,7 @@ from nodepool_operator.scheduling import (
     Resources,
     ScaleUpPlan,
     Taint,
+    crowded_out,
     lower_bound,
     plan_scale_up,
     pod_ref,
@@ -375,3 +376,19 @@ def test_random_plans_respect_capacity_and_the_lower_bound(seed: int) -> None:
         assert all(g.reason is not PlanReason.MAX_NODES_REACHED for g in result.unschedulable)
     if unlimited and not options["existing_nodes"] and not options["in_flight"]:
         assert result.new_nodes >= lower_bound(pending, template)
+
+
+def test_a_pod_is_crowded_out_only_when_room_alone_keeps_it_off_allowed_nodes() -> None:
+    full = NodeState("full", Resources(cpu=16000, memory=10 * GI, pods=100))
+    roomy = NodeState("roomy", Resources(cpu=16000, memory=64 * GI, pods=100))
+    tainted = NodeState(
+        "t", Resources(cpu=16000, memory=10 * GI, pods=100), taints=(Taint("x", "NoSchedule"),)
+    )
+    big = pod("big", memory="28Gi")
+    assert crowded_out(big, [full])
+    # a node it is allowed on still has room: the scheduler refused it for another reason
+    assert not crowded_out(big, [full, roomy])
+    # not allowed anywhere (a taint): not a question of room
+    assert not crowded_out(big, [tainted])
+    assert crowded_out(big, [tainted, full])
+    assert not crowded_out(big, [])

@@ -9,6 +9,10 @@ plan put on new capacity is remembered with the target it waited for; once the p
 many Ready nodes and the scheduler has had ``grace`` seconds to bind it, the pod is
 *not taken*: set aside with a reason until it is scheduled, deleted, or the pool's spec changes.
 
+The scheduler may bind other, interchangeable pods to those nodes than the ones the plan chose.
+A remembered pod that then fits no Ready node only for want of room was crowded out, not
+refused: the caller releases it (:meth:`Landing.release`) and plans for it again like any other pod.
+
 Pure: the state is a value, the clock an argument.
 """
 
@@ -86,6 +90,13 @@ class Landing:
         for uid in pods_on_new_capacity:
             if uid and uid not in self.not_taken:
                 self.awaiting.setdefault(uid, Awaiting(target))
+
+    def release(self, uids: Iterable[str]) -> None:
+        """Forget ``uids``: they wait for capacity again, not for the scheduler."""
+        for uid in uids:
+            self.awaiting.pop(uid, None)
+            self.not_taken.discard(uid)
+            self.settling.discard(uid)
 
     def excluded(self, uids: Mapping[str, object]) -> set[str]:
         """The uids among ``uids`` that are not taken."""

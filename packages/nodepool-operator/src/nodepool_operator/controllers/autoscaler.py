@@ -99,6 +99,7 @@ from nodepool_operator.scheduling import (
     PodRef,
     ScaleUpPlan,
     classify,
+    crowded_out,
     daemonset_view,
     plan_scale_up,
     pod_ref,
@@ -330,6 +331,9 @@ class AutoscalerController:
             grace=settings.pod_landing_grace_seconds,
             pool_generation=look.pool.metadata.generation,
         )
+        # Interchangeable pods: the scheduler may have bound others to the planned nodes.
+        held = memory.landing.excluded(uids) | memory.landing.waiting(uids)
+        memory.landing.release(u for u in held if crowded_out(uids[u], look.nodes.room))
         not_taken = sorted(pod_ref(uids[u]) for u in memory.landing.excluded(uids))
         settling = {pod_ref(uids[u]) for u in memory.landing.waiting(uids)}
         stuck_refs = {ref for ref, _ in stuck} | set(not_taken) | settling
@@ -377,7 +381,7 @@ class AutoscalerController:
             )
         self._report.not_triggered(obj, not_triggered(plan, aside), by_ref)
         generation = obj["metadata"].get("generation", 0)
-        decision = decision_text(plan, aside, head=head)
+        decision = decision_text(plan, aside, head=head, settling=len(settling))
         provisioning = memory.provisioning
         backing_off = provisioning.backing_off(now)
 

@@ -11,6 +11,7 @@ from ._binpack import Placement as Placement
 from ._binpack import PlanReason as PlanReason
 from ._binpack import ScaleUpPlan as ScaleUpPlan
 from ._binpack import UnschedulableGroup as UnschedulableGroup
+from ._binpack import crowded_out as crowded_out
 from ._binpack import lower_bound as lower_bound
 from ._binpack import plan_scale_up as plan_scale_up
 from ._daemonset import DaemonSetView as DaemonSetView
@@ -77,6 +78,7 @@ __all__ = [
     "Taint",
     "UnschedulableGroup",
     "classify",
+    "crowded_out",
     "daemonset_overhead",
     "daemonset_view",
     "format_bytes",

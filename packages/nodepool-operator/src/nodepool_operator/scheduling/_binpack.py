@@ -37,6 +37,7 @@ __all__ = [
     "PlanReason",
     "ScaleUpPlan",
     "UnschedulableGroup",
+    "crowded_out",
     "lower_bound",
     "plan_scale_up",
 ]
@@ -453,6 +454,19 @@ def _first_fit(bins: list[_Bin], requests: Resources, start: int) -> tuple[_Bin 
             return bins[index], index
         index += 1
     return None, index
+
+
+def crowded_out(pod: Pod | PodView, nodes: Sequence[NodeState]) -> bool:
+    """Whether ``pod`` would be allowed on some of ``nodes`` and fits none of them only for want
+    of free room: other pods took the room, so more capacity is the answer.
+
+    The autoscaler asks this of a pod it planned on a new node that the scheduler left unbound
+    once the node was Ready: a crowded-out pod is planned again, any other is a disagreement
+    between the simulation and the scheduler (see ``controllers._landing``).
+    """
+    view = pod_view(pod)
+    allowed = [n for n in nodes if check_constraints(view, n.labels, n.taints, n.name)]
+    return bool(allowed) and not any(view.requests.fits_in(n.free) for n in allowed)
 
 
 def lower_bound(pods: Iterable[Pod | PodView], template: NodeTemplate) -> int:
