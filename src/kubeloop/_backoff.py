@@ -9,6 +9,7 @@ limiter answers "how long should this item wait before its next try?". The
 from __future__ import annotations
 
 import random as _random
+import sys
 import time
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
@@ -186,12 +187,10 @@ class Backoff:
                         raise
                     await asyncio.sleep(pause)
         """
-        pause = self.duration
+        pause = min(self.duration, self.cap) if self.cap > 0 else self.duration
         for _ in range(self.steps - 1):
-            if self.cap > 0:
-                pause = min(pause, self.cap)
             yield pause * (1.0 + self.random() * self.jitter) if self.jitter > 0 else pause
-            pause *= self.factor
+            pause = min(pause * self.factor, self.cap) if self.cap > 0 else pause * self.factor
 
 
 DEFAULT_RETRY = Backoff(duration=0.010, factor=1.0, jitter=0.1, steps=5)
@@ -241,7 +240,7 @@ class ListWatchBackoff:
         clock, random: injectable for tests.
     """
 
-    __slots__ = ("_cap", "_clock", "_initial", "_jitter", "_last", "_next", "_random", "_reset")
+    __slots__ = ("_clock", "_last", "_pauses", "_reset", "_schedule")
 
     #: A watch shorter than this that delivered nothing ended "early" (client-go: 1 s).
     EARLY_WATCH = 1.0
@@ -258,24 +257,23 @@ class ListWatchBackoff:
     ) -> None:
         if initial <= 0 or cap < initial:
             raise ValueError(f"need 0 < initial <= cap, got initial={initial} cap={cap}")
-        self._initial = initial
-        self._cap = cap
+        # The same schedule as every other retry loop, endless, with "a quiet spell
+        # starts it over" as the only state of its own.
+        self._schedule = Backoff(
+            duration=initial, factor=2.0, jitter=jitter, steps=sys.maxsize, cap=cap, random=random
+        )
+        self._pauses = self._schedule.delays()
         self._reset = reset_after
-        self._jitter = jitter
         self._clock = clock
-        self._random = random
-        self._next = initial
         self._last: float | None = None
 
     def next(self) -> float:
         """Record one more failure (or relist) and return the pause before the next try."""
         now = self._clock()
         if self._last is not None and now - self._last > self._reset:
-            self._next = self._initial
+            self._pauses = self._schedule.delays()
         self._last = now
-        pause = self._next
-        self._next = min(self._next * 2.0, self._cap)
-        return pause * (1.0 + self._random() * self._jitter)
+        return next(self._pauses)
 
     @classmethod
     def ended_early(cls, seconds: float, lines: int) -> bool:

@@ -12,6 +12,7 @@
 # is marked by .complete; concurrent runs wait on a lock instead of building twice.
 set -euo pipefail
 root=$(cd "$(dirname "$0")" && pwd)
+. "$root/../build-lib.sh"
 KWOK_VERSION=v0.8.0
 BINARIES="kube-controller-manager kwok"
 # The "fast" node and pod stages, with Lease heartbeats (kwok renews each managed Node's
@@ -23,44 +24,22 @@ pod/fast/pod-complete.yaml
 pod/fast/pod-delete.yaml"
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
-base=${XDG_CACHE_HOME:-$HOME/.cache}/kubeloop
-export GOMODCACHE=${GOMODCACHE_OVERRIDE:-$base/go/mod} GOCACHE=${GOCACHE_OVERRIDE:-$base/go/build}
+build_env
 
 k8s_version=$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' "$root/k8s/go.mod" | head -1)
 [ -n "$k8s_version" ] || { echo "build-cluster.sh: cannot read the k8s version from k8s/go.mod" >&2; exit 1; }
 key=$(printf '%s\n%s\n%s\n' "$BINARIES" "$STAGES" "$(sha256sum < "$root/k8s/go.sum")" | sha256sum | cut -c1-10)
-out=${KUBELOOP_CONTROLPLANE_CACHE:-$base/controlplane}/$k8s_version-kwok${KWOK_VERSION#v}-$key
+out=${KUBELOOP_CONTROLPLANE_CACHE:-$kubeloop_cache/controlplane}/$k8s_version-kwok${KWOK_VERSION#v}-$key
 if [ "${1:-}" = "--print-dir" ]; then echo "$out"; exit 0; fi
 if [ -f "$out/.complete" ]; then echo "$out"; exit 0; fi
 
-command -v go >/dev/null || { echo "build-cluster.sh: Go is needed to build kube-controller-manager and kwok" >&2; exit 1; }
 mkdir -p "$(dirname "$out")"
 exec 9>"$out.lock"
 flock 9  # another run may be building it right now: wait, then reuse its result
 if [ -f "$out/.complete" ]; then echo "$out"; exit 0; fi
-log="$out.log"; : > "$log"
-tmp=$(mktemp -d "$out.tmp.XXXXXX"); trap 'rm -rf "$tmp"' EXIT
+build_begin "$out" "kube-controller-manager and kwok"
 echo "building kube-controller-manager $k8s_version + kwok $KWOK_VERSION into $out (log: $log); about 8 min on 2 cores" >&2
-
-step() {  # step NAME DIR CMD...: runs one build step, reports it, names it on failure
-  local name=$1 dir=$2; shift 2
-  local t0=$SECONDS
-  echo "  [$(date +%H:%M:%S)] $name ..." >&2
-  echo "=== $name: (cd $dir && $*)" >>"$log"
-  if ! (cd "$dir" && "$@") >>"$log" 2>&1; then
-    echo "build-cluster.sh: step '$name' failed: (cd $dir && $*)" >&2
-    tail -n 30 "$log" >&2
-    exit 1
-  fi
-  echo "  [$(date +%H:%M:%S)] $name done in $((SECONDS - t0))s" >&2
-}
-
-minor=${k8s_version#v1.}; minor=${minor%%.*}
-ldflags="-s -w"
-for kv in "gitVersion=$k8s_version" gitMajor=1 "gitMinor=$minor" gitTreeState=clean \
-          "buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"; do
-  ldflags+=" -X k8s.io/component-base/version.$kv -X k8s.io/client-go/pkg/version.$kv"
-done
+ldflags=$(k8s_ldflags "$k8s_version")
 step "download k8s modules" "$root/k8s" go mod download
 step kube-controller-manager "$root/k8s" go build -trimpath -tags=selinux,notest,grpcnotrace \
   -ldflags="$ldflags" -o "$tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
@@ -81,6 +60,4 @@ stage_dir="$GOMODCACHE/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
 } > "$tmp/kwok-stages.yaml"
 "$tmp/kube-controller-manager" --version >&2
 "$tmp/kwok" --version >&2 || true
-touch "$tmp/.complete"
-rm -rf "$out"; mv "$tmp" "$out"; trap - EXIT
-echo "$out"
+build_finish

@@ -4,25 +4,20 @@
 # alert rules and the dashboard's PromQL; the CRDs let the apiserver dry-run the ServiceMonitor
 # and PrometheusRule of config/default. Prints the directory holding them on stdout.
 set -euo pipefail
+. "$(cd "$(dirname "$0")" && pwd)/../build-lib.sh"
 prometheus_version=v0.316.0
 operator_version=v0.85.0
-base=${XDG_CACHE_HOME:-$HOME/.cache}/kubeloop
-export GOMODCACHE=${GOMODCACHE_OVERRIDE:-$base/go/mod} GOCACHE=${GOCACHE_OVERRIDE:-$base/go/build}
+build_env
 # prometheus asks for a newer Go than some machines have; auto fetches it through the proxy
 export GOTOOLCHAIN=auto GOFLAGS=-mod=mod CGO_ENABLED=0
-out=$base/monitoring/prometheus-${prometheus_version}-operator-${operator_version}
+out=$kubeloop_cache/monitoring/prometheus-${prometheus_version}-operator-${operator_version}
 if [ -f "$out/.complete" ]; then echo "$out"; exit 0; fi
-command -v go >/dev/null || { echo "tools/monitoring/build.sh: Go is needed" >&2; exit 1; }
-mkdir -p "$(dirname "$out")"
-log="$out.log"; : > "$log"
-tmp=$(mktemp -d "$out.tmp.XXXXXX"); trap 'rm -rf "$tmp"' EXIT
+build_begin "$out" "promtool"
 echo "building promtool $prometheus_version (log: $log); a few minutes on 2 cores" >&2
 # remove_all_sd: promtool needs the parser and rule checker, not 30 service discoveries
 # (which would pull in every cloud SDK they use)
-if ! GOBIN="$tmp" go install -trimpath -tags=remove_all_sd -ldflags="-s -w" \
-    "github.com/prometheus/prometheus/cmd/promtool@$prometheus_version" >>"$log" 2>&1; then
-  echo "tools/monitoring/build.sh: go install promtool failed" >&2; tail -n 30 "$log" >&2; exit 1
-fi
+step promtool "$tmp" env GOBIN="$tmp" go install -trimpath -tags=remove_all_sd -ldflags="-s -w" \
+  "github.com/prometheus/prometheus/cmd/promtool@$prometheus_version"
 dir=$(go mod download -json "github.com/prometheus-operator/prometheus-operator@$operator_version" \
       | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
 [ -n "$dir" ] || { echo "tools/monitoring/build.sh: cannot download prometheus-operator" >&2; exit 1; }
@@ -31,6 +26,4 @@ for crd in servicemonitors prometheusrules; do
 done
 chmod u+w "$tmp"/*.yaml
 "$tmp/promtool" --version | head -1 >&2
-touch "$tmp/.complete"
-rm -rf "$out"; mv "$tmp" "$out"; trap - EXIT
-echo "$out"
+build_finish
