@@ -7,7 +7,8 @@ the simulation does not model). Scaling for it again would add a node per round 
 (cluster-autoscaler's FilterOutSchedulable guards against the same runaway). So each pod the
 plan put on new capacity is remembered with the target it waited for; once the pool has that
 many Ready nodes and the scheduler has had ``grace`` seconds to bind it, the pod is
-*not taken*: set aside with a reason until it is scheduled, deleted, or the pool's spec changes.
+*not taken*: set aside with a reason until it is scheduled, deleted, or the pool's node template
+changes (not its targetNodes: the Autoscaler's own raise must not erase what it waits for).
 
 The scheduler may bind other, interchangeable pods to those nodes than the ones the plan chose.
 A remembered pod that then fits no Ready node only for want of room was crowded out, not
@@ -39,7 +40,8 @@ class Landing:
 
     awaiting: dict[str, Awaiting] = field(default_factory=dict)
     not_taken: set[str] = field(default_factory=set)
-    generation: int | None = None
+    template: object = None
+    """The node template the verdicts were made for (compared by equality)."""
     settling: set[str] = field(default_factory=set)
     """Pods whose planned nodes are Ready, the scheduler's grace still running: they wait
     for the scheduler, not for capacity, so they drive no scale-up meanwhile."""
@@ -52,15 +54,15 @@ class Landing:
         registered: int,
         now: float,
         grace: float,
-        pool_generation: int,
+        template: object,
     ) -> float | None:
         """Update from a look at the pool; return the seconds until the next pod's grace
         ends (``None`` if none is counting down). Pods no longer unschedulable drop out; a
-        new pool spec (a new template) forgets every verdict."""
-        if pool_generation != self.generation:
+        new node template forgets every verdict."""
+        if template != self.template:
             self.awaiting.clear()
             self.not_taken.clear()
-            self.generation = pool_generation
+            self.template = template
         self.not_taken &= set(candidates)
         self.settling = set()
         next_due: float | None = None

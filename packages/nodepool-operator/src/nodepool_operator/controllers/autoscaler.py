@@ -329,7 +329,7 @@ class AutoscalerController:
             registered=look.nodes.registered,
             now=now,
             grace=settings.pod_landing_grace_seconds,
-            pool_generation=look.pool.metadata.generation,
+            template=look.template,
         )
         # Interchangeable pods: the scheduler may have bound others to the planned nodes.
         held = memory.landing.excluded(uids) | memory.landing.waiting(uids)
