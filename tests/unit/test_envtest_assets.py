@@ -126,6 +126,7 @@ def test_the_cluster_cache_key_follows_the_binary_set(tmp_path: Path) -> None:
         )
     )
     (tmp_path / "k8s").symlink_to(script.parent / "k8s")
+    (tmp_path / "build-lib.sh").symlink_to(script.parent / "build-lib.sh")
     other = subprocess.run(
         ["bash", str(changed), "--print-dir"],
         capture_output=True,

@@ -12,7 +12,7 @@
 # is marked by .complete; concurrent runs wait on a lock instead of building twice.
 set -euo pipefail
 root=$(cd "$(dirname "$0")" && pwd)
-. "$root/../build-lib.sh"
+. "$root/build-lib.sh"
 KWOK_VERSION=v0.8.0
 BINARIES="kube-controller-manager kwok"
 # The "fast" node and pod stages, with Lease heartbeats (kwok renews each managed Node's

@@ -4,7 +4,7 @@
 # and the full log to $out.log.
 set -euo pipefail
 root=$(cd "$(dirname "$0")" && pwd)
-. "$root/../build-lib.sh"
+. "$root/build-lib.sh"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 build_env
 

@@ -8,7 +8,7 @@
 # (GOTOOLCHAIN=auto, through the same module proxy).
 set -euo pipefail
 root=$(cd "$(dirname "$0")" && pwd)
-. "$root/../build-lib.sh"
+. "$root/../controlplane/build-lib.sh"
 export GOTOOLCHAIN=auto GOFLAGS=-mod=mod CGO_ENABLED=0
 build_env
 

@@ -4,7 +4,7 @@
 # alert rules and the dashboard's PromQL; the CRDs let the apiserver dry-run the ServiceMonitor
 # and PrometheusRule of config/default. Prints the directory holding them on stdout.
 set -euo pipefail
-. "$(cd "$(dirname "$0")" && pwd)/../build-lib.sh"
+. "$(cd "$(dirname "$0")" && pwd)/../controlplane/build-lib.sh"
 prometheus_version=v0.316.0
 operator_version=v0.85.0
 build_env

@@ -1,5 +1,6 @@
-# Sourced by the tools/*/build*.sh scripts: the one cache layout, step runner and
-# "finished build" marker that every from-source build here shares.
+# Sourced by the tools/*/build*.sh scripts: the one cache layout, step runner and "finished
+# build" marker that every from-source build here shares. It lives in tools/controlplane
+# because the kubeloop wheel ships that directory (envtest builds from it).
 #
 #   build_env                  GOMODCACHE/GOCACHE under ~/.cache/kubeloop (overridable)
 #   build_begin OUT WHAT       log to OUT.log, build into a temp dir ($tmp) removed on failure
