@@ -1296,6 +1296,81 @@ def _rows(figures: dict[str, Any], sizes: Iterable[int]) -> list[str]:
     return rows
 
 
+def _child_rows(children: dict[str, Any], sizes: Iterable[int]) -> list[str]:
+    rows = [
+        "| operator | N | created at once: converged s, median (min) | writes / object "
+        "(CRD + ConfigMap) | operator CPU s | spec change: converged s, median (min) "
+        "| writes / change | repair of a deleted child: s, median (min, max) "
+        "| writes / repair | peak RSS MiB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for n in sizes:
+        for fw in FRAMEWORKS:
+            f = children[fw][f"n{n}"]
+            repair = (
+                f"**{f['repair_s_median']}** ({f['repair_s_min']}, {f['repair_s_max']})"
+                if "repair_s_median" in f
+                else "not measured"
+            )
+            rows.append(
+                f"| {fw} | {n} | **{f['converge_s_median']}** ({f['converge_s_min']}) "
+                f"| {f['writes_per_object']} ({f['crd_writes_per_object']} + "
+                f"{f['child_writes_per_object']}) | {f['cpu_s']} "
+                f"| {f['change_s_median']} ({f['change_s_min']}) "
+                f"| {f['change_writes_per_object']} | {repair} "
+                f"| {f['repair_writes_per_repair']} | {f['peak_rss_mib']:.0f} |"
+            )
+    return rows
+
+
+def _children_section(p: dict[str, Any], f: dict[str, Any], r: dict[str, float]) -> list[str]:
+    if "children" not in f:
+        return []
+    sizes: list[int] = p["child_sizes"]
+    big = max(sizes)
+    c = f["children"]
+    how = p["child_repair"]
+
+    def each(key: str) -> str:
+        return ", ".join(f"N={n}: **{r[f'{key}_{n}']}x**" for n in sizes if f"{key}_{n}" in r)
+
+    def reqs(fw: str, key: str, child_key: str) -> str:
+        g = c[fw][f"n{big}"]
+        crd = _per_object(g[key], big)
+        cms = _per_object(g[child_key], big)
+        return f"{fw}: Samples {crd}; ConfigMaps {cms}"
+
+    return [
+        "",
+        f"**Child-owning job** (kopf's tutorial job): {p['child_job']}. Each side creates the "
+        "child when it is missing and updates its data when the spec changes; after the "
+        f"spec change, {p['repairs']} children are deleted one at a time (spread over the "
+        "objects, the next once all writes stopped) and each is timed from the harness's "
+        "DELETE until a watch in the harness sees a new child of that name with the right "
+        "data and owner. How each side notices a deleted child: kubeloop: "
+        f"{how['kubeloop']}; kopf: {how['kopf']} (kopf does not watch children by default; "
+        f'its docs\' "Reconciliation" recommends this); kopf-tuned: {how["kopf-tuned"]}. '
+        "kopf writes the children with a plain aiohttp session (kopf has no client for "
+        f"other objects). Same alternation, {p.get('repeats', 1)} run(s) per side; repair "
+        "times pooled over the runs.",
+        "",
+        *_child_rows(c, sizes),
+        "",
+        f"kubeloop converged faster (kopf's seconds / kubeloop's): created at once "
+        f"{each('children_converge_speedup')} (kopf-tuned "
+        f"{each('children_tuned_converge_speedup')}); spec change "
+        f"{each('children_change_speedup')} (kopf-tuned "
+        f"{each('children_tuned_change_speedup')}); repair of a deleted child, median "
+        f"{each('children_repair_speedup')} (kopf-tuned "
+        f"{each('children_tuned_repair_speedup')}). Writes per object kubeloop/kopf "
+        f"{each('children_writes_per_object_ratio')} (kopf-tuned "
+        f"{each('children_tuned_writes_per_object_ratio')}). Requests per object at N={big}, "
+        f"created at once: {reqs('kubeloop', 'requests', 'child_requests')}; "
+        f"{reqs('kopf', 'requests', 'child_requests')}; "
+        f"{reqs('kopf-tuned', 'requests', 'child_requests')}.",
+    ]
+
+
 def markdown(result: BenchResult) -> str:
     p, f, r = result["params"], result["figures"], result["ratios"]
     sizes: list[int] = p["sizes"]
@@ -1359,6 +1434,7 @@ def markdown(result: BenchResult) -> str:
             *targets,
             "",
             "**What limits it.** " + _limits(kl, kp, big),
+            *_children_section(p, f, r),
         ]
     )
 
@@ -1411,7 +1487,11 @@ BENCHMARK = Benchmark(
         "created-at-once phase (from `/proc`); peak RSS is its `VmHWM` before it is stopped. "
         "When the harness started the control plane, a run in any of whose phases other "
         "processes took more than a quarter of a core is discarded and run again (at most 3 "
-        "times)."
+        "times). The CRD's `status` keeps unknown fields "
+        "(`x-kubernetes-preserve-unknown-fields`, which kopf's docs require for its status "
+        "storage; without it the apiserver prunes kopf-tuned's diff base). Then the "
+        "**child-owning job** (below): the same three sides, each object owning a ConfigMap, "
+        "and the time to repair a deleted child."
     ),
     run=run,
     markdown=markdown,
