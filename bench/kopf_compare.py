@@ -21,7 +21,20 @@ no write has reached it for 2 s; the harness's own requests (its creates, its sp
 its watch) are subtracted. CPU seconds come from ``/proc/<pid>/stat`` of the operator
 process at those same instants; peak RSS is its ``VmHWM`` before it is stopped.
 
-``KUBELOOP_BENCH_QUIET_S`` overrides the quiet period (the smoke test uses a short one).
+Then the **child-owning job** (``bench/_children.py``, kopf's tutorial job): every Sample
+owns a ConfigMap (``ownerReference`` with ``controller: true``) holding its spec's size. Per
+side, in a fresh namespace: 20 warm-up objects, N created at once (timed until every child
+exists with the right data and owner, as a watch of Samples and ConfigMaps sees it), a spec
+change on every object (timed until every child's data follows), then ``repairs`` children
+deleted one at a time, each timed from the harness's DELETE until a new child of that name
+is right again. kubeloop reacts to the child's delete event (``owns``); kopf does not watch
+children, so its rows use what kopf's docs recommend (``bench/_kopf_children.py``: an index
+and a timer for the defaults row, an event handler on the children for the tuned row).
+Requests (Samples and ConfigMaps) and CPU are counted as above; the same alternation and
+repetitions.
+
+``KUBELOOP_BENCH_QUIET_S`` overrides the quiet period (the smoke test uses a short one);
+``--param child_sizes=...``/``--param repairs=N`` the child-owning job's.
 """
 
 from __future__ import annotations
@@ -1364,7 +1377,10 @@ def _children_section(p: dict[str, Any], f: dict[str, Any], r: dict[str, float])
         f"{each('children_repair_speedup')} (kopf-tuned "
         f"{each('children_tuned_repair_speedup')}). Writes per object kubeloop/kopf "
         f"{each('children_writes_per_object_ratio')} (kopf-tuned "
-        f"{each('children_tuned_writes_per_object_ratio')}). Requests per object at N={big}, "
+        f"{each('children_tuned_writes_per_object_ratio')}); kopf's Sample writes are its "
+        "`last-handled-configuration` annotation and, for the defaults row, the finalizer "
+        "kopf puts on every object that has a timer; kopf-tuned's one `PATCH/status` is its "
+        f"diff base. Requests per object at N={big}, "
         f"created at once: {reqs('kubeloop', 'requests', 'child_requests')}; "
         f"{reqs('kopf', 'requests', 'child_requests')}; "
         f"{reqs('kopf-tuned', 'requests', 'child_requests')}.",
