@@ -9,9 +9,15 @@ kubeloop's ``configure_logging()`` at WARNING (kopf runs with ``--quiet``, the s
 SIGTERM stops it gracefully. The metrics and
 health endpoints are off (the benchmark does not scrape them; kopf serves neither by default).
 
+``--job children`` runs the child-owning job instead (``bench/_children.py``): the same
+controller ``.owns(CONFIGMAPS)``, so a child's events (its deletion too) enqueue its
+controlling Sample, as controller-runtime's ``Owns`` does; the reconcile reads the Sample and
+its child from the cache, creates the child with ``set_controller_reference`` when it is
+missing and updates it when its data differs (nothing sent when it matches).
+
 Run by ``bench/kopf_compare.py``; by hand::
 
-    python -m bench._kubeloop_operator --kubeconfig K --namespace NS
+    python -m bench._kubeloop_operator --kubeconfig K --namespace NS [--job children]
 """
 
 from __future__ import annotations
@@ -21,8 +27,12 @@ import asyncio
 import logging
 from typing import Any
 
+from bench._children import child_data, child_of
 from kubeloop import (
+    CONFIGMAPS,
+    AlreadyExists,
     Client,
+    Conflict,
     ControllerOptions,
     Manager,
     ManagerOptions,
@@ -31,6 +41,7 @@ from kubeloop import (
     Result,
     configure_logging,
     generation_changed,
+    set_controller_reference,
     update_status,
 )
 
@@ -39,7 +50,7 @@ SAMPLES = Resource("bench.kubeloop.dev", "v1", "samples", "Sample")
 WORKERS = 16
 
 
-async def operate(kubeconfig: str, namespace: str, workers: int) -> None:
+async def operate(kubeconfig: str, namespace: str, workers: int, job: str = "status") -> None:
     # qps=None: the benchmark measures the runtime, not the client-side rate limit
     client = Client.from_kubeconfig(kubeconfig, qps=None)
     mgr = Manager(client, ManagerOptions(metrics_bind_address=None, health_probe_bind_address=None))
@@ -57,9 +68,35 @@ async def operate(kubeconfig: str, namespace: str, workers: int) -> None:
         await update_status(client, SAMPLES, obj, ready)
         return Result()
 
-    mgr.controller("samples").for_(
+    async def reconcile_child(req: Request) -> Result:
+        obj = await mgr.cache.get(SAMPLES, req.name, req.namespace)
+        if obj is None:  # deleted meanwhile (its child is the garbage collector's)
+            return Result()
+        assert req.namespace is not None  # a namespaced kind
+        spec = obj.get("spec") or {}
+        child = await mgr.cache.get(CONFIGMAPS, req.name, req.namespace)
+        if child is None:
+            desired = child_of(req.name, req.namespace, spec)
+            set_controller_reference(obj, desired)
+            try:
+                await client.create(CONFIGMAPS, desired)
+            except AlreadyExists:
+                return Result(requeue=True)  # the cache has not seen it yet
+        elif child.get("data") != child_data(spec):
+            try:
+                await client.update(CONFIGMAPS, {**child, "data": child_data(spec)})
+            except Conflict:
+                return Result(requeue=True)  # changed meanwhile: read again
+        return Result()
+
+    builder = mgr.controller("samples").for_(
         SAMPLES, predicates=[generation_changed], namespace=namespace
-    ).with_options(ControllerOptions(max_concurrent_reconciles=workers)).complete(reconcile)
+    )
+    if job == "children":
+        builder = builder.owns(CONFIGMAPS)
+    builder.with_options(ControllerOptions(max_concurrent_reconciles=workers)).complete(
+        reconcile_child if job == "children" else reconcile
+    )
     async with client:
         await mgr.run()
 
@@ -69,9 +106,10 @@ def main() -> None:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--workers", type=int, default=WORKERS)
+    parser.add_argument("--job", choices=("status", "children"), default="status")
     args = parser.parse_args()
     configure_logging(logging.WARNING)
-    asyncio.run(operate(args.kubeconfig, args.namespace, args.workers))
+    asyncio.run(operate(args.kubeconfig, args.namespace, args.workers, args.job))
 
 
 if __name__ == "__main__":
