@@ -32,6 +32,7 @@ loaded machine.
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -190,7 +191,8 @@ def pack_fewest(
 
 Vector = tuple[int, ...]
 #: The pod orders of the restarts: dominant share, then each of the first three resources.
-_ORDERS = (-1, 0, 1, 2)
+_FIXED_ORDERS = 3
+_ORDERS = (-1, 0, 1, 2, *range(_FIXED_ORDERS, _FIXED_ORDERS + 12))
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,12 +221,30 @@ class _Problem:
         order_by: int = -1,
     ) -> _Problem:
         """``order_by``: -1 sorts pods by dominant share (as FFD), ``r >= 0`` by resource r."""
-        names = sorted({n for e in entries for n, amount in e.requests.items() if amount})
+        nodes = sorted(existing_nodes, key=lambda n: n.name)
+        asked = sorted({n for e in entries for n, amount in e.requests.items() if amount})
+        # A resource no node can run short of (all pods together fit the least room any node
+        # has, as ``pods`` usually does) constrains nothing: leaving it out makes every step
+        # of the search cheaper and the bounds no weaker.
+        names = [
+            n
+            for n in asked
+            if sum(e.requests.get(n) for e in entries)
+            > min([template.allocatable.get(n), *(node.free.get(n) for node in nodes)])
+        ] or asked[:1]
         cap = tuple(template.allocatable.get(n) for n in names)
         vectors = [tuple(e.requests.get(n) for n in names) for e in entries]
         shares = [[a / c for a, c in zip(v, cap, strict=True)] for v in vectors]
 
+        if order_by >= _FIXED_ORDERS:
+            # A restart past the fixed orders weighs the resources at random (seeded by the
+            # attempt, so plans stay deterministic): another largest-first order.
+            rng = random.Random(order_by)
+            weights = [rng.random() for _ in names]
+
         def lead(i: int) -> float:
+            if order_by >= _FIXED_ORDERS:
+                return -sum(w * x for w, x in zip(weights, shares[i], strict=True))
             if 0 <= order_by < len(names):
                 return -shares[i][order_by]
             return -max(shares[i], default=0.0)
@@ -240,7 +260,6 @@ class _Problem:
             and entries[order[k]].constraints == entries[order[k - 1]].constraints
             for k in range(len(order))
         )
-        nodes = sorted(existing_nodes, key=lambda n: n.name)
         per_class: dict[str, tuple[bool, ...]] = {}
         compatible: list[tuple[bool, ...]] = []
         for i in order:
@@ -391,6 +410,7 @@ class _Search:
         self._slack = [sum(s - fill[q] for fill in self._fill) for q, s in enumerate(self._scale)]
         self._assignment = [0] * n
         self._opened = 0
+        self._skipped = False
         self._root = max(problem.root_bound(), self._bound(0))
 
     def run(self) -> None:
@@ -398,7 +418,17 @@ class _Search:
             self.proven = True
             return
         try:
-            self._place(0)
+            # Limited discrepancy search: pass d follows the heuristic choice (the fullest bin
+            # with room) everywhere but for at most d deviations, the i-th alternative costing
+            # i. Depth-first alone would spend a small budget re-deciding the last few pods;
+            # this revisits the first ones early. A pass that skipped nothing was exhaustive.
+            limit = 0
+            while True:
+                self._skipped = False
+                self._place(0, limit)
+                if not self._skipped:
+                    break
+                limit += 1
             self.proven = True
         except _Proven:
             self.proven = True
@@ -409,24 +439,29 @@ class _Search:
         """Fewest further new nodes the pods from ``k`` on need, given the open bins.
 
         A bin with less of some resource than every pod left asks for takes none of them:
-        its slack does not count.
+        its slack does not count. Written as plain loops over short lists: this runs once per
+        step of the search, so it is most of the search's time.
         """
         smallest = self._smallest[k]
-        dims = range(len(smallest))
-        slack = self._slack
-        wasted: list[int] | None = None
+        scale = self._scale
+        fills = self._fill
+        usable = self._slack
+        copied = False
         for b, free in enumerate(self._bins):
-            if any(free[r] < smallest[r] for r in dims):
-                fill = self._fill[b]
-                if wasted is None:
-                    wasted = [0] * len(slack)
-                for q, s in enumerate(self._scale):
-                    wasted[q] += s - fill[q]
-        left = self._left[k]
+            for f, least in zip(free, smallest, strict=True):
+                if f < least:
+                    if not copied:
+                        usable = list(usable)
+                        copied = True
+                    fill = fills[b]
+                    for q, s in enumerate(scale):
+                        usable[q] -= s - fill[q]
+                    break
         extra = 0
-        for q, s in enumerate(self._scale):
-            usable = slack[q] - (wasted[q] if wasted is not None else 0)
-            extra = max(extra, _ceil_div(left[q] - usable, s))
+        for need, room, s in zip(self._left[k], usable, scale, strict=True):
+            nodes = -((room - need) // s)
+            if nodes > extra:
+                extra = nodes
         return extra
 
     def _add(self, b: int, k: int, sign: int) -> None:
@@ -438,7 +473,7 @@ class _Search:
             fill[q] += sign * v
             slack[q] -= sign * v
 
-    def _place(self, k: int) -> None:
+    def _place(self, k: int, discrepancies: int) -> None:
         self.steps += 1
         if self.steps > self._budget.max_steps:
             raise _Budget
@@ -477,16 +512,22 @@ class _Search:
                 seen.add(key)
             candidates.append((sum(map(mul, free, weights)), b))
         candidates.sort()
-        for _, b in candidates:
+        for i, (_, b) in enumerate(candidates):
+            if i > discrepancies:
+                self._skipped = True
+                return
             self._add(b, k, 1)
             self._assignment[k] = b
-            self._place(k + 1)
+            self._place(k + 1, discrepancies - i)
             self._add(b, k, -1)
             if lower >= self.best:
                 return
         # A fresh node: pointless if no plan with it can beat the best, or if an empty booting
         # node (same free room as a fresh one) was already tried.
         if self._opened + 1 >= self.best or p.cap in seen:
+            return
+        if len(candidates) > discrepancies:
+            self._skipped = True
             return
         bins.append(list(p.cap))
         self._fill.append([0] * len(self._scale))
@@ -496,7 +537,7 @@ class _Search:
         self._add(b, k, 1)
         self._opened += 1
         self._assignment[k] = b
-        self._place(k + 1)
+        self._place(k + 1, discrepancies - len(candidates))
         self._opened -= 1
         self._add(b, k, -1)
         for q, s in enumerate(self._scale):
