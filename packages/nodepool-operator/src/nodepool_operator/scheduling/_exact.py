@@ -159,9 +159,12 @@ def pack_fewest(
     bound = fewer_than
     proven = False
     orders = _ORDERS
+    root: int | None = None
     for attempt, order in enumerate(orders):
         problem = _Problem.build(entries, template, existing_nodes, max(in_flight, 0), order)
-        if problem.root_bound() >= bound:
+        if root is None:
+            root = problem.root_bound()  # a property of the pods, whatever their order
+        if root >= bound:
             proven = True  # nothing better exists than what we have
             break
         left = budget.max_steps - steps
@@ -169,7 +172,7 @@ def pack_fewest(
         seconds = deadline - time.perf_counter()
         if share <= 0 or seconds <= 0:
             break
-        search = _Search(problem, bound, SearchBudget(share, seconds, budget.max_pods))
+        search = _Search(problem, bound, SearchBudget(share, seconds, budget.max_pods), root)
         search.run()
         steps += search.steps
         if search.best_assignment is not None:
@@ -192,7 +195,7 @@ def pack_fewest(
 Vector = tuple[int, ...]
 #: The pod orders of the restarts: dominant share, then each of the first three resources.
 _FIXED_ORDERS = 3
-_ORDERS = (-1, 0, 1, 2, *range(_FIXED_ORDERS, _FIXED_ORDERS + 12))
+_ORDERS = (-1, 0, 1, 2, *range(_FIXED_ORDERS, _FIXED_ORDERS + 8))
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,7 +358,7 @@ class _Proven(Exception):
 #: The dual feasible functions the bounds use, by parameter: 0 is the identity (the
 #: continuous bound); k >= 1 is Fekete and Schepers' u^(k), which counts a pod above 1/(k+1) of
 #: a node as 1/k of one (so k = 1 says pods above half a node cannot share one).
-_DFF_PARAMETERS = (0, 1, 2, 3, 4)
+_DFF_PARAMETERS = (0, 1, 2)
 
 
 def _dff(amount: int, cap: int, k: int) -> int:
@@ -374,7 +377,9 @@ class _Search:
     Each bin keeps its sums for every (resource, f) pair, updated as pods come and go.
     """
 
-    def __init__(self, problem: _Problem, fewer_than: int, budget: SearchBudget) -> None:
+    def __init__(
+        self, problem: _Problem, fewer_than: int, budget: SearchBudget, root_bound: int
+    ) -> None:
         self.p = problem
         self.best = fewer_than
         self.best_assignment: list[int] | None = None
@@ -411,7 +416,7 @@ class _Search:
         self._assignment = [0] * n
         self._opened = 0
         self._skipped = False
-        self._root = max(problem.root_bound(), self._bound(0))
+        self._root = max(root_bound, self._bound(0))
 
     def run(self) -> None:
         if self._root >= self.best:
