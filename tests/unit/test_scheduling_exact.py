@@ -192,7 +192,7 @@ def test_random_instances_optimal_and_never_worse_than_ffd(seed: int) -> None:
 # optimum of each was proven by the benchmark's independent solver (``python -m bench.packing
 # --pinned`` prints it; the benchmark's JSON carries it as ``figures.pinned``), not by the code
 # under test.
-PINNED = {
+PINNED: dict[str, tuple[int, int, list[tuple[int, ...]]]] = {
     "7-two-resources-bimodal": (
         13,
         14,
