@@ -11,6 +11,7 @@ against the pods' requests: each pod placed once and no node over its room.
 No cluster is needed. By hand::
 
     python -m bench.packing [--workloads 240] [--seed 1]
+    python -m bench.packing --pinned   # the optimum of the workloads the unit tests pin
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ SHAPES: Final = ("uniform", "large", "bimodal", "replicas", "complementary")
 #: Targets from the issue, reported (never asserted).
 OPTIMAL_UP_TO_PODS: Final = 40
 P99_TARGET_MS: Final = 100.0
+#: Workloads (seed 1) that tests/unit/test_scheduling_exact.py pins with their optimum: the
+#: optimum there is this solver's, printed by ``--pinned`` and carried as ``figures.pinned``.
+PINNED: Final = (7, 82, 90, 107, 172, 212)
 #: Repetitions per plan for its time: the minimum is the planner's cost, not the neighbours'.
 TIMING_REPEATS: Final = 3
 
@@ -320,9 +324,19 @@ def summarise(rows: list[dict[str, Any]], seed: int) -> BenchResult:
     )
 
 
+def pinned(reference_limit_s: float) -> dict[str, dict[str, Any]]:
+    """The reference's optimum and FFD's count for each of :data:`PINNED` (seed 1)."""
+    out = {}
+    for index in PINNED:
+        row = measure(make_workload(index, 1), reference_limit_s)
+        out[str(index)] = {k: row[k] for k in ("pods", "dims", "optimum", "ffd", "ours")}
+    return out
+
+
 def run_workloads(count: int, seed: int, reference_limit_s: float) -> BenchResult:
     rows = [measure(make_workload(i, seed), reference_limit_s) for i in range(count)]
     result = summarise(rows, seed)
+    result["figures"]["pinned"] = pinned(reference_limit_s)
     result["params"]["reference"] = f"OR-Tools CP-SAT, {reference_limit_s:g} s per workload"
     return result
 
@@ -400,7 +414,13 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=240)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--reference-limit", type=float, default=30.0)
+    parser.add_argument(
+        "--pinned", action="store_true", help="only the unit tests' pinned workloads"
+    )
     args = parser.parse_args()
+    if args.pinned:
+        print(json.dumps(pinned(args.reference_limit)))
+        return
     print(json.dumps(run_workloads(args.workloads, args.seed, args.reference_limit)))
 
 

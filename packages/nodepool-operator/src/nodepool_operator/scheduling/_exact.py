@@ -6,18 +6,30 @@ or three resources it opens a node more than needed in about one workload in eig
 many is paid for every hour it runs, so the planner looks for a plan with fewer new nodes
 whenever FFD's is not proven optimal by a lower bound.
 
-How: a depth-first search over the pods, largest first. Each pod goes into an open node that has
-room (a ready node's free room, a booting node, or a new node opened earlier in the branch), or
-into a freshly opened template node. Only new nodes cost; ready and booting ones are free. A branch
-is cut as soon as the nodes it opened plus a lower bound for the pods left reach the best plan
-known, which starts as FFD's, so the result is never worse than FFD.
+How: a search over the pods, largest first. Each pod goes into an open node that has room (a
+ready node's free room, a booting node, or a new node opened earlier in the branch), fullest
+first, or into a freshly opened template node. Only new nodes cost; ready and booting ones are
+free. A branch is cut as soon as the nodes it opened plus a lower bound for the pods left reach
+the best plan known, which starts as FFD's, so the result is never worse than FFD.
+
+The search is limited-discrepancy (Harvey and Ginsberg): pass d follows the fullest-bin choice
+but for at most d deviations, so a small budget is spent re-deciding the first, large pods rather
+than, as depth-first would, the last few small ones; a pass that skipped no choice was exhaustive.
+The budget is split over restarts with other pod orders (dominant share, each resource alone,
+then seeded random weights of the resources): a bad first decision in one order is not one in
+another. On the packing benchmark's hard workloads (FFD above the optimum, up to 40 pods), with
+20,000 steps and no clock, depth-first over four orders missed the optimum on 10 of 33 and this
+on 6; with 3,000 steps, on 7.
+
+Resources no node can run short of (all the pods together fit the least room of any node, as
+``pods`` nearly always does) are left out, which makes every step cheaper.
 
 Lower bounds, per resource, for the pods left: their total request minus the room left in open
-nodes, in template nodes (the "continuous" bound); and the pods asking for more than half a
-template node of that resource, which cannot share a new node (so each needs a node of its own,
-less the ones open nodes can still take). At the root, also Martello and Toth's L2 bound per
-resource and a clique of pairwise-incompatible pods; when FFD meets that bound it is optimal and
-no search runs, which is the common case.
+nodes, in template nodes (the "continuous" bound); and the same count through Fekete and
+Schepers' dual feasible functions u^(1) and u^(2) (a pod above half a node counts as a whole
+one, above a third as half), less what the open nodes can still take by that measure. At the
+root, also Martello and Toth's L2 bound per resource and a clique of pairwise-incompatible pods;
+when FFD meets that bound it is optimal and no search runs, which is the common case.
 
 Symmetry, which is what makes the search small: identical pods (same requests and constraints)
 take nodes in non-decreasing order; among template nodes with the same free room only the first
@@ -25,13 +37,15 @@ is tried, which also means a new node is opened only when no empty booting node 
 
 The search has a budget (:class:`SearchBudget`): branch nodes and wall-clock time. When it runs
 out, the best plan found so far stands, so the planner degrades to FFD and never blocks the event
-loop for long. The step limit alone keeps plans deterministic; the clock is the backstop on a
-loaded machine.
+loop for long. A step costs tens of microseconds in CPython, so on a shared or slow CPU the clock
+runs out before the steps do and the plan may then depend on the machine's speed; pass a budget
+whose clock cannot bind (as the tests do) for plans that depend on the input alone.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,8 +69,8 @@ class SearchBudget:
     """How long the exact search may run before the best plan so far stands.
 
     Attributes:
-        max_steps: branch-and-bound nodes to visit; about 5-10 µs each. Keeps plans
-            deterministic: the same input stops at the same step.
+        max_steps: branch-and-bound nodes to visit; tens of µs each. When this binds before
+            the clock, plans are deterministic: the same input stops at the same step.
         max_seconds: wall-clock limit, the backstop when the CPU is slow or shared.
         max_pods: above this many pods, no search runs (FFD's plan stands): the search recurses
             once per pod, and FFD's relative waste shrinks as the count grows.
@@ -158,9 +172,12 @@ def pack_fewest(
     bound = fewer_than
     proven = False
     orders = _ORDERS
+    root: int | None = None
     for attempt, order in enumerate(orders):
         problem = _Problem.build(entries, template, existing_nodes, max(in_flight, 0), order)
-        if problem.root_bound() >= bound:
+        if root is None:
+            root = problem.root_bound()  # a property of the pods, whatever their order
+        if root >= bound:
             proven = True  # nothing better exists than what we have
             break
         left = budget.max_steps - steps
@@ -168,7 +185,7 @@ def pack_fewest(
         seconds = deadline - time.perf_counter()
         if share <= 0 or seconds <= 0:
             break
-        search = _Search(problem, bound, SearchBudget(share, seconds, budget.max_pods))
+        search = _Search(problem, bound, SearchBudget(share, seconds, budget.max_pods), root)
         search.run()
         steps += search.steps
         if search.best_assignment is not None:
@@ -190,7 +207,10 @@ def pack_fewest(
 
 Vector = tuple[int, ...]
 #: The pod orders of the restarts: dominant share, then each of the first three resources.
-_ORDERS = (-1, 0, 1, 2)
+_FIXED_ORDERS = 3
+#: The weight of the sum of a bin's room next to its largest share, in best fit: a tie-break.
+_TIE = 0.01
+_ORDERS = (-1, 0, 1, 2, *range(_FIXED_ORDERS, _FIXED_ORDERS + 8))
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,12 +239,30 @@ class _Problem:
         order_by: int = -1,
     ) -> _Problem:
         """``order_by``: -1 sorts pods by dominant share (as FFD), ``r >= 0`` by resource r."""
-        names = sorted({n for e in entries for n, amount in e.requests.items() if amount})
+        nodes = sorted(existing_nodes, key=lambda n: n.name)
+        asked = sorted({n for e in entries for n, amount in e.requests.items() if amount})
+        # A resource no node can run short of (all pods together fit the least room any node
+        # has, as ``pods`` usually does) constrains nothing: leaving it out makes every step
+        # of the search cheaper and the bounds no weaker.
+        names = [
+            n
+            for n in asked
+            if sum(e.requests.get(n) for e in entries)
+            > min([template.allocatable.get(n), *(node.free.get(n) for node in nodes)])
+        ] or asked[:1]
         cap = tuple(template.allocatable.get(n) for n in names)
         vectors = [tuple(e.requests.get(n) for n in names) for e in entries]
         shares = [[a / c for a, c in zip(v, cap, strict=True)] for v in vectors]
 
+        if order_by >= _FIXED_ORDERS:
+            # A restart past the fixed orders weighs the resources at random (seeded by the
+            # attempt, so plans stay deterministic): another largest-first order.
+            rng = random.Random(order_by)
+            weights = [rng.random() for _ in names]
+
         def lead(i: int) -> float:
+            if order_by >= _FIXED_ORDERS:
+                return -sum(w * x for w, x in zip(weights, shares[i], strict=True))
             if 0 <= order_by < len(names):
                 return -shares[i][order_by]
             return -max(shares[i], default=0.0)
@@ -240,7 +278,6 @@ class _Problem:
             and entries[order[k]].constraints == entries[order[k - 1]].constraints
             for k in range(len(order))
         )
-        nodes = sorted(existing_nodes, key=lambda n: n.name)
         per_class: dict[str, tuple[bool, ...]] = {}
         compatible: list[tuple[bool, ...]] = []
         for i in order:
@@ -336,7 +373,7 @@ class _Proven(Exception):
 #: The dual feasible functions the bounds use, by parameter: 0 is the identity (the
 #: continuous bound); k >= 1 is Fekete and Schepers' u^(k), which counts a pod above 1/(k+1) of
 #: a node as 1/k of one (so k = 1 says pods above half a node cannot share one).
-_DFF_PARAMETERS = (0, 1, 2, 3, 4)
+_DFF_PARAMETERS = (0, 1, 2)
 
 
 def _dff(amount: int, cap: int, k: int) -> int:
@@ -355,7 +392,9 @@ class _Search:
     Each bin keeps its sums for every (resource, f) pair, updated as pods come and go.
     """
 
-    def __init__(self, problem: _Problem, fewer_than: int, budget: SearchBudget) -> None:
+    def __init__(
+        self, problem: _Problem, fewer_than: int, budget: SearchBudget, root_bound: int
+    ) -> None:
         self.p = problem
         self.best = fewer_than
         self.best_assignment: list[int] | None = None
@@ -391,14 +430,25 @@ class _Search:
         self._slack = [sum(s - fill[q] for fill in self._fill) for q, s in enumerate(self._scale)]
         self._assignment = [0] * n
         self._opened = 0
-        self._root = max(problem.root_bound(), self._bound(0))
+        self._skipped = False
+        self._root = max(root_bound, self._bound(0))
 
     def run(self) -> None:
         if self._root >= self.best:
             self.proven = True
             return
         try:
-            self._place(0)
+            # Limited discrepancy search: pass d follows the heuristic choice (the fullest bin
+            # with room) everywhere but for at most d deviations, the i-th alternative costing
+            # i. Depth-first alone would spend a small budget re-deciding the last few pods;
+            # this revisits the first ones early. A pass that skipped nothing was exhaustive.
+            limit = 0
+            while True:
+                self._skipped = False
+                self._place(0, limit)
+                if not self._skipped:
+                    break
+                limit += 1
             self.proven = True
         except _Proven:
             self.proven = True
@@ -409,24 +459,29 @@ class _Search:
         """Fewest further new nodes the pods from ``k`` on need, given the open bins.
 
         A bin with less of some resource than every pod left asks for takes none of them:
-        its slack does not count.
+        its slack does not count. Written as plain loops over short lists: this runs once per
+        step of the search, so it is most of the search's time.
         """
         smallest = self._smallest[k]
-        dims = range(len(smallest))
-        slack = self._slack
-        wasted: list[int] | None = None
+        scale = self._scale
+        fills = self._fill
+        usable = self._slack
+        copied = False
         for b, free in enumerate(self._bins):
-            if any(free[r] < smallest[r] for r in dims):
-                fill = self._fill[b]
-                if wasted is None:
-                    wasted = [0] * len(slack)
-                for q, s in enumerate(self._scale):
-                    wasted[q] += s - fill[q]
-        left = self._left[k]
+            for f, least in zip(free, smallest, strict=True):
+                if f < least:
+                    if not copied:
+                        usable = list(usable)
+                        copied = True
+                    fill = fills[b]
+                    for q, s in enumerate(scale):
+                        usable[q] -= s - fill[q]
+                    break
         extra = 0
-        for q, s in enumerate(self._scale):
-            usable = slack[q] - (wasted[q] if wasted is not None else 0)
-            extra = max(extra, _ceil_div(left[q] - usable, s))
+        for need, room, s in zip(self._left[k], usable, scale, strict=True):
+            nodes = -((room - need) // s)
+            if nodes > extra:
+                extra = nodes
         return extra
 
     def _add(self, b: int, k: int, sign: int) -> None:
@@ -438,7 +493,7 @@ class _Search:
             fill[q] += sign * v
             slack[q] -= sign * v
 
-    def _place(self, k: int) -> None:
+    def _place(self, k: int, discrepancies: int) -> None:
         self.steps += 1
         if self.steps > self._budget.max_steps:
             raise _Budget
@@ -461,7 +516,8 @@ class _Search:
         bins = self._bins
         weights = self._weights
         # Bins with room, one per distinct free room among template bins, fullest first (best
-        # fit finds a plan that meets the lower bound sooner than first fit).
+        # fit finds a plan that meets the lower bound sooner than first fit). A bin is as empty
+        # as its emptiest resource (its largest free share); the sum of shares breaks ties.
         seen: set[tuple[int, ...]] = set()
         candidates: list[tuple[float, int]] = []
         for b in range(start, len(bins)):
@@ -475,18 +531,25 @@ class _Search:
                 if key in seen:
                     continue
                 seen.add(key)
-            candidates.append((sum(map(mul, free, weights)), b))
+            shares = list(map(mul, free, weights))
+            candidates.append((max(shares) + _TIE * sum(shares), b))
         candidates.sort()
-        for _, b in candidates:
+        for i, (_, b) in enumerate(candidates):
+            if i > discrepancies:
+                self._skipped = True
+                return
             self._add(b, k, 1)
             self._assignment[k] = b
-            self._place(k + 1)
+            self._place(k + 1, discrepancies - i)
             self._add(b, k, -1)
             if lower >= self.best:
                 return
         # A fresh node: pointless if no plan with it can beat the best, or if an empty booting
         # node (same free room as a fresh one) was already tried.
         if self._opened + 1 >= self.best or p.cap in seen:
+            return
+        if len(candidates) > discrepancies:
+            self._skipped = True
             return
         bins.append(list(p.cap))
         self._fill.append([0] * len(self._scale))
@@ -496,7 +559,7 @@ class _Search:
         self._add(b, k, 1)
         self._opened += 1
         self._assignment[k] = b
-        self._place(k + 1)
+        self._place(k + 1, discrepancies - len(candidates))
         self._opened -= 1
         self._add(b, k, -1)
         for q, s in enumerate(self._scale):
