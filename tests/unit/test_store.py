@@ -240,7 +240,9 @@ def test_relists_report_updates_and_deletions_with_the_previous_state() -> None:
     relist.put(cm("same"))
     relist.put(cm("changed", rv="2", data={"v": "new"}))
     done = store.commit(relist)
-    changes = list(done.changes())
+    walked = list(done.changes())
+    assert walked[0] is None, "the unchanged object is passed over, in list order"
+    changes = [c for c in walked if c is not None]
     assert [(o["data"] if o else None, n["data"]) for o, n in changes] == [
         ({"v": "old"}, {"v": "new"})
     ]
