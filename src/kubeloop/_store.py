@@ -1,25 +1,30 @@
 """The informer's in-memory store: objects by key, a namespace index, named indexes.
 
-Each object is kept as its compact JSON (msgspec-encoded bytes, managedFields
-already stripped by the reflector) next to the few decoded fields the store itself
-needs: its resourceVersion and the values it is filed under in each index. Every
-read decodes a fresh dict.
+Each object is kept as one ``bytes``: a short header with the few decoded fields the
+store itself needs (its resourceVersion and the values it is filed under in each
+index), then its compact JSON (msgspec-encoded, managedFields already stripped by the
+reflector). Every read decodes a fresh dict.
 
 Why bytes and not the decoded dicts (measured with ``bench/informer_scale.py``'s
 ``Sample`` objects, ~260 B of JSON each, on the 2-core development machine):
 
 - **Memory.** A decoded API object is a tree of dicts, lists and strings, several
   times its JSON size; its bytes are one flat object. Per cached object (RSS delta
-  across the sync, 100,000 objects): ~2.7 KB with dicts, ~0.9-1.0 KB with bytes.
+  across the sync, 100,000 objects): ~2.7 KB with dicts, ~0.9 KB with bytes.
 - **Reads cannot corrupt the cache.** The stored form is immutable, so a reader
   gets a dict nobody else holds by construction: no separate copy step. One
   decode is also cheaper than the encode-then-decode copy reads paid before
   (1.8 vs 2.3 us for a Sample; 73 vs 95 us for a 3.4 KB Pod).
-- **No garbage-collector pauses.** Bytes, strings and tuples of them are not
-  tracked by Python's cyclic GC; 100,000 cached dict trees are (half a million
-  containers), and each full collection walks all of them: with dicts the
-  longest event-loop stall during a 100,000-object sync held ~420 ms of CPU. Entries are
-  therefore plain tuples, not instances of a class.
+- **No garbage-collector pauses.** Python's cyclic GC tracks containers: 100,000
+  cached dict trees are half a million of them, and each full collection walks all
+  of them (with dicts the longest event-loop stall of a 100,000-object sync held
+  ~420 ms of CPU). It tracks neither bytes nor strings, nor a dict holding only
+  those, so the tables here are exactly that: entries are one ``bytes`` each (not a
+  tuple or an instance: a dict of 100,000 tuples is still walked whole, ~30 ms a
+  collection), and key sets are dicts of keys (a ``set`` is always tracked). A relist
+  notes what changed in a ``bytearray``, not in a table of keys. (The imported
+  modules are the rest of a full collection's walk; the informer freezes them once,
+  see ``_informer.py``.)
 
 The cost is a decode per read (reads that want only versions or keys use
 :meth:`Store.resource_version` and :meth:`Store.keys`, which decode nothing), an
@@ -34,6 +39,9 @@ An object msgspec cannot encode (a custom ``transform`` put a non-JSON value in
 it) is kept as a private deep copy and deep-copied on every read instead: slower,
 equally safe. Round-tripped objects are JSON-typed, like what the API sent (a
 tuple a transform added comes back as a list).
+
+A store made for one namespace (``Store(namespace=...)``, a namespaced informer's)
+does not index its keys by namespace: they are all of it.
 
 Atomic relists: a :class:`Relist` builds the new tables aside, page by page (the
 reflector yields to other tasks in between), and :meth:`Store.commit` swaps them
