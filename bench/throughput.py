@@ -176,7 +176,7 @@ async def delete_all(
     *,
     page: int = DELETE_PAGE,
     backoff: Backoff = DELETE_RETRY,
-    timeout: float = 900.0,
+    timeout: float | None = None,
 ) -> int:
     """Delete the namespace's Samples, keeping etcd's size steady from one configuration to
     the next; returns how many the deletecollection calls reported deleted.
@@ -184,8 +184,9 @@ async def delete_all(
     One deletecollection of ``page`` objects (``limit``) at a time, each retried on
     transient failures with the runtime's one retry loop (:func:`kubeloop.retry_transient`),
     until a LIST finds none left: the objects are gone when it returns, even if a call timed
-    out half-way. Raises TimeoutError after ``timeout`` seconds, RuntimeError if a call
-    deleted nothing. The namespace itself stays:
+    out half-way. Raises RuntimeError if a call deleted nothing (so it cannot loop for
+    ever), TimeoutError after ``timeout`` seconds if given (the apiserver deletes some
+    200-1,000 objects a second here: 100,000 take minutes). The namespace itself stays:
     without kube-controller-manager it would never finish terminating."""
     collection = SAMPLES.path(namespace)
     deleted = 0
