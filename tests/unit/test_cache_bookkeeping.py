@@ -64,7 +64,7 @@ async def test_the_startup_heap_is_frozen_once_per_process(
 
     frozen: list[int] = []
     monkeypatch.setattr(informer_module, "_startup_heap_frozen", False)
-    monkeypatch.setattr(informer_module.gc, "freeze", lambda: frozen.append(1))
+    monkeypatch.setattr("kubeloop._informer.gc.freeze", lambda: frozen.append(1))
     client = Client(ClusterConfig("https://h"), qps=None)  # stopped before it connects
     informers = [Informer(client, CONFIGMAPS, namespace=ns) for ns in ("a", "b")]
     for inf in informers:
