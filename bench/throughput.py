@@ -44,6 +44,8 @@ from kubeloop import (
     CRDS,
     NAMESPACES,
     AlreadyExists,
+    ApiError,
+    Backoff,
     Client,
     ControllerOptions,
     KubeloopError,
@@ -54,6 +56,7 @@ from kubeloop import (
     Resource,
     Result,
     generation_changed,
+    retry_transient,
     update_status,
 )
 from kubeloop._store import copy_object
@@ -157,12 +160,64 @@ async def converged(client: Client, namespace: str) -> int:
     )
 
 
-async def delete_all(kubeconfig: str, namespace: str) -> None:
-    """Delete the namespace's Samples (one deletecollection), keeping etcd's size steady
-    from one configuration to the next. The namespace itself stays: without
-    kube-controller-manager it would never finish terminating."""
-    async with connect(kubeconfig, 1) as api:
-        await api.json("DELETE", SAMPLES.path(namespace))
+#: Samples per deletecollection call. The apiserver deletes a collection one object at a
+#: time (``--delete-collection-workers`` defaults to 1): 100,000 in one call outlast its 60 s
+#: request timeout and end in a 504 with the rest left in place; a page of this many takes
+#: a few seconds (with ``limit`` the apiserver deletes one page and answers).
+DELETE_PAGE = 2_000
+#: The pauses before one call is sent again after a 5xx, a 504 timeout or a dropped
+#: connection: 0.5, 1, 2, 4, 8 s (+10 %), then its error stands.
+DELETE_RETRY = Backoff(duration=0.5, factor=2.0, jitter=0.1, steps=6)
+
+
+async def delete_all(
+    kubeconfig: str,
+    namespace: str,
+    *,
+    page: int = DELETE_PAGE,
+    backoff: Backoff = DELETE_RETRY,
+    timeout: float | None = None,
+) -> int:
+    """Delete the namespace's Samples, keeping etcd's size steady from one configuration to
+    the next; returns how many the deletecollection calls reported deleted.
+
+    One deletecollection of ``page`` objects (``limit``) at a time, each retried on
+    transient failures with the runtime's one retry loop (:func:`kubeloop.retry_transient`),
+    until a LIST finds none left: the objects are gone when it returns, even if a call timed
+    out half-way. Raises RuntimeError if a call deleted nothing (so it cannot loop for
+    ever), TimeoutError after ``timeout`` seconds if given (the apiserver deletes some
+    200-1,000 objects a second here: 100,000 take minutes). The namespace itself stays:
+    without kube-controller-manager it would never finish terminating."""
+    collection = SAMPLES.path(namespace)
+    deleted = 0
+    async with connect(kubeconfig, 1) as api, asyncio.timeout(timeout):
+
+        async def call(method: str, query: str) -> Any:
+            url = f"{api.base}{collection}?{query}"
+            async with api.http.request(method, url, headers=api.headers) as resp:
+                body = await resp.read()
+                if resp.status >= 400:
+                    with contextlib.suppress(ValueError):
+                        body = json.loads(body)
+                    raise ApiError.from_status(resp.status, body)
+                return json.loads(body)
+
+        async def left() -> int:
+            listed = await call("GET", "limit=1")
+            remaining = int((listed.get("metadata") or {}).get("remainingItemCount") or 0)
+            return len(listed.get("items") or []) + remaining
+
+        async def delete_page() -> int:
+            answer = await call("DELETE", f"limit={page}")
+            return len(answer.get("items") or [])
+
+        remaining = await retry_transient(left, backoff=backoff)
+        while remaining:
+            deleted += await retry_transient(delete_page, backoff=backoff)
+            before, remaining = remaining, await retry_transient(left, backoff=backoff)
+            if remaining >= before:  # e.g. held by a finalizer: no point asking again
+                raise RuntimeError(f"{namespace}: {remaining} Samples left after deleting")
+    return deleted
 
 
 # -- the kubeloop operator (child process) ---------------------------------------------

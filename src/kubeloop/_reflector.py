@@ -76,14 +76,15 @@ def rv_at_least(have: str, want: str) -> bool:
 
 
 #: Seconds of work between two yields to other tasks while a list is stored.
-_SLICE = 0.005
+_SLICE = 0.002
 
 
 class _Pace:
-    """Yields to other tasks after ``every`` steps or ``budget`` seconds of work since
-    the last yield, whichever comes first: a large list is stored and announced in
+    """Says when to yield to other tasks: after ``every`` steps or ``budget`` seconds of
+    work since the last yield, whichever comes first. A large list is announced in
     slices, so the event loop is never blocked for long, however slow the handlers
-    (bench/informer_scale.py reports the longest stall)."""
+    (bench/informer_scale.py reports the longest stall). A plain check, not a coroutine:
+    it runs once per object."""
 
     def __init__(self, every: int = 500, budget: float = _SLICE) -> None:
         self.every = every
@@ -91,12 +92,14 @@ class _Pace:
         self._steps = 0
         self._since = time.perf_counter()
 
-    async def __call__(self) -> None:
+    def due(self) -> bool:
+        """Count one step; True (and start counting afresh) if it is time to yield."""
         self._steps += 1
         if self._steps >= self.every or time.perf_counter() - self._since >= self.budget:
-            await asyncio.sleep(0)
             self._steps = 0
             self._since = time.perf_counter()
+            return True
+        return False
 
 
 class Reflector:
@@ -208,20 +211,25 @@ class Reflector:
             del page
             items.reverse()  # popped from the end: in list order
             while items:
-                self._store_slice(relist, items, _SLICE)
+                # receiving and decoding the page was one step; storing it starts in the next
                 await asyncio.sleep(0)
+                self._store_slice(relist, items, _SLICE)
         done = self.store.commit(relist)
         del relist
         # announced after the swap, so a handler's reconcile finds what it is told about;
         # decoded from the store one by one (the caller's own, gone after the handlers)
         self._announcing = done
         try:
-            for old, obj in done.changes():
-                self.emit(Added(obj) if old is None else Updated(old, obj))
-                await pace()
+            for change in done.changes():  # None: unchanged, a step all the same
+                if change is not None:
+                    old, obj = change
+                    self.emit(Added(obj) if old is None else Updated(old, obj))
+                if pace.due():
+                    await asyncio.sleep(0)
             for gone in done.gone():
                 self.emit(Deleted(gone, final_state_unknown=True))
-                await pace()
+                if pace.due():
+                    await asyncio.sleep(0)
         finally:
             self._announcing = None
         if self.synced.is_set():

@@ -1,25 +1,30 @@
 """The informer's in-memory store: objects by key, a namespace index, named indexes.
 
-Each object is kept as its compact JSON (msgspec-encoded bytes, managedFields
-already stripped by the reflector) next to the few decoded fields the store itself
-needs: its resourceVersion and the values it is filed under in each index. Every
-read decodes a fresh dict.
+Each object is kept as one ``bytes``: a short header with the few decoded fields the
+store itself needs (its resourceVersion and the values it is filed under in each
+index), then its compact JSON (msgspec-encoded, managedFields already stripped by the
+reflector). Every read decodes a fresh dict.
 
 Why bytes and not the decoded dicts (measured with ``bench/informer_scale.py``'s
 ``Sample`` objects, ~260 B of JSON each, on the 2-core development machine):
 
 - **Memory.** A decoded API object is a tree of dicts, lists and strings, several
   times its JSON size; its bytes are one flat object. Per cached object (RSS delta
-  across the sync, 100,000 objects): ~2.7 KB with dicts, ~0.9-1.0 KB with bytes.
+  across the sync, 100,000 objects): ~2.7 KB with dicts, ~0.9 KB with bytes.
 - **Reads cannot corrupt the cache.** The stored form is immutable, so a reader
   gets a dict nobody else holds by construction: no separate copy step. One
   decode is also cheaper than the encode-then-decode copy reads paid before
   (1.8 vs 2.3 us for a Sample; 73 vs 95 us for a 3.4 KB Pod).
-- **No garbage-collector pauses.** Bytes, strings and tuples of them are not
-  tracked by Python's cyclic GC; 100,000 cached dict trees are (half a million
-  containers), and each full collection walks all of them: with dicts the
-  longest event-loop stall during a 100,000-object sync held ~420 ms of CPU. Entries are
-  therefore plain tuples, not instances of a class.
+- **No garbage-collector pauses.** Python's cyclic GC tracks containers: 100,000
+  cached dict trees are half a million of them, and each full collection walks all
+  of them (with dicts the longest event-loop stall of a 100,000-object sync held
+  ~420 ms of CPU). It tracks neither bytes nor strings, nor a dict holding only
+  those, so the tables here are exactly that: entries are one ``bytes`` each (not a
+  tuple or an instance: a dict of 100,000 tuples is still walked whole, ~30 ms a
+  collection), and key sets are dicts of keys (a ``set`` is always tracked). A relist
+  notes what changed in a ``bytearray``, not in a table of keys. (The imported
+  modules are the rest of a full collection's walk; the informer freezes them once,
+  see ``_informer.py``.)
 
 The cost is a decode per read (reads that want only versions or keys use
 :meth:`Store.resource_version` and :meth:`Store.keys`, which decode nothing), an
@@ -35,6 +40,9 @@ it) is kept as a private deep copy and deep-copied on every read instead: slower
 equally safe. Round-tripped objects are JSON-typed, like what the API sent (a
 tuple a transform added comes back as a list).
 
+A store made for one namespace (``Store(namespace=...)``, a namespaced informer's)
+does not index its keys by namespace: they are all of it.
+
 Atomic relists: a :class:`Relist` builds the new tables aside, page by page (the
 reflector yields to other tasks in between), and :meth:`Store.commit` swaps them
 in with a single assignment, so a reader sees the store before or after the
@@ -45,6 +53,8 @@ from __future__ import annotations
 
 import builtins
 import copy
+import itertools
+import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -88,59 +98,104 @@ def copy_object(obj: Object) -> Object:
     return copied
 
 
-#: One stored object: (its frozen form, its resourceVersion, per registered index in
-#: registration order the values it is filed under). The frozen form is compact JSON,
-#: or a private deep copy when the object is not JSON-encodable. A plain tuple, not a
-#: class: a tuple of strings and bytes is dropped from the garbage collector's
-#: tracking, so 100,000 entries add nothing to a full collection's walk.
-_Entry = tuple[bytes | Object, str, tuple[tuple[str, ...], ...]]
-_DATA: Final = 0
-_RV: Final = 1
-_VALUES: Final = 2
+#: The values an object is filed under, per registered index in registration order.
+_Values = tuple[tuple[str, ...], ...]
+
+#: One stored object. Normally one ``bytes``: a header (the lengths of the two fields
+#: after it), its resourceVersion, the JSON of its index values (empty without indexes),
+#: then its compact JSON. A single bytes object, because the garbage collector tracks
+#: neither it nor a dict holding only strings and bytes: the tables of 100,000 objects add
+#: nothing to a full collection's walk, whereas a dict holding 100,000 tuples is walked
+#: whole each time (about 30 ms). An object msgspec cannot encode is kept as a tuple
+#: (private deep copy, resourceVersion, index values) instead.
+_Entry = bytes | tuple[Object, str, _Values]
+_HEAD: Final = struct.Struct("<II")
 
 
-def _freeze(obj: Object) -> bytes | Object:
+def _make(obj: Object, rv: str, values: _Values) -> _Entry:
     try:
-        return _encoder.encode(obj)
+        data = _encoder.encode(obj)
     except (TypeError, msgspec.EncodeError):
-        return copy.deepcopy(obj)
+        return (copy.deepcopy(obj), rv, values)
+    rv_bytes = rv.encode()
+    vals = _encoder.encode(values) if values else b""
+    return b"".join((_HEAD.pack(len(rv_bytes), len(vals)), rv_bytes, vals, data))
 
 
 def _thaw(entry: _Entry) -> Object:
-    data = entry[_DATA]
-    if isinstance(data, bytes):
-        thawed: Object = _decoder.decode(data)
+    if isinstance(entry, bytes):
+        rv_len, vals_len = _HEAD.unpack_from(entry)
+        start = _HEAD.size + rv_len + vals_len
+        thawed: Object = _decoder.decode(memoryview(entry)[start:])
         return thawed
-    return copy.deepcopy(data)
+    return copy.deepcopy(entry[0])
+
+
+def _entry_rv(entry: _Entry) -> str:
+    if isinstance(entry, bytes):
+        rv_len = _HEAD.unpack_from(entry)[0]
+        return entry[_HEAD.size : _HEAD.size + rv_len].decode()
+    return entry[1]
+
+
+def _entry_values(entry: _Entry) -> Sequence[Sequence[str]]:
+    if isinstance(entry, bytes):
+        rv_len, vals_len = _HEAD.unpack_from(entry)
+        if not vals_len:
+            return ()
+        start = _HEAD.size + rv_len
+        values: list[list[str]] = _decoder.decode(memoryview(entry)[start : start + vals_len])
+        return values
+    return entry[2]
+
+
+def _with_values(entry: _Entry, values: _Values) -> _Entry:
+    """``entry`` filed under ``values`` instead (an index was added)."""
+    if isinstance(entry, bytes):
+        rv_len, vals_len = _HEAD.unpack_from(entry)
+        rv = entry[_HEAD.size : _HEAD.size + rv_len]
+        data = memoryview(entry)[_HEAD.size + rv_len + vals_len :]
+        vals = _encoder.encode(values) if values else b""
+        return b"".join((_HEAD.pack(rv_len, len(vals)), rv, vals, data))
+    return (entry[0], entry[1], values)
 
 
 def _rv(obj: Object) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+#: A set of keys, as a dict: unlike a set, a dict of strings is not tracked by the garbage
+#: collector (see _Entry), and it keeps insertion order.
+_Keys = dict[str, None]
+
+
 class _Tables:
     """Entries by key and the indexes over them: what a relist builds aside and swaps."""
 
-    __slots__ = ("indexes", "items", "namespaces")
+    __slots__ = ("indexes", "items", "namespaces", "scope")
 
-    def __init__(self, index_names: Iterable[str]) -> None:
+    def __init__(self, index_names: Iterable[str], scope: str | None = None) -> None:
         self.items: dict[str, _Entry] = {}
-        # namespace -> keys: a namespaced read of a cluster-wide informer scans only them
-        self.namespaces: dict[str, set[str]] = {}
+        # namespace -> keys: a namespaced read of a cluster-wide informer scans only them.
+        # Keys of ``scope`` (the one namespace a namespaced informer sees) are not filed:
+        # they are all the keys, and a second 100,000-key table would only cost memory.
+        self.scope = scope
+        self.namespaces: dict[str, _Keys] = {}
         # index name -> value -> keys
-        self.indexes: dict[str, dict[str, set[str]]] = {name: {} for name in index_names}
+        self.indexes: dict[str, dict[str, _Keys]] = {name: {} for name in index_names}
 
-    def put(self, key: str, entry: _Entry) -> _Entry | None:
+    def put(self, key: str, entry: _Entry, values: Sequence[Sequence[str]]) -> _Entry | None:
+        """Store ``entry`` (filed under ``values``); the entry it replaced, if any."""
         old = self.items.get(key)
         if old is not None:
             self._unindex(key, old)
         self.items[key] = entry
         ns, _ = split_key(key)
-        if ns:
-            self.namespaces.setdefault(ns, set()).add(key)
-        for table, values in zip(self.indexes.values(), entry[_VALUES], strict=True):
-            for value in values:
-                table.setdefault(value, set()).add(key)
+        if ns and ns != self.scope:
+            self.namespaces.setdefault(ns, {})[key] = None
+        for table, vals in zip(self.indexes.values(), values, strict=True):
+            for value in vals:
+                table.setdefault(value, {})[key] = None
         return old
 
     def remove(self, key: str) -> _Entry | None:
@@ -149,19 +204,28 @@ class _Tables:
             self._unindex(key, old)
         return old
 
+    def keys(self, namespace: str) -> builtins.list[str]:
+        if namespace != self.scope:
+            return list(self.namespaces.get(namespace, ()))
+        if not self.namespaces:  # every key is of the scope, as the server sends them
+            return list(self.items)
+        prefix = f"{namespace}/"
+        return [k for k in self.items if k.startswith(prefix)]
+
     def _unindex(self, key: str, entry: _Entry) -> None:
         ns, _ = split_key(key)
-        if ns:
+        if ns and ns != self.scope:
             _discard(self.namespaces, ns, key)
-        for table, values in zip(self.indexes.values(), entry[_VALUES], strict=True):
-            for value in values:
-                _discard(table, value, key)
+        if self.indexes:
+            for table, vals in zip(self.indexes.values(), _entry_values(entry), strict=True):
+                for value in vals:
+                    _discard(table, value, key)
 
 
-def _discard(table: dict[str, set[str]], value: str, key: str) -> None:
+def _discard(table: dict[str, _Keys], value: str, key: str) -> None:
     keys = table.get(value)
     if keys is not None:
-        keys.discard(key)
+        keys.pop(key, None)
         if not keys:
             del table[value]
 
@@ -180,21 +244,26 @@ class Relist:
     """A relist under construction (:meth:`Store.relist`): the new content is built
     aside while the store keeps serving the old one; :meth:`Store.commit` swaps it in.
 
-    It also notes which keys are new or changed against the store's content, to
-    announce them after the swap; only the reflector that owns the store writes to
-    it, so that content cannot change meanwhile. It keeps no decoded object: a
-    page's dicts can go as soon as they are stored.
+    It also notes, per object in list order, whether it is new or changed against the
+    store's content, to announce it after the swap (one byte each, not a table of keys:
+    see :class:`Relisted`); only the reflector that owns the store writes to it, so that
+    content cannot change meanwhile. It keeps no decoded object: a page's dicts can go as
+    soon as they are stored.
     """
 
-    __slots__ = ("_changed", "_funcs", "_store", "_tables")
+    __slots__ = ("_added", "_changed", "_funcs", "_redone", "_store", "_tables")
 
     def __init__(self, store: Store) -> None:
         self._store = store
         # the indexes as they are now: one added meanwhile is filled in at commit
         self._funcs = tuple(store._index_funcs.values())
-        self._tables = _Tables(store._index_funcs)
-        # keys added or changed by this relist, in list order (a dict as an ordered set)
-        self._changed: dict[str, None] = {}
+        self._tables = _Tables(store._index_funcs, store.namespace)
+        # per key of the new content, in its order: 1 if it is new or changed
+        self._changed = bytearray()
+        # keys listed twice: whether their last version changed (the flag of the first
+        # no longer holds); a LIST never repeats a key, so this stays empty
+        self._redone: dict[str, bool] = {}
+        self._added = 0  # keys the store does not have
 
     def __len__(self) -> int:
         return len(self._tables.items)
@@ -202,48 +271,67 @@ class Relist:
     def put(self, obj: Object) -> None:
         """Add ``obj`` to the new content (a later duplicate of a key wins)."""
         key = object_key(obj)
-        entry: _Entry = (_freeze(obj), _rv(obj), _values(self._funcs, obj))
-        self._tables.put(key, entry)
+        rv = _rv(obj)
+        values = _values(self._funcs, obj)
         old = self._store._tables.items.get(key)
-        if old is None or old[_RV] != entry[_RV]:
-            self._changed[key] = None
+        changed = old is None or _entry_rv(old) != rv
+        if self._tables.put(key, _make(obj, rv, values), values) is None:
+            self._changed.append(changed)
+            self._added += old is None
         else:
-            self._changed.pop(key, None)
+            self._redone[key] = changed
 
 
 class Relisted:
     """What a committed :class:`Relist` changed, decoded one object at a time as it is
-    announced: objects added or changed (with their previous version), and those gone."""
+    announced: objects added or changed (with their previous version), and those gone.
 
-    __slots__ = ("_changed", "_gone", "_new", "_next", "_old")
+    Found by walking the new content beside the relist's flags, and the old content for
+    keys the new one lacks: no list of keys is built (100,000 keys in a list are 100,000
+    references the garbage collector follows on every full collection while it lives).
+    """
 
-    def __init__(self, old: _Tables, new: _Tables, changed: Iterable[str], gone: list[str]) -> None:
+    __slots__ = ("_changed", "_gone", "_new", "_next", "_old", "_redone")
+
+    def __init__(self, old: _Tables, new: _Tables, relist: Relist) -> None:
         self._old = old
         self._new = new
-        self._changed = list(changed)
-        self._gone = gone
-        self._next = 0  # index of the first change not yet taken by changes()
+        self._changed = relist._changed
+        self._redone = relist._redone
+        # how many keys of the old content the new one lacks
+        self._gone = len(old.items) - (len(new.items) - relist._added)
+        self._next = 0  # position in the new content of the first key changes() has not passed
 
-    def __len__(self) -> int:
-        return len(self._changed) + len(self._gone)
+    def _flag(self, position: int, key: str) -> bool:
+        redone = self._redone.get(key)
+        return bool(self._changed[position]) if redone is None else redone
 
-    def changes(self) -> Iterator[tuple[Object | None, Object]]:
-        """(previous version or None, new object) per added or changed object, in list
-        order; both freshly decoded, the caller's own."""
-        while self._next < len(self._changed):
-            key = self._changed[self._next]
-            self._next += 1
-            old = self._old.items.get(key)
-            yield (_thaw(old) if old is not None else None), _thaw(self._new.items[key])
+    def changes(self) -> Iterator[tuple[Object | None, Object] | None]:
+        """Per object of the new content, in list order: (previous version or None, new
+        object) if it was added or changed, both freshly decoded, the caller's own; None
+        if it is unchanged (so a caller can pace a long walk by what it skips, too)."""
+        old_items = self._old.items
+        for position, (key, entry) in enumerate(self._new.items.items()):
+            self._next = position + 1
+            if not self._flag(position, key):
+                yield None
+                continue
+            old = old_items.get(key)
+            yield (_thaw(old) if old is not None else None), _thaw(entry)
 
     def gone(self) -> Iterator[Object]:
         """The last known state of each object the relist no longer has."""
-        for key in self._gone:
-            yield _thaw(self._old.items[key])
+        if self._gone <= 0:
+            return
+        new_items = self._new.items
+        for key, entry in self._old.items.items():
+            if key not in new_items:
+                yield _thaw(entry)
 
     def pending(self) -> set[str]:
         """Keys whose change :meth:`changes` has not handed out yet."""
-        return set(self._changed[self._next :])
+        later = itertools.islice(self._new.items, self._next, None)
+        return {key for position, key in enumerate(later, self._next) if self._flag(position, key)}
 
 
 class Store:
@@ -253,11 +341,15 @@ class Store:
     Every read (:meth:`get`, :meth:`list`, :meth:`by_index`, and what :meth:`put`,
     :meth:`remove` and :meth:`replace` return) is a freshly decoded dict the caller
     owns: mutating it never changes the store (see the module docstring).
+
+    ``namespace``: the one namespace the store's objects are in, if its informer watches
+    one namespace (an optimization: those keys need no namespace index).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, namespace: str | None = None) -> None:
+        self.namespace = namespace
         self._index_funcs: dict[str, IndexFunc] = {}
-        self._tables = _Tables(())
+        self._tables = _Tables((), namespace)
 
     def __len__(self) -> int:
         return len(self._tables.items)
@@ -276,33 +368,37 @@ class Store:
     def resource_version(self, key: str) -> str | None:
         """The stored object's resourceVersion, without decoding it; None if absent."""
         entry = self._tables.items.get(key)
-        return entry[_RV] if entry is not None else None
+        return _entry_rv(entry) if entry is not None else None
 
     def keys(self, namespace: str | None = None) -> builtins.list[str]:
         """Every key, or those of one namespace (through the namespace index)."""
         t = self._tables
         if namespace is None:
             return list(t.items)
-        return list(t.namespaces.get(namespace, ()))
+        return t.keys(namespace)
 
     def list(self, namespace: str | None = None) -> builtins.list[Object]:
         """Every object, or those of one namespace (through the namespace index)."""
         t = self._tables
         if namespace is None:
             return [_thaw(e) for e in t.items.values()]
-        return [_thaw(t.items[k]) for k in t.namespaces.get(namespace, ())]
+        return [_thaw(t.items[k]) for k in t.keys(namespace)]
 
     def add_index(self, name: str, fn: IndexFunc) -> None:
         """Register an index; existing objects are indexed at once."""
         if name in self._index_funcs:
             return
         self._index_funcs[name] = fn
-        old = self._tables
-        tables = _Tables(self._index_funcs)
+        self._tables = self._reindexed(self._tables)
+
+    def _reindexed(self, old: _Tables) -> _Tables:
+        """``old``'s entries filed under every registered index (one was added)."""
+        tables = _Tables(self._index_funcs, self.namespace)
+        funcs = tuple(self._index_funcs.values())
         for key, entry in old.items.items():
-            values = (*entry[_VALUES], tuple(fn(_thaw(entry))))
-            tables.put(key, (entry[_DATA], entry[_RV], values))
-        self._tables = tables
+            values = _values(funcs, _thaw(entry))
+            tables.put(key, _with_values(entry, values), values)
+        return tables
 
     def index_func(self, name: str) -> IndexFunc:
         return self._index_funcs[name]
@@ -324,7 +420,8 @@ class Store:
 
     def put(self, obj: Object) -> Object | None:
         """Insert or replace; returns the previous object."""
-        old = self._tables.put(object_key(obj), self._entry(obj))
+        values = _values(tuple(self._index_funcs.values()), obj)
+        old = self._tables.put(object_key(obj), _make(obj, _rv(obj), values), values)
         return _thaw(old) if old is not None else None
 
     def remove(self, key: str) -> Object | None:
@@ -351,15 +448,9 @@ class Store:
             raise ValueError("a Relist commits only to the store it was made for")
         old, new = self._tables, relist._tables
         if new.indexes.keys() != self._index_funcs.keys():  # an index added meanwhile
-            rebuilt = _Tables(self._index_funcs)
-            funcs = tuple(self._index_funcs.values())
-            for key, entry in new.items.items():
-                values = _values(funcs, _thaw(entry))
-                rebuilt.put(key, (entry[_DATA], entry[_RV], values))
-            new = rebuilt
+            new = self._reindexed(new)
         self._tables = new
-        gone = [key for key in old.items if key not in new.items]
-        return Relisted(old, new, relist._changed, gone)
+        return Relisted(old, new, relist)
 
     def replace(self, objs: Sequence[Object]) -> Replaced:
         """Make ``objs`` the whole content in one step (a relist), and say what changed.
@@ -372,7 +463,10 @@ class Store:
             relist.put(obj)
         done = self.commit(relist)
         changes = Replaced()
-        for old, obj in done.changes():
+        for change in done.changes():
+            if change is None:
+                continue
+            old, obj = change
             if old is None:
                 changes.added.append(obj)
             else:
@@ -380,11 +474,8 @@ class Store:
         changes.deleted = list(done.gone())
         return changes
 
-    def _entry(self, obj: Object) -> _Entry:
-        return (_freeze(obj), _rv(obj), _values(tuple(self._index_funcs.values()), obj))
 
-
-def _values(funcs: tuple[IndexFunc, ...], obj: Object) -> tuple[tuple[str, ...], ...]:
+def _values(funcs: tuple[IndexFunc, ...], obj: Object) -> _Values:
     """The values ``obj`` is filed under, per index; () without indexes (shared)."""
     if not funcs:
         return ()

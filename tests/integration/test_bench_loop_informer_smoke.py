@@ -7,10 +7,13 @@ would, and checks the JSON line and the docs block. No speed is asserted.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
+from bench.throughput import SAMPLES
 
+from kubeloop import Client
 from kubeloop.envtest import ControlPlane
 from tests.integration.bench_support import run_quick
 
@@ -70,6 +73,16 @@ def test_informer_scale_quick_smoke(kube_control_plane: ControlPlane, tmp_path: 
     assert figures["kept_up"] is True
     assert figures["bytes_per_cached_object"] > 0
     assert set(figures["targets"]) == {"bytes_per_object_at_most_1536", "no_sync_stall_over_50ms"}
+    # the objects are gone afterwards: the apiserver's LIST says so, not only the figures
+    assert figures["cleaned_up"] is True
+    left = asyncio.run(_samples_left(kube_control_plane, result["params"]["namespace"]))
+    assert left == 0
     text = docs.read_text()
     assert "<!-- bench:informer_scale:begin -->" in text
     assert "memory per cached object" in text
+
+
+async def _samples_left(control_plane: ControlPlane, namespace: str) -> int:
+    async with Client.from_kubeconfig(control_plane.kubeconfig, qps=None) as client:
+        items, _ = await client.list_all(SAMPLES, namespace)
+    return len(items)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kubeloop import CONFIGMAPS, SECRETS, Client, ClusterConfig
-from kubeloop._informer import MAX_PENDING_WRITES, Cache, OutOfScope
+from kubeloop._informer import MAX_PENDING_WRITES, Cache, Informer, OutOfScope
 from kubeloop._resource import NODES
 
 
@@ -53,3 +53,23 @@ def test_scope_of_a_restricted_cache() -> None:
     assert single.informer(CONFIGMAPS).reflector.namespace == "a"
     with pytest.raises(ValueError, match="at least one"):
         cache(namespaces=[])
+
+
+async def test_the_startup_heap_is_frozen_once_per_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first informer to start moves the startup heap out of the collector's reach
+    (gc.freeze); later ones do not freeze again (what they allocate stays collectable)."""
+    import kubeloop._informer as informer_module
+
+    frozen: list[int] = []
+    monkeypatch.setattr(informer_module, "_startup_heap_frozen", False)
+    monkeypatch.setattr("kubeloop._informer.gc.freeze", lambda: frozen.append(1))
+    client = Client(ClusterConfig("https://h"), qps=None)  # stopped before it connects
+    informers = [Informer(client, CONFIGMAPS, namespace=ns) for ns in ("a", "b")]
+    for inf in informers:
+        inf.start()
+    for inf in informers:
+        await inf.stop()
+    assert frozen == [1]
+    await client.close()

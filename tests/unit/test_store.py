@@ -240,7 +240,9 @@ def test_relists_report_updates_and_deletions_with_the_previous_state() -> None:
     relist.put(cm("same"))
     relist.put(cm("changed", rv="2", data={"v": "new"}))
     done = store.commit(relist)
-    changes = list(done.changes())
+    walked = list(done.changes())
+    assert walked[0] is None, "the unchanged object is passed over, in list order"
+    changes = [c for c in walked if c is not None]
     assert [(o["data"] if o else None, n["data"]) for o, n in changes] == [
         ({"v": "old"}, {"v": "new"})
     ]
@@ -281,3 +283,79 @@ def test_the_writer_log_shares_equal_summaries() -> None:
     log.forget({"metadata": {"uid": "u2"}})
     assert len(log) == 2
     assert log.at(stripped[1]) is None
+
+
+def test_the_tables_hold_nothing_the_garbage_collector_tracks() -> None:
+    """Entries and the key sets of the namespace index and secondary indexes are bytes,
+    strings and dicts of them: a full collection has nothing per object of a large cache
+    to walk (see _store.py); only the small tables of namespaces and index values are
+    tracked."""
+    import gc
+
+    store = Store()
+    store.add_index("owner", lambda o: [o.get("owner", "")])
+    for i in range(50):
+        store.put(cm(f"o{i}", ns=f"n{i % 3}", owner=f"p{i % 4}", data={"k": [i, {"v": "x"}]}))
+    relist = store.relist()
+    for i in range(50):
+        relist.put(cm(f"o{i}", ns=f"n{i % 3}", rv="2", owner="p"))
+    store.commit(relist)
+    t = store._tables
+    containers = [t.items, *t.namespaces.values(), *t.indexes["owner"].values()]
+    assert len(containers) == 1 + 3 + 1
+    assert [gc.is_tracked(c) for c in containers] == [False] * len(containers)
+    assert store.by_index("owner", "p") != []
+    assert sorted(k for k in store.keys("n1")) == sorted(f"n1/o{i}" for i in range(1, 50, 3))
+
+
+def test_a_namespaced_store_lists_its_namespace_without_an_index() -> None:
+    store = Store(namespace="a")
+    for name in ("x", "y"):
+        store.put(cm(name, "a"))
+    assert store._tables.namespaces == {}, "the scope's keys are all the keys"
+    assert sorted(store.keys("a")) == ["a/x", "a/y"]
+    assert [o["metadata"]["name"] for o in store.list("a")] == ["x", "y"]
+    # an object of another namespace (a server would not send one) is still kept apart
+    store.put(cm("z", "b"))
+    assert sorted(store.keys("a")) == ["a/x", "a/y"]
+    assert store.keys("b") == ["b/z"]
+    store.remove("b/z")
+    assert store._tables.namespaces == {}
+    assert store.keys("c") == []
+
+
+def test_stored_entries_keep_versions_and_index_values_through_updates() -> None:
+    store = Store()
+    store.add_index("owner", lambda o: [o["owner"], f"x-{o['owner']}"])
+    store.put(cm("x", rv="7", owner="p"))
+    assert store.resource_version("a/x") == "7"
+    store.put(cm("x", rv="8", owner="q"))  # re-filed: out of p's entries, into q's
+    assert store.resource_version("a/x") == "8"
+    assert store.index_keys("owner", "p") == []
+    assert store.index_keys("owner", "x-q") == ["a/x"]
+    store.add_index("rv", lambda o: [o["metadata"]["resourceVersion"]])  # re-packed
+    assert store.index_keys("rv", "8") == ["a/x"]
+    assert store.resource_version("a/x") == "8"
+    assert store.get("a/x") == cm("x", rv="8", owner="q")
+    store.remove("a/x")
+    assert store._tables.indexes == {"owner": {}, "rv": {}}
+
+
+def test_a_key_listed_twice_is_announced_once_as_its_last_version() -> None:
+    store = Store()
+    store.put(cm("x", rv="1"))
+    store.put(cm("y", rv="1"))
+    relist = store.relist()
+    relist.put(cm("x", rv="2"))
+    relist.put(cm("y", rv="1"))
+    relist.put(cm("x", rv="1"))  # back to what the store has: unchanged after all
+    relist.put(cm("y", rv="3"))  # changed after all
+    done = store.commit(relist)
+    changes = [c for c in done.changes() if c is not None]
+    announced = [(o and o["metadata"]["resourceVersion"], n["metadata"]) for o, n in changes]
+    assert [(old, new["name"], new["resourceVersion"]) for old, new in announced] == [
+        ("1", "y", "3")
+    ]
+    assert store.resource_version("a/x") == "1"
+    assert store.resource_version("a/y") == "3"
+    assert list(done.gone()) == []
