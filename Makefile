@@ -36,8 +36,12 @@ lint:
 typecheck:
 	$(PY) -m mypy
 
+## PYTEST_WORKERS: pytest-xdist workers, each with its own control plane; a file stays on one
+## worker (--dist loadfile) so its module fixtures are built once. 0 runs everything in-process.
+PYTEST_WORKERS ?= 2
+
 pytest:
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25 $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 ## docs: the site with the API reference generated from the docstrings (--strict: a broken
 ## reference or snippet fails the build)

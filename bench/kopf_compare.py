@@ -55,7 +55,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -576,9 +576,9 @@ class Run:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-            await delete_all(str(self.ctx.kubeconfig), namespace)
-            if self.job == "children":
+            if self.job == "children":  # first: a stopped kopf's finalizers hold the Samples
                 await _clean_children(self.api, namespace)
+            await delete_all(str(self.ctx.kubeconfig), namespace)
 
     def start(self, namespace: str, logdir: Path) -> Operator:
         self.operator = Operator(
@@ -1149,35 +1149,46 @@ async def run(ctx: Context) -> BenchResult:
             namespace = await populate(client, "bench-kopf-warm", max(sizes))
             await delete_all(kubeconfig, namespace)
         repeats = int(ctx.param("repeats", 3, 3))
-        for n in sizes:
-            runs: dict[str, list[dict[str, Any]]] = {fw: [] for fw in FRAMEWORKS}
-            for rep in range(repeats):
-                # one after the other, each in its own process; the order alternates so no
-                # side always runs on the warmer (or more loaded) apiserver
-                order = FRAMEWORKS if rep % 2 == 0 else tuple(reversed(FRAMEWORKS))
-                for fw in order:
-                    raw, retries = await _measure(ctx, client, api, fw, n, quiet_s)
-                    discarded += retries
-                    if raw["other_cpu_s_max"] is not None:
-                        other.append(raw["other_cpu_s_max"])
-                    runs[fw].append(_figures(n, raw))
-            for fw in FRAMEWORKS:
-                figures[fw][f"n{n}"] = _aggregate(runs[fw])
-        # the child-owning job, with the same alternation and repetitions
-        children: dict[str, Any] = {fw: {} for fw in FRAMEWORKS}
-        for n in child_sizes:
-            child_runs: dict[str, list[dict[str, Any]]] = {fw: [] for fw in FRAMEWORKS}
-            for rep in range(repeats):
-                order = FRAMEWORKS if rep % 2 == 0 else tuple(reversed(FRAMEWORKS))
-                for fw in order:
-                    raw, retries = await _measure_children(ctx, client, api, fw, n, repairs)
-                    discarded += retries
-                    if raw["other_cpu_s_max"] is not None:
-                        other.append(raw["other_cpu_s_max"])
-                    child_runs[fw].append(_child_figures(n, raw))
-            for fw in FRAMEWORKS:
-                children[fw][f"n{n}"] = _child_aggregate(child_runs[fw])
-        figures["children"] = children
+
+        async def alternated(
+            job_sizes: Sequence[int],
+            measure: Callable[[str, int], Awaitable[tuple[dict[str, Any], int]]],
+            figures_of: Callable[[int, dict[str, Any]], dict[str, Any]],
+            aggregate: Callable[[list[dict[str, Any]]], dict[str, Any]],
+        ) -> dict[str, dict[str, Any]]:
+            """Each size ``repeats`` times per side, one after the other, each in its own
+            process; the order alternates so no side always runs on the warmer (or more
+            loaded) apiserver."""
+            nonlocal discarded
+            out: dict[str, dict[str, Any]] = {fw: {} for fw in FRAMEWORKS}
+            for n in job_sizes:
+                runs: dict[str, list[dict[str, Any]]] = {fw: [] for fw in FRAMEWORKS}
+                for rep in range(repeats):
+                    order = FRAMEWORKS if rep % 2 == 0 else tuple(reversed(FRAMEWORKS))
+                    for fw in order:
+                        raw, retries = await measure(fw, n)
+                        discarded += retries
+                        if raw["other_cpu_s_max"] is not None:
+                            other.append(raw["other_cpu_s_max"])
+                        runs[fw].append(figures_of(n, raw))
+                for fw in FRAMEWORKS:
+                    out[fw][f"n{n}"] = aggregate(runs[fw])
+            return out
+
+        status_only = await alternated(
+            sizes,
+            lambda fw, n: _measure(ctx, client, api, fw, n, quiet_s),
+            _figures,
+            _aggregate,
+        )
+        for fw in FRAMEWORKS:
+            figures[fw].update(status_only[fw])
+        figures["children"] = await alternated(
+            child_sizes,
+            lambda fw, n: _measure_children(ctx, client, api, fw, n, repairs),
+            _child_figures,
+            _child_aggregate,
+        )
 
     kl, kp = figures["kubeloop"], figures["kopf"]
     big = f"n{max(sizes)}"
