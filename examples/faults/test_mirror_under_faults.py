@@ -54,6 +54,7 @@ pytestmark = pytest.mark.integration
 SOURCES = ["alpha", "beta", "gamma", "delta", "epsilon"]
 #: The objects this test is about (a cluster may put others in every namespace).
 OURS = "role in (source,mirror)"
+SOURCE = "role=source"
 
 # -- the operator under test ---------------------------------------------------------------
 
@@ -64,7 +65,10 @@ async def run_operator(client: Client, namespace: str) -> AsyncIterator[None]:
     mgr = new_manager(client)
 
     async def reconcile(req: Request) -> Result:
-        source = await mgr.cache.get(CONFIGMAPS, req.name, req.namespace)
+        # Read from the informer that triggers this reconcile (same selector): a read without
+        # it would start a second informer, whose watch may lag behind the first one's, and
+        # a reconcile that sees the old data then has no event left to run it again.
+        source = await mgr.cache.get(CONFIGMAPS, req.name, req.namespace, label_selector=SOURCE)
         mirror = f"{req.name}-mirror"
         if source is None:
             with contextlib.suppress(NotFound):
@@ -92,9 +96,9 @@ async def run_operator(client: Client, namespace: str) -> AsyncIterator[None]:
             await client.update(CONFIGMAPS, current)
         return Result()
 
-    mgr.controller("mirror").for_(
-        CONFIGMAPS, namespace=namespace, label_selector="role=source"
-    ).complete(reconcile)
+    mgr.controller("mirror").for_(CONFIGMAPS, namespace=namespace, label_selector=SOURCE).complete(
+        reconcile
+    )
     async with running(mgr):
         yield
 

@@ -101,6 +101,18 @@ def test_booting_nodes_are_registered_room_but_not_ready_and_never_empty() -> No
     assert nodes.room[0].taints == ()
 
 
+def test_a_booting_node_is_simulated_with_the_templates_taints_not_its_start_up_ones() -> None:
+    startup = {"key": "example.com/agent-not-ready", "effect": "NoSchedule"}
+    pool_taint = Taint("dedicated", "NoSchedule", "db")
+    booting = node("n1", ready=False, taints=[startup])
+    ready = node("n2", taints=[startup])
+    nodes = pool_nodes([booting, ready], lambda _: [], booting_taints=(pool_taint,))
+    by_name = {s.name: s.taints for s in nodes.room}
+    assert by_name["n1"] == (pool_taint,)
+    # once Ready, its own taints are what the scheduler sees
+    assert by_name["n2"] == (Taint("example.com/agent-not-ready", "NoSchedule"),)
+
+
 def test_cordoned_and_deleting_nodes() -> None:
     deleting = node("gone")
     deleting["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"

@@ -22,6 +22,7 @@ from nodepool_operator.scheduling import (
     Pod,
     Resources,
     ScaleDownNode,
+    Taint,
     daemonset_overhead,
     node_view,
     pod_view,
@@ -104,8 +105,15 @@ def pool_nodes(
     pods_on: Callable[[str], Iterable[Pod]],
     *,
     daemonsets: Sequence[DaemonSetView] = (),
+    booting_taints: Sequence[Taint] | None = None,
 ) -> PoolNodes:
     """Summarise ``nodes`` (a pool's Node objects); ``pods_on(name)`` gives the pods bound there.
+
+    ``booting_taints`` (the template's): the taints a node that is not Ready yet is simulated
+    with, instead of its own. Taints an agent puts on a node before it is Ready are start-up
+    taints, expected to go (Karpenter's ``startupTaints`` are ignored by its simulation the same
+    way); counting them would scale up again for the very pods that node was added for. Once
+    the node is Ready its own taints count, and the landing guard (``_landing``) takes over.
 
     Terminal pods take no room; terminating ones still do, as in kube-scheduler. A Node whose
     allocatable is malformed offers no room rather than failing the whole plan.
@@ -133,7 +141,10 @@ def pool_nodes(
             free -= pod.requests
         here = {p.owner_uid for p in pods if not p.workload}
         free -= daemonset_overhead(daemonsets, view.labels, view.taints, present=here)
-        taints = tuple(t for t in view.taints if t.key not in _LIFECYCLE_TAINTS)
+        if not view.ready and booting_taints is not None:
+            taints = tuple(booting_taints)
+        else:
+            taints = tuple(t for t in view.taints if t.key not in _LIFECYCLE_TAINTS)
         room.append(NodeState(view.name, free, view.labels, taints, tuple(pods)))
         if view.ready:
             candidates.append(

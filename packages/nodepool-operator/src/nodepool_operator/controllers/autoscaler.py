@@ -303,6 +303,7 @@ class AutoscalerController:
             self._nodes.store.by_index(BY_POOL, pool_name),
             lambda node: self._pods.store.by_index(BY_NODE, node),
             daemonsets=daemonsets,
+            booting_taints=template.taints,
         )
         return _Look(scaler, pool, pool_obj, template, nodes, pending, tuple(candidates))
 
