@@ -8,13 +8,11 @@ anything ran; timeouts are generous bounds only.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from typing import Any
 
 import pytest
 
-from kubeloop import NODES, PODS, Added, ApiError, Informer, Resource
+from kubeloop import NODES, PODS, Resource
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
@@ -225,39 +223,30 @@ async def test_a_quota_failure_stops_counting_in_flight_after_the_provision_time
 async def test_a_pod_the_new_node_did_not_take_is_reported_not_scaled_for_again(
     operator_env: OperatorEnv, namespace: str
 ) -> None:
-    """The simulation and the scheduler disagree: something outside the pool's spec (here a
-    start-up taint a node agent puts on every new Node and never lifts) keeps the pod off the
-    node planned for it. One node is added for it, then it is reported, and no more."""
+    """The simulation and the scheduler disagree: the pod's own scheduler (a stand-in named in
+    ``spec.schedulerName``, played by this test) calls it Unschedulable and never binds it, so the
+    node planned for it comes up Ready and stays empty. One node is added for it, then it is
+    reported, and no more. (A start-up taint added after registration would race the real
+    scheduler; this disagreement cannot.)"""
     env = operator_env
     pool, scaler = names(env)
     await env.create(NODEPOOLS, pool_manifest(pool, maxNodes=5))
     timeline = await Timeline.watch(env.client, pool, namespace)
-    startup = {"key": "example.com/agent-not-ready", "effect": "NoSchedule"}
-
-    async def taint_new_nodes(event: Any) -> None:
-        name = event.obj["metadata"]["name"]
-        taints = event.obj["spec"].get("taints") or []
-        if any(t["key"] == startup["key"] for t in taints):
-            return
-        with contextlib.suppress(ApiError):
-            await env.client.patch(NODES, name, {"spec": {"taints": [*taints, startup]}})
-
-    agent = Informer(env.client, NODES, label_selector=f"{POOL_LABEL}={pool}")
-    tasks: set[asyncio.Task[None]] = set()
-
-    def on_node(event: Any) -> None:
-        if isinstance(event, Added):
-            task = asyncio.create_task(taint_new_nodes(event))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-
-    agent.add_handler(on_node)
-    agent.start()
-    await agent.wait_synced()
     try:
         await env.create(AUTOSCALERS, autoscaler_manifest(scaler, pool, namespace, frequency="1s"))
         await env.start(controllers=BOTH, pod_landing_grace_seconds=2.0)
-        await env.create(PODS, pod_manifest("stranded", pool, "8Gi"), namespace)
+        stranded = pod_manifest("stranded", pool, "8Gi")
+        stranded["spec"]["schedulerName"] = "e2e-stubborn-scheduler"
+        await env.create(PODS, stranded, namespace)
+        refused = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/0 nodes are available: the stand-in scheduler binds nothing",
+        }
+        await env.client.patch(
+            PODS, "stranded", {"status": {"conditions": [refused]}}, namespace, subresource="status"
+        )
 
         async def reported() -> list[str]:
             notes = await pod_events(env, namespace, "stranded")
@@ -265,10 +254,18 @@ async def test_a_pod_the_new_node_did_not_take_is_reported_not_scaled_for_again(
 
         await env.eventually(reported, "the pod reported as not taken", timeout=90)
         (pod,) = await pods_in(env, namespace)
-        assert not pod["spec"].get("nodeName"), "the start-up taint was too late for this test"
+        assert not pod["spec"].get("nodeName")
+        ready = [
+            n
+            for n in (await env.client.list(NODES, label_selector=f"{POOL_LABEL}={pool}"))["items"]
+            if any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in n.get("status", {}).get("conditions", [])
+            )
+        ]
+        assert len(ready) == 1  # the node planned for it came up, and it did not take it
         assert timeline.values == [0, 1]
         assert scale_writes(env) == 1
         assert "NotTakenByNewNode" in (await status_of(env, scaler))["lastDecision"]
     finally:
-        await agent.stop()
         await timeline.stop()

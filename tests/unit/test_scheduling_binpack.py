@@ -379,13 +379,19 @@ def test_random_plans_respect_capacity_and_the_lower_bound(seed: int) -> None:
 
 
 def test_a_pod_is_crowded_out_only_when_room_alone_keeps_it_off_allowed_nodes() -> None:
-    full = NodeState("full", Resources(cpu=16000, memory=10 * GI, pods=100))
+    from nodepool_operator.scheduling import pod_view
+
+    taken = tuple(pod_view(pod(f"p{i}", memory="28Gi")) for i in range(3))
+    full = NodeState("full", Resources(cpu=16000, memory=10 * GI, pods=100), pods=taken)
     roomy = NodeState("roomy", Resources(cpu=16000, memory=64 * GI, pods=100))
     tainted = NodeState(
         "t", Resources(cpu=16000, memory=10 * GI, pods=100), taints=(Taint("x", "NoSchedule"),)
     )
+    small = NodeState("small", Resources(cpu=16000, memory=10 * GI, pods=100))
     big = pod("big", memory="28Gi")
     assert crowded_out(big, [full])
+    # a node too small for it even empty: the node disagrees with the template, not crowded
+    assert not crowded_out(big, [small])
     # a node it is allowed on still has room: the scheduler refused it for another reason
     assert not crowded_out(big, [full, roomy])
     # not allowed anywhere (a taint): not a question of room

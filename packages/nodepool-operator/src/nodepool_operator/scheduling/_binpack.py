@@ -466,7 +466,18 @@ def crowded_out(pod: Pod | PodView, nodes: Sequence[NodeState]) -> bool:
     """
     view = pod_view(pod)
     allowed = [n for n in nodes if check_constraints(view, n.labels, n.taints, n.name)]
-    return bool(allowed) and not any(view.requests.fits_in(n.free) for n in allowed)
+    if not allowed or any(view.requests.fits_in(n.free) for n in allowed):
+        return False
+    # Room its pods hold, not a node smaller than the template: a node that could not hold it
+    # even empty is a disagreement (planning again would add such nodes up to maxNodes).
+    return any(view.requests.fits_in(_held(n)) for n in allowed)
+
+
+def _held(node: NodeState) -> Resources:
+    total = node.free
+    for pod in node.pods:
+        total += pod.requests
+    return total
 
 
 def lower_bound(pods: Iterable[Pod | PodView], template: NodeTemplate) -> int:
