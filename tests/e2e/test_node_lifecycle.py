@@ -338,7 +338,11 @@ async def test_a_vm_whose_node_never_registers_is_replaced(operator_env: Operato
     notes = await env.eventually(replaced, "the unregistered VM to be replaced")
     first = env.cloud.snapshot().instances[0]
     assert first.id in notes[0]
-    assert (await env.cloud.describe(first.id)).state == "terminated"
+
+    async def terminated() -> bool:  # the Event says it is being replaced; the call may follow
+        return (await env.cloud.describe(first.id)).state == "terminated"
+
+    await env.eventually(terminated, "the unregistered VM to be terminated")
 
     await env.start_kubelets()
     await _wait_converged(env, name, 1)
