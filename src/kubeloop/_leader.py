@@ -100,7 +100,17 @@ class LeaderElector:
     def lease_valid(self) -> bool:
         """Whether we hold the lease by our own clock: leader, and less than
         ``renew_deadline`` since the start of the round that last renewed it."""
-        return self.is_leader and time.monotonic() < self._last_renew + self.options.renew_deadline
+        return self.lease_left() > 0.0
+
+    def lease_left(self) -> float:
+        """Seconds we still hold the lease by our own clock (0 when not leader).
+
+        The write fence bounds every leader-only request by it: a write still in
+        flight when it runs out is abandoned, so it cannot land after a standby has
+        taken over (which takes ``lease_duration - renew_deadline`` longer)."""
+        if not self.is_leader:
+            return 0.0
+        return max(0.0, self._last_renew + self.options.renew_deadline - time.monotonic())
 
     async def _round(self, deadline: float) -> bool:
         """One acquire-or-renew attempt, cancelled at ``deadline`` (monotonic)."""

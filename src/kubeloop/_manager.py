@@ -284,7 +284,7 @@ class Manager:
             ).set(1 if leading else 0),
         )
         if self._fence is not None:
-            self._fence.holds_lease = elector.lease_valid
+            self._fence.lease_left = elector.lease_left
         self._elector_task = task = loop.create_task(elector.run(), name="leader election")
         stopping = loop.create_task(self._stop.wait())
         became = loop.create_task(elector.became_leader.wait())

@@ -209,9 +209,10 @@ class Run:
             self.rules.append(px.add_rule(CutWatch(after_seconds=1.5, abort=True), client=ops))
         elif fault == "reset":
             self.rules.append(px.add_rule(Reset(), client=ops, watch=False, probability=0.3))
-        elif fault == "partition":
+        elif fault in ("partition", "partition-hold"):
             target = self.leader or self.rng.choice(self.replicas)
-            self.rules.append(px.partition(target.client))
+            held = fault == "partition-hold"
+            self.rules.append(px.partition(target.client, mode="hold" if held else "hang"))
         elif fault == "sigkill":
             await asyncio.sleep(self.rng.uniform(0.0, 1.5))
             target = self.leader or self.rng.choice(self.replicas)
@@ -226,7 +227,7 @@ class Run:
             await self.w.blocking(self.w.cp.restart_etcd)
 
     async def heal(self) -> None:
-        if self.scn.fault == "partition" and self.leader is not None:
+        if self.scn.fault.startswith("partition") and self.leader is not None:
             await self._until_standby_writes()
         elif self.rules:
             await asyncio.sleep(FAULT_S)

@@ -18,7 +18,9 @@ OPERATORS = ("appconfig", "nodepool", "instance")
 TOPOLOGIES = ("single", "two-instances", "leader-pair")
 
 #: What goes wrong. ``partition`` cuts every request of the operator (the leader, in a
-#: leader pair) off; ``sigkill`` kills it at a seeded moment and starts it again (a
+#: leader pair) off; ``partition-hold`` too, but what it sent while cut off is
+#: delivered when the partition heals (a queue that drains late: the write a deposed
+#: leader must not land); ``sigkill`` kills it at a seeded moment and starts it again (a
 #: leader pair's leader is not restarted: the standby must take over).
 FAULTS = (
     "none",
@@ -30,6 +32,7 @@ FAULTS = (
     "watch-cut",
     "reset",
     "partition",
+    "partition-hold",
 )
 
 #: When it strikes: before the objects exist, right after they are created, or right
@@ -92,6 +95,7 @@ def full() -> list[Scenario]:
         for moment in ("create", "update"):
             for seed in (1, 2):
                 out.append(Scenario(op, "leader-pair", "partition", moment, seed))
+                out.append(Scenario(op, "leader-pair", "partition-hold", moment, seed))
             out.append(Scenario(op, "leader-pair", "sigkill", moment, 1))
     return out
 
@@ -110,6 +114,7 @@ def quick() -> list[Scenario]:
             Scenario(op, "single", "partition", "update"),
             Scenario(op, "two-instances", "none", "update"),
             Scenario(op, "leader-pair", "partition", "update", 1),
+            Scenario(op, "leader-pair", "partition-hold", "update", 1),
         ]
     out.append(Scenario("appconfig", "single", "apiserver-restart", "update"))
     out.append(Scenario("instance", "single", "etcd-restart", "update"))
