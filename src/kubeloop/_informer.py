@@ -388,10 +388,25 @@ class Cache:
             inf = self._informers.get(_InformerKey(resource, ns, label_selector, None))
         if inf is None:
             self._check(resource, ns)  # never wider than the read, never out of scope
-            log.info(
-                "starting an informer for a read (declare it with owns() or watches())",
-                extra={"resource": resource.key, "namespace": ns or "", "selector": label_selector},
+            others = sorted(
+                k.label_selector or ""
+                for k in self._informers
+                if k.resource == resource and k.namespace in (None, ns)
             )
+            extra = {"resource": resource.key, "namespace": ns or "", "selector": label_selector}
+            if others:
+                # A second informer of a kind already watched lags the first: a reconcile
+                # triggered by one and reading the other can see data older than its event.
+                log.warning(
+                    "starting a second informer for a read whose label_selector matches no "
+                    "watched one (pass the controller's selector to read from its informer)",
+                    extra={**extra, "watched_selectors": others},
+                )
+            else:
+                log.info(
+                    "starting an informer for a read (declare it with owns() or watches())",
+                    extra=extra,
+                )
             inf = self.informer(resource, namespace=ns, label_selector=label_selector)
         if not inf.has_synced:
             if not self._started:

@@ -6,6 +6,7 @@ cluster-wide informer is started behind its back.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -94,5 +95,26 @@ async def test_a_read_without_an_informer_starts_one_for_its_namespace_only(
         assert [(i.resource, i.reflector.namespace) for i in cache.informers] == [
             (CONFIGMAPS, ns)
         ], "not a cluster-wide informer"
+    finally:
+        await cache.stop()
+
+
+async def test_a_selector_less_read_of_a_watched_kind_warns_that_it_starts_a_second_informer(
+    kube_control_plane: ControlPlane, kube_client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    ns = kube_control_plane.create_namespace("second")
+    await kube_client.create(CONFIGMAPS, _configmap("in", {"shard": "a"}), ns)
+    cache = Cache(kube_client)
+    cache.informer(CONFIGMAPS, namespace=ns, label_selector="shard=a")
+    cache.start()
+    try:
+        await asyncio.wait_for(cache.wait_for_sync(), timeout=30)
+        with caplog.at_level(logging.INFO, logger="kubeloop"):
+            assert await cache.get(CONFIGMAPS, "in", ns) is not None
+        [record] = [r for r in caplog.records if "informer for a read" in r.getMessage()]
+        assert record.levelno == logging.WARNING
+        assert "second informer" in record.getMessage()
+        assert record.__dict__["watched_selectors"] == ["shard=a"]
+        assert len(cache.informers) == 2
     finally:
         await cache.stop()
