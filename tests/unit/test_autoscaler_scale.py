@@ -4,6 +4,7 @@ below what someone else raised."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import pytest
@@ -47,9 +48,18 @@ def client(fake: FakeScale) -> Client:
     return cast(Client, fake)
 
 
+def asking(decide: Callable[[int], int]) -> Callable[[int], Awaitable[int]]:
+    """``raise_target`` awaits its decision (the plan is made off the event loop)."""
+
+    async def desired_for(current: int) -> int:
+        return decide(current)
+
+    return desired_for
+
+
 async def test_raise_writes_the_desired_target() -> None:
     fake = FakeScale(1)
-    outcome = await raise_target(client(fake), "big", lambda current: current + 2)
+    outcome = await raise_target(client(fake), "big", asking(lambda current: current + 2))
     assert outcome == ScaleOutcome(1, 3)
     assert outcome.written
     assert fake.puts == [3]
@@ -57,7 +67,7 @@ async def test_raise_writes_the_desired_target() -> None:
 
 async def test_raise_writes_nothing_when_the_target_is_already_high_enough() -> None:
     fake = FakeScale(5)
-    outcome = await raise_target(client(fake), "big", lambda current: 3)
+    outcome = await raise_target(client(fake), "big", asking(lambda current: 3))
     assert outcome == ScaleOutcome(5, 5)
     assert not outcome.written
     assert fake.puts == []
@@ -72,7 +82,7 @@ async def test_raise_re_decides_against_the_value_someone_else_wrote() -> None:
         asked.append(current)
         return 3 if current < 3 else current  # the plan needs 3 nodes in all
 
-    outcome = await raise_target(client(fake), "big", desired_for)
+    outcome = await raise_target(client(fake), "big", asking(desired_for))
     assert asked == [0, 4]
     assert outcome == ScaleOutcome(4, 4)
     assert fake.puts == []
@@ -95,4 +105,4 @@ async def test_persistent_conflicts_end_in_a_conflict_for_the_workqueue() -> Non
     fake = FakeScale(0)
     fake.before_put = [0] * 10
     with pytest.raises(Conflict):
-        await raise_target(client(fake), "big", lambda current: current + 1)
+        await raise_target(client(fake), "big", asking(lambda current: current + 1))

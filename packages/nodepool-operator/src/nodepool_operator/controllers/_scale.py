@@ -13,7 +13,7 @@ its scale-down decision was based on. A value someone else raised meanwhile is n
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from kubeloop import Client, Object, retry_on_conflict
@@ -35,9 +35,9 @@ class ScaleOutcome:
 
 
 async def raise_target(
-    client: Client, pool: str, desired_for: Callable[[int], int]
+    client: Client, pool: str, desired_for: Callable[[int], Awaitable[int]]
 ) -> ScaleOutcome:
-    """Raise pool ``pool``'s target to ``desired_for(current)`` if that is higher.
+    """Raise pool ``pool``'s target to ``await desired_for(current)`` if that is higher.
 
     ``desired_for`` gets the target as the server has it now, so a plan made from a cache that
     lags behind is re-made against the real value (booting nodes counted from it), and it is
@@ -51,7 +51,7 @@ async def raise_target(
     async def attempt() -> ScaleOutcome:
         scale = await client.get_scale(NODEPOOLS, pool)
         current = _replicas(scale)
-        desired = desired_for(current)
+        desired = await desired_for(current)
         if desired <= current:
             return ScaleOutcome(current, current)
         scale["spec"]["replicas"] = desired

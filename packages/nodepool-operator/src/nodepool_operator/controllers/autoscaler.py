@@ -22,10 +22,11 @@ It then runs again after ``frequency``; pod, node and pool events bring it back 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -475,24 +476,30 @@ class AutoscalerController:
         )
 
     async def _scale(
-        self, look: _Look, memory: _Memory, plan_for: Callable[[int], ScaleUpPlan], now: float
+        self,
+        look: _Look,
+        memory: _Memory,
+        plan_for: Callable[[int], Awaitable[ScaleUpPlan]],
+        now: float,
     ) -> tuple[ScaleUpPlan, ScaleOutcome]:
         """Raise the target if the plan needs new nodes (not while backing off); else, with
         scale-down on, lower it when nodes have been unneeded long enough. Returns the plan as
         made against the target the server had, and what was written."""
         target = look.pool.spec.target_nodes
-        plan = plan_for(target)
+        plan = await plan_for(target)
         if plan.scale_up and memory.provisioning.backing_off(now):
             memory.unneeded_since.clear()
             return plan, ScaleOutcome(target, target)
         if plan.scale_up:
             memory.unneeded_since.clear()
+
+            async def desired_for(current: int) -> int:
+                return (await plan_for(current)).desired_target
+
             outcome = await raise_target(
-                self.mgr.client,
-                look.scaler.spec.node_pool_ref.name,
-                lambda current: plan_for(current).desired_target,
+                self.mgr.client, look.scaler.spec.node_pool_ref.name, desired_for
             )
-            return plan_for(outcome.before), outcome
+            return await plan_for(outcome.before), outcome
         if not look.scaler.spec.scale_down_enabled:
             memory.unneeded_since.clear()
             return plan, ScaleOutcome(target, target)
@@ -554,21 +561,27 @@ class AutoscalerController:
 
 def _planner(
     look: _Look, pods: Sequence[Object], memory: _Memory, now: float
-) -> Callable[[int], ScaleUpPlan]:
+) -> Callable[[int], Awaitable[ScaleUpPlan]]:
     """The plan for ``pods`` as a function of the pool's target, so that it can be made again
     against the target the server has (booting nodes = target - registered nodes).
 
     Plans are made against ``max(targetNodes, minNodes)``, the size the NodePool controller
     keeps. A pool backing off after a failed provisioning has no nodes in flight: its phantom
-    nodes must not hide the need."""
+    nodes must not hide the need.
+
+    A plan can take tens of milliseconds (the exact search's budget), so it is made in a
+    worker thread, where the interpreter's switch interval keeps the event loop answering
+    watches and probes meanwhile; and once per target, since the pass asks for the plan at
+    the cached target, at the server's, and again after the write."""
     spec = look.scaler.spec
     max_nodes = min(look.pool.spec.max_nodes, spec.max_nodes or MAX_POOL_NODES)
     min_nodes = look.pool.spec.min_nodes
     views = [pod_view(p) for p in pods]
     backing_off = memory.provisioning.backing_off(now)
 
-    def plan_for(target: int) -> ScaleUpPlan:
-        effective = max(target, min_nodes)
+    made: dict[int, ScaleUpPlan] = {}
+
+    def plan(effective: int) -> ScaleUpPlan:
         return plan_scale_up(
             views,
             template=look.template,
@@ -577,6 +590,12 @@ def _planner(
             current_target=effective,
             max_nodes=max_nodes,
         )
+
+    async def plan_for(target: int) -> ScaleUpPlan:
+        effective = max(target, min_nodes)
+        if effective not in made:
+            made[effective] = await asyncio.to_thread(plan, effective)
+        return made[effective]
 
     return plan_for
 
