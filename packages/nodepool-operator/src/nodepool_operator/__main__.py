@@ -107,13 +107,7 @@ def _parser() -> argparse.ArgumentParser:
         help="SQLite file of the simulated cloud; it outlives the operator "
         f"(default: {_DEFAULTS.cloud_state})",
     )
-    run.add_argument(
-        "--boot-seconds",
-        type=float,
-        default=_DEFAULTS.boot_seconds,
-        metavar="S",
-        help=f"seconds a simulated VM takes to boot (default: {_DEFAULTS.boot_seconds:g})",
-    )
+    _boot_seconds_flag(run, _DEFAULTS.boot_seconds)
     run.add_argument(
         "--registration-timeout",
         type=float,
@@ -239,13 +233,7 @@ def _parser() -> argparse.ArgumentParser:
         help="pods in the burst; 4 of them must not cause a scale-up, the rest keep the "
         f"default mix of 28Gi, 12Gi and 4Gi pods (default: {DEFAULT_PODS})",
     )
-    demo.add_argument(
-        "--boot-seconds",
-        type=float,
-        default=_DEMO.boot_seconds,
-        metavar="S",
-        help=f"seconds a simulated VM takes to boot (default: {_DEMO.boot_seconds:g})",
-    )
+    _boot_seconds_flag(demo, _DEMO.boot_seconds)
     demo.add_argument(
         "--report",
         type=Path,
@@ -281,6 +269,16 @@ def _parser() -> argparse.ArgumentParser:
 
 def _kubeconfig_flag(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--kubeconfig", type=Path, metavar="K", help=help)
+
+
+def _boot_seconds_flag(parser: argparse.ArgumentParser, default: float) -> None:
+    parser.add_argument(
+        "--boot-seconds",
+        type=float,
+        default=default,
+        metavar="S",
+        help=f"seconds a simulated VM takes to boot (default: {default:g})",
+    )
 
 
 def _address(value: str) -> str | None:
