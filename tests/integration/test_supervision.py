@@ -32,6 +32,7 @@ from kubeloop import (
     strip_managed_fields,
 )
 from kubeloop.testing import eventually, new_manager, running
+from kubeloop.testing.faults import FaultProxy, Respond
 
 pytestmark = pytest.mark.integration
 
@@ -276,3 +277,33 @@ async def test_a_lost_lease_cancels_in_flight_reconciles_at_once(
     assert events == ["started", "cancelled"]
     held = await kube_client.get(LEASES, "stolen", ns)
     assert held["spec"]["holderIdentity"] == "thief"  # and it did not "release" the thief's lease
+
+
+async def test_a_list_answered_200_with_html_is_retried_and_the_informer_syncs(
+    kube_client: Client, kube_namespace: str, kube_fault_proxy: FaultProxy
+) -> None:
+    """A proxy in the path answers the informer's LIST with a login page and a 200: the
+    reflector takes it as a failed list (backoff, then list again), not as the end."""
+    ns, proxy = kube_namespace, kube_fault_proxy
+    names = [f"cm-{i}" for i in range(3)]
+    for name in names:
+        await kube_client.create(CONFIGMAPS, configmap(name), ns)
+    page = Respond(200, body=b"<html><body>Sign in</body></html>", content_type="text/html")
+    rule = proxy.add_rule(page, client="op", verb="list", resource="configmaps", times=3)
+    async with Client(proxy.client_config("op")) as op:
+        mgr = new_manager(op, reflector=ReflectorOptions(backoff_initial=0.1, backoff_max=0.5))
+
+        async def reconcile(req: Request) -> Result:
+            obj = await mgr.cache.get(CONFIGMAPS, req.name, req.namespace)
+            if obj is not None:
+                await stamp(mgr.client, obj)
+            return Result()
+
+        mgr.controller("cms").for_(CONFIGMAPS, namespace=ns).complete(reconcile)
+        async with running(mgr):
+            await eventually(lambda: stamped(kube_client, ns, names), "every object reconciled")
+    lists = proxy.log.entries(client="op", verb="list", resource="configmaps")
+    assert [(e.rule, e.action) for e in lists[:4]] == [(rule.id, "respond")] * 3 + [
+        (None, "forward")
+    ]
+    assert [e.status for e in lists[:4]] == [200, 200, 200, 200]

@@ -29,12 +29,18 @@ class Delay:
 
 @dataclass(frozen=True, slots=True)
 class Respond:
-    """Answer with ``status`` and a ``metav1.Status`` body; the apiserver never sees it."""
+    """Answer with ``status`` and a ``metav1.Status`` body; the apiserver never sees it.
+
+    ``body`` replaces that body with raw bytes of ``content_type``: what a misconfigured
+    proxy or load balancer in the path sends (an HTML page with a 200, a truncated JSON),
+    which a client must survive as it survives an error status."""
 
     status: int
     retry_after: float | None = None
     reason: str | None = None
     message: str | None = None
+    body: bytes | None = None
+    content_type: str = "application/json"
 
 
 @dataclass(frozen=True, slots=True)

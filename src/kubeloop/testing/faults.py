@@ -42,7 +42,8 @@ Matchers (keyword arguments of ``add_rule``, see :class:`Match`)
     ``name``, ``watch``, ``client``, ``user_agent`` (substring).
 Actions
     :class:`Delay` ``(seconds)``; :class:`Respond` ``(status, retry_after=None,
-    reason=None, message=None)`` with :func:`too_many_requests`, :func:`internal_error`,
+    reason=None, message=None, body=None, content_type=...)`` (``body``: raw bytes, say an
+    HTML page with a 200) with :func:`too_many_requests`, :func:`internal_error`,
     :func:`service_unavailable`, :func:`gateway_timeout`; :class:`Reset`;
     :class:`DropResponse` (forward, then reset instead of answering);
     :class:`StaleRead` ``(revision)`` (reads as of an older etcd revision);
@@ -698,11 +699,12 @@ class FaultProxy:
         if isinstance(action, Respond):
             entry.status = action.status
             entry.reason = status_reason(action) or None
-            headers = {"Content-Type": "application/json"}
+            headers = {"Content-Type": action.content_type}
             if action.retry_after is not None:
                 headers["Retry-After"] = str(max(1, round(action.retry_after)))
             entry.finished = time.monotonic()
-            return web.Response(status=action.status, body=status_body(action), headers=headers)
+            payload = status_body(action) if action.body is None else action.body
+            return web.Response(status=action.status, body=payload, headers=headers)
         if isinstance(action, Reset):
             _reset(request.transport)
             entry.finished = time.monotonic()
