@@ -4,7 +4,11 @@ The test bed is a small cluster started here (``ControlPlane`` with kube-schedul
 kube-controller-manager) plus kwok as every Node's kubelet, started per side. Karpenter v1.15.0's
 kwok cloud provider (built by ``tools/karpenter/build.sh``, run out of cluster) creates its Nodes
 at once and kwok turns them Ready within a second (a delayed ``node-initialize`` stage did not
-hold them back), so both sides run with the same boot delay, 0 s, our simulated VMs included.
+hold them back). So Karpenter's NodePool gives its Nodes a start-up taint that the bench lifts
+the scenario's boot delay after each Node appears, as a node agent does once it is up: no pod
+lands on a Karpenter Node before it would have booted, and Karpenter counts the Node as
+initializing until then (its simulation ignores start-up taints). Our simulated VMs boot for the
+same time before their Nodes register; both sides run every scenario with its boot delay.
 Karpenter gets one instance type equal to our pool's node (its instance-types file) and a
 NodePool whose limits are the pool's ``maxNodes`` in CPU; it runs with consolidation as it
 defaults (``WhenEmptyOrUnderutilized`` after 0 s) and separately with consolidation off
@@ -56,7 +60,7 @@ from bench.autoscaler_scenarios import (
     expected,
 )
 from bench.kopf_compare import scrape
-from kubeloop import NAMESPACES, NODES, PODS, Client, NotFound, Resource
+from kubeloop import NAMESPACES, NODES, PODS, Client, NotFound, Resource, retry_on_conflict
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions, find_assets
 from kubeloop.envtest._nodes import KWOK_NODE_ANNOTATIONS
 from kubeloop.envtest._process import free_port
@@ -102,10 +106,7 @@ def scale_down_scenario(quick: bool) -> Scenario:
 def scenarios(quick: bool) -> dict[str, Scenario]:
     table = dict(sc_mod.scenarios(quick))
     table["SD"] = scale_down_scenario(quick)
-    # kwok v0.8.0 did not hold back Karpenter's Nodes with a delayed node-initialize stage
-    # (they were Ready within a second whatever the delay), so both sides boot at once:
-    # the same boot delay, 0 s, for Karpenter's kwok Nodes and our simulated VMs.
-    return {k: replace(v, tail_s=0.0, boot_seconds=0.0) for k, v in table.items() if k in FULL_SET}
+    return {k: replace(v, tail_s=0.0) for k, v in table.items() if k in FULL_SET}
 
 
 # -- Karpenter ------------------------------------------------------------------------------
@@ -148,6 +149,37 @@ def instance_types(sc: Scenario) -> list[dict[str, Any]]:
     ]
 
 
+#: The start-up taint that stands in for a booting VM on Karpenter's Nodes (see the module doc).
+BOOT_TAINT: Final = {"key": "bench.kubeloop.dev/booting", "effect": "NoSchedule"}
+
+
+async def lift_boot_taints(
+    admin: Client, selector: str, boot_seconds: float, lifted: list[str]
+) -> None:
+    """Lift :data:`BOOT_TAINT` from each Node of ``selector`` ``boot_seconds`` after this
+    poll first saw it (until cancelled); ``lifted`` gets each Node lifted, for the write count."""
+    first_seen: dict[str, float] = {}
+    while True:
+        now = time.monotonic()
+        for node in await _nodes(admin, selector):
+            name = node["metadata"]["name"]
+            if not any(t.get("key") == BOOT_TAINT["key"] for t in node["spec"].get("taints", [])):
+                continue
+            if now - first_seen.setdefault(name, now) < boot_seconds:
+                continue
+
+            async def lift(name: str = name) -> None:
+                fresh = await admin.get(NODES, name)
+                taints = fresh["spec"].get("taints", [])
+                fresh["spec"]["taints"] = [t for t in taints if t.get("key") != BOOT_TAINT["key"]]
+                await admin.update(NODES, fresh)
+
+            with contextlib.suppress(NotFound):
+                await retry_on_conflict(lift)
+                lifted.append(name)
+        await asyncio.sleep(POLL_S)
+
+
 def karpenter_nodepool(sc: Scenario, names: Names, consolidation: bool) -> dict[str, Any]:
     # Karpenter's limits count capacity: maxNodes instances of the one type
     cpu_limit = instance_types(sc)[0]["resources"]["cpu"].removesuffix("m")
@@ -173,6 +205,7 @@ def karpenter_nodepool(sc: Scenario, names: Names, consolidation: bool) -> dict[
                         }
                     ],
                     "expireAfter": "Never",
+                    "startupTaints": [dict(BOOT_TAINT)],
                 },
             },
             "limits": {"cpu": cpu_limit},
@@ -209,16 +242,6 @@ def _spawn(args: Sequence[str], env: dict[str, str], log: Path) -> Any:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def kwok_stages(base: Path, boot_seconds: float, out: Path) -> Path:
-    """kwok's stages, with Node initialisation delayed by ``boot_seconds`` (a VM booting)."""
-    docs = [d for d in yaml.safe_load_all(base.read_text()) if d]
-    for doc in docs:
-        if doc.get("kind") == "Stage" and doc["metadata"]["name"] == "node-initialize":
-            doc["spec"]["delay"] = {"durationMilliseconds": int(boot_seconds * 1000)}
-    out.write_text(yaml.safe_dump_all(docs))
-    return out
 
 
 @contextlib.contextmanager
@@ -386,14 +409,12 @@ async def run_side(
     pods = [p for g, p in all_pods(sc, names) if g.drives]
     exp = expected(sc)
     node_selector = f"{POOL_LABEL}={names.pool}"
+    lifted: list[str] = []  # the bench's own boot-taint lifts (Karpenter's side)
     fig: dict[str, Any]
     async with contextlib.AsyncExitStack() as stack:
         checks: list[Any] = []
         if side.startswith("karpenter"):
-            stages = kwok_stages(
-                base_stages, sc.boot_seconds, workdir / f"stages-{names.base}.yaml"
-            )
-            checks.append(stack.enter_context(kwok(cp, stages, workdir)).check)
+            checks.append(stack.enter_context(kwok(cp, base_stages, workdir)).check)
             await admin.create(K_NODEPOOLS, karpenter_nodepool(sc, names, side == "karpenter"))
             kp = stack.enter_context(karpenter(cp, built, sc, workdir))
             checks.append(kp.check)
@@ -412,10 +433,13 @@ async def run_side(
 
             claim_task = asyncio.create_task(watch_claims())
             stack.callback(claim_task.cancel)
+            boot_task = asyncio.create_task(
+                lift_boot_taints(admin, node_selector, sc.boot_seconds, lifted)
+            )
+            stack.callback(boot_task.cancel)
             op = None
         else:
-            stages = kwok_stages(base_stages, 0.0, workdir / f"stages-{names.base}.yaml")
-            checks.append(stack.enter_context(kwok(cp, stages, workdir)).check)
+            checks.append(stack.enter_context(kwok(cp, base_stages, workdir)).check)
             op = await stack.enter_async_context(
                 sc_mod._operator(cp.kubeconfig, sc, names, "ours", workdir)
             )
@@ -489,8 +513,10 @@ async def run_side(
             fig["nodes_created"] = int(calls.get("create", 0))
         fig["cloud_calls"] = sum((+calls).values())
         fig["cloud_calls_by_method"] = dict(+calls)
-        # The bench's own pod creates (and deletes) are not the autoscaler's.
+        # The bench's own pod creates (and deletes) and boot-taint lifts are not the
+        # autoscaler's.
         writes["POST pods"] -= len(pods)
+        writes["PUT nodes"] -= len(lifted)
         if sc.id == "SD":
             writes["DELETE pods"] -= own_writes - len(pods)
         fig["api_writes"] = sum(v for v in writes.values() if v > 0)
@@ -638,7 +664,9 @@ async def run(ctx: Context) -> BenchResult:
             "scenarios": chosen,
             "sides": sides,
             "karpenter": "sigs.k8s.io/karpenter v1.15.0, kwok cloud provider, out of cluster",
-            "kwok": "v0.8.0, node-initialize delayed by the boot time for Karpenter's Nodes",
+            "kwok": "v0.8.0, its stages as built, for both sides",
+            "boot": "ours: the simulated VM boots before its Node registers; Karpenter: a "
+            "start-up taint lifted by the bench the boot delay after its Node appears",
             "scheduler_scoring": scoring,
             "ours_scale_down_unneeded": OURS_UNNEEDED,
             "scale_down_wait_s": SCALE_DOWN_WAIT_S,
