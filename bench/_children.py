@@ -63,30 +63,30 @@ def configmaps_path(namespace: str, name: str | None = None) -> str:
     return f"{path}/{name}" if name else path
 
 
+async def _send(
+    api: Api, method: str, path: str, body: Any, content_type: str, *, expected: int
+) -> int:
+    """One request; returns its status, raising on an error other than ``expected``."""
+    headers = {**api.headers, "Content-Type": content_type}
+    async with api.http.request(method, api.base + path, json=body, headers=headers) as resp:
+        data = await resp.read()
+        if resp.status >= 300 and resp.status != expected:
+            raise RuntimeError(f"{method} {path}: {resp.status} {data[:200]!r}")
+        return resp.status
+
+
 async def create_child(api: Api, child: dict[str, Any]) -> None:
     """POST the child; if it exists already, bring its data in line (a handler retried)."""
-    meta = child["metadata"]
-    async with api.http.post(
-        api.base + configmaps_path(meta["namespace"]), json=child, headers=api.headers
-    ) as resp:
-        body = await resp.read()
-        if resp.status == 409:
-            await patch_child(api, child)
-        elif resp.status >= 300:
-            raise RuntimeError(f"create ConfigMap {meta['name']}: {resp.status} {body[:200]!r}")
+    path = configmaps_path(child["metadata"]["namespace"])
+    if await _send(api, "POST", path, child, "application/json", expected=409) == 409:
+        await patch_child(api, child)
 
 
 async def patch_child(api: Api, child: dict[str, Any]) -> None:
     """Merge-PATCH the child's data; if it is gone, create it."""
     meta = child["metadata"]
-    headers = {**api.headers, "Content-Type": "application/merge-patch+json"}
-    async with api.http.patch(
-        api.base + configmaps_path(meta["namespace"], meta["name"]),
-        json={"data": child["data"]},
-        headers=headers,
-    ) as resp:
-        body = await resp.read()
-        if resp.status == 404:
-            await create_child(api, child)
-        elif resp.status >= 300:
-            raise RuntimeError(f"patch ConfigMap {meta['name']}: {resp.status} {body[:200]!r}")
+    path = configmaps_path(meta["namespace"], meta["name"])
+    patch = {"data": child["data"]}
+    status = await _send(api, "PATCH", path, patch, "application/merge-patch+json", expected=404)
+    if status == 404:
+        await create_child(api, child)

@@ -1297,54 +1297,85 @@ def _per_object(counts: dict[str, int], n: int) -> str:
     return ", ".join(f"{v / n:.3g} `{k}`" for k, v in counts.items()) or "none"
 
 
-def _rows(figures: dict[str, Any], sizes: Iterable[int]) -> list[str]:
+def _table(
+    columns: Sequence[str],
+    figures: dict[str, Any],
+    sizes: Iterable[int],
+    cells: Callable[[dict[str, Any]], Sequence[str]],
+) -> list[str]:
+    """A markdown table with a row per size and framework: ``operator | N | cells(f)``."""
     rows = [
-        "| operator | N | created at once: converged s, median (min) | objects/s "
-        "| CRD writes / object "
-        "| operator CPU s | CPU ms / object | peak RSS MiB | quiet: CRD writes / min "
-        "| spec change: converged s | CRD writes / change | backlog at start: converged s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| " + " | ".join(("operator", "N", *columns)) + " |",
+        "| --- | ---: |" + " ---: |" * len(columns),
     ]
     for n in sizes:
         for fw in FRAMEWORKS:
-            f = figures[fw][f"n{n}"]
-            rows.append(
-                f"| {fw} | {n} | **{f['converge_s_median']}** ({f['converge_s_min']}) "
-                f"| {f['objects_per_s']:.0f} "
-                f"| **{f['writes_per_object']}** | {f['cpu_s']} | {f['cpu_ms_per_object']} "
-                f"| {f['peak_rss_mib']:.0f} | {f['quiet_writes_per_min']} "
-                f"| {f['change_s_median']} ({f['change_s_min']}) "
-                f"| {f['change_writes_per_object']} | {f['backlog_s_median']} "
-                f"({f['backlog_s_min']}) |"
-            )
+            rows.append("| " + " | ".join((fw, str(n), *cells(figures[fw][f"n{n}"]))) + " |")
     return rows
+
+
+def _rows(figures: dict[str, Any], sizes: Iterable[int]) -> list[str]:
+    columns = (
+        "created at once: converged s, median (min)",
+        "objects/s",
+        "CRD writes / object",
+        "operator CPU s",
+        "CPU ms / object",
+        "peak RSS MiB",
+        "quiet: CRD writes / min",
+        "spec change: converged s",
+        "CRD writes / change",
+        "backlog at start: converged s",
+    )
+
+    def cells(f: dict[str, Any]) -> list[str]:
+        return [
+            f"**{f['converge_s_median']}** ({f['converge_s_min']})",
+            f"{f['objects_per_s']:.0f}",
+            f"**{f['writes_per_object']}**",
+            f"{f['cpu_s']}",
+            f"{f['cpu_ms_per_object']}",
+            f"{f['peak_rss_mib']:.0f}",
+            f"{f['quiet_writes_per_min']}",
+            f"{f['change_s_median']} ({f['change_s_min']})",
+            f"{f['change_writes_per_object']}",
+            f"{f['backlog_s_median']} ({f['backlog_s_min']})",
+        ]
+
+    return _table(columns, figures, sizes, cells)
 
 
 def _child_rows(children: dict[str, Any], sizes: Iterable[int]) -> list[str]:
-    rows = [
-        "| operator | N | created at once: converged s, median (min) | writes / object "
-        "(CRD + ConfigMap) | operator CPU s | spec change: converged s, median (min) "
-        "| writes / change | repair of a deleted child: s, median (min, max) "
-        "| writes / repair | peak RSS MiB |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for n in sizes:
-        for fw in FRAMEWORKS:
-            f = children[fw][f"n{n}"]
-            repair = (
-                f"**{f['repair_s_median']}** ({f['repair_s_min']}, {f['repair_s_max']})"
-                if "repair_s_median" in f
-                else "not measured"
-            )
-            rows.append(
-                f"| {fw} | {n} | **{f['converge_s_median']}** ({f['converge_s_min']}) "
-                f"| {f['writes_per_object']} ({f['crd_writes_per_object']} + "
-                f"{f['child_writes_per_object']}) | {f['cpu_s']} "
-                f"| {f['change_s_median']} ({f['change_s_min']}) "
-                f"| {f['change_writes_per_object']} | {repair} "
-                f"| {f['repair_writes_per_repair']} | {f['peak_rss_mib']:.0f} |"
-            )
-    return rows
+    columns = (
+        "created at once: converged s, median (min)",
+        "writes / object (CRD + ConfigMap)",
+        "operator CPU s",
+        "spec change: converged s, median (min)",
+        "writes / change",
+        "repair of a deleted child: s, median (min, max)",
+        "writes / repair",
+        "peak RSS MiB",
+    )
+
+    def cells(f: dict[str, Any]) -> list[str]:
+        repair = (
+            f"**{f['repair_s_median']}** ({f['repair_s_min']}, {f['repair_s_max']})"
+            if "repair_s_median" in f
+            else "not measured"
+        )
+        return [
+            f"**{f['converge_s_median']}** ({f['converge_s_min']})",
+            f"{f['writes_per_object']} ({f['crd_writes_per_object']} + "
+            f"{f['child_writes_per_object']})",
+            f"{f['cpu_s']}",
+            f"{f['change_s_median']} ({f['change_s_min']})",
+            f"{f['change_writes_per_object']}",
+            repair,
+            f"{f['repair_writes_per_repair']}",
+            f"{f['peak_rss_mib']:.0f}",
+        ]
+
+    return _table(columns, children, sizes, cells)
 
 
 def _children_section(p: dict[str, Any], f: dict[str, Any], r: dict[str, float]) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 import pytest
@@ -25,6 +26,7 @@ from kubeloop import (
     Informer,
     LeaderElectionLost,
     LeaderElector,
+    Manager,
     Object,
     ReflectorOptions,
     Request,
@@ -61,6 +63,18 @@ async def stamp(client: Client, obj: Object) -> None:
         await client.patch(CONFIGMAPS, meta["name"], {"data": {"seen": "yes"}}, meta["namespace"])
 
 
+def stamping(mgr: Manager) -> Callable[[Request], Awaitable[Result]]:
+    """A reconciler that reads its ConfigMap from the cache and stamps it."""
+
+    async def reconcile(req: Request) -> Result:
+        obj = await mgr.cache.get(CONFIGMAPS, req.name, req.namespace)
+        if obj is not None:
+            await stamp(mgr.client, obj)
+        return Result()
+
+    return reconcile
+
+
 async def test_a_crashing_informer_is_restarted_and_healthz_names_it(
     kube_client: Client, kube_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -81,13 +95,7 @@ async def test_a_crashing_informer_is_restarted_and_healthz_names_it(
         reflector=ReflectorOptions(transform=transform, backoff_initial=0.1, backoff_max=0.5),
     )
 
-    async def reconcile(req: Request) -> Result:
-        obj = await mgr.cache.get(CONFIGMAPS, req.name, req.namespace)
-        if obj is not None:
-            await stamp(mgr.client, obj)
-        return Result()
-
-    mgr.controller("cms").for_(CONFIGMAPS, namespace=ns).complete(reconcile)
+    mgr.controller("cms").for_(CONFIGMAPS, namespace=ns).complete(stamping(mgr))
     caplog.set_level(logging.ERROR, logger="kubeloop.cache")
     async with running(mgr):
         await eventually(lambda: "probes" in mgr.endpoints.addresses, "the probe server")
@@ -293,13 +301,7 @@ async def test_a_list_answered_200_with_html_is_retried_and_the_informer_syncs(
     async with Client(proxy.client_config("op")) as op:
         mgr = new_manager(op, reflector=ReflectorOptions(backoff_initial=0.1, backoff_max=0.5))
 
-        async def reconcile(req: Request) -> Result:
-            obj = await mgr.cache.get(CONFIGMAPS, req.name, req.namespace)
-            if obj is not None:
-                await stamp(mgr.client, obj)
-            return Result()
-
-        mgr.controller("cms").for_(CONFIGMAPS, namespace=ns).complete(reconcile)
+        mgr.controller("cms").for_(CONFIGMAPS, namespace=ns).complete(stamping(mgr))
         async with running(mgr):
             await eventually(lambda: stamped(kube_client, ns, names), "every object reconciled")
     lists = proxy.log.entries(client="op", verb="list", resource="configmaps")
