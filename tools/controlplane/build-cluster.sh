@@ -26,7 +26,7 @@ pod/fast/pod-delete.yaml"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 build_env
 
-k8s_version=$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' "$root/k8s/go.mod" | head -1)
+k8s_version=$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$root/k8s/go.mod")
 [ -n "$k8s_version" ] || { echo "build-cluster.sh: cannot read the k8s version from k8s/go.mod" >&2; exit 1; }
 key=$(printf '%s\n%s\n%s\n' "$BINARIES" "$STAGES" "$(sha256sum < "$root/k8s/go.sum")" | sha256sum | cut -c1-10)
 out=${KUBELOOP_CONTROLPLANE_CACHE:-$kubeloop_cache/controlplane}/$k8s_version-kwok${KWOK_VERSION#v}-$key

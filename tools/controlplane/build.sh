@@ -8,8 +8,8 @@ root=$(cd "$(dirname "$0")" && pwd)
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 build_env
 
-k8s_version=$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' "$root/k8s/go.mod" | head -1)
-etcd_version=$(awk '$1=="go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2}' "$root/etcd/go.mod" | head -1)
+k8s_version=$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$root/k8s/go.mod")
+etcd_version=$(awk '$1=="go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2; exit}' "$root/etcd/go.mod")
 [ -n "$k8s_version" ] && [ -n "$etcd_version" ] || { echo "build.sh: cannot read versions from go.mod" >&2; exit 1; }
 out=${KUBELOOP_CONTROLPLANE_CACHE:-$kubeloop_cache/controlplane}/$k8s_version-etcd${etcd_version#v}
 if [ -f "$out/.complete" ]; then echo "$out"; exit 0; fi
@@ -26,5 +26,5 @@ for c in kube-apiserver kube-scheduler kubectl; do
   step "$c" "$root/k8s" go build -trimpath -tags="$tags" -ldflags="$ldflags" -o "$tmp/$c" "k8s.io/kubernetes/cmd/$c"
 done
 "$tmp/kube-apiserver" --version >&2
-"$tmp/etcd" --version | head -1 >&2
+"$tmp/etcd" --version | sed -n 1p >&2  # sed reads it all: head could SIGPIPE etcd under pipefail
 build_finish

@@ -12,7 +12,7 @@ root=$(cd "$(dirname "$0")" && pwd)
 export GOTOOLCHAIN=auto GOFLAGS=-mod=mod CGO_ENABLED=0
 build_env
 
-version=$(awk '$1=="sigs.k8s.io/karpenter" && $2 ~ /^v/ {print $2}' "$root/go.mod" | head -1)
+version=$(awk '$1=="sigs.k8s.io/karpenter" && $2 ~ /^v/ {print $2; exit}' "$root/go.mod")
 [ -n "$version" ] || { echo "build.sh: cannot read the Karpenter version from $root/go.mod" >&2; exit 1; }
 out=${KUBELOOP_KARPENTER_CACHE:-$kubeloop_cache/karpenter}/$version
 if [ -f "$out/.complete" ]; then echo "$out"; exit 0; fi

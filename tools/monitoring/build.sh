@@ -25,5 +25,5 @@ for crd in servicemonitors prometheusrules; do
   cp "$dir/example/prometheus-operator-crd/monitoring.coreos.com_$crd.yaml" "$tmp/"
 done
 chmod u+w "$tmp"/*.yaml
-"$tmp/promtool" --version | head -1 >&2
+"$tmp/promtool" --version | sed -n 1p >&2  # sed reads it all: head could SIGPIPE it under pipefail
 build_finish
