@@ -88,7 +88,16 @@ PRIORITYCLASSES = Resource(
 #: run handles only objects with it, so runs (and tests sharing the cluster) stay apart.
 LABEL: Final = "bench.kubeloop.dev/run"
 GROUP_LABEL: Final = "bench.kubeloop.dev/group"
-SIDES: Final = ("ours", "naive")
+SIDES: Final = ("ours", "reserved", "naive")
+#: ``reserved`` is ours with the pool's ``reserveNewNodes`` on (each new node taints itself for
+#: the pods planned onto it until they are bound): run where packing leaves no room to spare.
+RESERVED_SET: Final = ("S1", "S2", "S3")
+
+
+def sides(sid: str) -> tuple[str, ...]:
+    return SIDES if sid in RESERVED_SET else tuple(s for s in SIDES if s != "reserved")
+
+
 #: The naive loop's period. The seeds' default is 5 minutes; 10 s is kind to the baseline.
 NAIVE_FREQUENCY_S: Final = 10.0
 #: Our Autoscaler's ``frequency``: the seeds' default (a resync only; events drive us).
@@ -276,7 +285,7 @@ class Names:
         return f"{LABEL}={self.run_id}"
 
 
-def pool_manifest(sc: Scenario, names: Names) -> dict[str, Any]:
+def pool_manifest(sc: Scenario, names: Names, *, reserve: bool = False) -> dict[str, Any]:
     return {
         "apiVersion": "kubeloop.dev/v1alpha1",
         "kind": "NodePool",
@@ -287,6 +296,7 @@ def pool_manifest(sc: Scenario, names: Names) -> dict[str, Any]:
             "memory": sc.memory,
             "targetNodes": 0,
             "maxNodes": sc.max_nodes,
+            "reserveNewNodes": reserve,
         },
     }
 
@@ -493,7 +503,7 @@ async def _create_all(client: Client, pods: Sequence[dict[str, Any]], namespace:
     await asyncio.gather(*(one(p) for p in pods))
 
 
-async def _prepare(client: Client, sc: Scenario, names: Names) -> None:
+async def _prepare(client: Client, sc: Scenario, names: Names, side: str) -> None:
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names.namespace}}
     await client.create(NAMESPACES, ns)
     kinds = {g.kind for g in sc.groups}
@@ -518,7 +528,7 @@ async def _prepare(client: Client, sc: Scenario, names: Names) -> None:
             "preemptionPolicy": "Never",
         }
         await client.create(PRIORITYCLASSES, pc)
-    await client.create(NODEPOOLS, pool_manifest(sc, names))
+    await client.create(NODEPOOLS, pool_manifest(sc, names, reserve=side == "reserved"))
 
 
 async def _nominate(client: Client, pods: Sequence[dict[str, Any]], namespace: str) -> None:
@@ -572,7 +582,7 @@ async def _operator(
         label_selector=names.selector,
     )
     registry = Registry()
-    controllers = ("nodepool", "autoscaler") if side == "ours" else ("nodepool",)
+    controllers = ("nodepool", "autoscaler") if side != "naive" else ("nodepool",)
     async with (
         Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER, qps=None) as client,
         # the VMs' side: their kubelets register the Nodes (kwok then runs them)
@@ -607,7 +617,7 @@ async def run_side(
 ) -> dict[str, Any]:
     """One scenario for one autoscaler, from a fresh pool to clean-up; its figures."""
     names = Names(sc.id, side, uuid.uuid4().hex[:8])
-    await _prepare(admin, sc, names)
+    await _prepare(admin, sc, names, side)
     try:
         async with _operator(kubeconfig, sc, names, side, workdir) as op:
             try:
@@ -637,7 +647,7 @@ async def _measure(
         return bool(pool["metadata"].get("finalizers")) and bool(pool.get("status"))
 
     await _until(pool_ready, "the NodePool controller to take the pool", 60, op)
-    if side == "ours":
+    if side != "naive":
         await admin.create(AUTOSCALERS, autoscaler_manifest(names))
 
         async def scaler_ready() -> bool:
@@ -720,7 +730,7 @@ async def _observe(
     snap = await asyncio.to_thread(op.cloud.snapshot)
     calls = _minus(snap.calls, calls_before)
     writes = api_activity(op.registry).since(writes_before)
-    events = await _not_triggered(admin, names) if side == "ours" else {}
+    events = await _not_triggered(admin, names) if side != "naive" else {}
     nodes = await admin.list(NODES, label_selector=f"{POOL_LABEL}={names.pool}")
     ready = sorted(observer.nodes_ready.values())
 
@@ -764,7 +774,7 @@ async def _observe(
         fig["not_triggered"] = events
     if any(g.kind != "plain" for g in sc.groups):
         fig["bound_pods"] = sorted(observer.bound)
-        if side == "ours":  # candidates our Autoscaler did not set aside: what it scaled for
+        if side != "naive":  # candidates our Autoscaler did not set aside: what it scaled for
             fig["planned_for"] = sorted(observer.candidates - set(events))
     if len({g.prefix for g in sc.groups if g.drives}) > 1:
         fig["node_mix"] = await _node_mix(admin, names)
@@ -801,7 +811,7 @@ async def _not_triggered(client: Client, names: Names) -> dict[str, str]:
 
 async def _clean_up(admin: Client, names: Names, side: str, op: _Operator) -> None:
     """Delete what the run created while the operator still runs (the pool's finalizer)."""
-    if side == "ours":
+    if side != "naive":
         with contextlib.suppress(NotFound):
             await admin.delete(AUTOSCALERS, names.base)
     pods = (await admin.list(PODS, names.namespace))["items"]
@@ -863,6 +873,14 @@ def _targets(figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
     if nodes_optimum:
         out["nodes_equal_optimum"] = nodes_optimum
+    # the plan holds: one raise, straight to the optimum, whatever the scheduler's scoring
+    holds = {
+        sid: f["optimum"] is not None and f["reserved"]["targets_seen"] == [0, f["optimum"]]
+        for sid, f in figures.items()
+        if "reserved" in f
+    }
+    if holds:
+        out["reserved_plan_holds"] = holds
     t_decide = {
         sid: f["ours"]["t_decide_s"] is not None and f["ours"]["t_decide_s"] < T_DECIDE_TARGET_S
         for sid, f in figures.items()
@@ -895,7 +913,7 @@ async def run(ctx: Context) -> BenchResult:
                     "max_nodes": sc.max_nodes,
                     "boot_seconds": sc.boot_seconds,
                 }
-                for side in SIDES:
+                for side in sides(sid):
                     ctx.log(f"autoscaler {sid} {side}: {sc.title}")
                     fig = await run_side(ctx.kubeconfig, admin, sc, side, Path(tmp), every)
                     ctx.log(
@@ -909,7 +927,7 @@ async def run(ctx: Context) -> BenchResult:
                 figures[sid] = entry
     ratios: dict[str, float] = {}
     for sid, f in figures.items():
-        for side in SIDES:
+        for side in sides(sid):
             if f["optimum"]:
                 ratios[f"{sid}_{side}_nodes_over_optimum"] = rounded(
                     f[side]["target"] / f["optimum"], 3
@@ -956,7 +974,7 @@ def markdown(result: BenchResult) -> str:
     ]
     for sid in p["scenarios"]:
         entry = f[sid]
-        for side in SIDES:
+        for side in sides(sid):
             fig = entry[side]
             decide = _cell(fig["t_decide_s"])
             if fig["t_decide_from_last_pod_s"] is not None:
@@ -1002,6 +1020,16 @@ def markdown(result: BenchResult) -> str:
         }
         verdicts = _verdicts(targets["nodes_equal_optimum"], why)
         lines.append(f"- nodes = the proven optimum on S1/S2/S3: {verdicts}")
+    if "reserved_plan_holds" in targets:
+        why = {
+            sid: "targetNodes " + " -> ".join(str(v) for v in f[sid]["reserved"]["targets_seen"])
+            for sid in targets["reserved_plan_holds"]
+        }
+        verdicts = _verdicts(targets["reserved_plan_holds"], why)
+        lines.append(
+            "- with `reserveNewNodes` (side `reserved`), the plan holds (one raise, to the "
+            f"optimum): {verdicts}"
+        )
     if "t_decide_under_2s" in targets:
         why = {
             sid: f"{f[sid]['ours']['t_decide_s']} s; "
@@ -1020,12 +1048,14 @@ def markdown(result: BenchResult) -> str:
         met = "met" if targets["s5_zero_scale_writes"] else "missed"
         lines.append(f"- zero scale writes on S5: {met} ({s5['scale_writes']} write(s){extra})")
     for sid in p["scenarios"]:
-        if "node_mix" in f[sid]["ours"]:
-            mix = "; ".join(f"{k}: {n}" for k, n in f[sid]["ours"]["node_mix"].items())
-            lines += [
-                "",
-                f"How kube-scheduler filled our nodes in {sid} (pods per node: nodes): {mix}.",
-            ]
+        for side in ("ours", "reserved"):
+            if "node_mix" in f[sid].get(side, {}):
+                mix = "; ".join(f"{k}: {n}" for k, n in f[sid][side]["node_mix"].items())
+                lines += [
+                    "",
+                    f"How kube-scheduler filled the nodes of {side} in {sid} "
+                    f"(pods per node: nodes): {mix}.",
+                ]
     return "\n".join(lines)
 
 

@@ -91,6 +91,7 @@ OPERATOR_GRANTS = {
     *(("", "nodes", v) for v in ("list", "watch", "patch", "delete")),
     ("", "pods", "list"),
     ("", "pods", "watch"),
+    ("", "pods", "patch"),
     ("", "pods/eviction", "create"),
     ("apps", "daemonsets", "list"),
     ("apps", "daemonsets", "watch"),

@@ -15,6 +15,7 @@ from nodepool_operator.api import NodePool
 from nodepool_operator.cloud import CATALOGUE, InstanceType
 from nodepool_operator.controllers._drain import DISRUPTING_TAINT
 from nodepool_operator.controllers._node_manifest import pool_shape
+from nodepool_operator.controllers._reserve import RESERVED_KEY
 from nodepool_operator.scheduling import (
     DaemonSetView,
     NodeState,
@@ -30,14 +31,16 @@ from nodepool_operator.scheduling import (
 
 __all__ = ["DAEMONSETS", "PoolNodes", "pool_nodes", "pool_template", "scale_down_node"]
 
-#: Taints the node lifecycle puts on a node that is still booting or briefly unreachable. They
-#: say nothing about the pool's shape, so a booting node still counts as room for pods that do
-#: not tolerate them (they will, once the taint is gone).
+#: Taints the node lifecycle puts on a node that is still booting or briefly unreachable, and
+#: the Autoscaler's own reservation of a new node (lifted once its planned pods are bound).
+#: They say nothing about the pool's shape, so such a node still counts as room for pods that
+#: do not tolerate them (they will, once the taint is gone).
 _LIFECYCLE_TAINTS: Final = frozenset(
     {
         "node.kubernetes.io/not-ready",
         "node.kubernetes.io/unreachable",
         "node.cloudprovider.kubernetes.io/uninitialized",
+        RESERVED_KEY,
     }
 )
 _TERMINAL: Final = ("Succeeded", "Failed")
@@ -140,6 +143,7 @@ def pool_nodes(
         for pod in pods:
             free -= pod.requests
         here = {p.owner_uid for p in pods if not p.workload}
+        # a reserved node takes DaemonSet pods once its reservation is lifted, as any other pod
         free -= daemonset_overhead(daemonsets, view.labels, view.taints, present=here)
         if not view.ready and booting_taints is not None:
             taints = tuple(booting_taints)

@@ -24,6 +24,7 @@ from nodepool_operator.cloud import (
     provider_id,
     registered_node,
 )
+from nodepool_operator.controllers._reserve import reservation_taint
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.scheduling import DEFAULT_MAX_PODS, NodeShape, Taint, node_shape
 
@@ -153,14 +154,18 @@ def node_bootstrap(
 ) -> NodeBootstrap:
     """How the VM ``name`` of ``pool`` registers: its Node's name, labels, taints, capacity,
     all from :func:`pool_shape` (the Autoscaler's node template is built from it too), plus
-    the per-node ``kubernetes.io/hostname``."""
+    the per-node ``kubernetes.io/hostname`` and, with ``spec.reserveNewNodes``, the taint
+    that reserves the node for the pods planned onto it (``_reserve``)."""
     shape = pool_shape(
         pool, instance_type, scope_labels=run_labels, instance_type_name=instance_type_name
     )
+    taints = [*shape.api_taints()]
+    if pool.spec.reserve_new_nodes:
+        taints.append(reservation_taint(name))
     return NodeBootstrap(
         node_name=name,
         labels=shape.node_labels(_hostname(name)),
-        taints=tuple(shape.api_taints()),
+        taints=tuple(taints),
         capacity=dict(shape.resources),
     )
 

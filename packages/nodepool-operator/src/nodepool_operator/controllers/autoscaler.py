@@ -15,7 +15,9 @@ One reconcile, for one Autoscaler:
    server has (:mod:`._scale`); or, with scale-down enabled, lower it when nodes have been
    empty for ``scaleDownUnneededTime``;
 6. write status only if it changed, and emit TriggeredScaleUp / NotTriggerScaleUp Events, each
-   distinct one once (:mod:`._report`).
+   distinct one once (:mod:`._report`);
+7. for a pool with ``reserveNewNodes``, let each planned pod onto the new node planned for it
+   and open a reserved node once its pods are bound (:mod:`._reserve`).
 
 It then runs again after ``frequency``; pod, node and pool events bring it back sooner.
 """
@@ -34,11 +36,14 @@ from typing import Any, Final
 from kubeloop import (
     NODES,
     PODS,
+    Conflict,
     Controller,
     ControllerOptions,
+    Invalid,
     Manager,
     NotFound,
     Object,
+    PatchType,
     Request,
     Result,
     generation_changed,
@@ -73,10 +78,18 @@ from nodepool_operator.controllers._decision import (
     track_unneeded,
 )
 from nodepool_operator.controllers._landing import Landing
+from nodepool_operator.controllers._node_manifest import is_ready, ready_since
 from nodepool_operator.controllers._pending import blocked
 from nodepool_operator.controllers._provision import Provisioning, observe, requested, timed_out
 from nodepool_operator.controllers._references import look_up
 from nodepool_operator.controllers._report import Reporter
+from nodepool_operator.controllers._reserve import (
+    Reservation,
+    lift_due,
+    lift_patch,
+    reserved_for,
+    toleration_patch,
+)
 from nodepool_operator.controllers._scale import ScaleOutcome, lower_target, raise_target
 from nodepool_operator.controllers._scope import equality_labels, node_selector
 from nodepool_operator.controllers._watch import (
@@ -143,6 +156,7 @@ class _Memory:
     unneeded_since: dict[str, float] = field(default_factory=dict)
     provisioning: Provisioning = field(default_factory=Provisioning)
     landing: Landing = field(default_factory=Landing)
+    reservation: Reservation = field(default_factory=Reservation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +170,10 @@ class _Look:
     nodes: PoolNodes
     pending: int
     candidates: tuple[Object, ...]
+    unbound: Mapping[str, Object]
+    """Pending pods of the scaler's namespaces by uid (candidates or not)."""
+    node_objs: tuple[Object, ...]
+    """The pool's Node objects, as the cache has them."""
 
 
 class AutoscalerController:
@@ -293,20 +311,32 @@ class AutoscalerController:
         except ValueError as err:  # InvalidField is a ValueError too
             await self._not_ready(obj, INVALID_NODEPOOL, f"NodePool {pool_name}: {err}")
             return None
-        pending, candidates = 0, list[Object]()
+        candidates, unbound = list[Object](), dict[str, Object]()
         for namespace in scaler.spec.namespaces:
             for pod in self._pods.store.by_index(BY_NAMESPACE, namespace):
                 verdict = classify(pod)
-                pending += verdict.reason not in _GONE
+                if verdict.reason not in _GONE:
+                    unbound[_uid(pod)] = pod
                 if verdict.candidate:
                     candidates.append(pod)
+        node_objs = tuple(self._nodes.store.by_index(BY_POOL, pool_name))
         nodes = pool_nodes(
-            self._nodes.store.by_index(BY_POOL, pool_name),
+            node_objs,
             lambda node: self._pods.store.by_index(BY_NODE, node),
             daemonsets=daemonsets,
             booting_taints=template.taints,
         )
-        return _Look(scaler, pool, pool_obj, template, nodes, pending, tuple(candidates))
+        return _Look(
+            scaler,
+            pool,
+            pool_obj,
+            template,
+            nodes,
+            len(unbound),
+            tuple(candidates),
+            unbound,
+            node_objs,
+        )
 
     def _daemonset_views(self) -> list[DaemonSetView]:
         views = []
@@ -360,6 +390,11 @@ class AutoscalerController:
                     memory.provisioning, registered=look.nodes.registered, now=now
                 )
                 memory.landing.planned(_on_new_capacity(plan, by_ref), outcome.after)
+                if look.pool.spec.reserve_new_nodes:
+                    memory.reservation.planned(
+                        _new_node_slots(plan, by_ref),
+                        known=[r.name for r in look.pool.status.instances],
+                    )
             what = head or plan.summary
             log.info(
                 "NodePool %s targetNodes %d -> %d: %s",
@@ -419,6 +454,9 @@ class AutoscalerController:
 
         await self._write_status(obj, mutate)
         waits = [spec.frequency.total_seconds()]
+        lift_due_in = await self._hold_reservations(look, memory)
+        if lift_due_in is not None:
+            waits.append(lift_due_in)
         due = next_unneeded_due(
             memory.unneeded_since, now, spec.scale_down_unneeded_time.total_seconds()
         )
@@ -433,6 +471,53 @@ class AutoscalerController:
         if provisioning.backoff_until is not None and backing_off:
             waits.append(max(0.0, provisioning.backoff_until - now) + 0.05)
         return Result(requeue_after=min(waits))
+
+    async def _hold_reservations(self, look: _Look, memory: _Memory) -> float | None:
+        """Reserved new nodes (``_reserve``): give the plan's slots their nodes' names, let
+        each planned pod onto its node, and open a node once its pods are bound (or it has
+        been Ready for the landing grace). Returns the seconds until the next lift is due."""
+        reserved = [(n, name) for n in look.node_objs if (name := reserved_for(n)) is not None]
+        reservation = memory.reservation
+        if not reserved and not reservation.slots:
+            return None
+        records = [r.name for r in look.pool.status.instances]
+        slots = reservation.assign(records)
+        live = {*records, *(n["metadata"]["name"] for n in look.node_objs)}
+        reservation.forget([name for name in slots if name not in live])  # its VM was replaced
+        client = self.mgr.client
+        for name, uids in slots.items():
+            for uid in uids:
+                pod = look.unbound.get(uid)
+                if pod is None or name not in live or (uid, name) in reservation.granted:
+                    continue
+                patch = toleration_patch(pod, name)
+                if patch is None:
+                    continue
+                meta = pod["metadata"]
+                # gone, or its tolerations changed meanwhile: the next pass looks again
+                with contextlib.suppress(NotFound, Invalid):
+                    await client.patch(
+                        PODS, meta["name"], patch, meta["namespace"], patch_type=PatchType.JSON
+                    )
+                    reservation.granted.add((uid, name))
+        grace = self.settings.pod_landing_grace_seconds
+        now = time.time()
+        opened: list[str] = []
+        next_due: float | None = None
+        for node, name in reserved:
+            since = ready_since(node) if is_ready(node) else None
+            ready_for = None if since is None else max(0.0, now - since)
+            slot = slots.get(name)
+            if lift_due(slot=slot, waiting=look.unbound.keys(), ready_for=ready_for, grace=grace):
+                with contextlib.suppress(NotFound, Invalid, Conflict):
+                    await client.patch(
+                        NODES, node["metadata"]["name"], lift_patch(node), patch_type=PatchType.JSON
+                    )
+                    opened.append(name)
+            elif ready_for is not None:
+                next_due = min(grace - ready_for, next_due if next_due is not None else grace)
+        reservation.forget(opened)
+        return None if next_due is None else max(0.05, next_due)
 
     async def _check_provisioning(
         self, obj: Object, look: _Look, memory: _Memory, now: float
@@ -611,6 +696,15 @@ def _on_new_capacity(plan: ScaleUpPlan, pods: Mapping[PodRef, Object]) -> list[s
         for p in plan.placements
         if p.pod in pods and not p.node.startswith("existing:")
     ]
+
+
+def _new_node_slots(plan: ScaleUpPlan, pods: Mapping[PodRef, Object]) -> list[tuple[str, ...]]:
+    """The uids of the pods ``plan`` put on each new node, in the new nodes' order."""
+    slots: dict[int, list[str]] = {}
+    for p in plan.placements:
+        if p.pod in pods and p.node.startswith("new:"):
+            slots.setdefault(int(p.node.removeprefix("new:")), []).append(_uid(pods[p.pod]))
+    return [tuple(slots[i]) for i in sorted(slots)]
 
 
 def _not_taken_group(pods: Sequence[PodRef]) -> tuple[NotTriggered, ...]:

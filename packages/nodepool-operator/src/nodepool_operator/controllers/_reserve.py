@@ -1,0 +1,150 @@
+"""Reserved new nodes: the scale-up plan holds whatever the scheduler's scoring.
+
+Why: the plan packs pods onto the fewest new nodes, often with no room to spare (three 28Gi
+pods and three 3Gi ones on a 96Gi node). kube-scheduler does not know the plan: with its
+default ``LeastAllocated`` scoring it spreads each pod onto the emptiest node that is Ready at
+that moment, and one node that takes a fourth small pod before its third large one strands a
+large pod, which costs a second scale-up a boot later (S2 in ``docs/benchmarks.md``). An
+external ``status.nominatedNodeName`` does not help: the scheduler drops it the first time it
+fails to place the pod, which it does while the nodes boot (checked on v1.37.2).
+
+How, for a pool with ``spec.reserveNewNodes``: each new Node registers with the taint
+``autoscaling.kubeloop.dev/reserved=<node name>:NoSchedule`` (the NodePool controller's
+bootstrap), so no pod lands on it unless it tolerates exactly that node. When the Autoscaler
+raises the target it remembers which pods the plan put on each new node (a *slot*); once the
+NodePool controller has recorded the new VMs' names, it gives the slots those names in order
+and adds to each pod the toleration of its node (the API allows adding tolerations to a live
+pod). When every pod of a slot is bound (anywhere) or gone, or the node has been Ready for the
+landing grace, the Autoscaler lifts the taint, and the node's spare room is everyone's. A
+reserved node the Autoscaler holds no slot for (it restarted, or the node was not planned by
+it) is lifted as soon as it is Ready.
+
+Pure: the state is a value, decisions are functions of it and of API objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+__all__ = [
+    "RESERVED_KEY",
+    "Reservation",
+    "lift_due",
+    "lift_patch",
+    "reservation_taint",
+    "reserved_for",
+    "toleration_patch",
+]
+
+#: The taint key of a reserved node; its value is the node's name.
+RESERVED_KEY: Final = "autoscaling.kubeloop.dev/reserved"
+
+JsonPatch = list[dict[str, Any]]
+
+
+def reservation_taint(node_name: str) -> dict[str, str]:
+    return {"key": RESERVED_KEY, "value": node_name, "effect": "NoSchedule"}
+
+
+def _toleration(node_name: str) -> dict[str, str]:
+    return {"key": RESERVED_KEY, "operator": "Equal", "value": node_name, "effect": "NoSchedule"}
+
+
+def reserved_for(node: Mapping[str, Any]) -> str | None:
+    """The node name a Node's reservation taint names, or None if it has none."""
+    for taint in (node.get("spec") or {}).get("taints") or ():
+        if taint.get("key") == RESERVED_KEY:
+            return str(taint.get("value") or "")
+    return None
+
+
+def toleration_patch(pod: Mapping[str, Any], node_name: str) -> JsonPatch | None:
+    """The JSON patch that lets ``pod`` onto the reserved ``node_name``; None if it already
+    may. Tolerations can only be added to a live pod, never changed, so this appends."""
+    tolerations = (pod.get("spec") or {}).get("tolerations")
+    wanted = _toleration(node_name)
+    if tolerations is None:
+        return [{"op": "add", "path": "/spec/tolerations", "value": [wanted]}]
+    if any(
+        t.get("key") == RESERVED_KEY
+        and t.get("value") == node_name
+        and t.get("effect") in (None, "", "NoSchedule")
+        for t in tolerations
+    ):
+        return None
+    return [{"op": "add", "path": "/spec/tolerations/-", "value": wanted}]
+
+
+def lift_patch(node: Mapping[str, Any]) -> JsonPatch:
+    """Remove the reservation taint, guarded by the Node's resourceVersion (a Node changed
+    meanwhile makes the server refuse the patch instead of losing another taint)."""
+    meta = node.get("metadata") or {}
+    taints = list((node.get("spec") or {}).get("taints") or ())
+    rest = [t for t in taints if t.get("key") != RESERVED_KEY]
+    return [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
+        {"op": "replace", "path": "/spec/taints", "value": rest},
+    ]
+
+
+@dataclass
+class Reservation:
+    """Per Autoscaler: the new nodes of its last scale-ups and the pods planned onto each.
+
+    Attributes:
+        slots: the pod uids of each planned new node, in plan order.
+        names: slot index -> the node name it was given.
+        known: the pool's VM names when the slots were made (their nodes are not new).
+        granted: (pod uid, node name) pairs whose toleration was written, so that a pass
+            whose cache has not seen that write yet does not append it again.
+    """
+
+    slots: list[tuple[str, ...]] = field(default_factory=list)
+    names: dict[int, str] = field(default_factory=dict)
+    known: frozenset[str] = frozenset()
+    granted: set[tuple[str, str]] = field(default_factory=set)
+
+    def planned(self, slots: Sequence[Sequence[str]], known: Iterable[str]) -> None:
+        """Add the slots of a scale-up made when the pool had VMs ``known``."""
+        unnamed = [s for i, s in enumerate(self.slots) if i not in self.names]
+        named = {self.names[i]: s for i, s in enumerate(self.slots) if i in self.names}
+        self.slots = [*named.values(), *unnamed, *(tuple(s) for s in slots if s)]
+        self.names = {i: name for i, name in enumerate(named)}
+        self.known = self.known | frozenset(known)
+
+    def assign(self, vm_names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """Give unnamed slots the pool's new VM names (in the order given, which is the
+        order the NodePool controller recorded them); returns every named slot by name."""
+        taken = set(self.names.values())
+        fresh = [n for n in vm_names if n not in self.known and n not in taken]
+        for i in range(len(self.slots)):
+            if i not in self.names and fresh:
+                self.names[i] = fresh.pop(0)
+        return {name: self.slots[i] for i, name in self.names.items()}
+
+    def forget(self, done: Collection[str]) -> None:
+        """Drop the slots of the nodes named in ``done`` (lifted or gone)."""
+        keep = [i for i in range(len(self.slots)) if self.names.get(i) not in done]
+        self.slots = [self.slots[i] for i in keep]
+        self.names = {j: self.names[i] for j, i in enumerate(keep) if i in self.names}
+        self.granted = {(uid, name) for uid, name in self.granted if name not in done}
+
+
+def lift_due(
+    *,
+    slot: Sequence[str] | None,
+    waiting: Collection[str],
+    ready_for: float | None,
+    grace: float,
+) -> bool:
+    """Whether a reserved Node should be opened to every pod.
+
+    ``slot``: the pods planned onto it (None: no slot, lift once Ready); ``waiting``: uids of
+    pods still unbound; ``ready_for``: seconds the Node has been Ready (None: not Ready)."""
+    if ready_for is None:
+        return False
+    if slot is None or ready_for >= grace:
+        return True
+    return not any(uid in waiting for uid in slot)

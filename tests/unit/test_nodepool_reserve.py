@@ -1,0 +1,80 @@
+"""Reserved new nodes (``controllers/_reserve``): which pod goes where, and when a node opens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodepool_operator.controllers._reserve import (
+    RESERVED_KEY,
+    Reservation,
+    lift_due,
+    lift_patch,
+    reservation_taint,
+    reserved_for,
+    toleration_patch,
+)
+
+DEFAULTS = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]
+
+
+def pod(tolerations: list[dict[str, Any]] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": []}
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    return {"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}
+
+
+def test_a_planned_pod_gets_the_toleration_of_its_node_appended_once() -> None:
+    wanted = {"key": RESERVED_KEY, "operator": "Equal", "value": "pool-a1", "effect": "NoSchedule"}
+    assert toleration_patch(pod(DEFAULTS), "pool-a1") == [
+        {"op": "add", "path": "/spec/tolerations/-", "value": wanted}
+    ]
+    assert toleration_patch(pod(None), "pool-a1") == [
+        {"op": "add", "path": "/spec/tolerations", "value": [wanted]}
+    ]
+    assert toleration_patch(pod([*DEFAULTS, wanted]), "pool-a1") is None
+    # a toleration for another reserved node does not let it onto this one
+    assert toleration_patch(pod([{**wanted, "value": "pool-b2"}]), "pool-a1") is not None
+
+
+def test_a_node_names_its_reservation_and_the_lift_keeps_every_other_taint() -> None:
+    other = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    node = {
+        "metadata": {"name": "pool-a1", "resourceVersion": "42"},
+        "spec": {"taints": [other, reservation_taint("pool-a1")]},
+    }
+    assert reserved_for(node) == "pool-a1"
+    assert reserved_for({"metadata": {}, "spec": {"taints": [other]}}) is None
+    assert lift_patch(node) == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
+        {"op": "replace", "path": "/spec/taints", "value": [other]},
+    ]
+
+
+def test_slots_take_the_new_vm_names_in_record_order_and_never_an_old_one() -> None:
+    r = Reservation()
+    r.planned([("u1", "u2"), ("u3",), ()], known=["pool-old"])  # an empty slot is no slot
+    assert r.assign(["pool-old"]) == {}
+    assert r.assign(["pool-old", "pool-n1"]) == {"pool-n1": ("u1", "u2")}
+    assert r.assign(["pool-old", "pool-n1", "pool-n2", "pool-n3"]) == {
+        "pool-n1": ("u1", "u2"),
+        "pool-n2": ("u3",),
+    }
+    r.forget(["pool-n1"])
+    assert r.assign(["pool-old", "pool-n2", "pool-n3"]) == {"pool-n2": ("u3",)}
+    # a second scale-up while pool-n3 was known: its slot gets the next new name
+    r.planned([("u4",)], known=["pool-old", "pool-n2", "pool-n3"])
+    assert r.assign(["pool-old", "pool-n2", "pool-n3", "pool-n4"]) == {
+        "pool-n2": ("u3",),
+        "pool-n4": ("u4",),
+    }
+
+
+def test_a_reserved_node_opens_when_its_pods_are_bound_or_after_the_grace() -> None:
+    slot = ("u1", "u2")
+    assert not lift_due(slot=slot, waiting={"u1"}, ready_for=None, grace=30)  # not Ready
+    assert not lift_due(slot=slot, waiting={"u1", "x"}, ready_for=5, grace=30)
+    assert lift_due(slot=slot, waiting={"x"}, ready_for=5, grace=30)  # both bound (or gone)
+    assert lift_due(slot=slot, waiting={"u1"}, ready_for=30, grace=30)  # waited long enough
+    assert lift_due(slot=None, waiting={"u1"}, ready_for=0, grace=30)  # no slot: open at Ready
+    assert not lift_due(slot=None, waiting=set(), ready_for=None, grace=30)
