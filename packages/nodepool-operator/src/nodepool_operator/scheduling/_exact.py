@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Protocol
 from ._fit import check_constraints
 from ._pods import Pod
 from ._quantity import Resources
+from ._repair import Repair
 from ._template import NodeTemplate
 from ._views import PodView
 
@@ -163,37 +164,37 @@ def pack_fewest(
     """
     if fewer_than <= 0 or not entries or len(entries) > budget.max_pods:
         return None
-    # A depth-first search that starts in a poor subtree can spend its whole budget there, so
-    # the budget is split over a few restarts with other pod orders (largest dominant share,
-    # then largest of each resource), each trying to beat the best plan so far.
     deadline = time.perf_counter() + budget.max_seconds
-    best: tuple[_Problem, list[int], int] | None = None
-    steps = 0
-    bound = fewer_than
-    proven = False
-    orders = _ORDERS
-    root: int | None = None
-    for attempt, order in enumerate(orders):
-        problem = _Problem.build(entries, template, existing_nodes, max(in_flight, 0), order)
-        if root is None:
-            root = problem.root_bound()  # a property of the pods, whatever their order
-        if root >= bound:
-            proven = True  # nothing better exists than what we have
-            break
-        left = budget.max_steps - steps
-        share = left if attempt == len(orders) - 1 else left // (len(orders) - attempt)
-        seconds = deadline - time.perf_counter()
-        if share <= 0 or seconds <= 0:
-            break
-        search = _Search(problem, bound, SearchBudget(share, seconds, budget.max_pods), root)
-        search.run()
-        steps += search.steps
-        if search.best_assignment is not None:
-            best = (problem, search.best_assignment, search.best)
-            bound = search.best
-        if search.proven:
-            proven = True
-            break
+    first = _Problem.build(entries, template, existing_nodes, max(in_flight, 0))
+    root = first.root_bound()  # a property of the pods, whatever their order
+    if root >= fewer_than:
+        return None  # nothing better exists than what we have
+    # Repair first, with most of the budget: it finds a plan with fewer nodes sooner when one
+    # exists. The tree search gets the rest, and a better bound to beat if repair found one:
+    # it proves an optimum above the root bound, and finds plans repair misses.
+    best: _Found | None = None
+    repair_share = 100 - _TREE_SHARE
+    repaired, steps = _repair(
+        first,
+        root,
+        fewer_than,
+        SearchBudget(
+            budget.max_steps * repair_share // 100, budget.max_seconds * repair_share / 100
+        ),
+    )
+    if repaired is not None:
+        best = (first, *repaired)
+    proven = best is not None and best[2] <= root
+    if not proven:
+        left = SearchBudget(
+            budget.max_steps - steps, max(deadline - time.perf_counter(), 0.0), budget.max_pods
+        )
+        bound = best[2] if best is not None else fewer_than
+        found, tree_steps, proven = _tree_search(
+            entries, template, existing_nodes, in_flight, first, root, bound, left
+        )
+        steps += tree_steps
+        best = found or best
     if best is None:
         return None
     problem, assignment, nodes = best
@@ -205,12 +206,89 @@ def pack_fewest(
     )
 
 
+_Found = tuple["_Problem", list[int], int]
+
+
+def _tree_search(
+    entries: Sequence[PackEntry],
+    template: NodeTemplate,
+    existing_nodes: Sequence[FreeNode],
+    in_flight: int,
+    first: _Problem,
+    root: int,
+    fewer_than: int,
+    budget: SearchBudget,
+) -> tuple[_Found | None, int, bool]:
+    """The branch-and-bound over the pod orders: the best plan found, steps taken, proven."""
+    # A depth-first search that starts in a poor subtree can spend its whole budget there, so
+    # the budget is split over a few restarts with other pod orders (largest dominant share,
+    # then largest of each resource), each trying to beat the best plan so far.
+    deadline = time.perf_counter() + budget.max_seconds
+    best: _Found | None = None
+    steps = 0
+    bound = fewer_than
+    for attempt, order in enumerate(_ORDERS):
+        if root >= bound:
+            return best, steps, True
+        problem = (
+            first
+            if attempt == 0
+            else _Problem.build(entries, template, existing_nodes, max(in_flight, 0), order)
+        )
+        left = budget.max_steps - steps
+        share = left if attempt == len(_ORDERS) - 1 else left // (len(_ORDERS) - attempt)
+        seconds = deadline - time.perf_counter()
+        if share <= 0 or seconds <= 0:
+            break
+        search = _Search(problem, bound, SearchBudget(share, seconds, budget.max_pods), root)
+        search.run()
+        steps += search.steps
+        if search.best_assignment is not None:
+            best = (problem, search.best_assignment, search.best)
+            bound = search.best
+        if search.proven:
+            return best, steps, True
+    return best, steps, False
+
+
+def _repair(
+    problem: _Problem, root: int, fewer_than: int, budget: SearchBudget
+) -> tuple[tuple[list[int], int] | None, int]:
+    """Local search for plans into ``fewer_than - 1`` new nodes, then fewer, down to ``root``.
+
+    Returns the plan with the fewest new nodes found (the assignment and its count) or
+    ``None``, and the steps taken.
+    """
+    deadline = time.perf_counter() + budget.max_seconds
+    best: tuple[list[int], int] | None = None
+    steps = 0
+    target = fewer_than - 1
+    free_bins = len(problem.fixed)
+    while target >= root and steps < budget.max_steps:
+        search = Repair(
+            problem.cap, problem.items, problem.fixed, problem.compatible, target, seed=target
+        )
+        assignment = search.run(budget.max_steps - steps, deadline)
+        steps += search.steps
+        if assignment is None:
+            break
+        # New bins left empty are not opened; the rest are numbered from 0.
+        opened = sorted({b for b in assignment if b >= free_bins})
+        renumber = {b: free_bins + i for i, b in enumerate(opened)}
+        best = ([renumber.get(b, b) for b in assignment], len(opened))
+        target = len(opened) - 1
+    return best, steps
+
+
 Vector = tuple[int, ...]
 #: The pod orders of the restarts: dominant share, then each of the first three resources.
 _FIXED_ORDERS = 3
 #: The weight of the sum of a bin's room next to its largest share, in best fit: a tie-break.
 _TIE = 0.01
 _ORDERS = (-1, 0, 1, 2, *range(_FIXED_ORDERS, _FIXED_ORDERS + 8))
+#: Percent of the steps and seconds kept for the tree search; the repair phase runs first on
+#: the rest. The tree search also gets what the repair phase leaves.
+_TREE_SHARE = 25
 
 
 @dataclass(frozen=True, slots=True)
