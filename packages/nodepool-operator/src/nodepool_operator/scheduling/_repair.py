@@ -51,10 +51,11 @@ _Group = tuple[tuple[int, ...], Vector, list[int]]
 class Repair:
     """Tabu search for a packing into the free bins and ``new_bins`` template nodes.
 
-    Bins are indexed as in ``_exact._Problem``: existing nodes, booting nodes, then new ones.
-    ``run`` returns each item's bin, or ``None`` when the steps or the clock ran out; ``steps``
-    counts the pods whose moves an iteration weighed (each costs about as much as a step of the
-    tree search).
+    Bins are indexed as in ``_exact._Problem``: existing nodes, booting nodes, then new ones;
+    ``compatible[k][b]`` says whether item k may go on existing node b. ``run`` returns each
+    item's bin, or ``None`` when the steps or the clock ran out. ``steps`` counts iterations
+    and, in each, the (pods, bin) pairs weighed with every exchange they allow: each costs
+    about as much as a step of the tree search.
     """
 
     def __init__(
@@ -162,7 +163,7 @@ class Repair:
         total = sum(over)
         self._best_total = total
         iteration = 0
-        while total > _EPS:
+        while total > 0:  # a sum of non-negative terms: zero only when every one is
             iteration += 1
             self.steps += 1
             if self.steps > max_steps or time.perf_counter() > deadline:
@@ -194,7 +195,7 @@ class Repair:
         drawn at random.
         """
         over, tabu, rng = self._over, self._tabu, self._rng
-        a = rng.choice([b for b, o in enumerate(over) if o > _EPS])
+        a = rng.choice([b for b, o in enumerate(over) if o > 0])
         chosen: _Exchange | None = None
         chosen_delta = math.inf
         ties = 0
