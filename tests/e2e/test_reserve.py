@@ -89,3 +89,31 @@ async def test_reserved_nodes_take_exactly_the_pods_planned_for_them(
         await env.eventually(opened, "the reservations to be lifted", timeout=60)
     finally:
         await timeline.stop()
+
+
+async def test_without_an_autoscaler_the_nodepool_controller_opens_reserved_nodes(
+    operator_env: OperatorEnv, namespace: str
+) -> None:
+    """Nothing plans for the pool, so nothing lifts its reservations: the NodePool
+    controller's backstop opens each Node a few landing graces after it became Ready."""
+    env = operator_env
+    pool, _ = names(env)
+    env.cloud = SimulatedCloud(env.settings.cloud_state, boot_seconds=0.5)
+    await env.create(NODEPOOLS, pool_manifest(pool, targetNodes=1, reserveNewNodes=True))
+    await env.start(controllers=("nodepool",), pod_landing_grace_seconds=1.0)
+    await env.create(PODS, pod_manifest("plain", pool), namespace)
+
+    async def node_taints() -> list[list[str]]:
+        items = (await env.client.list(NODES, label_selector=f"{POOL_LABEL}={pool}"))["items"]
+        return [[t["key"] for t in n["spec"].get("taints") or ()] for n in items]
+
+    async def reserved() -> bool:
+        return any(RESERVED_KEY in keys for keys in await node_taints())
+
+    await env.eventually(reserved, "the new Node to register reserved", timeout=60)
+
+    async def bound() -> str:
+        return str((await env.client.get(PODS, "plain", namespace))["spec"].get("nodeName", ""))
+
+    await env.eventually(bound, "the untolerating pod to land once the node opens", timeout=90)
+    assert all(RESERVED_KEY not in keys for keys in await node_taints())

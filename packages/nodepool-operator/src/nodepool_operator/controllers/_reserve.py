@@ -17,7 +17,9 @@ and adds to each pod the toleration of its node (the API allows adding toleratio
 pod). When every pod of a slot is bound (anywhere) or gone, or the node has been Ready for the
 landing grace, the Autoscaler lifts the taint, and the node's spare room is everyone's. A
 reserved node the Autoscaler holds no slot for (it restarted, or the node was not planned by
-it) is lifted as soon as it is Ready.
+it) is lifted as soon as it is Ready; and should no Autoscaler run for the pool, the NodePool
+controller opens a reserved node :data:`RESERVATION_BACKSTOP` landing graces after it became
+Ready.
 
 Pure: the state is a value, decisions are functions of it and of API objects.
 """
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 __all__ = [
+    "RESERVATION_BACKSTOP",
     "RESERVED_KEY",
     "Reservation",
     "lift_due",
@@ -40,6 +43,9 @@ __all__ = [
 
 #: The taint key of a reserved node; its value is the node's name.
 RESERVED_KEY: Final = "autoscaling.kubeloop.dev/reserved"
+#: The NodePool controller opens a reserved node this many landing graces after it became
+#: Ready if nothing else did (no Autoscaler for the pool, or one that is down).
+RESERVATION_BACKSTOP: Final = 4
 
 JsonPatch = list[dict[str, Any]]
 

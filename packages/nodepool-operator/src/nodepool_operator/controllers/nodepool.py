@@ -43,6 +43,7 @@ from typing import Any, Final
 from kubeloop import (
     NODES,
     PODS,
+    Conflict,
     Controller,
     ControllerOptions,
     Invalid,
@@ -106,6 +107,7 @@ from nodepool_operator.controllers._pool_status import (
     invalid_spec,
     pool_status,
 )
+from nodepool_operator.controllers._reserve import RESERVATION_BACKSTOP, lift_patch, reserved_for
 from nodepool_operator.controllers._scope import POOL_LABEL, equality_labels, node_selector
 from nodepool_operator.scheduling import removal_order
 from nodepool_operator.settings import OperatorSettings
@@ -600,6 +602,7 @@ class NodePoolController:
             node = p.node_of(r)
             if node is not None and not node["metadata"].get("deletionTimestamp"):
                 await self._sync_node(p, node, labels, taints)
+                await self._end_stale_reservation(p, p.nodes.get(node["metadata"]["name"], node))
                 if r.node_name is None:
                     self._event(p, "Normal", "Registered", f"node {r.name} of VM {vm.id}")
             name = node["metadata"]["name"] if node is not None else None
@@ -620,6 +623,26 @@ class NodePoolController:
             pass
         else:
             p.nodes[name] = updated
+
+    async def _end_stale_reservation(self, p: _Pass, node: Object) -> None:
+        """The backstop of ``reserveNewNodes``: the Autoscaler lifts a reserved Node's taint
+        once its planned pods are bound; should none do it (no Autoscaler for the pool, or
+        one that is down), the Node is opened :data:`RESERVATION_BACKSTOP` landing graces
+        after it became Ready, so a pool never keeps a node no pod may use."""
+        if reserved_for(node) is None or not is_ready(node):
+            return
+        since = ready_since(node)
+        backstop = RESERVATION_BACKSTOP * self.settings.pod_landing_grace_seconds
+        due = (since or time.time()) + backstop - time.time()
+        if due > 0:
+            p.waits.append(due)
+            return
+        name = node["metadata"]["name"]
+        with contextlib.suppress(Invalid, NotFound, Conflict):  # changed meanwhile: next pass
+            p.nodes[name] = await self.mgr.client.patch(
+                NODES, name, lift_patch(node), patch_type=PatchType.JSON
+            )
+            log.info("reservation of node %s lifted by the backstop", name)
 
     async def _instance_type(self, name: str) -> InstanceType | None:
         if name not in self._types:  # the catalogue rarely changes: ask again only on a miss
