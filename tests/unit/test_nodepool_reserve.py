@@ -46,8 +46,8 @@ def test_a_node_names_its_reservation_and_the_lift_keeps_every_other_taint() -> 
     assert reserved_for(node) == "pool-a1"
     assert reserved_for({"metadata": {}, "spec": {"taints": [other]}}) is None
     assert lift_patch(node) == [
-        {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
-        {"op": "replace", "path": "/spec/taints", "value": [other]},
+        {"op": "test", "path": "/spec/taints/1", "value": reservation_taint("pool-a1")},
+        {"op": "remove", "path": "/spec/taints/1"},
     ]
 
 

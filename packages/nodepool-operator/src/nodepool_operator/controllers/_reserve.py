@@ -84,14 +84,14 @@ def toleration_patch(pod: Mapping[str, Any], node_name: str) -> JsonPatch | None
 
 
 def lift_patch(node: Mapping[str, Any]) -> JsonPatch:
-    """Remove the reservation taint, guarded by the Node's resourceVersion (a Node changed
-    meanwhile makes the server refuse the patch instead of losing another taint)."""
-    meta = node.get("metadata") or {}
+    """Remove the reservation taint, guarded by a test of that very entry: a Node whose
+    taints changed meanwhile makes the server refuse the patch instead of losing another
+    taint, while its status heartbeats (which change its resourceVersion) do not."""
     taints = list((node.get("spec") or {}).get("taints") or ())
-    rest = [t for t in taints if t.get("key") != RESERVED_KEY]
+    at = next(i for i, t in enumerate(taints) if t.get("key") == RESERVED_KEY)
     return [
-        {"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
-        {"op": "replace", "path": "/spec/taints", "value": rest},
+        {"op": "test", "path": f"/spec/taints/{at}", "value": taints[at]},
+        {"op": "remove", "path": f"/spec/taints/{at}"},
     ]
 
 
