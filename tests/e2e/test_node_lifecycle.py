@@ -131,7 +131,18 @@ async def test_vms_register_their_nodes_and_the_pool_adopts_them(
 
     vms = {vm.id: vm for vm in env.cloud.snapshot().live}
     assert len(vms) == 2
-    nodes = await _nodes(env, name)
+
+    async def adopted() -> list[Object]:
+        # Ready is the kubelet's word; the adoption patch is guarded by the Node's
+        # resourceVersion, which kwok's heartbeats move, so it may take another pass
+        nodes = await _nodes(env, name)
+        return (
+            nodes
+            if all(NODE_FINALIZER in n["metadata"].get("finalizers", ()) for n in nodes)
+            else []
+        )
+
+    nodes = await env.eventually(adopted, "both Nodes to carry the pool's finalizer")
     for node in nodes:
         meta = node["metadata"]
         # the VM's kubelet wrote it (the operator may not create Nodes: see test_rbac), kwok

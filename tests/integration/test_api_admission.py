@@ -207,6 +207,7 @@ def test_nodepool_defaults_filled_in(rest: RestClient, name: str) -> None:
         "targetNodes": 0,
         "minNodes": 0,
         "maxNodes": 10,
+        "reserveNewNodes": False,
     }
     # the Python side fills in the same defaults, so a round trip changes nothing
     pool = parse_nodepool(created)
@@ -240,6 +241,7 @@ def test_full_nodepool_is_accepted_as_written(rest: RestClient, name: str) -> No
         "diskSize": "100Gi",
         "labels": {"team": "money-maker", "example.com/tier": "prod"},
         "taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}],
+        "reserveNewNodes": True,
     }
     created = create(rest, NODEPOOLS, nodepool(name, **spec))
     assert created["spec"] == spec
