@@ -25,7 +25,9 @@ library's ``operator`` module.)
 
 Deleting an AppConfig deletes its ConfigMap here too (the reconcile does it, with a UID
 precondition), so the example also works on a control plane without the garbage
-collector of kube-controller-manager.
+collector of kube-controller-manager. With the collector, a child can vanish before the
+owner's own cache hears of the deletion (two watches, two paces), so a create is confirmed
+by a live read of the owner first.
 """
 
 from __future__ import annotations
@@ -139,6 +141,12 @@ class AppConfigReconciler:
         generation = app["metadata"]["generation"]
         desired = child_of(app)
         if child is None:
+            if not await self._owner_is_live(app):
+                # The AppConfig cache is behind the ConfigMap cache (its watch was
+                # throttled, say) and the owner is gone: the child was collected with
+                # it. Creating it again would leave an orphan for the garbage collector;
+                # the owner's DELETED event is on its way and ends this.
+                return Result()
             try:
                 await client.create(CONFIGMAPS, desired)
             except AlreadyExists:
@@ -175,6 +183,19 @@ class AppConfigReconciler:
 
         await update_status(client, APPCONFIGS, app, mutate)
         return Result()
+
+    async def _owner_is_live(self, app: dict[str, Any]) -> bool:
+        """Whether ``app`` (from the cache) still exists, read live. The two caches are fed
+        by two watches, so a missing child may be one its owner's deletion took; creates
+        are rare (once per AppConfig), so the quorum read costs little."""
+        meta = app["metadata"]
+        try:
+            live = await self.mgr.client.get(APPCONFIGS, meta["name"], meta["namespace"])
+        except NotFound:
+            return False
+        return bool(
+            live["metadata"]["uid"] == meta["uid"] and not live["metadata"].get("deletionTimestamp")
+        )
 
     async def _delete_orphan(self, child: dict[str, Any]) -> None:
         meta = child["metadata"]

@@ -20,6 +20,7 @@ from kubeloop import CONFIGMAPS, Client, NotFound
 from kubeloop.envtest import ControlPlane
 from kubeloop.envtest._process import Process
 from kubeloop.testing import eventually
+from kubeloop.testing.faults import FaultProxy, Hang
 from tests.faults import appconfig
 
 pytestmark = pytest.mark.integration
@@ -29,14 +30,16 @@ APPCONFIGS = appconfig.APPCONFIGS
 
 
 @contextlib.asynccontextmanager
-async def operator(cp: ControlPlane, namespace: str, log: Path) -> AsyncIterator[Process]:
+async def operator(
+    cp: ControlPlane, namespace: str, log: Path, kubeconfig: Path | None = None
+) -> AsyncIterator[Process]:
     proc = Process(
         "appconfig",
         [
             sys.executable,
             str(EXAMPLE),
             "--kubeconfig",
-            str(cp.kubeconfig),
+            str(kubeconfig or cp.kubeconfig),
             "--namespace",
             namespace,
         ],
@@ -123,3 +126,53 @@ async def test_children_follow_spec_changes_deletes_and_recreates(
             "app-3",
             "app-4",
         ]
+
+
+async def test_a_child_collected_with_its_owner_is_not_recreated_from_a_stale_cache(
+    kube_control_plane: ControlPlane, kube_client: Client, kube_namespace: str, tmp_path: Path
+) -> None:
+    """The AppConfig watch is held (throttled, partitioned) while the AppConfig is deleted
+    and its ConfigMap collected: the ConfigMap watch tells the operator its child is gone,
+    its AppConfig cache still holds the owner. It must not create the child again (CI saw
+    that under a 429 storm: created and collected twice). The oracle is the proxy's log
+    of the operator's writes and the apiserver's state."""
+    ns = kube_namespace
+    await appconfig.install_crd(kube_client)
+    async with FaultProxy(kube_control_plane) as proxy:
+        kubeconfig = proxy.kubeconfig_for("op")
+        async with operator(kube_control_plane, ns, tmp_path / "op.log", kubeconfig) as proc:
+            await kube_client.create(APPCONFIGS, appcfg("app-0", greeting="hello"), ns)
+            await eventually(lambda: converged(kube_client, ns, "app-0"), "app-0", 60)
+
+            held = proxy.add_rule(Hang(), client="op", resource="appconfigs")
+            assert proxy.cut_watches(client="op", resource="appconfigs") == 1
+            mark = max(e.seq for e in proxy.log)
+            await kube_client.delete(APPCONFIGS, "app-0", ns)
+            await kube_client.delete(CONFIGMAPS, "app-0", ns)  # as the garbage collector does
+
+            def acted() -> bool:
+                late = proxy.log.entries(client="op", where=lambda e: e.seq > mark)
+                return any(
+                    (e.resource, e.verb, e.name)
+                    in {
+                        ("configmaps", "create", "app-0"),
+                        ("appconfigs", "get", "app-0"),
+                    }
+                    for e in late
+                )
+
+            await eventually(acted, "the operator to act on the ConfigMap's deletion", 60)
+            proxy.remove_rule(held)
+            back = functools.partial(
+                proxy.log.entries,
+                client="op",
+                verb={"list", "watch"},
+                resource="appconfigs",
+                action="forward",
+                where=lambda e: e.seq > mark,
+            )
+            await eventually(lambda: bool(back()), "the AppConfig informer to be back", 60)
+            await eventually(lambda: gone(kube_client, ns, "app-0"), "no ConfigMap app-0", 60)
+            creates = proxy.log.writes(client="op", resource="configmaps")
+            assert [e.verb for e in creates] == ["create"], [(e.verb, e.name) for e in creates]
+            assert proc.exited() is None, proc.log_tail()
