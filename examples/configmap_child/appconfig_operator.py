@@ -184,26 +184,30 @@ class AppConfigReconciler:
         await update_status(client, APPCONFIGS, app, mutate)
         return Result()
 
-    async def _owner_is_live(self, app: dict[str, Any]) -> bool:
-        """Whether ``app`` (from the cache) still exists, read live. The two caches are fed
-        by two watches, so a missing child may be one its owner's deletion took; creates
-        are rare (once per AppConfig), so the quorum read costs little."""
-        meta = app["metadata"]
+    async def _live(self, name: str, namespace: str) -> dict[str, Any] | None:
+        """The AppConfig as the API server has it now (None: gone), for the two decisions
+        the cache may be behind on: creating a child and deleting one."""
         try:
-            live = await self.mgr.client.get(APPCONFIGS, meta["name"], meta["namespace"])
+            return await self.mgr.client.get(APPCONFIGS, name, namespace)
         except NotFound:
-            return False
+            return None
+
+    async def _owner_is_live(self, app: dict[str, Any]) -> bool:
+        """Whether ``app`` (from the cache) still exists. The two caches are fed by two
+        watches, so a missing child may be one its owner's deletion took; creates are rare
+        (once per AppConfig), so the quorum read costs little."""
+        meta = app["metadata"]
+        live = await self._live(meta["name"], meta["namespace"])
         return bool(
-            live["metadata"]["uid"] == meta["uid"] and not live["metadata"].get("deletionTimestamp")
+            live is not None
+            and live["metadata"]["uid"] == meta["uid"]
+            and not live["metadata"].get("deletionTimestamp")
         )
 
     async def _delete_orphan(self, child: dict[str, Any]) -> None:
         meta = child["metadata"]
         uid = owner_uid(child)
-        try:
-            live = await self.mgr.client.get(APPCONFIGS, meta["name"], meta["namespace"])
-        except NotFound:
-            live = None
+        live = await self._live(meta["name"], meta["namespace"])
         if live is not None and live["metadata"]["uid"] == uid:
             return  # its owner is still there: the cache was behind, nothing to delete
         with contextlib.suppress(NotFound, Conflict):

@@ -173,6 +173,6 @@ async def test_a_child_collected_with_its_owner_is_not_recreated_from_a_stale_ca
             )
             await eventually(lambda: bool(back()), "the AppConfig informer to be back", 60)
             await eventually(lambda: gone(kube_client, ns, "app-0"), "no ConfigMap app-0", 60)
-            creates = proxy.log.writes(client="op", resource="configmaps")
-            assert [e.verb for e in creates] == ["create"], [(e.verb, e.name) for e in creates]
+            writes = proxy.log.writes(client="op", resource="configmaps")
+            assert [e.verb for e in writes] == ["create"], [(e.verb, e.name) for e in writes]
             assert proc.exited() is None, proc.log_tail()
