@@ -133,8 +133,8 @@ async def test_vms_register_their_nodes_and_the_pool_adopts_them(
     assert len(vms) == 2
 
     async def adopted() -> list[Object]:
-        # Ready is the kubelet's word; the adoption patch is guarded by the Node's
-        # resourceVersion, which kwok's heartbeats move, so it may take another pass
+        # Ready is the kubelet's word; the adoption patch follows the Node's registration
+        # in the controller's next pass, so wait for its finalizer
         nodes = await _nodes(env, name)
         return (
             nodes

@@ -11,6 +11,7 @@ from nodepool_operator.controllers._node_manifest import (
     is_ready,
     node_bootstrap,
     node_manifest,
+    ready_for,
     ready_since,
 )
 
@@ -116,8 +117,13 @@ def test_ready_and_since_when() -> None:
     assert not is_ready(node)
     assert ready_since(node) == 1796119200.0
     assert ready_since({"metadata": {"name": "n"}}) is None
+    assert ready_for(node, 1796119230.0) is None  # not Ready: not held for any time
     node["status"]["conditions"][0]["status"] = "True"
     assert is_ready(node)
+    assert ready_for(node, 1796119230.0) == 30.0
+    assert ready_for(node, 1796119100.0) == 0.0  # our clock behind the kubelet's
+    del node["status"]["conditions"][0]["lastTransitionTime"]
+    assert ready_for(node, 1796119230.0) is None
 
 
 def test_hostname_label_is_a_valid_label_value() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from nodepool_operator.controllers._node_sync import OWNED_ANNOTATION, sync_patch
 
 FIN = "kubeloop.dev/termination"
@@ -19,8 +21,8 @@ def _apply(obj: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
         for part in parts[:-1]:
             parent = parent[part]
         last = parts[-1]
-        if op["op"] == "test":
-            assert parent[last] == op["value"], "the guard must hold on the object read"
+        if op["op"] == "test":  # kube-apiserver's JSON patch: null tests for "missing"
+            assert parent.get(last) == op["value"], "the guard must hold on the object read"
         elif op["op"] == "add":
             if isinstance(parent, list):
                 parent.append(op["value"])
@@ -46,7 +48,13 @@ def test_adoption_adds_labels_taints_finalizer_and_remembers_what_it_owns() -> N
     node = _node({"kubernetes.io/hostname": "n"}, [NOT_READY])
     gpu = {"key": "gpu", "effect": "NoSchedule"}
     ops = sync_patch(node, {"team": "a"}, [gpu], finalizers=(FIN,))
-    assert ops[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "7"}
+    # every whole-value replacement is guarded by the value read; nothing by resourceVersion
+    tests = [(o["path"], o["value"]) for o in ops if o["op"] == "test"]
+    assert tests == [
+        ("/spec/taints", [NOT_READY]),
+        ("/metadata/annotations", None),
+        ("/metadata/finalizers", None),
+    ]
     out = _apply(node, ops)
     assert out["metadata"]["labels"] == {"kubernetes.io/hostname": "n", "team": "a"}
     assert out["spec"]["taints"] == [NOT_READY, gpu], "the lifecycle taint is kept"
@@ -89,3 +97,19 @@ def test_label_keys_with_slashes_are_escaped() -> None:
     node = _node({}, [])
     ops = sync_patch(node, {"example.com/team": "a"}, [])
     assert {"op": "add", "path": "/metadata/labels/example.com~1team", "value": "a"} in ops
+
+
+def test_a_heartbeat_does_not_refuse_the_patch_but_a_new_taint_does() -> None:
+    """The status (and so the resourceVersion) moving is no reason to refuse; a taint
+    someone added after our read is."""
+    gpu = {"key": "gpu", "effect": "NoSchedule"}
+    read = _node({}, [NOT_READY])
+    ops = sync_patch(read, {"team": "a"}, [gpu])
+    beat = copy.deepcopy(read)
+    beat["metadata"]["resourceVersion"] = "9"
+    beat["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    assert _apply(beat, ops)["spec"]["taints"] == [NOT_READY, gpu]
+    tainted = copy.deepcopy(read)
+    tainted["spec"]["taints"].append(CORDON)
+    with pytest.raises(AssertionError, match="the guard must hold"):
+        _apply(tainted, ops)

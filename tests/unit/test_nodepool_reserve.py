@@ -70,6 +70,18 @@ def test_slots_take_the_new_vm_names_in_record_order_and_never_an_old_one() -> N
     }
 
 
+def test_slots_of_a_timed_out_scale_up_do_not_take_the_next_ones_names() -> None:
+    r = Reservation()
+    r.planned([("u1",), ("u2",)], known=["pool-old"])
+    assert r.assign(["pool-old", "pool-n1"]) == {"pool-n1": ("u1",)}
+    r.drop_unnamed()  # the second VM never came: provisioning timed out
+    r.planned([("u9",)], known=["pool-old", "pool-n1"])
+    assert r.assign(["pool-old", "pool-n1", "pool-n5"]) == {
+        "pool-n1": ("u1",),
+        "pool-n5": ("u9",),  # not u2's, planned for a VM that was never made
+    }
+
+
 def test_a_reserved_node_opens_when_its_pods_are_bound_or_after_the_grace() -> None:
     slot = ("u1", "u2")
     assert not lift_due(slot=slot, waiting={"u1"}, ready_for=None, grace=30)  # not Ready

@@ -38,6 +38,7 @@ __all__ = [
     "node_bootstrap",
     "node_manifest",
     "provider_id",
+    "ready_for",
     "ready_since",
 ]
 
@@ -126,6 +127,14 @@ def ready_since(node: Object) -> float | None:
         return dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+def ready_for(node: Object, now: float) -> float | None:
+    """Seconds the Node has been Ready at ``now`` (never negative: clocks differ), or None
+    when it is not Ready or says not since when. The reservation lift and its backstop
+    both time from it."""
+    since = ready_since(node) if is_ready(node) else None
+    return None if since is None else max(0.0, now - since)
 
 
 def _hostname(name: str) -> str:

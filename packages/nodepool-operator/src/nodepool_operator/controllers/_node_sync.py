@@ -6,9 +6,13 @@ those: every other label and taint (the kubelet's well-known labels, the node li
 controller's ``not-ready``/``unreachable`` taints, a cordon, a scale-down taint) is left as it
 is. To remove a key that left the spec it must know which keys it put there, so it records
 them on the Node in the :data:`OWNED_ANNOTATION` (as ``kubectl apply`` keeps its last
-applied configuration), and it changes everything in one JSON patch guarded by the Node's
-resourceVersion: a Node changed meanwhile makes the server refuse the patch (422) instead of
-losing someone else's taint.
+applied configuration), and it changes everything in one JSON patch. Each op that replaces a
+whole list or map (the taints, a missing labels/annotations map, a missing finalizer list) is
+preceded by a ``test`` of its value as read (``null`` for absent, which kube-apiserver's JSON
+patch treats as "missing"): a taint added meanwhile makes the server refuse the patch (422)
+instead of losing it. The guard is on those fields, not the resourceVersion, because a
+kubelet's (or kwok's) status heartbeats move the resourceVersion every few seconds and would
+refuse a patch that touches nothing they changed.
 """
 
 from __future__ import annotations
@@ -83,6 +87,11 @@ def sync_patch(
     owned = Owned.decode(annotations.get(OWNED_ANNOTATION))
     ops: JsonPatch = []
 
+    def replace(path: str, read: Any, value: Any) -> None:
+        # replacing a whole value: only if it is still what we read
+        ops.append({"op": "test", "path": path, "value": read})
+        ops.append({"op": "add", "path": path, "value": value})
+
     label_ops: JsonPatch = []
     for key in sorted(owned.labels - set(labels)):
         if key in current_labels:
@@ -93,20 +102,21 @@ def sync_patch(
                 {"op": "add", "path": f"/metadata/labels/{_pointer(key)}", "value": value}
             )
     if label_ops and "labels" not in meta:
-        ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
+        replace("/metadata/labels", None, {})
     ops += label_ops
 
-    current_taints: list[Mapping[str, Any]] = list((node.get("spec") or {}).get("taints") or ())
+    spec = node.get("spec") or {}
+    current_taints: list[Mapping[str, Any]] = list(spec.get("taints") or ())
     managed = owned.taints | {_tid(t) for t in taints}
     mine = {_tval(t) for t in current_taints if _tid(t) in managed}
     if mine != {_tval(t) for t in taints}:
         kept = [dict(t) for t in current_taints if _tid(t) not in managed]
-        ops.append({"op": "add", "path": "/spec/taints", "value": kept + [dict(t) for t in taints]})
+        replace("/spec/taints", spec.get("taints"), kept + [dict(t) for t in taints])
 
     now_owned = Owned(frozenset(labels), frozenset(_tid(t) for t in taints)).encode()
     if annotations.get(OWNED_ANNOTATION) != now_owned:
         if "annotations" not in meta:
-            ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+            replace("/metadata/annotations", None, {})
         ops.append(
             {
                 "op": "add",
@@ -119,15 +129,7 @@ def sync_patch(
     missing = [f for f in finalizers if f not in present]
     if missing:
         if "finalizers" not in meta:
-            ops.append({"op": "add", "path": "/metadata/finalizers", "value": missing})
+            replace("/metadata/finalizers", None, missing)
         else:
             ops += [{"op": "add", "path": "/metadata/finalizers/-", "value": f} for f in missing]
-
-    if not ops:
-        return []
-    guard = {
-        "op": "test",
-        "path": "/metadata/resourceVersion",
-        "value": meta.get("resourceVersion"),
-    }
-    return [guard, *ops]
+    return ops

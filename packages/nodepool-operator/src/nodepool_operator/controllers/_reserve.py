@@ -130,6 +130,14 @@ class Reservation:
                 self.names[i] = fresh.pop(0)
         return {name: self.slots[i] for i, name in self.names.items()}
 
+    def drop_unnamed(self) -> None:
+        """Drop the slots no VM was recorded for: the scale-up they were planned for timed
+        out (the cloud never made the VMs). Kept, they would take the names of the next
+        scale-up's VMs, whose own pods would then have no slot."""
+        keep = sorted(self.names)
+        self.slots = [self.slots[i] for i in keep]
+        self.names = {j: self.names[i] for j, i in enumerate(keep)}
+
     def forget(self, done: Collection[str]) -> None:
         """Drop the slots of the nodes named in ``done`` (lifted or gone)."""
         keep = [i for i in range(len(self.slots)) if self.names.get(i) not in done]

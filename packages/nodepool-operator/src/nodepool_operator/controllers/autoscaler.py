@@ -78,7 +78,7 @@ from nodepool_operator.controllers._decision import (
     track_unneeded,
 )
 from nodepool_operator.controllers._landing import Landing
-from nodepool_operator.controllers._node_manifest import is_ready, ready_since
+from nodepool_operator.controllers._node_manifest import ready_for
 from nodepool_operator.controllers._pending import blocked
 from nodepool_operator.controllers._provision import Provisioning, observe, requested, timed_out
 from nodepool_operator.controllers._references import look_up
@@ -505,17 +505,16 @@ class AutoscalerController:
         opened: list[str] = []
         next_due: float | None = None
         for node, name in reserved:
-            since = ready_since(node) if is_ready(node) else None
-            ready_for = None if since is None else max(0.0, now - since)
+            held = ready_for(node, now)
             slot = slots.get(name)
-            if lift_due(slot=slot, waiting=look.unbound.keys(), ready_for=ready_for, grace=grace):
+            if lift_due(slot=slot, waiting=look.unbound.keys(), ready_for=held, grace=grace):
                 with contextlib.suppress(NotFound, Invalid, Conflict):
                     await client.patch(
                         NODES, node["metadata"]["name"], lift_patch(node), patch_type=PatchType.JSON
                     )
                     opened.append(name)
-            elif ready_for is not None:
-                next_due = min(grace - ready_for, next_due if next_due is not None else grace)
+            elif held is not None:
+                next_due = min(grace - held, next_due if next_due is not None else grace)
         reservation.forget(opened)
         return None if next_due is None else max(0.05, next_due)
 
@@ -540,6 +539,7 @@ class AutoscalerController:
         if failed is None:
             return None
         memory.provisioning = failed
+        memory.reservation.drop_unnamed()  # their VMs will not come
         pool_name = look.scaler.spec.node_pool_ref.name
         desired = max(registered, pool.min_nodes)
         outcome = await lower_target(

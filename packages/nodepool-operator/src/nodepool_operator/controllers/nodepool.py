@@ -97,6 +97,7 @@ from nodepool_operator.controllers._node_manifest import (
     is_ready,
     node_bootstrap,
     pool_taints,
+    ready_for,
     ready_since,
 )
 from nodepool_operator.controllers._node_sync import sync_patch
@@ -631,9 +632,8 @@ class NodePoolController:
         after it became Ready, so a pool never keeps a node no pod may use."""
         if reserved_for(node) is None or not is_ready(node):
             return
-        since = ready_since(node)
         backstop = RESERVATION_BACKSTOP * self.settings.pod_landing_grace_seconds
-        due = (since or time.time()) + backstop - time.time()
+        due = backstop - (ready_for(node, time.time()) or 0.0)  # no usable time: from now
         if due > 0:
             p.waits.append(due)
             return
