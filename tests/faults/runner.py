@@ -128,6 +128,28 @@ def summarise(outcomes: Iterable[Outcome]) -> dict[str, int]:
     return summary
 
 
+def _handover_story(writes: list[LogEntry], old: str, late: list[LogEntry]) -> list[str]:
+    """Notes that place each late write against the new leader's first write: when it
+    reached the proxy and finished, and the ``?timeout=`` the fence gave it (the lease
+    the old leader had left by its own clock when it sent it)."""
+    others = [e for e in writes if e.client != old]
+    first = min(others, key=lambda e: e.finished if e.finished is not None else e.started)
+    t0 = first.finished if first.finished is not None else first.started
+    notes = [
+        f"new leader's first write: {first.verb} {first.resource}/{first.name} "
+        f"(rv {first.resource_version}), answered first, at t=0"
+    ]
+    for e in late[:5]:
+        fence = dict(p.split("=", 1) for p in e.query.split("&") if "=" in p).get("timeout")
+        done = f"{e.finished - t0:+.2f}s" if e.finished is not None else "?"
+        notes.append(
+            f"old leader {old} wrote {e.verb} {e.resource}/{e.name} (rv "
+            f"{e.resource_version}) after the new leader's first write: reached the proxy at "
+            f"t={e.started - t0:+.2f}s, answered at t={done}, fence timeout {fence}"
+        )
+    return notes
+
+
 # -- one scenario ----------------------------------------------------------------------------
 
 
@@ -324,11 +346,8 @@ class Run:
             old = self.leader.client
             late = writes_after_handover(writes, old)
             self.outcome.split_brain_writes += len(late)
-            for e in late[:5]:
-                self.outcome.notes.append(
-                    f"old leader {old} wrote {e.verb} {e.resource}/{e.name} (rv "
-                    f"{e.resource_version}) after the new leader's first write"
-                )
+            if late:
+                self.outcome.notes += _handover_story(writes, old, late)
             self.outcome.notes.append(f"old leader exit code: {self.leader.exit_code()}")
         if self.scn.topology == "two-instances":
             for i, scope in enumerate(self.scopes):

@@ -63,6 +63,24 @@ def test_handover_places_a_write_without_resource_version_by_time() -> None:
     assert writes_after_handover(writes[1:], "old") == []  # nobody else wrote
 
 
+def test_handover_does_not_place_a_write_that_changed_nothing_by_its_old_version() -> None:
+    # kube-apiserver answers an unchanged patch with the object as it was: the new
+    # leader's no-op answered rv 602 after the old leader's rv 603 was answered, so
+    # 602 is no commit and says nothing of when it was made (matrix, stop 15)
+    writes = [
+        entry(1, "old", "603", started=1.0, finished=1.1),
+        entry(2, "new", "602", started=5.0, finished=5.1),  # no-op
+        entry(3, "new", "610", started=6.0, finished=6.1),
+    ]
+    assert writes_after_handover(writes, "old") == []
+    # the no-op still counts as the new leader acting, by time
+    later = [*writes, entry(4, "old", "603", started=5.5, finished=5.6)]  # its own no-op
+    assert [e.seq for e in writes_after_handover(later, "old")] == [4]
+    # and a real commit of the old leader after the new leader's first commit is late
+    late = [*writes, entry(5, "old", "611", started=0.5, finished=7.0)]
+    assert [e.seq for e in writes_after_handover(late, "old")] == [5]
+
+
 def test_writes_outside_a_scope() -> None:
     writes = [entry(1, "op-a", "1"), entry(2, "op-a", "2", namespace="b"), entry(3, "op-b", "3")]
     out = writes_outside(writes, {"op-a"}, lambda e: e.namespace == "a")

@@ -26,6 +26,7 @@ Public API (stable): :class:`GenerationWatch`, :func:`writes_after_handover`,
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Collection, Iterable
 
 from kubeloop.testing._faultlog import LogEntry
@@ -72,28 +73,58 @@ def _object_writes(
     return [w for w in writes if (w.resource or "") not in exclude]
 
 
+def _committed(rows: list[LogEntry]) -> set[int]:
+    """The ``seq`` of every write whose answer's resourceVersion is a commit.
+
+    kube-apiserver answers a write that changes nothing (an unchanged patch or update)
+    with the object as it was, at its old resourceVersion: no commit, and that version
+    says nothing of when the write was made. A version that is not above every version
+    already answered before the write reached the proxy cannot be this write's commit
+    (etcd's revisions only grow), so such a write is treated as one without a version."""
+    answered = sorted(
+        (e.finished, int(e.resource_version))
+        for e in rows
+        if e.resource_version and e.finished is not None
+    )
+    times = [t for t, _ in answered]
+    highest: list[int] = []
+    for _, rv in answered:
+        highest.append(max(rv, highest[-1]) if highest else rv)
+    out: set[int] = set()
+    for e in rows:
+        if not e.resource_version:
+            continue
+        before = bisect.bisect_left(times, e.started)  # answered strictly before it started
+        if before == 0 or int(e.resource_version) > highest[before - 1]:
+            out.add(e.seq)
+    return out
+
+
 def writes_after_handover(
     writes: Iterable[LogEntry], old: str, *, exclude: Collection[str] = NOT_OBJECT_WRITES
 ) -> list[LogEntry]:
     """``old``'s accepted writes committed after the first write of any other client.
 
     Pass the log's accepted writes of the replicas (``proxy.log.writes()``, filtered to
-    them). Commit order is the resourceVersion where the answer carried one; a write
-    without one (a delete answered with a ``Status``) is placed by time, and counts as
-    late only if it *started* after the other's first write had been answered, so
-    clock resolution never makes a write look late."""
+    them). Commit order is the resourceVersion where the answer carried a new one. A
+    write without one (a delete answered with a ``Status``), or whose answer carried a
+    version older than one already answered before it (a write that changed nothing, so
+    the API server committed nothing), is placed by time: it counts as late only if it
+    *started* after the other's first write had been answered, so clock resolution never
+    makes a write look late."""
     rows = _object_writes(writes, exclude)
     others = [e for e in rows if e.client != old]
     if not others:
         return []
-    rvs = [int(e.resource_version) for e in others if e.resource_version]
+    commits = _committed(rows)
+    rvs = [int(e.resource_version) for e in others if e.resource_version and e.seq in commits]
     first_rv = min(rvs) if rvs else None
     first_done = min(e.finished if e.finished is not None else e.started for e in others)
     late: list[LogEntry] = []
     for e in rows:
         if e.client != old:
             continue
-        if e.resource_version and first_rv is not None:
+        if e.resource_version and e.seq in commits and first_rv is not None:
             if int(e.resource_version) > first_rv:
                 late.append(e)
         elif e.started > first_done:
