@@ -704,6 +704,26 @@ def markdown(result: BenchResult) -> str:
                 f"| {fig.get('nodes_after_scale_down', '–')} | {fig.get('api_writes')} "
                 f"| {fig.get('cloud_calls')} |"
             )
+    over = [
+        f"{sid} ({side}: {entry[side]['nodes_created']} nodes, maxNodes {entry['max_nodes']})"
+        for sid in p["scenarios"]
+        if (entry := f[sid])
+        for side in p["sides"]
+        if side.startswith("karpenter")
+        and isinstance(entry.get(side, {}).get("nodes_created"), int)
+        and entry[side]["nodes_created"] > entry["max_nodes"]
+    ]
+    notes = (
+        [
+            "",
+            "Over the pool's limit (the NodePool's `limits.cpu` is maxNodes instances' CPU): "
+            + ", ".join(over)
+            + ". Karpenter's documentation says its provisioning is highly parallel and its "
+            "limit checks eventually consistent, so a rapid scale-out can overrun a limit.",
+        ]
+        if over
+        else []
+    )
     return "\n".join(
         [
             f"Karpenter: {p['karpenter']}; kwok {p['kwok']}; kube-scheduler scoring "
@@ -713,6 +733,7 @@ def markdown(result: BenchResult) -> str:
             f"{p['ours_scale_down_unneeded']}).",
             "",
             *rows,
+            *notes,
         ]
     )
 

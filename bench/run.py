@@ -112,8 +112,9 @@ def _proc_field(path: str, key: str) -> str | None:
     return None
 
 
-def machine(apiserver: str, etcd: str | None, own_control_plane: bool) -> dict[str, Any]:
-    """What the figures depend on, for the docs header."""
+def machine(apiserver: str, etcd: str | None, own_control_plane: bool | None) -> dict[str, Any]:
+    """What the figures depend on, for the docs header (``own_control_plane`` None: the run
+    needed no cluster)."""
     mem_kib = _proc_field("/proc/meminfo", "MemTotal") or "0 kB"
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return {
@@ -130,7 +131,9 @@ def machine(apiserver: str, etcd: str | None, own_control_plane: bool) -> dict[s
         "load_before": " / ".join(f"{x:.2f}" for x in os.getloadavg()),
         "commit": git_commit(),
         "control_plane": (
-            "started by the harness on loopback, same machine (etcd --unsafe-no-fsync)"
+            "none (no benchmark of this run needs one)"
+            if own_control_plane is None
+            else "started by the harness on loopback, same machine (etcd --unsafe-no-fsync)"
             if own_control_plane
             else "given by --kubeconfig"
         ),
@@ -368,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     ) as (kubeconfig, cp):
         if kubeconfig is None:  # only benchmarks that need no cluster
             ctx = Context(kubeconfig=Path(), quick=args.quick, overrides=overrides)
-            m = machine("none (no cluster needed)", None, False)
+            m = machine("none (no cluster needed)", "none", None)
             ctx.log(f"{m['cores']} cores; {command}")
             results, failed = asyncio.run(run_all(ctx, names, m["commit"]))
             if args.write and results:
