@@ -21,6 +21,10 @@ from zero (``lower_bound``, ``plan_scale_up``); API writes (ours from the operat
 ``kubeloop_api_writes_total``, the naive loop counts its own); cloud calls
 (``SimulatedCloud.calls()``).
 
+A full run also takes S2 (sides ours and reserved) through a second control plane whose
+kube-scheduler scores the other way (``MostAllocated`` when the harness's is the default
+``LeastAllocated``), so both profiles are reported from one run.
+
 By hand::
 
     python -m bench.autoscaler_scenarios --kubeconfig K [--quick] [--scenarios S1,S5]
@@ -65,6 +69,7 @@ from kubeloop import (
     Updated,
     load_kubeconfig,
 )
+from kubeloop.envtest import ControlPlane, ControlPlaneOptions
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS, crds, parse_nodepool
 from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.controllers._capacity import pool_template
@@ -925,6 +930,7 @@ async def run(ctx: Context) -> BenchResult:
                     )
                     entry[side] = fig
                 figures[sid] = entry
+    other = await _other_scoring(ctx, chosen, table, every)
     ratios: dict[str, float] = {}
     for sid, f in figures.items():
         for side in sides(sid):
@@ -952,9 +958,55 @@ async def run(ctx: Context) -> BenchResult:
             "scheduler_scoring": ctx.param("scheduler_scoring", "LeastAllocated", "LeastAllocated"),
             "measured": "watch in the bench process; monotonic clock",
         },
-        "figures": {**figures, "targets": _targets(figures)},
+        "figures": {**figures, "targets": _targets(figures), **other},
         "ratios": ratios,
     }
+
+
+#: The scenarios run once more under the other NodeResourcesFit scoring (param
+#: ``other_scoring_scenarios``), and their sides (those of :func:`sides` among these).
+OTHER_SCORING_SET: Final = ("S2",)
+OTHER_SCORING_SIDES: Final = ("ours", "reserved")
+_SCORINGS: Final = ("LeastAllocated", "MostAllocated")
+
+
+async def _other_scoring(
+    ctx: Context, chosen: Sequence[str], table: dict[str, Scenario], every: float
+) -> dict[str, Any]:
+    """:data:`OTHER_SCORING_SET` again on a control plane of its own whose kube-scheduler
+    scores the other way (LeastAllocated, the default, spreads pods; MostAllocated packs them,
+    the profile cluster-autoscaler documents): whether our plan holds depends on where the
+    scheduler puts the pods, so both profiles are reported from one run. Full runs only."""
+    harness = str(ctx.param("scheduler_scoring", "LeastAllocated", "LeastAllocated"))
+    scoring = ctx.param("other_scoring", _SCORINGS[harness == _SCORINGS[0]], "")
+    wanted = ctx.param("other_scoring_scenarios", OTHER_SCORING_SET, OTHER_SCORING_SET)
+    if isinstance(wanted, str):
+        wanted = [s.strip().upper() for s in wanted.split(",") if s.strip()]
+    todo = [sid for sid in FULL_SET if sid in wanted and sid in chosen]
+    if not scoring or scoring == harness or not todo:
+        return {}
+    options = ControlPlaneOptions(scheduler=True, controller_manager=True, kwok=True)
+    options.scheduler_scoring = str(scoring)
+    ctx.log(f"autoscaler: a second control plane, kube-scheduler scoring {scoring}")
+    cp = await asyncio.to_thread(ControlPlane, options)
+    await asyncio.to_thread(cp.start)
+    out: dict[str, Any] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-autoscaler-") as tmp:
+            async with Client.from_kubeconfig(cp.kubeconfig, field_manager="bench") as admin:
+                await install_crds(admin, crds())
+                for sid in todo:
+                    sc = table[sid]
+                    entry: dict[str, Any] = {"optimum": expected(sc).optimum}
+                    for side in (s for s in OTHER_SCORING_SIDES if s in sides(sid)):
+                        ctx.log(f"autoscaler {sid} {side} ({scoring}): {sc.title}")
+                        entry[side] = await run_side(
+                            cp.kubeconfig, admin, sc, side, Path(tmp), every
+                        )
+                    out[sid] = entry
+    finally:
+        await asyncio.to_thread(cp.stop)
+    return {"other_scoring": {"scoring": scoring, "scenarios": out}}
 
 
 # -- docs --------------------------------------------------------------------------------
@@ -1047,6 +1099,23 @@ def markdown(result: BenchResult) -> str:
             extra += f"; set aside with NotTriggerScaleUp: {reasons}"
         met = "met" if targets["s5_zero_scale_writes"] else "missed"
         lines.append(f"- zero scale writes on S5: {met} ({s5['scale_writes']} write(s){extra})")
+    if "other_scoring" in f:
+        o = f["other_scoring"]
+        lines += [
+            "",
+            f"The same on a control plane whose kube-scheduler scores {o['scoring']}:",
+            "",
+        ]
+        for sid, entry in o["scenarios"].items():
+            for side in (s for s in OTHER_SCORING_SIDES if s in entry):
+                fig = entry[side]
+                raises = " -> ".join(str(v) for v in fig["targets_seen"])
+                lines.append(
+                    f"- {sid} {side}: {fig['target']} nodes (optimum "
+                    f"{_cell(entry.get('optimum'))}; targetNodes {raises}), all fitting "
+                    f"scheduled {_cell(fig['all_scheduled_s'], ' s')}, "
+                    f"{fig['api_writes']} API writes"
+                )
     for sid in p["scenarios"]:
         for side in ("ours", "reserved"):
             if "node_mix" in f[sid].get(side, {}):
