@@ -10,7 +10,8 @@ lands on a Karpenter Node before it would have booted, and Karpenter counts the 
 initializing until then (its simulation ignores start-up taints). Our simulated VMs boot for the
 same time before their Nodes register; both sides run every scenario with its boot delay.
 Karpenter gets one instance type equal to our pool's node (its instance-types file) and a
-NodePool whose limits are the pool's ``maxNodes`` in CPU; it runs with consolidation as it
+NodePool whose limits are the pool's ``maxNodes`` (``limits.nodes``, and that many instances'
+CPU); it runs with consolidation as it
 defaults (``WhenEmptyOrUnderutilized`` after 0 s) and separately with consolidation off
 (``consolidateAfter: Never``). Ours is the operator in this process (NodePool + Autoscaler
 controllers and the simulated VMs' kubelets; scale-down enabled for the scale-down scenario).
@@ -181,7 +182,9 @@ async def lift_boot_taints(
 
 
 def karpenter_nodepool(sc: Scenario, names: Names, consolidation: bool) -> dict[str, Any]:
-    # Karpenter's limits count capacity: maxNodes instances of the one type
+    # maxNodes is a count of nodes, which Karpenter's `limits.nodes` says as it is (it takes
+    # one node per NodeClaim off what is left before it picks an instance type); the CPU of
+    # maxNodes instances of the one type stays beside it, as NodePools are usually limited
     cpu_limit = instance_types(sc)[0]["resources"]["cpu"].removesuffix("m")
     cpu_limit = f"{int(cpu_limit) * sc.max_nodes}m"
     return {
@@ -208,7 +211,7 @@ def karpenter_nodepool(sc: Scenario, names: Names, consolidation: bool) -> dict[
                     "startupTaints": [dict(BOOT_TAINT)],
                 },
             },
-            "limits": {"cpu": cpu_limit},
+            "limits": {"cpu": cpu_limit, "nodes": str(sc.max_nodes)},
             "disruption": {
                 "consolidationPolicy": "WhenEmptyOrUnderutilized",
                 "consolidateAfter": "0s" if consolidation else "Never",
@@ -716,7 +719,8 @@ def markdown(result: BenchResult) -> str:
     notes = (
         [
             "",
-            "Over the pool's limit (the NodePool's `limits.cpu` is maxNodes instances' CPU): "
+            "Over the pool's limit (the NodePool's `limits.nodes` is maxNodes, `limits.cpu` "
+            "maxNodes instances' CPU): "
             + ", ".join(over)
             + ". Karpenter's documentation says its provisioning is highly parallel and its "
             "limit checks eventually consistent, so a rapid scale-out can overrun a limit.",
