@@ -28,6 +28,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path
     report = tmp_path_factory.mktemp("demo-report")
     argv = [sys.executable, "-m", "nodepool_operator", "demo", "--headless", "--json"]
     argv += ["--boot-seconds", "1", "--timeout", str(DEMO_TIMEOUT), "--report", str(report)]
+    # The bin-packing scoring here; the AWS demo test runs the default (LeastAllocated).
+    argv += ["--scheduler-scoring", "MostAllocated"]
     proc = subprocess.run(
         argv, capture_output=True, text=True, timeout=DEMO_TIMEOUT + 180, check=False
     )
@@ -95,5 +97,6 @@ def test_report_has_a_summary_and_a_chart(demo: tuple[dict[str, Any], Path]) -> 
     assert summary.startswith("# NodePool + Autoscaler demo")
     assert f"| `pods_scheduled` | {figures['pods_scheduled']} |" in summary
     assert "targetNodes 0 -> " in summary
+    assert "`NodeResourcesFit` `MostAllocated`" in summary
     assert (report / "chart.png").read_bytes().startswith(PNG_SIGNATURE)
     assert (report / "operator.log").stat().st_size > 0

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from kubeloop.envtest import ControlPlane, RestClient
+from kubeloop.envtest import ControlPlane, ControlPlaneOptions, RestClient
 from kubeloop.testing import NodeFactory
 
 pytestmark = pytest.mark.integration
@@ -91,3 +91,52 @@ def test_unschedulable_then_bound_when_a_node_fits(
     cond = _scheduled_condition(rest, kube_namespace, "p")
     assert cond is not None
     assert cond["status"] == "True"
+
+
+@pytest.fixture(scope="module")
+def packing_control_plane() -> Iterator[ControlPlane]:
+    """A second control plane whose kube-scheduler scores ``MostAllocated``."""
+    with ControlPlane(ControlPlaneOptions(scheduler=True, scheduler_scoring="MostAllocated")) as cp:
+        yield cp
+
+
+@pytest.mark.parametrize(
+    ("scoring", "same_node"), [("LeastAllocated", False), ("MostAllocated", True)]
+)
+def test_the_scoring_decides_where_the_second_pod_goes(
+    request: pytest.FixtureRequest, scoring: str, same_node: bool
+) -> None:
+    """Two empty, equal nodes; a pod binds to one; a second, equal pod follows.
+
+    The pods ask for the same share of CPU and memory, so NodeResourcesBalancedAllocation scores
+    both nodes alike and only NodeResourcesFit's strategy separates them: LeastAllocated sends
+    the second pod to the empty node, MostAllocated next to the first (what the autoscaler's
+    plan assumes). The oracle is kube-scheduler's binding, read back from the apiserver.
+    """
+    fixture = "kube_control_plane" if scoring == "LeastAllocated" else "packing_control_plane"
+    cp: ControlPlane = request.getfixturevalue(fixture)
+    rest = cp.rest()
+    namespace = cp.create_namespace("scoring")
+    pool = uuid.uuid4().hex[:8]
+    nodes = [f"scoring-{pool}-{i}" for i in range(2)]
+    for name in nodes:
+        cp.create_node(name, cpu="8", memory="32Gi", labels={"test.kubeloop.dev/pool": pool})
+    try:
+        bound: list[str] = []
+        for pod in ("first", "second"):
+            rest.post(
+                f"/api/v1/namespaces/{namespace}/pods",
+                _pod(pod, pool, {"cpu": "2", "memory": "8Gi"}),
+            )
+            path = f"/api/v1/namespaces/{namespace}/pods/{pod}"
+
+            def node_name(path: str = path) -> str | None:
+                name: str | None = rest.get(path)["spec"].get("nodeName")
+                return name
+
+            bound.append(_wait(node_name, f"{pod} bound"))
+    finally:
+        for name in nodes:
+            rest.delete(f"/api/v1/nodes/{name}")
+    assert set(bound) <= set(nodes)
+    assert (bound[0] == bound[1]) is same_node, bound

@@ -194,3 +194,22 @@ def test_demo_exit_status() -> None:
     assert cli._exit_status(result(leaked_vms=1)) == 1
     timed_out = DemoResult(**{**result().__dict__, "converged": False})
     assert cli._exit_status(timed_out) == 1
+
+
+def test_the_report_names_the_schedulers_scoring() -> None:
+    packed = DemoResult(**{**result().__dict__, "scheduler_scoring": "MostAllocated"})
+    assert "`NodeResourcesFit` `MostAllocated` (fullest node first)" in summary_markdown(packed)
+    given = DemoResult(**{**result().__dict__, "scheduler_scoring": None})
+    assert "NodeResourcesFit" not in summary_markdown(given)  # another's cluster: not ours to say
+
+
+def test_demo_refuses_a_scoring_for_a_cluster_it_did_not_start(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")
+    argv = ["demo", "--kubeconfig", str(kubeconfig), "--scheduler-scoring", "MostAllocated"]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "--scheduler-scoring" in err
+    assert "--kubeconfig" in err

@@ -226,6 +226,15 @@ def _parser() -> argparse.ArgumentParser:
         f"(default: {_DEMO.cloud})",
     )
     demo.add_argument(
+        "--scheduler-scoring",
+        choices=("LeastAllocated", "MostAllocated"),
+        default=_DEMO.scheduler_scoring,
+        help="kube-scheduler's NodeResourcesFit scoring in the demo's control plane: "
+        "LeastAllocated spreads pods (its default), MostAllocated packs them onto the fullest "
+        "node (the bin-packing profile cluster-autoscaler documents); not with --kubeconfig "
+        f"(default: {_DEMO.scheduler_scoring})",
+    )
+    demo.add_argument(
         "--pods",
         type=int,
         default=_DEMO.pods,
@@ -336,6 +345,7 @@ def _demo(args: argparse.Namespace) -> int:
         json=args.json,
         timeout=args.timeout,
         cloud=args.cloud,
+        scheduler_scoring=args.scheduler_scoring,
     )
     try:
         result = asyncio.run(run_demo(options))

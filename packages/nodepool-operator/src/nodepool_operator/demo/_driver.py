@@ -94,6 +94,10 @@ class DemoOptions:
     timeout: float = 300.0
     #: ``simulated``, or ``aws``: AwsCloud against a moto server the demo starts on loopback.
     cloud: Literal["simulated", "aws"] = "simulated"
+    #: kube-scheduler's ``NodeResourcesFit`` scoring in the demo's own control plane
+    #: (``LeastAllocated``, its default, or the bin-packing ``MostAllocated``); a cluster given
+    #: with ``kubeconfig`` keeps its own scheduler, so any other value is refused there.
+    scheduler_scoring: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
 
 
 class DemoError(Exception):
@@ -150,6 +154,11 @@ class _Run:
         self.stack = stack
         self.stdout = stdout
         self.stderr = stderr
+        if options.kubeconfig is not None and options.scheduler_scoring != "LeastAllocated":
+            raise DemoError(
+                "--scheduler-scoring sets the scheduler of the demo's own control plane; "
+                "with --kubeconfig the cluster's scheduler scores as it is configured"
+            )
         try:
             self.workload = Workload.sized(options.pods, ec2=options.cloud == "aws")
         except ValueError as err:
@@ -268,12 +277,15 @@ class _Run:
             raise DemoError(str(err)) from err
 
     async def _start_control_plane(self) -> Path:
+        scoring = self.options.scheduler_scoring
         self.say(
-            "starting a local cluster (etcd, kube-apiserver, kube-scheduler, "
+            f"starting a local cluster (etcd, kube-apiserver, kube-scheduler scoring {scoring}, "
             "kube-controller-manager, kwok)"
         )
         plane = ControlPlane(
-            ControlPlaneOptions(scheduler=True, controller_manager=True, kwok=True)
+            ControlPlaneOptions(
+                scheduler=True, scheduler_scoring=scoring, controller_manager=True, kwok=True
+            )
         )
         try:
             await asyncio.to_thread(plane.start)
@@ -461,6 +473,7 @@ class _Run:
             pod_nodes=pod_nodes,
             cloud_calls=snapshot.calls,
             boot_seconds=self.options.boot_seconds,
+            scheduler_scoring=None if self.options.kubeconfig else self.options.scheduler_scoring,
             converged=converged_at is not None,
             timeout=self.options.timeout,
             scale_down_at=self.act2_at,

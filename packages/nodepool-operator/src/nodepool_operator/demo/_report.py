@@ -45,6 +45,13 @@ def terminal_summary(result: DemoResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _scoring_sentence(scoring: str | None) -> str:
+    if scoring is None:
+        return ""
+    how = "fullest node first" if scoring == "MostAllocated" else "emptiest node first"
+    return f" kube-scheduler scored nodes with `NodeResourcesFit` `{scoring}` ({how})."
+
+
 def summary_markdown(result: DemoResult) -> str:
     """The Markdown report: what was applied, what happened, the figures and the timeline."""
     w = result.workload
@@ -60,7 +67,8 @@ def summary_markdown(result: DemoResult) -> str:
         "",
         "The demo ran a local control plane (etcd, kube-apiserver, kube-scheduler; no kubelet, "
         'so "scheduled" means bound: `spec.nodeName` is set) and the operator in the same '
-        f"process, with the simulated cloud (a VM boots in {result.boot_seconds:g} s). It applied:",
+        f"process, with the simulated cloud (a VM boots in {result.boot_seconds:g} s)."
+        f"{_scoring_sentence(result.scheduler_scoring)} It applied:",
         "",
         f"- NodePool `{POOL_NAME}`: `{shape.instance_type}` nodes of {shape.memory} and "
         f"{shape.cpu} CPUs, 0 to {shape.max_nodes} nodes, `targetNodes: 0`;",

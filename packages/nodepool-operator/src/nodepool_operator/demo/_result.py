@@ -21,6 +21,8 @@ class DemoResult:
     #: Cloud API calls by method, as the simulated cloud counted them.
     cloud_calls: dict[str, int] = field(default_factory=dict)
     boot_seconds: float = 3.0
+    #: kube-scheduler's scoring in the demo's own control plane; None on a given cluster.
+    scheduler_scoring: str | None = "LeastAllocated"
     #: Every fitting pod was bound before the timeout.
     converged: bool = True
     timeout: float = 300.0
