@@ -4,11 +4,11 @@ export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := .venv/bin/python
 
-.PHONY: setup controlplane monitoring test lint typecheck pytest docs demo manifests bench faults clean dist \
+.PHONY: setup controlplane monitoring helm chart test lint typecheck pytest docs demo manifests bench faults clean dist \
 	docker-build install uninstall deploy undeploy
 
 ## setup: the venv with dev dependencies, and the control-plane binaries (built once, cached)
-setup: .venv/.synced controlplane monitoring
+setup: .venv/.synced controlplane monitoring helm
 
 $(UV):
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
@@ -23,6 +23,10 @@ controlplane: .venv/.synced
 ## monitoring: promtool and the Prometheus Operator CRDs for the deploy test (built once, cached)
 monitoring:
 	@bash tools/monitoring/build.sh >/dev/null
+
+## helm: helm for the chart tests and `make chart` (built once from the Go module proxy, cached)
+helm:
+	@bash tools/helm/build.sh >/dev/null
 
 ## test: lint, type-check and the whole suite against the real control plane
 test: setup lint typecheck docs pytest
@@ -68,8 +72,14 @@ faults: setup
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .envtest site dist
+## manifests: the CRDs from the Python types, into config/crd and the chart's crds/ alike
 manifests: .venv/.synced
 	$(PY) -m nodepool_operator.manifests
+
+## chart: lint the Helm chart (strict) and package it into dist/
+chart: helm
+	@HELM=$$(bash tools/helm/build.sh)/helm; $$HELM lint --strict charts/nodepool-operator \
+		&& $$HELM package charts/nodepool-operator -d dist
 
 ## -- deploying to a cluster (Kubebuilder's targets) -------------------------------------------
 ## IMG: the operator image; KUBECTL: the kubectl built with the control plane unless given.

@@ -8,7 +8,6 @@ plane.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import subprocess
@@ -19,12 +18,17 @@ import pytest
 import yaml
 
 from kubeloop.envtest import ControlPlane
-from kubeloop.envtest._assets import find_assets
-from kubeloop.envtest._rest import RestError
+from tests.integration.manifest_support import (
+    ROOT,
+    ensure_namespaces,
+    install_monitoring_crds,
+    monitoring_tools,
+    render_kustomize,
+    server_side_dry_run,
+)
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "nodepool-system"
 EXPECTED_KINDS = {
     "CustomResourceDefinition",
@@ -43,40 +47,10 @@ EXPECTED_KINDS = {
 }
 
 
-@functools.cache
-def monitoring_tools() -> Path:
-    out = subprocess.run(
-        ["bash", str(ROOT / "tools" / "monitoring" / "build.sh")],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    return Path(out.stdout.strip().splitlines()[-1])
-
-
-def _kubectl_from_assets() -> Path:
-    kubectl = find_assets().kubectl
-    assert kubectl is not None, "kubectl is built with the control plane"
-    return kubectl
-
-
-def render(kubectl_bin: Path, directory: Path) -> list[dict[str, Any]]:
-    out = subprocess.run(
-        [str(kubectl_bin), "kustomize", str(directory)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
-
-
 def test_overlay_renders_everything_in_one_namespace_with_the_image_set(
     tmp_path: Path,
 ) -> None:
-    kubectl_bin = _kubectl_from_assets()
-    docs = render(kubectl_bin, ROOT / "config" / "default")
+    docs = render_kustomize(ROOT / "config" / "default")
     assert {d["kind"] for d in docs} == EXPECTED_KINDS
     cluster_scoped = {"CustomResourceDefinition", "Namespace", "ClusterRole", "ClusterRoleBinding"}
     for d in docs:
@@ -105,7 +79,7 @@ def test_overlay_renders_everything_in_one_namespace_with_the_image_set(
             }
         )
     )
-    [deploy] = [d for d in render(kubectl_bin, overlay) if d["kind"] == "Deployment"]
+    [deploy] = [d for d in render_kustomize(overlay) if d["kind"] == "Deployment"]
     [container] = deploy["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "registry.example.com/np:v9"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -116,44 +90,9 @@ def test_overlay_renders_everything_in_one_namespace_with_the_image_set(
 def test_overlay_applies_to_the_real_apiserver_with_server_side_dry_run(
     kube_control_plane: ControlPlane, tmp_path: Path
 ) -> None:
-    tools = monitoring_tools()
-    kube_control_plane.install_crds(
-        [
-            tools / "monitoring.coreos.com_servicemonitors.yaml",
-            tools / "monitoring.coreos.com_prometheusrules.yaml",
-        ]
-    )
-    # namespaced objects need their namespace to exist, even in a dry run
-    rest = kube_control_plane.rest()
-    try:
-        rest.get(f"/api/v1/namespaces/{NAMESPACE}")
-    except RestError:
-        rest.post(
-            "/api/v1/namespaces",
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-        )
-    kubectl_bin = _kubectl_from_assets()
-    rendered = tmp_path / "rendered.yaml"
-    rendered.write_text(yaml.safe_dump_all(render(kubectl_bin, ROOT / "config" / "default")))
-    result = subprocess.run(
-        [
-            str(kubectl_bin),
-            "--kubeconfig",
-            str(kube_control_plane.kubeconfig),
-            "apply",
-            "--server-side",
-            "--dry-run=server",
-            "-f",
-            str(rendered),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
-    assert len(lines) == len(list(yaml.safe_load_all(rendered.read_text())))
-    assert all("serverside-applied (server dry run)" in line for line in lines), result.stdout
+    install_monitoring_crds(kube_control_plane)
+    ensure_namespaces(kube_control_plane, [NAMESPACE])
+    server_side_dry_run(kube_control_plane, render_kustomize(ROOT / "config" / "default"), tmp_path)
 
 
 def promtool_check(tools: Path, groups: list[dict[str, Any]], tmp_path: Path) -> str:

@@ -66,9 +66,12 @@ def status_of(plural: str) -> dict[str, Any]:
 
 
 # -- the committed files ---------------------------------------------------------------------
-def test_committed_crds_match_the_types() -> None:
-    """Fails when someone edits the types (or the YAML) without `make manifests`."""
-    committed = {p.name: p.read_text(encoding="utf-8") for p in CRD_DIR.glob("kubeloop.dev_*")}
+@pytest.mark.parametrize("out", manifests.DEFAULT_OUTS, ids=str)
+def test_committed_crds_match_the_types(out: Path) -> None:
+    """Fails when someone edits the types (or the YAML) without `make manifests`: in config/crd
+    and in the Helm chart's crds/ alike, so the chart's CRDs never differ from config/crd."""
+    directory = CRD_DIR.parents[1] / out
+    committed = {p.name: p.read_text(encoding="utf-8") for p in directory.glob("kubeloop.dev_*")}
     generated = manifests.render()
     assert sorted(committed) == sorted(generated), "run `make manifests`"
     for name, text in generated.items():
@@ -110,6 +113,24 @@ def test_check_reports_drift_and_write_repairs_it(
     assert manifests.main(["--check", *out]) == 0
     assert not (tmp_path / "kubeloop.dev_widgets.yaml").exists()
     assert (tmp_path / "README.md").exists()
+
+
+def test_every_out_directory_gets_the_same_files_and_check_names_the_stale_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "config-crd", tmp_path / "chart-crds"
+    outs = ["--out", str(first), "--out", str(second)]
+    assert manifests.main(outs) == 0
+    assert sorted(p.name for p in first.iterdir()) == sorted(p.name for p in second.iterdir())
+    assert len(list(second.iterdir())) == 4
+    (second / "kubeloop.dev_instances.yaml").write_text("hand-edited\n")
+    capsys.readouterr()
+    assert manifests.main(["--check", *outs]) == 1
+    diff = capsys.readouterr().out
+    assert f"--- {second / 'kubeloop.dev_instances.yaml'}" in diff
+    assert str(first) not in diff
+    assert manifests.main(outs) == 0
+    assert manifests.main(["--check", *outs]) == 0
 
 
 # -- structural schema -----------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Write the operator's CRDs as YAML, one file per CRD, generated from ``nodepool_operator.api``.
 
-    python -m nodepool_operator.manifests [--check] [--out config/crd]
+    python -m nodepool_operator.manifests [--check] [--out DIR ...]
 
-``--check`` writes nothing: it prints a unified diff and exits 1 when the files in ``--out``
+The same files go to every ``--out`` directory: by default ``config/crd`` (kustomize, ``make
+install``) and the Helm chart's ``charts/nodepool-operator/crds``, so the two cannot drift.
+``--check`` writes nothing: it prints a unified diff and exits 1 when the files in any ``--out``
 differ from what the types generate (stale, hand-edited, missing or left over).
 """
 
@@ -19,7 +21,7 @@ import yaml
 
 from nodepool_operator.api import GROUP, crds
 
-DEFAULT_OUT = Path("config/crd")
+DEFAULT_OUTS = (Path("config/crd"), Path("charts/nodepool-operator/crds"))
 HEADER = (
     "# Generated from the Python types in nodepool_operator/api (packages/nodepool-operator)\n"
     "# by `make manifests`.\n"
@@ -55,24 +57,43 @@ def _differences(out: Path, wanted: dict[str, str]) -> dict[str, tuple[str, str]
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nodepool_operator.manifests")
     parser.add_argument("--check", action="store_true", help="diff instead of writing")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="default: %(default)s")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        action="append",
+        help="a directory to write the CRDs to; repeatable (default: "
+        + ", ".join(map(str, DEFAULT_OUTS))
+        + ")",
+    )
     args = parser.parse_args(argv)
-    out: Path = args.out
+    outs: list[Path] = args.out or list(DEFAULT_OUTS)
     wanted = render()
-    changes = _differences(out, wanted)
-    if args.check:
-        for name, (have, want) in changes.items():
-            sys.stdout.writelines(
-                difflib.unified_diff(
-                    have.splitlines(keepends=True),
-                    want.splitlines(keepends=True),
-                    fromfile=str(out / name),
-                    tofile=f"{out / name} (generated)",
-                )
+    stale = 0
+    for out in outs:
+        changes = _differences(out, wanted)
+        stale += len(changes)
+        if args.check:
+            _print_diff(out, changes)
+        else:
+            _write(out, changes)
+    if args.check and stale:
+        print(f"{stale} CRD file(s) out of date; run `make manifests`", file=sys.stderr)
+    return 1 if args.check and stale else 0
+
+
+def _print_diff(out: Path, changes: dict[str, tuple[str, str]]) -> None:
+    for name, (have, want) in changes.items():
+        sys.stdout.writelines(
+            difflib.unified_diff(
+                have.splitlines(keepends=True),
+                want.splitlines(keepends=True),
+                fromfile=str(out / name),
+                tofile=f"{out / name} (generated)",
             )
-        if changes:
-            print(f"{len(changes)} CRD file(s) out of date; run `make manifests`", file=sys.stderr)
-        return 1 if changes else 0
+        )
+
+
+def _write(out: Path, changes: dict[str, tuple[str, str]]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name, (_, want) in changes.items():
         path = out / name
@@ -82,7 +103,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             path.unlink()
             print(f"removed {path}")
-    return 0
 
 
 if __name__ == "__main__":

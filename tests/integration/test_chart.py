@@ -1,0 +1,377 @@
+"""The Helm chart (charts/nodepool-operator): `helm lint`, `helm template` with the default values
+and with a non-default set, a server-side dry run of what it renders against the real apiserver
+(as the kustomize overlay gets in test_deploy.py), and the chart kept in step with config/.
+
+"In step" is checked object by object: with its default values the chart renders what
+config/default renders, apart from Helm's labels, the Namespace (Helm's --create-namespace makes
+it) and the CRDs (crds/, which `make manifests` writes from the same generator as config/crd and
+tests/unit/test_api_schema.py pins). The operator's arguments are compared as the operator's own
+parser reads them, so a flag spelled another way but meaning the same passes, and a flag the
+operator does not know fails.
+
+helm comes from the Go module proxy through tools/helm/build.sh, built once and cached.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubeloop.envtest import ControlPlane
+from nodepool_operator.__main__ import _parser
+from nodepool_operator.api import crds
+from tests.integration.manifest_support import (
+    ROOT,
+    ensure_namespaces,
+    helm,
+    install_monitoring_crds,
+    load_docs,
+    render_kustomize,
+    server_side_dry_run,
+)
+
+pytestmark = pytest.mark.integration
+
+CHART = ROOT / "charts" / "nodepool-operator"
+NAMESPACE = "nodepool-system"
+# Labels Helm charts put on everything (and kustomize's part-of): not part of the comparison.
+HELM_LABELS = {
+    "helm.sh/chart",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/part-of",
+}
+# Everything a user of AWS would change, and every optional object on.
+AWS_VALUES: dict[str, Any] = {
+    "image": {"repository": "registry.example.com/np", "tag": "v9"},
+    "replicaCount": 3,
+    "cloud": {
+        "name": "aws",
+        "aws": {
+            "region": "eu-west-1",
+            "instanceTypes": ["m5.large", "m5.xlarge"],
+            "endpointUrl": "https://ec2.eu-west-1.amazonaws.com",
+            "credentialsSecret": "aws-credentials",
+        },
+    },
+    "leaderElection": {"namespace": "nodepool-leases"},
+    "serviceAccount": {
+        "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/np"}
+    },
+    "operator": {
+        "labelSelector": "shard in (a,b)",
+        "registrationTimeoutSeconds": 600,
+        "maxNodeProvisionSeconds": 1200,
+        "logLevel": "debug",
+        "installCRDs": True,
+    },
+    "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+    "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
+}
+AWS_RELEASE = "np"
+AWS_NAMESPACE = "operators"
+
+
+def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(helm()), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def values_file(tmp_path: Path, values: dict[str, Any]) -> Path:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def template(
+    *args: str, release: str = "nodepool-operator", namespace: str = NAMESPACE
+) -> list[dict[str, Any]]:
+    result = run_helm("template", release, str(CHART), "--namespace", namespace, *args)
+    assert result.returncode == 0, result.stderr
+    return load_docs(result.stdout)
+
+
+def by_kind_and_name(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    index = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    assert len(index) == len(docs), "two objects share a kind and name"
+    return index
+
+
+def without_helm_labels(node: Any) -> Any:
+    """``node`` with Helm's labels dropped from every mapping (metadata, selectors, affinity)."""
+    if isinstance(node, dict):
+        return {k: without_helm_labels(v) for k, v in node.items() if k not in HELM_LABELS}
+    if isinstance(node, list):
+        return [without_helm_labels(v) for v in node]
+    return node
+
+
+def operator_args(deployment: dict[str, Any]) -> dict[str, Any]:
+    """The container's arguments as `nodepool-operator` parses them (exits on an unknown flag)."""
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["nodepool-operator"]
+    return vars(_parser().parse_args(container["args"]))
+
+
+def comparable(doc: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = without_helm_labels(doc)
+    if doc["kind"] == "Deployment":
+        [container] = out["spec"]["template"]["spec"]["containers"]
+        container["args"] = operator_args(doc)
+    return out
+
+
+def rules(docs: dict[tuple[str, str], dict[str, Any]], kind: str, name: str) -> list[Any]:
+    found: list[Any] = docs[(kind, name)]["rules"]
+    return found
+
+
+def config_rbac(file: str, kind: str) -> dict[str, Any]:
+    docs = load_docs((ROOT / "config" / "rbac" / file).read_text())
+    [doc] = [d for d in docs if d["kind"] == kind]
+    return doc
+
+
+# -- lint and template -------------------------------------------------------------------------
+
+
+def test_helm_lint_passes_strict_with_the_default_and_the_aws_values(tmp_path: Path) -> None:
+    for extra in ([], ["--values", str(values_file(tmp_path, AWS_VALUES))]):
+        result = run_helm("lint", "--strict", str(CHART), *extra)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+def test_chart_versions_follow_the_operator_package() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == version("nodepool-operator")
+    [deployment] = [d for d in template() if d["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"nodepool-operator:{chart['appVersion']}"
+
+
+def test_default_values_render_what_config_default_renders() -> None:
+    chart = by_kind_and_name(
+        template(
+            "--include-crds",
+            # config/default's image and its monitoring objects; all else is the default
+            "--set",
+            "image.tag=dev,serviceMonitor.enabled=true,prometheusRule.enabled=true",
+        )
+    )
+    kustomize = by_kind_and_name(render_kustomize(ROOT / "config" / "default"))
+    # Helm makes the release namespace (--create-namespace); the chart does not own it
+    assert set(kustomize) - set(chart) == {("Namespace", NAMESPACE)}
+    assert set(chart) - set(kustomize) == set()
+    for key, doc in chart.items():
+        if key[0] == "CustomResourceDefinition":
+            assert doc == kustomize[key], key
+        else:
+            assert comparable(doc) == comparable(kustomize[key]), key
+    # the comparison sees the settings: the operator leads, serves on all interfaces
+    args = operator_args(chart[("Deployment", "nodepool-operator")])
+    assert args["leader_elect"] is True
+    assert args["metrics_bind_address"] == "0.0.0.0:8080"
+    assert args["cloud"] == "simulated"
+
+
+def test_default_values_leave_the_optional_objects_out() -> None:
+    kinds = sorted(d["kind"] for d in template())
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "ServiceAccount",
+    ]
+
+
+def test_aws_values_render_the_operator_for_ec2(tmp_path: Path) -> None:
+    docs = by_kind_and_name(
+        template(
+            "--values",
+            str(values_file(tmp_path, AWS_VALUES)),
+            release=AWS_RELEASE,
+            namespace=AWS_NAMESPACE,
+        )
+    )
+    name = f"{AWS_RELEASE}-nodepool-operator"
+    deployment = docs[("Deployment", name)]
+    assert deployment["spec"]["replicas"] == 3
+    args = operator_args(deployment)
+    assert args["cloud"] == "aws"
+    assert args["aws_region"] == "eu-west-1"
+    assert args["aws_instance_types"] == "m5.large,m5.xlarge"
+    assert args["aws_endpoint_url"] == "https://ec2.eu-west-1.amazonaws.com"
+    assert args["leader_elect"] is True
+    assert args["leader_election_namespace"] == "nodepool-leases"
+    assert args["label_selector"] == "shard in (a,b)"
+    assert args["registration_timeout"] == 600
+    assert args["max_node_provision_seconds"] == 1200
+    assert args["log_level"] == "debug"
+    assert args["install_crds"] is True
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["image"] == "registry.example.com/np:v9"
+    assert container["envFrom"] == [{"secretRef": {"name": "aws-credentials"}}]
+    # no simulated cloud: no SQLite volume and no --cloud-state
+    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
+    assert "--cloud-state" not in " ".join(container["args"])
+    account = docs[("ServiceAccount", name)]
+    assert account["metadata"]["annotations"] == AWS_VALUES["serviceAccount"]["annotations"]
+    assert account["metadata"]["namespace"] == AWS_NAMESPACE
+    # the Lease rights follow the Lease; the subject stays in the release namespace
+    role = docs[("Role", f"{name}-leader-election")]
+    binding = docs[("RoleBinding", f"{name}-leader-election")]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "nodepool-leases"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": name, "namespace": AWS_NAMESPACE}
+    ]
+    monitor = docs[("ServiceMonitor", name)]
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    rule = docs[("PrometheusRule", name)]
+    config_rule = load_docs((ROOT / "config" / "prometheus" / "rules.yaml").read_text())[0]
+    assert rule["spec"] == config_rule["spec"]
+    assert_wired(list(docs.values()))
+
+
+def assert_wired(docs: list[dict[str, Any]]) -> None:
+    """Every reference between the rendered objects lands: bindings on the rendered roles and
+    ServiceAccount, selectors on the pods' and the Service's labels."""
+    index = by_kind_and_name(docs)
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]
+    pod_labels = pod["metadata"]["labels"]
+    account = pod["spec"]["serviceAccountName"]
+    assert ("ServiceAccount", account) in index
+    namespace = deployment["metadata"]["namespace"]
+
+    def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+        return selector.items() <= labels.items()
+
+    assert selects(deployment["spec"]["selector"]["matchLabels"], pod_labels)
+    for doc in docs:
+        kind = doc["kind"]
+        if kind in ("ClusterRoleBinding", "RoleBinding"):
+            assert (doc["roleRef"]["kind"], doc["roleRef"]["name"]) in index
+            assert doc["subjects"] == [
+                {"kind": "ServiceAccount", "name": account, "namespace": namespace}
+            ]
+        elif kind == "Service":
+            assert selects(doc["spec"]["selector"], pod_labels)
+        elif kind in ("PodDisruptionBudget",):
+            assert selects(doc["spec"]["selector"]["matchLabels"], pod_labels)
+        elif kind == "NetworkPolicy":
+            assert selects(doc["spec"]["podSelector"]["matchLabels"], pod_labels)
+        elif kind == "ServiceMonitor":
+            [service] = [d for d in docs if d["kind"] == "Service"]
+            assert selects(doc["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
+            ports = {p["name"] for p in service["spec"]["ports"]}
+            assert {e["port"] for e in doc["spec"]["endpoints"]} <= ports
+
+
+def test_the_default_render_is_wired() -> None:
+    assert_wired(template())
+
+
+# -- RBAC: the chart grants what config/rbac grants ---------------------------------------------
+
+
+@pytest.mark.parametrize("values", ["default", "aws"])
+def test_rendered_rbac_rules_are_config_rbacs_rules(values: str, tmp_path: Path) -> None:
+    extra = [] if values == "default" else ["--values", str(values_file(tmp_path, AWS_VALUES))]
+    release = "nodepool-operator" if values == "default" else AWS_RELEASE
+    name = "nodepool-operator" if values == "default" else f"{AWS_RELEASE}-nodepool-operator"
+    docs = by_kind_and_name(template(*extra, release=release))
+    cluster_role = config_rbac("cluster_role.yaml", "ClusterRole")
+    assert rules(docs, "ClusterRole", name) == cluster_role["rules"]
+    assert (
+        rules(docs, "Role", f"{name}-leader-election")
+        == config_rbac("leader_election_role.yaml", "Role")["rules"]
+    )
+    installer = ("ClusterRole", f"{name}-crd-installer")
+    if values == "default":
+        # the CRD installer's rights only come with operator.installCRDs
+        assert installer not in docs
+        assert not [k for k in docs if k[0] == "CustomResourceDefinition"]
+    else:
+        config_installer = config_rbac("crd_installer_role.yaml", "ClusterRole")
+        assert rules(docs, *installer) == config_installer["rules"]
+        assert sorted(config_installer["rules"][1]["resourceNames"]) == sorted(
+            c["metadata"]["name"] for c in crds()
+        )
+    roles = [k for k in docs if k[0] in ("ClusterRole", "Role")]
+    assert len(roles) == (2 if values == "default" else 3)
+
+
+def test_the_chart_crds_are_config_crd() -> None:
+    """crds/ is written with config/crd by `make manifests`; the unit test pins the text, this
+    one what `helm template --include-crds` hands the apiserver."""
+    docs = template("--include-crds")
+    chart_crds = sorted(
+        (d for d in docs if d["kind"] == "CustomResourceDefinition"),
+        key=lambda d: d["metadata"]["name"],
+    )
+    config_crds = sorted(
+        render_kustomize(ROOT / "config" / "crd"), key=lambda d: d["metadata"]["name"]
+    )
+    assert len(chart_crds) == len(config_crds) == 4
+    assert chart_crds == config_crds
+
+
+# -- bad values: a clear error naming the value -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        ("cloud.name=gcp", "/cloud/name"),
+        ("cloud.aws.regoin=eu-west-1", "'regoin' not allowed"),
+        ("operator.logLevel=loud", "/operator/logLevel"),
+        ("replicaCount=3,leaderElection.enabled=false", "replicaCount"),
+        ("serviceAccount.create=false", "serviceAccount.name"),
+        ("serviceMonitor.enabled=true,metrics.service.enabled=false", "metrics.service.enabled"),
+    ],
+)
+def test_bad_values_fail_naming_the_value(sets: str, message: str) -> None:
+    result = run_helm("template", "x", str(CHART), "--set", sets)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+# -- the real apiserver ----------------------------------------------------------------------------
+
+
+def test_the_rendered_chart_passes_server_side_dry_run(
+    kube_control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    install_monitoring_crds(kube_control_plane)
+    ensure_namespaces(kube_control_plane, [NAMESPACE, AWS_NAMESPACE, "nodepool-leases"])
+    default = template("--include-crds")
+    aws = template(
+        "--include-crds",
+        "--values",
+        str(values_file(tmp_path, AWS_VALUES)),
+        release=AWS_RELEASE,
+        namespace=AWS_NAMESPACE,
+    )
+    for label, docs in (("default", default), ("aws", aws)):
+        directory = tmp_path / label
+        directory.mkdir()
+        lines = server_side_dry_run(kube_control_plane, docs, directory)
+        assert len(lines) == len(docs) >= 13
+    assert {d["kind"] for d in aws} - {d["kind"] for d in default} == {
+        "ServiceMonitor",
+        "PrometheusRule",
+    }
