@@ -14,6 +14,7 @@ helm comes from the Go module proxy through tools/helm/build.sh, built once and 
 
 from __future__ import annotations
 
+import os
 import subprocess
 from importlib.metadata import version
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 import yaml
 
 from kubeloop.envtest import ControlPlane
+from kubeloop.envtest._rest import RestError
 from nodepool_operator.__main__ import _parser
 from nodepool_operator.api import crds
 from tests.integration.manifest_support import (
@@ -375,3 +377,65 @@ def test_the_rendered_chart_passes_server_side_dry_run(
         "ServiceMonitor",
         "PrometheusRule",
     }
+
+
+def test_helm_install_and_uninstall_against_the_real_apiserver(
+    kube_control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """The README's release path, as a user types it: `helm install` creates the CRDs (when
+    missing) and every object; `helm uninstall` removes them again, and leaves the CRDs (and
+    so every NodePool) alone. No pod runs: the test bed runs no kubelet for it."""
+    release, namespace = "np-install", "np-install"
+    env = {
+        "HELM_CACHE_HOME": str(tmp_path / "cache"),
+        "HELM_CONFIG_HOME": str(tmp_path / "config"),
+        "HELM_DATA_HOME": str(tmp_path / "data"),
+        "KUBECONFIG": str(kube_control_plane.kubeconfig),
+        "PATH": os.environ.get("PATH", ""),
+    }
+
+    def run(*args: str) -> str:
+        result = subprocess.run(
+            [str(helm()), *args], capture_output=True, text=True, timeout=300, env=env, check=False
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+    out = run(
+        "install",
+        release,
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--create-namespace",
+        "--set",
+        "image.repository=registry.example.com/nodepool-operator,image.tag=v9",
+    )
+    assert "STATUS: deployed" in out
+    assert "Cloud: simulated" in out  # NOTES.txt, with its warning about the simulated cloud
+    rest = kube_control_plane.rest()
+    name = f"{release}-nodepool-operator"
+    for kind in crds():
+        rest.get(
+            f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{kind['metadata']['name']}"
+        )
+    deployment = rest.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example.com/nodepool-operator:v9"
+    rest.get(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}")
+    rest.get(
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles/{name}-leader-election"
+    )
+    [listed] = yaml.safe_load(run("list", "--namespace", namespace, "--output", "yaml"))
+    assert (listed["name"], listed["status"]) == (release, "deployed")
+
+    run("uninstall", release, "--namespace", namespace, "--wait")
+    for path in (
+        f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+        f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}",
+    ):
+        with pytest.raises(RestError) as gone:
+            rest.get(path)
+        assert gone.value.status == 404, path
+    rest.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/nodepools.kubeloop.dev")
