@@ -247,6 +247,39 @@ def test_aws_values_render_the_operator_for_ec2(tmp_path: Path) -> None:
     assert_wired(list(docs.values()))
 
 
+def test_simulated_cloud_values_reach_the_operator(tmp_path: Path) -> None:
+    values = {
+        "replicaCount": 1,
+        "leaderElection": {"enabled": False},
+        "cloud": {
+            "simulated": {
+                "allowAnyCluster": True,
+                "statePath": "/data/cloud/vms.sqlite",
+                "bootSeconds": 2.5,
+                "kubelets": False,
+            }
+        },
+        "operator": {"extraArgs": ["--node-repair-seconds=120"]},
+    }
+    docs = template("--values", str(values_file(tmp_path, values)))
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    args = operator_args(deployment)
+    assert args["cloud"] == "simulated"
+    assert args["allow_simulated_cloud"] is True
+    assert str(args["cloud_state"]) == "/data/cloud/vms.sqlite"
+    assert args["boot_seconds"] == 2.5
+    assert args["simulated_kubelets"] is False
+    assert args["node_repair_seconds"] == 120
+    assert args["leader_elect"] is False
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts == {"cloud-state": "/data/cloud", "tmp": "/tmp"}
+    # no leader election: no Lease rights
+    assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
+    assert_wired(docs)
+
+
 def assert_wired(docs: list[dict[str, Any]]) -> None:
     """Every reference between the rendered objects lands: bindings on the rendered roles and
     ServiceAccount, selectors on the pods' and the Service's labels."""
