@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from kubeloop import _log, _metrics
-from kubeloop._errors import ApiError, ErrorClass, KubeloopError, TerminalError, classify
+from kubeloop._errors import (
+    ApiError,
+    ErrorClass,
+    KubeloopError,
+    NotFound,
+    TerminalError,
+    classify,
+)
 from kubeloop._event import Deleted, Event
 from kubeloop._informer import Cache
 from kubeloop._loopdetect import LoopDetectionOptions, LoopDetector
@@ -58,9 +65,12 @@ class ControllerOptions:
     #: Loop detection (default on, 5 self-triggered reconciles in a row). None disables.
     loop_detection: LoopDetectionOptions | None = field(default_factory=LoopDetectionOptions)
     #: On a terminal error, also set this status condition to False with the error's
-    #: reason (e.g. "Ready"; needs a status subresource with conditions). Default None:
-    #: only the Warning Event.
-    terminal_error_condition: str | None = None
+    #: reason and message, so ``kubectl get`` (a printer column on it) shows why the
+    #: object is stuck. Default ``"Ready"``, kopf's and most operators' summary condition.
+    #: Written on custom resources only (built-in kinds' conditions belong to their own
+    #: controllers) and only through the status subresource: a kind without one gets the
+    #: Warning Event alone. None: the Event alone.
+    terminal_error_condition: str | None = "Ready"
     #: Only run while this manager holds the leader lease (default True).
     need_leader_election: bool = True
 
@@ -369,18 +379,27 @@ class Controller:
         obj = await self._current(req)
         if obj is None:
             return
-        reason = err.reason if isinstance(err, ApiError) else type(err).__name__
-        if isinstance(err, TerminalError):
-            reason = "ReconcileFailed"
+        reason = err.reason if isinstance(err, ApiError | TerminalError) else type(err).__name__
         message = f"{self.name}: {err}"[:1024]
         if self.recorder is not None:
             self.recorder.warning(obj, reason, message, action="Reconcile")
         cond = self.options.terminal_error_condition
-        if cond and self._cache is not None and self.for_resource is not None:
+        resource = self.for_resource
+        if cond and self._cache is not None and resource is not None and _custom(resource):
+            generation = obj.get("metadata", {}).get("generation")
             try:
                 await set_status_condition(
-                    self._cache.client, self.for_resource, obj, cond, "False", reason, message
+                    self._cache.client,
+                    resource,
+                    obj,
+                    cond,
+                    "False",
+                    reason,
+                    message,
+                    observed_generation=generation if isinstance(generation, int) else None,
                 )
+            except NotFound:  # no status subresource (or the object just went)
+                log.debug("no status to record the %s condition in", cond)
             except Exception as write_err:  # best effort: the Event already says it
                 log.warning("could not record the %s condition: %s", cond, write_err)
 
@@ -446,3 +465,8 @@ def _is_panic(err: BaseException) -> bool:
     world's doing; anything else (TypeError, KeyError, a stray cancellation) is a bug.
     """
     return not isinstance(err, KubeloopError | OSError | TimeoutError)
+
+
+def _custom(resource: Resource) -> bool:
+    """A custom resource's group has a dot and is not one of Kubernetes' own (*.k8s.io)."""
+    return "." in resource.group and not resource.group.endswith(".k8s.io")

@@ -3,21 +3,69 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 try:
+    import pytest_asyncio
+
     from kubeloop.envtest import ControlPlane, ControlPlaneOptions, RestError
 except ImportError as err:
     # Installed without the [testing] extra: pytest still loads this plugin (entry points
     # are per distribution), so it must not break a user's test run; the fixtures say why
     # they cannot work instead.
     _MISSING: ImportError | None = err
+    _async_fixture: Callable[..., Any] = pytest.fixture
 else:
     _MISSING = None
+    # pytest-asyncio's own decorator: the fixture runs on asyncio in either of its modes,
+    # so a user's project needs no asyncio_mode setting for our fixtures.
+    _async_fixture = pytest_asyncio.fixture
+
+#: The fixtures this plugin provides. An ``async def`` test that asks for one of them is
+#: an asyncio test (see :func:`pytest_pycollect_makeitem`).
+FIXTURES = frozenset(
+    {
+        "kube_control_plane",
+        "kube_cluster",
+        "kube_namespace",
+        "kube_nodes",
+        "kube_client",
+        "kube_fault_proxy",
+    }
+)
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_pycollect_makeitem(
+    collector: pytest.Module | pytest.Class, name: str, obj: object
+) -> Generator[None, Any, None]:
+    """Mark ``async def`` tests that use a kubeloop fixture with ``asyncio``.
+
+    Without it, pytest-asyncio's default (strict) mode leaves such a test alone and
+    pytest fails it ("async def functions are not natively supported"): the first test a
+    new user writes would need an ``asyncio_mode`` setting the tutorial never showed.
+    ``trylast`` makes this wrapper the innermost, so the mark is there before
+    pytest-asyncio's wrapper decides which items are coroutines to run. A test already
+    marked (or run in auto mode) is left as it is.
+    """
+    outcome = yield
+    if _MISSING is not None:
+        return
+    result = outcome.get_result()
+    items = result if isinstance(result, list) else [result]
+    for item in items:
+        if (
+            isinstance(item, pytest.Function)
+            and inspect.iscoroutinefunction(item.obj)
+            and FIXTURES.intersection(item.fixturenames)
+            and item.get_closest_marker("asyncio") is None
+        ):
+            item.add_marker(pytest.mark.asyncio)
 
 
 def _require_envtest() -> None:
@@ -96,7 +144,7 @@ from collections.abc import AsyncIterator  # noqa: E402
 from kubeloop._client import Client  # noqa: E402
 
 
-@pytest.fixture
+@_async_fixture
 async def kube_client(kube_control_plane: ControlPlane) -> AsyncIterator[Client]:
     """An admin :class:`~kubeloop._client.Client` for the control plane, closed afterwards."""
     async with Client.from_kubeconfig(kube_control_plane.kubeconfig) as client:
@@ -108,7 +156,7 @@ if TYPE_CHECKING:
     from kubeloop.testing.faults import FaultProxy
 
 
-@pytest.fixture
+@_async_fixture
 async def kube_fault_proxy(kube_control_plane: ControlPlane) -> AsyncIterator[FaultProxy]:
     """A :class:`~kubeloop.testing.faults.FaultProxy` in front of the session's control
     plane for one test (seed 0): hand its ``kubeconfig_for(...)`` to the code under test."""
