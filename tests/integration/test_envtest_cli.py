@@ -30,6 +30,15 @@ def kubeloop(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.Completed
 
 
 @pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """A project directory and another one: status and down run from the other."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    return project, elsewhere
+
+
+@pytest.fixture
 def user_env(tmp_path: Path) -> dict[str, str]:
     """A user's environment with a state home of its own (where `up` records itself)."""
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
@@ -38,11 +47,9 @@ def user_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_up_prints_an_export_and_status_and_down_find_it_from_elsewhere(
-    tmp_path: Path, user_env: dict[str, str]
+    tmp_path: Path, dirs: tuple[Path, Path], user_env: dict[str, str]
 ) -> None:
-    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
-    project.mkdir()
-    elsewhere.mkdir()
+    project, elsewhere = dirs
     # eval'd as the docs say, in a shell: the variable is set to a kubeconfig that exists
     shell = subprocess.run(
         [
@@ -82,11 +89,9 @@ def test_up_prints_an_export_and_status_and_down_find_it_from_elsewhere(
 
 
 def test_status_and_down_find_an_up_with_its_own_dir(
-    tmp_path: Path, user_env: dict[str, str]
+    dirs: tuple[Path, Path], user_env: dict[str, str]
 ) -> None:
-    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
-    project.mkdir()
-    elsewhere.mkdir()
+    project, elsewhere = dirs
     up = kubeloop("up", "--dir", "kl", cwd=project, env=user_env)  # a relative --dir
     try:
         assert up.returncode == 0, up.stderr

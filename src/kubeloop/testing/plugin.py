@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import uuid
+import warnings
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +23,9 @@ except ImportError as err:
     _async_fixture: Callable[..., Any] = pytest.fixture
 else:
     _MISSING = None
-    # pytest-asyncio's own decorator: the fixture runs on asyncio in either of its modes,
-    # so a user's project needs no asyncio_mode setting for our fixtures.
-    _async_fixture = pytest_asyncio.fixture
+    # pytest-asyncio's own decorator with an explicit loop: the fixture runs on asyncio in
+    # either of its modes and whatever asyncio_default_fixture_loop_scope says.
+    _async_fixture = pytest_asyncio.fixture(loop_scope="function")
 
 #: The fixtures this plugin provides. An ``async def`` test that asks for one of them is
 #: an asyncio test (see :func:`pytest_pycollect_makeitem`).
@@ -38,6 +39,23 @@ FIXTURES = frozenset(
         "kube_fault_proxy",
     }
 )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep pytest-asyncio's "asyncio_default_fixture_loop_scope is unset" notice out of a
+    project that never chose asyncio settings (the tutorial's): it is printed before the
+    first test, about a default that our fixtures do not use (they name their loop). Only
+    the notice goes: a project that sets the option sees no change, and one that sets
+    nothing keeps pytest-asyncio's default for its own async fixtures. ``tryfirst``:
+    pytest-asyncio warns from its own ``pytest_configure``, inside the same warnings
+    context as this one, so the filter is in place before it runs and gone after."""
+    if _MISSING is None and not config.getini("asyncio_default_fixture_loop_scope"):
+        warnings.filterwarnings(
+            "ignore",
+            message='The configuration option "asyncio_default_fixture_loop_scope" is unset',
+            category=pytest.PytestDeprecationWarning,
+        )
 
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)
