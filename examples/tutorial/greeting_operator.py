@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
 
 from kubeloop import (
     CONFIGMAPS,
+    CacheSyncTimeout,
     Client,
     ControllerOptions,
     Manager,
@@ -102,4 +104,7 @@ if __name__ == "__main__":
     parser.add_argument("--health-probe-bind-address", default=None, help="e.g. 127.0.0.1:8081")
     args = parser.parse_args()
     configure_logging(logging.INFO)
-    asyncio.run(main(args.kubeconfig, args.namespace, args.health_probe_bind_address))
+    try:
+        asyncio.run(main(args.kubeconfig, args.namespace, args.health_probe_bind_address))
+    except CacheSyncTimeout as err:  # e.g. the CRD is not installed: the message says so
+        sys.exit(f"error: {err}")
