@@ -25,7 +25,7 @@ from kubeloop._errors import (
     TerminalError,
     classify,
 )
-from kubeloop._event import Deleted, Event
+from kubeloop._event import Deleted, Event, Updated
 from kubeloop._informer import Cache
 from kubeloop._loopdetect import LoopDetectionOptions, LoopDetector
 from kubeloop._reconcile import Reconciler, Request, Result
@@ -115,6 +115,9 @@ class Controller:
             else None
         )
         self._background: set[asyncio.Task[None]] = set()
+        # requests whose terminal-error condition is being written: the status-only
+        # update that write causes must not bring the request back (see enqueue)
+        self._terminal_writes: set[Request] = set()
         self.fights_detected = 0
         self._cache: Cache | None = None
         self._workers: list[asyncio.Task[None]] = []
@@ -140,6 +143,11 @@ class Controller:
 
     # -- intake -----------------------------------------------------------------------
     def enqueue(self, req: Request, event: Event | None = None) -> None:
+        if req in self._terminal_writes and self._status_only(event):
+            # our own Ready=False after a terminal error: "not retried until the object
+            # changes" holds for the write that reports it, too
+            self._terminal_writes.discard(req)
+            return
         if self.loops is not None:
             if self._is_own_deletion(req, event):
                 assert event is not None
@@ -157,6 +165,16 @@ class Controller:
             and meta.get("name") == req.name
             and (meta.get("namespace") or None) == req.namespace
         )
+
+    def _status_only(self, event: Event | None) -> bool:
+        """An update of a ``for_`` object that changed nothing but its status."""
+        if not isinstance(event, Updated) or self.for_resource is None:
+            return False
+        if event.new.get("kind") != self.for_resource.kind:
+            return False
+        old, new = event.old.get("metadata", {}), event.new.get("metadata", {})
+        keys = ("generation", "labels", "annotations", "finalizers", "deletionTimestamp")
+        return all(old.get(k) == new.get(k) for k in keys)
 
     def own_write(self, obj: Object) -> None:
         """Tell loop detection about a write this controller made (any object, any
@@ -387,8 +405,9 @@ class Controller:
         resource = self.for_resource
         if cond and self._cache is not None and resource is not None and _custom(resource):
             generation = obj.get("metadata", {}).get("generation")
+            self._terminal_writes.add(req)
             try:
-                await set_status_condition(
+                written = await set_status_condition(
                     self._cache.client,
                     resource,
                     obj,
@@ -399,9 +418,15 @@ class Controller:
                     observed_generation=generation if isinstance(generation, int) else None,
                 )
             except NotFound:  # no status subresource (or the object just went)
+                self._terminal_writes.discard(req)
                 log.debug("no status to record the %s condition in", cond)
             except Exception as write_err:  # best effort: the Event already says it
+                self._terminal_writes.discard(req)
                 log.warning("could not record the %s condition: %s", cond, write_err)
+            else:
+                rv = obj.get("metadata", {}).get("resourceVersion")
+                if written.get("metadata", {}).get("resourceVersion") == rv:
+                    self._terminal_writes.discard(req)  # already so: nothing was written
 
     def _on_loop(self, req: Request, obj: Object, fields: list[str]) -> None:
         self.loops_detected += 1
