@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +91,57 @@ async def test_a_list_refused_by_rbac_names_the_verb_and_the_resource(
     )
     assert f"kubectl auth can-i list configmaps -n {kube_namespace}" in message
     assert len(refusals(caplog, "RBAC refuses list")) == 1
+
+
+OPERATOR = """
+import asyncio, logging, sys
+from kubeloop import Client, Manager, ManagerOptions, Resource, Result, configure_logging
+
+MISSING = Resource("missing.kubeloop.dev", "v1", "gadgets", "Gadget")
+
+
+async def reconcile(req):
+    return Result()
+
+
+async def main():
+    async with Client.from_kubeconfig(sys.argv[1]) as client:
+        options = ManagerOptions(metrics_bind_address=None, health_probe_bind_address=None)
+        mgr = Manager(client, options)  # handles SIGTERM and SIGINT, as an operator does
+        mgr.controller("gadgets").for_(MISSING, namespace="default").complete(reconcile)
+        await mgr.run()
+
+
+configure_logging(logging.INFO)
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+async def test_an_operator_process_stops_on_a_signal_while_its_crd_is_missing(
+    kube_control_plane: ControlPlane, tmp_path: Path, sig: signal.Signals
+) -> None:
+    script = tmp_path / "gadget_operator.py"  # not operator.py: that shadows the stdlib
+    script.write_text(OPERATOR)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(script),
+        str(kube_control_plane.kubeconfig),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    seen = b""
+    try:
+        async with asyncio.timeout(60):
+            while b"is the CRD installed?" not in seen:
+                line = await proc.stderr.readline()
+                assert line, seen.decode()[-2000:]
+                seen += line
+    finally:
+        proc.send_signal(sig)
+        rest = await asyncio.wait_for(proc.stderr.read(), 60)  # the bound: far below 120 s
+        await asyncio.wait_for(proc.wait(), 10)
+    log = (seen + rest).decode()
+    assert proc.returncode == 0, log[-2000:]
+    assert "kubectl get crd gadgets.missing.kubeloop.dev" in log
+    assert "Traceback" not in log
