@@ -74,7 +74,10 @@ def pytest_pycollect_makeitem(
     outcome = yield
     if _MISSING is not None:
         return
-    result = outcome.get_result()
+    try:
+        result = outcome.get_result()
+    except BaseException:  # a collection error: pytest reports it as it is
+        return
     items = result if isinstance(result, list) else [result]
     for item in items:
         if (
