@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self, cast
+from typing import Any, Literal, Protocol, Self, cast, overload
 from urllib.parse import urlsplit
 
 import msgspec
@@ -646,6 +646,7 @@ class Client:
             force=force,
         )
 
+    @overload
     async def delete(
         self,
         res: Resource,
@@ -655,11 +656,55 @@ class Client:
         preconditions: Mapping[str, str] | None = None,
         propagation_policy: str | None = None,
         grace_period_seconds: int | None = None,
-    ) -> Object:
+        ignore_not_found: Literal[False] = False,
+    ) -> Object: ...
+
+    @overload
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        preconditions: Mapping[str, str] | None = None,
+        propagation_policy: str | None = None,
+        grace_period_seconds: int | None = None,
+        ignore_not_found: bool,
+    ) -> Object | None: ...
+
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        preconditions: Mapping[str, str] | None = None,
+        propagation_policy: str | None = None,
+        grace_period_seconds: int | None = None,
+        ignore_not_found: bool = False,
+    ) -> Object | None:
         """DELETE ``name``. ``preconditions`` (``uid``/``resourceVersion``) make the
         delete fail with :class:`~kubeloop._errors.Conflict` if the object changed.
         ``propagation_policy`` is Orphan, Background or Foreground. Returns the
-        object (when deletion is deferred by finalizers) or a Status."""
+        object (when deletion is deferred by finalizers) or a Status.
+
+        ``ignore_not_found=True`` returns None instead of raising
+        :class:`~kubeloop._errors.NotFound` when the object is already gone (someone else,
+        or the garbage collector, deleted it first): the "delete this child" step of a
+        reconcile or a finalizer wants it absent, not to have been the one to delete it
+        (controller-runtime's ``client.IgnoreNotFound``)."""
+        if ignore_not_found:
+            try:
+                return await self.delete(
+                    res,
+                    name,
+                    namespace,
+                    preconditions=preconditions,
+                    propagation_policy=propagation_policy,
+                    grace_period_seconds=grace_period_seconds,
+                )
+            except NotFound:
+                return None
         options: dict[str, Any] = {}
         if preconditions:
             options["preconditions"] = dict(preconditions)

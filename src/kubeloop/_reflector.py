@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kubeloop._backoff import ListWatchBackoff, retry_after_pause
 from kubeloop._errors import Gone, KubeloopError, RequestTimeout
 from kubeloop._event import Added, Deleted, Event, Updated
+from kubeloop._refused import explain_refusal
 from kubeloop._resource import Object, Resource
 from kubeloop._store import Relist, Relisted, Store, object_key
 
@@ -133,6 +134,9 @@ class Reflector:
         self.relists = 0
         #: Successful LISTs so far (the first one included).
         self.lists = 0
+        #: Why the last list or watch failed, while it has not succeeded since (None:
+        #: healthy). A cache-sync timeout names it.
+        self.last_error: str | None = None
         self._changed = asyncio.Condition()
         # the relist whose changes are being announced to the handlers, if any
         self._announcing: Relisted | None = None
@@ -180,12 +184,32 @@ class Reflector:
             except (KubeloopError, OSError) as err:
                 # a throttled watch (429 + Retry-After) waits at least as the server asked
                 delay = retry_after_pause(getattr(err, "retry_after", None), backoff.next())
-                log.warning(
-                    "list/watch failed: %s; retrying in %.1fs",
-                    err,
-                    delay,
-                    extra={"informer": self.name},
-                )
+                verb = "list" if need_list else "watch"
+                refusal = explain_refusal(self.resource, self.namespace, verb, err)
+                if refusal is not None:
+                    # configuration, not a blip: said in full when it starts or changes,
+                    # then once per (backed-off) retry without the explanation
+                    if refusal != self.last_error:
+                        log.error(
+                            "%s; retrying with backoff", refusal, extra={"informer": self.name}
+                        )
+                    else:
+                        log.warning(
+                            "%s still refused (%s); retrying in %.1fs",
+                            verb,
+                            err,
+                            delay,
+                            extra={"informer": self.name},
+                        )
+                    self.last_error = refusal
+                else:
+                    self.last_error = f"{verb} failed: {err}"
+                    log.warning(
+                        "list/watch failed: %s; retrying in %.1fs",
+                        err,
+                        delay,
+                        extra={"informer": self.name},
+                    )
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
@@ -235,6 +259,7 @@ class Reflector:
         if self.synced.is_set():
             self.relists += 1
         self.lists += 1
+        self.last_error = None
         self.resource_version = rv
         self.synced.set()
         await self._notify()
