@@ -431,8 +431,10 @@ class Cache:
         just that namespace is started (:class:`OutOfScope` if the manager may
         not see it).
         """
-        inf = await self._reader(resource, namespace, label_selector)
-        key = f"{namespace}/{name}" if namespace and resource.namespaced else name
+        # on a one-namespace cache "no namespace" is that namespace, for the key too
+        ns = self._default_namespace(resource, namespace)
+        inf = await self._reader(resource, ns, label_selector)
+        key = f"{ns}/{name}" if ns else name
         lagging = await self._caught_up(resource, inf, [key])
         if lagging:
             live = await self._live(resource, lagging)
