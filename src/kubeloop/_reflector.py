@@ -174,14 +174,17 @@ class Reflector:
                 log.info("watch expired (410 Gone); relisting", extra={"informer": self.name})
                 need_list = True
                 await asyncio.sleep(backoff.next())
-            except RequestTimeout:
-                self.stalls += 1
-                log.warning(
-                    "watch stalled: nothing received for %.0fs; restarting",
-                    self.options.read_timeout,
-                    extra={"informer": self.name},
-                )
             except (KubeloopError, OSError) as err:
+                if isinstance(err, RequestTimeout) and not need_list:
+                    # a silent watch: restart it at once. A LIST that timed out is a
+                    # failure like any other, retried with backoff (below)
+                    self.stalls += 1
+                    log.warning(
+                        "watch stalled: nothing received for %.0fs; restarting",
+                        self.options.read_timeout,
+                        extra={"informer": self.name},
+                    )
+                    continue
                 # a throttled watch (429 + Retry-After) waits at least as the server asked
                 delay = retry_after_pause(getattr(err, "retry_after", None), backoff.next())
                 verb = "list" if need_list else "watch"
