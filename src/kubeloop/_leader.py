@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,6 +74,19 @@ class LeaderElectionOptions:
                 f"lease_duration ({self.lease_duration}) must be greater than "
                 f"renew_deadline ({self.renew_deadline})"
             )
+
+
+def published_lease_seconds(lease_duration: float) -> int:
+    """``leaseDurationSeconds`` for a lease of ``lease_duration`` seconds: rounded up.
+
+    The field is an integer, and a standby waits what the record says. Rounding down
+    would let it take over before our own view of the lease (``renew_deadline``, less
+    than ``lease_duration``) has run out: a 2.99 s lease published as 2 s overlaps a
+    2.9 s renew deadline. Rounding up only makes the standby wait longer (less than a
+    second), so the fence's margin (``lease_duration - renew_deadline``) is kept whole;
+    keeping our own deadline on the precise value is then safe. At least 1: 0 means
+    "unset" to readers."""
+    return max(1, math.ceil(lease_duration))
 
 
 def _now() -> str:
@@ -174,7 +188,7 @@ class LeaderElector:
         now = _now()
         return {
             "holderIdentity": self.options.identity,
-            "leaseDurationSeconds": int(self.options.lease_duration),
+            "leaseDurationSeconds": published_lease_seconds(self.options.lease_duration),
             "acquireTime": acquire or now,
             "renewTime": now,
             "leaseTransitions": transitions,
