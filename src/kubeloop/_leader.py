@@ -4,7 +4,9 @@ A candidate takes the lease when it is free or its holder has not renewed for
 ``lease_duration`` (measured on our own clock from when we last saw the record
 change, so clock skew between machines does not matter). The leader renews
 every ``retry_period``; if it cannot renew for ``renew_deadline`` it gives up
-leadership. On shutdown it releases the lease so a standby takes over at once.
+leadership; if it reads the Lease and finds another holder, it steps down at once
+(the record is the truth, and the write fence closes with it). On shutdown it
+releases the lease so a standby takes over at once.
 
 Every round of API calls is bounded by ``renew_deadline`` (client-go runs its
 renewals under a context with that timeout): an apiserver that hangs, or a
@@ -158,6 +160,9 @@ class LeaderElector:
                 deadline = self._last_renew + opts.renew_deadline
                 if time.monotonic() < deadline and await self._round(deadline):
                     continue
+                if not self.is_leader:  # the round saw another holder
+                    self.lost.set()
+                    return
                 if time.monotonic() >= deadline:
                     log.error(
                         "leader lease lost: not renewed within the renew deadline",
@@ -221,6 +226,15 @@ class LeaderElector:
         duration = float(spec.get("leaseDurationSeconds") or opts.lease_duration)
         expired = time.monotonic() > self._observed_at + duration
         if holder and holder != opts.identity and not expired:
+            if self.is_leader:
+                # somebody else holds it now (by the record, which is the truth): stop
+                # at once, which closes the write fence, rather than write on until
+                # our renew deadline
+                log.error(
+                    "leader lease taken by another holder; stepping down",
+                    extra={"lease": opts.name, "identity": opts.identity, "holder": holder},
+                )
+                self._set_leader(False)
             return False
         transitions = int(spec.get("leaseTransitions") or 0)
         if holder != opts.identity:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import pytest
 
@@ -76,3 +77,47 @@ async def test_the_lease_is_published_rounded_up_and_outlasts_the_old_leaders_fe
 
     assert left_at_takeover == [0.0], "b took over while a still held the lease by its clock"
     assert published["leaseDurationSeconds"] == 3, "2.99 s is published as 3, not 2"
+
+
+async def test_a_leader_that_sees_another_holder_stops_leading_at_once(
+    kube_control_plane: ControlPlane, kube_client: Client, kube_namespace: str
+) -> None:
+    ns, name = kube_namespace, "usurped-lease"
+    # a long renew deadline: without the fix a would lead on for 20 s
+    options = LeaderElectionOptions(
+        name=name,
+        namespace=ns,
+        identity="a",
+        lease_duration=30.0,
+        renew_deadline=20.0,
+        retry_period=0.2,
+        release_on_cancel=False,
+    )
+    async with candidate(kube_control_plane) as (client_a, reads_a):
+        elector = LeaderElector(client_a, options)
+        task = asyncio.create_task(elector.run())
+        try:
+            await asyncio.wait_for(elector.became_leader.wait(), DEADLINE)
+            await eventually(lambda: elector.lease_left() > 15.0, "a renewed lease")
+            # someone else holds it now (an operator's mistake, a clock gone wrong)
+            lease: dict[str, Any] = await kube_client.get(LEASES, name, ns)
+            lease["spec"]["holderIdentity"] = "intruder"
+            await kube_client.update(LEASES, lease)
+            reads = reads_a.gets
+            # a has stepped down, or read the Lease twice since the change (the second
+            # read certainly started after it) and still leads
+            await eventually(
+                lambda: elector.lost.is_set() or reads_a.gets >= reads + 2,
+                "a to step down or read the lease again",
+            )
+            assert not elector.is_leader, "a leads on although the lease names another holder"
+            assert elector.lease_left() == 0.0, "a's fence still lets writes through"
+            assert elector.lost.is_set()
+            await asyncio.wait_for(task, DEADLINE)  # run() returns: leading has ended
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        spec = (await kube_client.get(LEASES, name, ns))["spec"]
+        assert spec["holderIdentity"] == "intruder", "a did not take the lease back"
