@@ -122,6 +122,8 @@ class Controller:
         self._cache: Cache | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._sources_started = False
+        # (API group, kind) of every kind a source watches, once they are started
+        self._watched_kinds: frozenset[tuple[str, str | None]] | None = None
         self._resync: asyncio.Task[None] | None = None
         self._active = 0
         self.reconciles = 0
@@ -178,9 +180,16 @@ class Controller:
 
     def own_write(self, obj: Object) -> None:
         """Tell loop detection about a write this controller made (any object, any
-        subresource): its own objects and their children alike."""
-        if self.loops is not None:
-            self.loops.own_write(obj)
+        subresource): its own objects and their children alike. Not about a kind none
+        of its sources watches: no event of it can come back, so nothing to remember."""
+        if self.loops is None:
+            return
+        kinds = self._watched_kinds
+        if kinds is not None:
+            group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+            if (group, obj.get("kind")) not in kinds:
+                return
+        self.loops.own_write(obj)
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self, cache: Cache) -> None:
@@ -198,6 +207,11 @@ class Controller:
         self._cache = cache
         if not self._sources_started:
             self._sources_started = True
+            self._watched_kinds = frozenset(
+                (src.resource.group, src.resource.kind)
+                for src in self.sources
+                if isinstance(src, KindSource)
+            )
             for source in self.sources:
                 await source.start(cache, self.enqueue)
         await cache.wait_for_sync()

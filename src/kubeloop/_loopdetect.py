@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
-from kubeloop._event import Deleted, Event, Generic, Updated
+from kubeloop._event import Deleted, Event, Updated
 from kubeloop._predicate import changed_paths
 from kubeloop._reconcile import Request
 from kubeloop._resource import Object
@@ -42,21 +42,18 @@ class LoopDetectionOptions:
 
     #: Consecutive self-triggered reconciles of one object (default 5).
     threshold: int = 5
-    #: Our own written resourceVersions remembered per object (default 8).
+    #: Our own written resourceVersions remembered per object (default 8); also the
+    #: most update events of one object kept unclassified between two reconciles.
     remembered_writes: int = 8
+    #: Objects whose own writes are remembered (default 10,000; the least recently
+    #: written forgotten first): a write whose event never comes (an object nobody
+    #: watches) must not be kept for ever.
+    remembered_objects: int = 10_000
     #: Changes of owner of one spec field, alternating between two field managers,
     #: before it is reported as a fight (default 4: A, B, A, B).
     fight_threshold: int = 4
     #: Fields whose recent owners are remembered (default 1024; oldest forgotten first).
     remembered_fields: int = 1024
-
-
-@dataclass
-class _Streak:
-    count: int = 0
-    reported: bool = False
-    fields: list[str] = field(default_factory=list)
-    obj: Object | None = None
 
 
 @dataclass
@@ -67,8 +64,19 @@ class _Owners:
     reported: bool = False
 
 
-#: Stands for events dropped from a long backlog; treated as an outside change.
-_DROPPED = Generic({})
+class _Outside:
+    """The pending mark of a request that had an outside change since its last reconcile."""
+
+    __slots__ = ()
+
+
+#: One shared mark: a request with an outside change costs a dict slot, nothing more.
+_OUTSIDE: Final = _Outside()
+
+#: What is pending for a request between two reconciles: :data:`_OUTSIDE`, or the
+#: fingerprints of update events not yet known to be ours, flattened as pairs
+#: (object fingerprint, version fingerprint); empty: only events known to be ours.
+_Pending = _Outside | tuple[int, ...]
 
 #: Called once per detected loop: (request, the object, the fields that keep changing).
 OnLoop = Callable[[Request, Object, list[str]], None]
@@ -88,6 +96,17 @@ def object_id(obj: Object) -> ObjectId:
         str(meta.get("namespace") or ""),
         str(meta.get("name") or ""),
     )
+
+
+def _reference(obj: Object) -> Object:
+    """Just enough of ``obj`` to name it in a Warning Event (kept for a report only)."""
+    meta = obj.get("metadata") or {}
+    keep = ("name", "namespace", "uid", "resourceVersion", "generation")
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {k: meta[k] for k in keep if k in meta},
+    }
 
 
 def field_owner(managed_fields: Sequence[Any], path: str) -> str | None:
@@ -116,6 +135,16 @@ def field_owner(managed_fields: Sequence[Any], path: str) -> str | None:
 class LoopDetector:
     """Per controller: own writes, self-triggered streaks and spec fights.
 
+    What it keeps is bounded per object and does not depend on reconciles running (a
+    standby's workers never start, yet its events keep coming): no event is kept.
+    Each event is classified as it is enqueued, into a few integers per request: an
+    outside change is one shared mark; an update that may be ours (the write's response
+    can reach us after its watch event) is a pair of hashes (the object, its version),
+    at most ``remembered_writes`` of them, checked against our writes when the reconcile
+    starts. Our writes are hashes too, at most ``remembered_writes`` per object and
+    ``remembered_objects`` objects, dropped when the object is deleted. The fields that
+    changed are worked out only for a request one reconcile short of being reported.
+
     Args:
         options: thresholds and memory bounds.
         on_loop: told once per detected loop.
@@ -137,9 +166,13 @@ class LoopDetector:
         self.on_loop = on_loop
         self.on_fight = on_fight
         self.primary_kind = primary_kind
-        self._own: dict[ObjectId, OrderedDict[str, None]] = {}
-        self._pending: dict[Request, list[Event | None]] = {}
-        self._streaks: dict[Request, _Streak] = {}
+        # object fingerprint -> fingerprints of the versions our writes produced
+        self._own: OrderedDict[int, tuple[int, ...]] = OrderedDict()
+        self._pending: dict[Request, _Pending] = {}
+        # request -> self-triggered reconciles in a row (reported when it reaches threshold)
+        self._streaks: dict[Request, int] = {}
+        # request one reconcile short of a report -> (changed fields, the object named)
+        self._report: dict[Request, tuple[list[str], Object]] = {}
         self._owners: OrderedDict[tuple[ObjectId, str], _Owners] = OrderedDict()
 
     # -- our writes ---------------------------------------------------------------------
@@ -148,82 +181,109 @@ class LoopDetector:
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if not rv:
             return
-        seen = self._own.setdefault(object_id(obj), OrderedDict())
-        seen[str(rv)] = None
-        while len(seen) > self.options.remembered_writes:
-            seen.popitem(last=False)
+        oid = hash(object_id(obj))
+        seen = self._own.pop(oid, ())
+        keep = max(0, self.options.remembered_writes - 1)
+        self._own[oid] = (*seen[len(seen) - keep :], hash(str(rv)))
+        while len(self._own) > self.options.remembered_objects:
+            self._own.popitem(last=False)
 
     def _is_primary(self, oid: ObjectId) -> bool:
         return self.primary_kind is None or oid[:2] == self.primary_kind
 
-    def is_self_triggered(self, req: Request, event: Event | None) -> bool:
-        if not isinstance(event, Updated):
-            return False
-        new_meta, old_meta = event.new["metadata"], event.old["metadata"]
-        oid = object_id(event.new)
-        if self._is_primary(oid) and new_meta.get("generation") != old_meta.get("generation"):
-            return False
-        return new_meta.get("resourceVersion") in self._own.get(oid, ())
+    def _ours(self, oid: int, rv: int) -> bool:
+        return rv in self._own.get(oid, ())
 
     # -- events and reconciles ----------------------------------------------------------
     def enqueued(self, req: Request, event: Event | None) -> None:
-        """Note why ``req`` was enqueued (an event, or None for a timer).
+        """Note why ``req`` was enqueued (an event, or None for a timer), keeping no event.
 
-        Classification waits until the reconcile starts: by then the write that
-        produced a self-triggered event has certainly been recorded, even when the
-        watch delivered the event before the writer saw the response.
+        An update whose version our writes are not known to have produced yet is kept as
+        two hashes and checked again when the reconcile starts: by then the write that
+        produced a self-triggered event has certainly been recorded, even when the watch
+        delivered the event before the writer saw the response.
         """
+        if event is None:
+            return  # timers neither extend nor end a streak
         if isinstance(event, Deleted):
             self._forget_object(object_id(event.obj))
         elif isinstance(event, Updated) and event.managed_fields:
             self._watch_fight(req, event)
-        pending = self._pending.setdefault(req, [])
-        pending.append(event)
-        if len(pending) > self.options.remembered_writes:
-            # many events between two reconciles: keep the newest, and remember that
-            # something older (possibly external) was dropped
-            del pending[: len(pending) - self.options.remembered_writes]
-            pending.insert(0, _DROPPED)
+        pending = self._pending.get(req, ())
+        if pending is _OUTSIDE:
+            return  # already decided: this reconcile is not self-triggered
+        if not isinstance(event, Updated):
+            self._mark_outside(req)
+            return
+        oid = object_id(event.new)
+        new_meta, old_meta = event.new.get("metadata") or {}, event.old.get("metadata") or {}
+        if self._is_primary(oid) and new_meta.get("generation") != old_meta.get("generation"):
+            self._mark_outside(req)  # a spec change is somebody's request
+            return
+        oid_hash, rv_hash = hash(oid), hash(str(new_meta.get("resourceVersion") or ""))
+        assert isinstance(pending, tuple)
+        if not self._ours(oid_hash, rv_hash):
+            if len(pending) >= 2 * self.options.remembered_writes:
+                # too many undecided events between two reconciles: count it as outside
+                self._mark_outside(req)
+                return
+            pending = (*pending, oid_hash, rv_hash)
+        self._pending[req] = pending
+        if self._streaks.get(req, 0) == self.options.threshold - 1:
+            # the next self-triggered reconcile is reported: say what changed, and where
+            fields = changed_paths(event.old, event.new)
+            if fields and not self._is_primary(oid):
+                fields = [f"{oid[1]} {oid[3]}: {f}" for f in fields]
+            before = self._report.get(req)
+            self._report[req] = (fields or (before[0] if before else []), _reference(event.new))
+
+    def _mark_outside(self, req: Request) -> None:
+        # an outside change ends the streak now; the mark keeps the next reconcile from
+        # counting as self-triggered whatever comes after it
+        self._pending[req] = _OUTSIDE
+        self._streaks.pop(req, None)
+        self._report.pop(req, None)
 
     def starting(self, req: Request) -> bool:
         """Called when a reconcile of ``req`` starts; True if it is self-triggered."""
-        events = self._pending.pop(req, [])
-        self_event: Updated | None = None
-        for event in events:
-            if event is None:
-                continue  # timers neither extend nor end a streak
-            if isinstance(event, Updated) and self.is_self_triggered(req, event):
-                self_event = event
-                continue
+        pending = self._pending.pop(req, None)
+        if pending is None:
+            return False  # a timer or a resync: neither extends nor ends a streak
+        if pending is _OUTSIDE or not all(
+            self._ours(pending[i], pending[i + 1]) for i in range(0, len(pending), 2)
+        ):
             self._streaks.pop(req, None)  # an outside change ends the streak
+            self._report.pop(req, None)
             return False
-        if self_event is None:
-            return False
-        streak = self._streaks.setdefault(req, _Streak())
-        streak.count += 1
-        fields = changed_paths(self_event.old, self_event.new)
-        oid = object_id(self_event.new)
-        if fields and not self._is_primary(oid):
-            # a loop through a child: say which child, and which of its fields
-            fields = [f"{oid[1]} {oid[3]}: {f}" for f in fields]
-        streak.fields = fields or streak.fields
-        streak.obj = self_event.new
-        if streak.count >= self.options.threshold and not streak.reported:
-            streak.reported = True
-            self.on_loop(req, streak.obj or {}, streak.fields)
+        count = self._streaks.get(req, 0) + 1
+        self._streaks[req] = count
+        if count == self.options.threshold:
+            fields, obj = self._report.pop(req, None) or ([], {})
+            self.on_loop(req, obj, fields)
         return True
 
     def forget(self, req: Request, obj: Object | None = None) -> None:
         """Drop what is known about ``req`` (and about ``obj``, its deleted object)."""
         self._pending.pop(req, None)
         self._streaks.pop(req, None)
+        self._report.pop(req, None)
         if obj is not None:
             self._forget_object(object_id(obj))
 
     def _forget_object(self, oid: ObjectId) -> None:
-        self._own.pop(oid, None)
+        self._own.pop(hash(oid), None)
         for key in [k for k in self._owners if k[0] == oid]:
             del self._owners[key]
+
+    def footprint(self) -> dict[str, int]:
+        """How many entries each table holds (for tests and benchmarks)."""
+        return {
+            "pending": len(self._pending),
+            "own_objects": len(self._own),
+            "streaks": len(self._streaks),
+            "reports": len(self._report),
+            "fields": len(self._owners),
+        }
 
     # -- two writers --------------------------------------------------------------------
     def _watch_fight(self, req: Request, event: Updated) -> None:

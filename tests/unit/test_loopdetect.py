@@ -6,9 +6,11 @@ tests/integration/test_loops.py.
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
 from typing import Any
 
-from kubeloop import Request, Updated
+from kubeloop import Added, Deleted, Request, Updated
 from kubeloop._loopdetect import LoopDetectionOptions, LoopDetector, field_owner
 
 REQ = Request("web", "ns")
@@ -118,3 +120,79 @@ def test_one_writer_changing_a_field_often_is_no_fight() -> None:
         det.enqueued(REQ, Updated(old, new, [managed(owner, "spec.size")]))
         old = new
     assert fights == []
+
+
+# -- bounded memory (issue 23, bug 7) -------------------------------------------------------
+
+
+def big(name: str, rv: int) -> dict[str, Any]:
+    """A ConfigMap of a few KB decoded, as a cache read hands out."""
+    return obj("ConfigMap", name, rv, data={f"k{i}": "x" * 40 for i in range(40)})
+
+
+def retained(fn: Any) -> int:
+    """Bytes still allocated after ``fn()`` returned and its garbage was collected."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        fn()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_standby_that_never_reconciles_keeps_no_events() -> None:
+    # a standby's workers never start: events of 2,000 objects, none reconciled
+    det = detector([], [])
+    reqs = [Request(f"o{i}", "ns") for i in range(2000)]
+
+    def events() -> None:
+        for req in reqs:
+            det.enqueued(req, Added(big(req.name, 1)))
+            for rv in range(2, 5):  # three updates by someone else
+                det.enqueued(req, Updated(big(req.name, rv - 1), big(req.name, rv)))
+
+    per_object = retained(events) / len(reqs)
+    # the events alone are ~14 KB per object decoded; a dict slot is what is left
+    assert per_object < 200, f"{per_object:.0f} B kept per object"
+    assert det.footprint()["pending"] == 2000
+
+
+def test_what_one_object_keeps_does_not_grow_with_its_events() -> None:
+    det = detector([], [])
+
+    def updates(n: int) -> None:
+        for rv in range(1, n + 1):  # updates that may yet turn out ours: kept as hashes
+            det.enqueued(REQ, Updated(big("web", rv), big("web", rv + 1)))
+
+    few = retained(lambda: updates(3))
+    det = detector([], [])
+    many = retained(lambda: updates(300))
+    assert many <= few + 600, f"{few} B after 3 updates, {many} B after 300"
+    assert not det.starting(REQ)  # too many undecided events: counted as outside
+
+
+def test_own_writes_are_bounded_and_forgotten_with_the_object() -> None:
+    det = LoopDetector(LoopDetectionOptions(remembered_objects=100), lambda *a: None)
+    for i in range(1000):  # written, never watched: no event ever comes back
+        for rv in range(20):
+            det.own_write(obj("ConfigMap", f"c{i}", 100 * i + rv))
+    assert det.footprint()["own_objects"] == 100
+    last = obj("ConfigMap", "c999", 99_919)
+    det.enqueued(REQ, Deleted(last))
+    assert det.footprint()["own_objects"] == 99
+
+
+def test_an_event_that_beats_our_write_response_is_still_ours() -> None:
+    found: list[Any] = []
+    det = detector(found, [])
+    child = obj("ConfigMap", "web-config", 10, data={"stamp": "0"})
+    for i in range(1, 4):
+        new = obj("ConfigMap", "web-config", 10 + i, data={"stamp": str(i)})
+        det.enqueued(REQ, Updated(child, new))  # the watch was faster ...
+        det.own_write(new)  # ... than the write's response
+        assert det.starting(REQ)
+        child = new
+    assert found == [(REQ, ["ConfigMap web-config: data.stamp"])]
