@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import datetime as _dt
 import gc
 import json
 import os
@@ -40,7 +41,26 @@ import msgspec
 from bench import ROOT, Benchmark, BenchResult, Context, peak_rss_mib, rounded
 from bench._raw import connect
 from bench.throughput import SAMPLES, delete_all, install_crd, populate
-from kubeloop import Added, Cache, Client, Event, KubeloopError, ReflectorOptions, Updated
+from kubeloop import (
+    LEASES,
+    Added,
+    Cache,
+    Client,
+    Deleted,
+    Event,
+    Generic,
+    KubeloopError,
+    Manager,
+    ManagerOptions,
+    ReflectorOptions,
+    Registry,
+    Request,
+    Result,
+    Updated,
+)
+from kubeloop._loopdetect import LoopDetector
+from kubeloop._reflector import rv_at_least
+from kubeloop.testing import eventually
 
 FULL: dict[str, Any] = {"objects": 100_000, "updates": 5_000, "patch_concurrency": 32}
 QUICK: dict[str, Any] = {"objects": 2_000, "updates": 1_000, "patch_concurrency": 32}
@@ -202,6 +222,7 @@ async def observe(
     )
     mismatched += sum(1 for key in informer.store if key.split("/", 1)[1] not in server_rv)
     await cache.stop()
+    standby = await measure_standby(client, namespace, objects, updates, timeout)
     await client.close()
     return {
         "objects": objects,
@@ -223,7 +244,118 @@ async def observe(
         "rv_mismatches": mismatched,
         "relists": informer.reflector.relists,
         "peak_rss_mib": peak_rss_mib(),
+        "standby": standby,
     }
+
+
+def _held_bytes(det: LoopDetector) -> tuple[int, int]:
+    """Bytes (``sys.getsizeof``, each object once) of what the loop detector's own tables
+    reach, and how many decoded API objects among them. Requests are left out: the
+    workqueue holds the same ones."""
+    skip = {"options", "on_loop", "on_fight", "primary_kind"}
+    stack: list[Any] = [v for k, v in vars(det).items() if k not in skip]
+    seen: set[int] = set()
+    size = api_objects = 0
+    while stack:
+        o = stack.pop()
+        if id(o) in seen or isinstance(o, type | Request):
+            continue
+        seen.add(id(o))
+        size += sys.getsizeof(o)
+        if isinstance(o, dict):
+            api_objects += "metadata" in o
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list | tuple | set | frozenset):
+            stack.extend(o)
+        elif isinstance(o, Added | Updated | Deleted | Generic):
+            stack.extend(gc.get_referents(o))
+    return size, api_objects
+
+
+async def measure_standby(
+    client: Client, namespace: str, objects: int, updates: int, timeout: float
+) -> dict[str, Any]:
+    """A manager that is not leader (the Lease is someone else's) with one controller
+    for the objects: its sources start, its workers never do. After its cache has
+    delivered every object and ``updates`` patches by another writer, what does its loop
+    detector hold?"""
+    lease_name = "bench-informer-standby"
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": lease_name},
+        "spec": {"holderIdentity": "bench-leader", "leaseDurationSeconds": 3600, "renewTime": now},
+    }
+    await client.create(LEASES, lease, namespace)
+    options = ManagerOptions(
+        leader_election=True,
+        leader_election_id=lease_name,
+        leader_election_namespace=namespace,
+        identity="bench-standby",
+        metrics_bind_address=None,
+        health_probe_bind_address=None,
+        handle_signals=False,
+        registry=Registry(),
+    )
+    mgr = Manager(client, options)
+    ctl = mgr.controller("standby").for_(SAMPLES, namespace=namespace).complete(_never)
+    det = ctl.loops
+    assert det is not None
+    gc.collect()
+    rss0 = rss_mib()
+    task = asyncio.create_task(mgr.run())
+    try:
+        await eventually(
+            lambda: det.footprint()["pending"] >= objects, "every object", timeout, interval=0.2
+        )
+        # updates by another writer, and wait until the standby's cache has them
+        written: dict[str, str] = {}
+        names = iter(range(updates))
+
+        async def patcher() -> None:
+            for i in names:
+                name = f"s{i % objects:05d}"
+                body = {"metadata": {"annotations": {"bench.kubeloop.dev/standby": str(i)}}}
+                done = await client.patch(SAMPLES, name, body, namespace)
+                written[f"{namespace}/{name}"] = done["metadata"]["resourceVersion"]
+
+        await asyncio.gather(*(patcher() for _ in range(16)))
+        [informer] = mgr.cache.informers
+        await eventually(
+            lambda: all(
+                rv_at_least(informer.store.resource_version(k) or "0", v)
+                for k, v in written.items()
+            ),
+            "every update in the standby's cache",
+            timeout,
+            interval=0.2,
+        )
+        gc.collect()
+        rss1 = rss_mib()
+        held, api_objects = _held_bytes(det)
+        footprint = det.footprint()
+        reconciles = ctl.reconciles
+    finally:
+        mgr.stop()
+        await asyncio.wait_for(task, timeout)
+        with contextlib.suppress(KubeloopError):
+            await client.delete(LEASES, lease_name, namespace)
+    return {
+        "objects": objects,
+        "updates": updates,
+        "reconciles": reconciles,
+        "pending": footprint["pending"],
+        "own_objects": footprint["own_objects"],
+        "detector_bytes": held,
+        "detector_api_objects": api_objects,
+        "rss_delta_mib": rss1 - rss0,
+    }
+
+
+async def _never(req: Request) -> Result:
+    raise AssertionError(f"a standby reconciled {req}")
 
 
 #: Values shorter than this are interned by the opt-in compact transform: names, namespaces,
@@ -448,6 +580,18 @@ async def run(ctx: Context) -> BenchResult:
         "peak_rss_mib": rounded(out["peak_rss_mib"]),
         "cleaned_up": cleanup_error is None,
         "cleanup_error": cleanup_error,
+        "standby": {
+            "objects": out["standby"]["objects"],
+            "updates": out["standby"]["updates"],
+            "reconciles": out["standby"]["reconciles"],
+            "pending_requests": out["standby"]["pending"],
+            "loop_detector_bytes": out["standby"]["detector_bytes"],
+            "loop_detector_bytes_per_object": rounded(
+                out["standby"]["detector_bytes"] / max(1, out["standby"]["objects"])
+            ),
+            "loop_detector_decoded_objects": out["standby"]["detector_api_objects"],
+            "rss_delta_mib": rounded(out["standby"]["rss_delta_mib"]),
+        },
     }
     ctx.log(
         f"informer_scale: sync {figures['sync_s']} s, {figures['bytes_per_cached_object']:.0f} "
@@ -522,6 +666,12 @@ def markdown(result: BenchResult) -> str:
         f"| {f['burst_longest_stall_ms']} / {f['burst_longest_stall_cpu_ms']} ms |",
         f"| cache kept up (every cached resourceVersion = the server's, no event missing) "
         f"| {'yes' if f['kept_up'] else '**no**'} ({f['rv_mismatches']} mismatches) |",
+        f"| standby (not leader, workers never start): loop detector's tables after "
+        f"{f['standby']['objects']} objects and {f['standby']['updates']} updates "
+        f"| **{f['standby']['loop_detector_bytes_per_object']:.0f} B/object** "
+        f"({f['standby']['loop_detector_bytes'] / 1048576:.1f} MiB, "
+        f"{f['standby']['loop_detector_decoded_objects']} decoded objects kept; RSS delta of "
+        f"the standby manager, its own cache included: {f['standby']['rss_delta_mib']} MiB) |",
     ]
     over = f["sync_longest_stall_ms"] > p["stall_budget_ms"]
     return "\n".join(

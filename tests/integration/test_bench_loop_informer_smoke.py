@@ -73,6 +73,13 @@ def test_informer_scale_quick_smoke(kube_control_plane: ControlPlane, tmp_path: 
     assert figures["kept_up"] is True
     assert figures["bytes_per_cached_object"] > 0
     assert set(figures["targets"]) == {"bytes_per_object_at_most_1536", "no_sync_stall_over_50ms"}
+    # a standby holding the objects (issue 23, item 4): its loop detector keeps no event
+    standby = figures["standby"]
+    assert (standby["objects"], standby["updates"]) == (200, 100)
+    assert standby["reconciles"] == 0
+    assert standby["pending_requests"] == 200
+    assert standby["loop_detector_decoded_objects"] == 0
+    assert 0 < standby["loop_detector_bytes_per_object"] < 1024
     # the objects are gone afterwards: the apiserver's LIST says so, not only the figures
     assert figures["cleaned_up"] is True
     left = asyncio.run(_samples_left(kube_control_plane, result["params"]["namespace"]))
@@ -80,6 +87,7 @@ def test_informer_scale_quick_smoke(kube_control_plane: ControlPlane, tmp_path: 
     text = docs.read_text()
     assert "<!-- bench:informer_scale:begin -->" in text
     assert "memory per cached object" in text
+    assert "loop detector's tables" in text
 
 
 async def _samples_left(control_plane: ControlPlane, namespace: str) -> int:
