@@ -249,7 +249,7 @@ class LoopDetector:
         pending = self._pending.pop(req, None)
         if pending is None:
             return False  # a timer or a resync: neither extends nor ends a streak
-        if pending is _OUTSIDE or not all(
+        if not isinstance(pending, tuple) or not all(
             self._ours(pending[i], pending[i + 1]) for i in range(0, len(pending), 2)
         ):
             self._streaks.pop(req, None)  # an outside change ends the streak
@@ -258,7 +258,8 @@ class LoopDetector:
         count = self._streaks.get(req, 0) + 1
         self._streaks[req] = count
         if count == self.options.threshold:
-            fields, obj = self._report.pop(req, None) or ([], {})
+            report = self._report.pop(req, None)
+            fields, obj = report if report is not None else ([], {})
             self.on_loop(req, obj, fields)
         return True
 
