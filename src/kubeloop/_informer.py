@@ -3,7 +3,9 @@
 An :class:`Informer` is a reflector, its store and a list of event handlers.
 The :class:`Cache` hands out one informer per (resource, namespace, selector),
 so any number of controllers watching Pods cost one watch, and serves reads
-from memory. Reads right after our own write wait for the watch to deliver
+from memory; a read with a label selector no informer has is filtered in memory
+from the kind's unselected informer (``_labelselector.py``), not given a watch.
+Reads right after our own write wait for the watch to deliver
 that write (read-your-own-writes), so a reconcile never acts on the version it
 just replaced.
 """
@@ -24,6 +26,8 @@ from typing import TYPE_CHECKING
 from kubeloop._backoff import ListWatchBackoff
 from kubeloop._errors import TerminalError
 from kubeloop._event import Added, Deleted, Event
+from kubeloop._labelselector import Selector
+from kubeloop._labelselector import parse as parse_selector
 from kubeloop._reflector import Reflector, ReflectorOptions, Transform, rv_at_least
 from kubeloop._resource import Object, Resource
 from kubeloop._store import IndexFunc, Store, object_key, split_key
@@ -377,15 +381,35 @@ class Cache:
         ]
 
     # -- reads ----------------------------------------------------------------------
-    async def _reader(
-        self, resource: Resource, namespace: str | None, label_selector: str | None
-    ) -> Informer:
-        """A synced informer that covers the read: a cluster-wide one if present,
-        else one of the read's namespace; started for the read if there is none."""
-        ns = self._default_namespace(resource, namespace)
+    def _covering(
+        self, resource: Resource, ns: str | None, label_selector: str | None
+    ) -> Informer | None:
+        """An informer of ``resource`` covering namespace ``ns`` with exactly this selector:
+        a cluster-wide one first, else the namespace's."""
         inf = self._informers.get(_InformerKey(resource, None, label_selector, None))
         if inf is None and ns is not None:
             inf = self._informers.get(_InformerKey(resource, ns, label_selector, None))
+        return inf
+
+    async def _reader(
+        self, resource: Resource, namespace: str | None, label_selector: str | None
+    ) -> tuple[Informer, Selector | None]:
+        """A synced informer that covers the read, and the selector to filter it by in
+        memory (None: no filter).
+
+        An informer with the read's own selector (a ``for_``/``watches`` with it) serves
+        it as is: the same informer that delivered the controller's event. Otherwise the
+        kind's unselected informer serves it, filtered in memory; if the kind has none,
+        one is started, unselected and no wider than the read's namespace, and every
+        later read of the kind, whatever its selector, shares it (one watch per kind and
+        namespace, not one per distinct selector, as controller-runtime's cache)."""
+        ns = self._default_namespace(resource, namespace)
+        selector = parse_selector(label_selector) if label_selector else None
+        inf = self._covering(resource, ns, label_selector) if label_selector else None
+        if inf is not None:
+            selector = None  # its watch already filters
+        else:
+            inf = self._covering(resource, ns, None)
         if inf is None:
             self._check(resource, ns)  # never wider than the read, never out of scope
             others = sorted(
@@ -399,7 +423,8 @@ class Cache:
                 # triggered by one and reading the other can see data older than its event.
                 log.warning(
                     "starting a second informer for a read whose label_selector matches no "
-                    "watched one (pass the controller's selector to read from its informer)",
+                    "watched one (unselected: later reads of the kind share it; pass the "
+                    "controller's selector to read from its informer)",
                     extra={**extra, "watched_selectors": others},
                 )
             else:
@@ -407,12 +432,12 @@ class Cache:
                     "starting an informer for a read (declare it with owns() or watches())",
                     extra=extra,
                 )
-            inf = self.informer(resource, namespace=ns, label_selector=label_selector)
+            inf = self.informer(resource, namespace=ns)
         if not inf.has_synced:
             if not self._started:
                 inf.start()
             await inf.wait_synced()
-        return inf
+        return inf, selector
 
     async def get(
         self,
@@ -425,21 +450,26 @@ class Cache:
         """The cached object (the caller's own copy), or None. Never older than our own
         last write to it.
 
-        ``label_selector`` reads from the informer of that scope (the one a
-        ``for_``/``watches`` with the same selector uses): an object outside it is
-        None. Without an informer of the kind covering ``namespace``, one for
-        just that namespace is started (:class:`OutOfScope` if the manager may
-        not see it).
+        ``label_selector``: an object outside it is None. It is read from the informer
+        with that selector if there is one (the one a ``for_``/``watches`` with the same
+        selector uses), else from the kind's unselected informer, filtered in memory.
+        Without an informer of the kind covering ``namespace``, one for just that
+        namespace is started, unselected (:class:`OutOfScope` if the manager may not
+        see it).
         """
         # on a one-namespace cache "no namespace" is that namespace, for the key too
         ns = self._default_namespace(resource, namespace)
-        inf = await self._reader(resource, ns, label_selector)
+        inf, selector = await self._reader(resource, ns, label_selector)
         key = f"{ns}/{name}" if ns else name
         lagging = await self._caught_up(resource, inf, [key])
         if lagging:
             live = await self._live(resource, lagging)
-            return live.get(key)  # straight from the server: nobody else holds it
-        return inf.store.get(key)  # decoded for this read: the caller's own
+            obj = live.get(key)  # straight from the server: nobody else holds it
+        else:
+            obj = inf.store.get(key)  # decoded for this read: the caller's own
+        if obj is not None and selector is not None and not selector.matches(obj):
+            return None
+        return obj
 
     async def list(
         self,
@@ -450,10 +480,11 @@ class Cache:
         label_selector: str | None = None,
     ) -> list[Object]:
         """The cached objects of a kind (the caller's own copies), optionally in one
-        namespace or under one index value; ``label_selector`` picks the informer of
-        that scope, as for :meth:`get`. Objects we wrote are never older than our write."""
+        namespace or under one index value; ``label_selector`` filters them, served as
+        for :meth:`get` (no new watch per selector). Objects we wrote are never older
+        than our write."""
         ns = self._default_namespace(resource, namespace)
-        inf = await self._reader(resource, ns, label_selector)
+        inf, selector = await self._reader(resource, ns, label_selector)
         lagging: builtins.list[str] = []
         pending = self._expected.get(resource)
         if pending:
@@ -463,9 +494,17 @@ class Cache:
         # read once the watch has delivered our writes (or the wait gave up); each
         # object is decoded for this read, so the caller owns it
         # (a namespaced read uses the namespace index: no scan of other namespaces)
-        objs = inf.store.by_index(*index, namespace=ns) if index else inf.store.list(ns)
+        if index:
+            objs = inf.store.by_index(*index, namespace=ns)
+        elif selector is not None:
+            # objects whose JSON lacks a required label=value are skipped undecoded
+            objs = inf.store.list_containing(ns, selector.needles)
+        else:
+            objs = inf.store.list(ns)
         if lagging:
             objs = await self._merge_live(resource, inf, objs, lagging, index)
+        if selector is not None:
+            objs = [o for o in objs if selector.matches(o)]
         return objs
 
     async def _caught_up(

@@ -384,6 +384,21 @@ class Store:
             return [_thaw(e) for e in t.items.values()]
         return [_thaw(t.items[k]) for k in t.keys(namespace)]
 
+    def list_containing(
+        self, namespace: str | None, needles: Sequence[bytes]
+    ) -> builtins.list[Object]:
+        """Like :meth:`list`, leaving out, before decoding it, every object whose stored
+        JSON lacks one of ``needles`` (a prefilter: the caller still tests what it gets)."""
+        t = self._tables
+        keys = t.items if namespace is None else t.keys(namespace)
+        out = []
+        for k in keys:
+            e = t.items[k]
+            if isinstance(e, bytes) and not all(n in e for n in needles):
+                continue
+            out.append(_thaw(e))
+        return out
+
     def add_index(self, name: str, fn: IndexFunc) -> None:
         """Register an index; existing objects are indexed at once."""
         if name in self._index_funcs:
