@@ -29,6 +29,7 @@ election pass through.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -93,6 +94,9 @@ class FencedTransport:
         params["timeout"] = f"{max(1, math.floor(bound * 1000))}ms"
         kwargs["params"] = params
         kwargs["timeout"] = bound
+        # absolute, from now: the transport counts the time it spends on the session
+        # and the credentials against it (and shortens ?timeout= to what is left)
+        kwargs["deadline"] = time.monotonic() + bound
         try:
             return await self.inner.request(method, path, **kwargs)
         except RequestTimeout as err:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import ssl
 import tempfile
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -212,12 +214,23 @@ class AiohttpTransport:
         body: bytes | None = None,
         headers: Headers | None = None,
         timeout: float | None = None,
+        # absolute (time.monotonic()), counting the session and credentials too; the
+        # write fence passes it (an extension of the Transport protocol)
+        deadline: float | None = None,
     ) -> Response:
         session = self._requests or (await self._sessions())[0]
         hdrs = await self._headers(headers)
-        client_timeout = aiohttp.ClientTimeout(
-            total=timeout or self._request_timeout, sock_connect=self._connect_timeout
-        )
+        total = timeout or self._request_timeout
+        if deadline is not None:
+            # the deadline was set before the session and the credentials (an exec plugin
+            # may take seconds): what is left of it now bounds the request on both ends
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RequestTimeout(f"{method} {path}: deadline passed before it was sent")
+            total = min(total, left)
+            if params is not None and "timeout" in params:
+                params = {**params, "timeout": f"{max(1, math.floor(left * 1000))}ms"}
+        client_timeout = aiohttp.ClientTimeout(total=total, sock_connect=self._connect_timeout)
         try:
             async with session.request(
                 method,
