@@ -372,6 +372,38 @@ class Cache:
         async with asyncio.timeout(timeout):
             await asyncio.gather(*(inf.wait_synced() for inf in self._informers.values()))
 
+    async def refresh_stale(self, max_silence: float, timeout: float | None) -> list[str]:
+        """List again, from scratch, every started informer that cannot be shown fresh:
+        not synced, failing, or silent (no event, no bookmark) for over ``max_silence``
+        seconds; wait (at most ``timeout``) for those LISTs. Returns their names.
+
+        For a standby that has just won the lease: its informers have run all along, but
+        a watch that hangs shows nothing, and workers started on it would act on what the
+        old leader has since changed. A fresh LIST is a quorum read (the apiserver's
+        current state); the store swaps it in at once and announces only what changed,
+        so the warm cache still spares a full round of reconciles."""
+        stale = [
+            inf
+            for inf in self._informers.values()
+            if inf.started
+            and (
+                not inf.has_synced
+                or inf.reflector.last_error is not None
+                or inf.reflector.stalled_for() > max_silence
+            )
+        ]
+        if not stale:
+            return []
+        listed = {inf: inf.reflector.lists for inf in stale}
+        for inf in stale:
+            # a relist must not race its own watch (the swap would drop newer events):
+            # the informer restarts, and its reflector lists before it watches again
+            await inf.stop()
+            inf.start()
+        async with asyncio.timeout(timeout):
+            await asyncio.gather(*(i.reflector.wait_listed(n) for i, n in listed.items()))
+        return [inf.name for inf in stale]
+
     def stalled(self, threshold: float) -> list[str]:
         """Names of informers whose watch showed no life for ``threshold`` seconds."""
         return [

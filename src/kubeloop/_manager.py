@@ -93,6 +93,11 @@ class ManagerOptions:
     cache_sync_timeout: float = 120.0
     #: /readyz fails when a watch shows no life for this long (default 300 s).
     watch_stall_threshold: float = 300.0
+    #: On winning the lease, an informer whose watch showed no life (event or bookmark)
+    #: for this long, or that is failing, lists again before the workers start (default
+    #: 90 s: the apiserver sends a bookmark about once a minute, so a healthy idle watch
+    #: is never this silent). Its cache may lack what the old leader last did.
+    leader_cache_max_silence: float = 90.0
     #: Handle SIGTERM/SIGINT by shutting down gracefully (default True).
     handle_signals: bool = True
     #: Informer tuning.
@@ -293,6 +298,9 @@ class Manager:
             # the election task itself is watched: if it dies, the manager stops
             await asyncio.wait({became, stopping, task}, return_when=asyncio.FIRST_COMPLETED)
             if elector.is_leader and not self._stop.is_set() and not task.done():
+                stale = await self._refresh_caches()
+                if stale:
+                    return stale
                 for c in leader_only:
                     await c.start_workers()
                 lost = loop.create_task(elector.lost.wait())
@@ -309,6 +317,24 @@ class Manager:
             err = None if task.cancelled() else task.exception()
             log.error("leader election died: %r", err, exc_info=err)
             return f"leader election died ({err!r})"
+        return None
+
+    async def _refresh_caches(self) -> str | None:
+        """Before a new leader's workers start: relist the informers that cannot be shown
+        fresh (``leader_cache_max_silence``). None when the caches are fresh; else why
+        leading must end (they did not list within ``cache_sync_timeout``)."""
+        opts = self.options
+        try:
+            relisted = await self.cache.refresh_stale(
+                opts.leader_cache_max_silence, opts.cache_sync_timeout
+            )
+        except TimeoutError:
+            return f"caches not fresh {opts.cache_sync_timeout:g}s after winning the lease"
+        if relisted:
+            log.warning(
+                "won the lease with silent or failing watches; listed them again first",
+                extra={"informers": relisted},
+            )
         return None
 
     async def _start_sources(self, controllers: list[Controller]) -> bool:

@@ -326,6 +326,11 @@ class Reflector:
         async with self._changed:
             self._changed.notify_all()
 
+    async def wait_listed(self, after: int) -> None:
+        """Until more than ``after`` LISTs have succeeded (see :attr:`lists`)."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.lists > after)
+
     async def wait_for(self, key: str, min_rv: str, timeout: float) -> bool:
         """Wait until the store holds ``key`` at ``min_rv`` or later (or it is deleted
         at a later version). Returns False on timeout."""
