@@ -25,6 +25,7 @@ field whose owner keeps alternating between two field managers, naming both.
 
 from __future__ import annotations
 
+import struct
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -74,9 +75,10 @@ class _Outside:
 _OUTSIDE: Final = _Outside()
 
 #: What is pending for a request between two reconciles: :data:`_OUTSIDE`, or the
-#: fingerprints of update events not yet known to be ours, flattened as pairs
-#: (object fingerprint, version fingerprint); empty: only events known to be ours.
-_Pending = _Outside | tuple[int, ...]
+#: fingerprints of update events not yet known to be ours, packed as :data:`_PAIR`
+#: (object hash, version hash), 16 bytes each; empty: only events known to be ours.
+_Pending = _Outside | bytes
+_PAIR: Final = struct.Struct("<qq")
 
 #: Called once per detected loop: (request, the object, the fields that keep changing).
 OnLoop = Callable[[Request, Object, list[str]], None]
@@ -139,7 +141,7 @@ class LoopDetector:
     standby's workers never start, yet its events keep coming): no event is kept.
     Each event is classified as it is enqueued, into a few integers per request: an
     outside change is one shared mark; an update that may be ours (the write's response
-    can reach us after its watch event) is a pair of hashes (the object, its version),
+    can reach us after its watch event) is a pair of hashes (the object, its version; 16 bytes),
     at most ``remembered_writes`` of them, checked against our writes when the reconcile
     starts. Our writes are hashes too, at most ``remembered_writes`` per object and
     ``remembered_objects`` objects, dropped when the object is deleted. The fields that
@@ -209,7 +211,7 @@ class LoopDetector:
             self._forget_object(object_id(event.obj))
         elif isinstance(event, Updated) and event.managed_fields:
             self._watch_fight(req, event)
-        pending = self._pending.get(req, ())
+        pending = self._pending.get(req, b"")
         if pending is _OUTSIDE:
             return  # already decided: this reconcile is not self-triggered
         if not isinstance(event, Updated):
@@ -221,13 +223,13 @@ class LoopDetector:
             self._mark_outside(req)  # a spec change is somebody's request
             return
         oid_hash, rv_hash = hash(oid), hash(str(new_meta.get("resourceVersion") or ""))
-        assert isinstance(pending, tuple)
+        assert isinstance(pending, bytes)
         if not self._ours(oid_hash, rv_hash):
-            if len(pending) >= 2 * self.options.remembered_writes:
+            if len(pending) >= _PAIR.size * self.options.remembered_writes:
                 # too many undecided events between two reconciles: count it as outside
                 self._mark_outside(req)
                 return
-            pending = (*pending, oid_hash, rv_hash)
+            pending += _PAIR.pack(oid_hash, rv_hash)
         self._pending[req] = pending
         if self._streaks.get(req, 0) == self.options.threshold - 1:
             # the next self-triggered reconcile is reported: say what changed, and where
@@ -249,8 +251,8 @@ class LoopDetector:
         pending = self._pending.pop(req, None)
         if pending is None:
             return False  # a timer or a resync: neither extends nor ends a streak
-        if not isinstance(pending, tuple) or not all(
-            self._ours(pending[i], pending[i + 1]) for i in range(0, len(pending), 2)
+        if not isinstance(pending, bytes) or not all(
+            self._ours(oid, rv) for oid, rv in _PAIR.iter_unpack(pending)
         ):
             self._streaks.pop(req, None)  # an outside change ends the streak
             self._report.pop(req, None)
