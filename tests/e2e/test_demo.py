@@ -100,3 +100,15 @@ def test_report_has_a_summary_and_a_chart(demo: tuple[dict[str, Any], Path]) -> 
     assert "`NodeResourcesFit` `MostAllocated`" in summary
     assert (report / "chart.png").read_bytes().startswith(PNG_SIGNATURE)
     assert (report / "operator.log").stat().st_size > 0
+
+
+def test_summary_and_cloud_json_agree_on_the_cloud_calls(
+    demo: tuple[dict[str, Any], Path],
+) -> None:
+    figures, report = demo
+    calls = json.loads((report / "cloud.json").read_text())["calls"]
+    # the second act terminated the drained node's VM: a delete call, counted in both
+    assert calls.get("delete", 0) >= figures["nodes_drained"] >= 1
+    listed = ", ".join(f"{k} {v}" for k, v in sorted(calls.items()))
+    (line,) = (x for x in (report / "summary.md").read_text().splitlines() if "Cloud calls" in x)
+    assert line.endswith(f": {listed}.")

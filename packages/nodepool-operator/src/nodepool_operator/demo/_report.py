@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
 from pathlib import Path
 
 from nodepool_operator.demo._apiactivity import ApiActivity
-from nodepool_operator.demo._chart import chart_png
+from nodepool_operator.demo._chart import caption, chart_png
 from nodepool_operator.demo._figures import MEANINGS, Figures
 from nodepool_operator.demo._result import DemoResult
 from nodepool_operator.demo._timeline import milestones
@@ -14,6 +15,8 @@ from nodepool_operator.demo._workload import POOL_NAME, WATCHED_NAMESPACES, Role
 
 SUMMARY = "summary.md"
 CHART = "chart.png"
+CLOUD = "cloud.json"
+CHART_ALT = "pending and running pods, target and ready nodes over time"
 
 
 def verdict(result: DemoResult) -> str:
@@ -121,30 +124,32 @@ def summary_markdown(result: DemoResult) -> str:
         f"409 Conflicts, by controller and resource: {conflicts}. A conflict is a write that "
         "lost a race and was re-read and re-applied (docs/ownership.md), not an error.",
         "",
-        "Cloud calls: "
+        f"Cloud calls by method, to the end of the run (the second act's too; `{CLOUD}` "
+        "holds the same record): "
         + (", ".join(f"{k} {v}" for k, v in sorted(result.cloud_calls.items())) or "none")
         + ".",
         "",
         "## Chart",
         "",
-        f"![pending pods, target nodes and ready nodes over time]({CHART})",
+        f"![{CHART_ALT}]({CHART})",
         "",
-        "Pending pods (blue) are all the demo's unbound pods, so the line ends at the pods that "
-        "can never fit; target nodes (orange, wide) and ready nodes (green) meet when the pool "
-        "has converged.",
+        caption(),
         "",
     ]
     return "\n".join(out)
 
 
 def write_report(result: DemoResult, directory: Path) -> tuple[Path, Path]:
-    """Write ``summary.md`` and ``chart.png`` into ``directory`` (created if missing).
+    """Write ``summary.md``, ``chart.png`` and ``cloud.json`` (the cloud's own record, when
+    the result has one) into ``directory`` (created if missing); returns the first two.
 
     Blocking (file writes, PNG encoding): call it from a worker thread in async code.
     """
     directory.mkdir(parents=True, exist_ok=True)
     summary = directory / SUMMARY
     chart = directory / CHART
+    if result.cloud_record:
+        (directory / CLOUD).write_text(json.dumps(result.cloud_record, indent=2))
     summary.write_text(summary_markdown(result))
     chart.write_bytes(chart_png(result.samples, scale_down_at=result.scale_down_at))
     return summary, chart
