@@ -28,6 +28,7 @@ from nodepool_operator.demo._figures import Figures
 from nodepool_operator.demo._liveview import LiveView, render, sparkline, status_line
 from nodepool_operator.demo._report import (
     CHART_ALT,
+    story,
     summary_markdown,
     terminal_summary,
     write_report,
@@ -251,6 +252,20 @@ def test_summary_and_cloud_json_count_the_same_cloud_calls(tmp_path: Path) -> No
     assert json.loads((tmp_path / "cloud.json").read_text()) == record
     (line,) = (x for x in summary.read_text().splitlines() if x.startswith("Cloud calls"))
     assert line.endswith(": create 3, delete 1, describe 40.")
+
+
+def test_the_timeline_says_where_the_second_act_began() -> None:
+    acted = DemoResult(
+        **{**result().__dict__, "samples": tuple(act_samples()), "scale_down_at": ACT2}
+    )
+    told = [m.text for m in story(acted)]
+    (act,) = (i for i, text in enumerate(told) if text.startswith("second act: "))
+    assert told[act - 1] == "all 13 fitting pods scheduled"  # the first act ends at 5.0 s
+    assert told[act + 1 :] == ["targetNodes 3 -> 2", "VMs 3 -> 2", "ready nodes 3 -> 2"]
+    summary = terminal_summary(acted)
+    assert f"  {ACT2:6.1f} s  second act: the demo pods of one node deleted" in summary
+    assert "| 10.0 | second act: " in summary_markdown(acted)
+    assert not any(m.text.startswith("second act") for m in story(result()))
 
 
 def test_summary_says_what_went_wrong() -> None:

@@ -10,7 +10,8 @@ from nodepool_operator.demo._apiactivity import ApiActivity
 from nodepool_operator.demo._chart import caption, chart_png
 from nodepool_operator.demo._figures import MEANINGS, Figures
 from nodepool_operator.demo._result import DemoResult
-from nodepool_operator.demo._timeline import milestones
+from nodepool_operator.demo._scaledown import PDB_NAMESPACE, UNNEEDED_TIME
+from nodepool_operator.demo._timeline import Milestone, milestones
 from nodepool_operator.demo._workload import POOL_NAME, WATCHED_NAMESPACES, Role
 
 SUMMARY = "summary.md"
@@ -37,6 +38,22 @@ def verdict(result: DemoResult) -> str:
     )
 
 
+def story(result: DemoResult) -> list[Milestone]:
+    """The run's milestones, with the start of the second act among them: the samples show
+    its effects, not what the demo did."""
+    found = milestones(result.samples)
+    if result.scale_down_at is not None:
+        act = Milestone(
+            result.scale_down_at,
+            f"second act: the demo pods of one node deleted, a PodDisruptionBudget over "
+            f"{PDB_NAMESPACE}'s pods, scale-down on (unneeded after {UNNEEDED_TIME})",
+        )
+        # After what was seen at that instant: the act begins once its sample is taken.
+        at = next((i for i, m in enumerate(found) if m.t > act.t), len(found))
+        found.insert(at, act)
+    return found
+
+
 def terminal_summary(result: DemoResult) -> str:
     """What the demo prints when it ends (without ``--json``)."""
     lines = ["", verdict(result), ""]
@@ -44,7 +61,7 @@ def terminal_summary(result: DemoResult) -> str:
     for name, value in result.figures.to_json().items():
         lines.append(f"  {name:<{width}}  {value}")
     lines += ["", "Timeline (the report has the Autoscaler's reasoning too):"]
-    lines += [f"  {m.t:6.1f} s  {m.text}" for m in milestones(result.samples) if not m.detail]
+    lines += [f"  {m.t:6.1f} s  {m.text}" for m in story(result) if not m.detail]
     return "\n".join(lines) + "\n"
 
 
@@ -107,7 +124,7 @@ def summary_markdown(result: DemoResult) -> str:
     for name, value in f.to_json().items():
         out.append(f"| `{name}` | {value} | {MEANINGS[name]} |")
     out += ["", "## Timeline", "", "| t (s) | what |", "| ---: | --- |"]
-    out += [f"| {m.t:.1f} | {m.text} |" for m in milestones(result.samples)]
+    out += [f"| {m.t:.1f} | {m.text} |" for m in story(result)]
     api = result.samples[-1].api if result.samples else ApiActivity()
     conflicts = ", ".join(f"`{k}` {n}" for k, n in api.conflicts_by_target.items()) or "none"
     out += [
