@@ -535,10 +535,13 @@ class _Run:
         await self.stop.wait()
 
     async def _clean_up(self, client: Client) -> None:
-        """Delete what the demo created, and wait for the pool's finalizer to remove its VMs."""
+        """Delete what the demo created (its pods, the budget, Autoscaler, NodePool and node class),
+        and wait for the pool's finalizer to remove its VMs."""
         for pod in self.workload.pods():
             with contextlib.suppress(NotFound):
                 await client.delete(PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
+        with contextlib.suppress(NotFound):  # the second act's budget
+            await client.delete(PDBS, _scaledown.PDB_NAME, _scaledown.PDB_NAMESPACE)
         for resource in (AUTOSCALERS, NODEPOOLS, AWSNODECLASSES):
             with contextlib.suppress(NotFound):
                 await client.delete(resource, POOL_NAME)
