@@ -74,8 +74,14 @@ def test_every_fitting_pod_is_scheduled_on_the_fewest_nodes(
 
 
 def test_the_second_act_drains_and_shrinks_the_pool(demo: tuple[dict[str, Any], Path]) -> None:
-    figures, _ = demo
+    figures, report = demo
     assert figures["nodes_drained"] >= 1
+    # The report's timeline marks the act, and the pool's shrinking comes after the mark.
+    rows = [x for x in (report / "summary.md").read_text().splitlines() if x.startswith("| ")]
+    (act,) = (i for i, row in enumerate(rows) if "| second act: " in row)
+    after = rows[act + 1 :]
+    assert any("targetNodes 3 -> 2" in row for row in after), rows
+    assert any("ready nodes 3 -> 2" in row for row in after), rows
 
 
 def test_pods_that_must_not_trigger_did_not(demo: tuple[dict[str, Any], Path]) -> None:
