@@ -523,12 +523,25 @@ class _Run:
     async def _keep(self, kubeconfig: Path, workdir: Path) -> None:
         assets = await asyncio.to_thread(find_assets, build=False)
         kubectl = str(assets.kubectl) if assets.kubectl is not None else "kubectl"
+        # After the second act the Autoscaler's scale-down is on, and would undo a manual
+        # scale-up within seconds: say so, and how to keep one.
+        keep_scale = (
+            (
+                f"The second act left the Autoscaler's scale-down on "
+                f"({_scaledown.UNNEEDED_TIME}); to keep a manual scale, turn it off first:\n"
+                f"  {kubectl} patch autoscaler/{POOL_NAME} --type=merge "
+                """-p '{"spec":{"scaleDownEnabled":false}}'\n"""
+            )
+            if self.act2_at is not None
+            else ""
+        )
         self.say(
             "\nThe cluster and the operator keep running; Ctrl-C stops them.\n"
             f"  export KUBECONFIG={kubeconfig}\n"
             f"  {kubectl} get nodepools,autoscalers\n"
             f"  {kubectl} get nodes -L kubeloop.dev/nodepool\n"
             f"  {kubectl} get pods -A -o wide\n"
+            f"{keep_scale}"
             f"  {kubectl} scale nodepool/{POOL_NAME} --replicas=5\n"
             f"operator log: {workdir / 'operator.log'}"
         )
