@@ -53,8 +53,9 @@ pytest:
 docs: .venv/.synced
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet -d site
 
-## demo: the main job (the NodePool + Autoscaler operator on a local control plane)
-demo: setup
+## demo: the main job (the NodePool + Autoscaler operator on a local control plane). It needs
+## the venv and the cluster binaries (kube-controller-manager and kwok too), not promtool.
+demo: .venv/.synced controlplane
 	$(PY) -m nodepool_operator demo --report demo-report
 
 ## bench: the full benchmark set (not part of make test); updates docs/benchmarks.md

@@ -57,7 +57,8 @@ PROGRESS_EVERY = 2.0
 #: (no VM in flight, every node ready) and the Autoscaler's Events to arrive.
 SETTLE_SECONDS = 15.0
 #: ... and at least this long, so the chart shows the end state and a late wrong scale-up
-#: (say, for a pod that was bound into spare room) would still be seen.
+#: (say, for a pod that was bound into spare room) would still be seen; the second act, too,
+#: watches its shrunk pool this long before it ends.
 TAIL_SECONDS = 2.0
 #: How long the operator and the demo's watches get to list everything at start-up.
 SYNC_SECONDS = 60.0
@@ -225,11 +226,13 @@ class _Run:
         if converged_at is not None:
             await self._scale_down_act(client, view, cloud, running, started)
             result = self._with_second_act(result)
+        # The cloud's own record at the very end, after the second act's terminations: the
+        # summary's cloud calls and cloud.json both come from this one snapshot.
+        snapshot = await cloud.snapshot()
+        result = dataclasses.replace(
+            result, cloud_record={"cloud": cloud.name, **snapshot.to_json()}
+        )
         if self.options.report is not None:
-            # The cloud's own record at the very end (for the simulated cloud, also its file).
-            snapshot = await cloud.snapshot()
-            text = json.dumps({"cloud": cloud.name, **snapshot.to_json()}, indent=2)
-            await asyncio.to_thread((self.options.report / "cloud.json").write_text, text)
             summary, chart = await asyncio.to_thread(write_report, result, self.options.report)
             self.say(f"report: {summary} and {chart}")
         if self.options.json:
@@ -402,6 +405,7 @@ class _Run:
         await client.patch(AUTOSCALERS, POOL_NAME, _scaledown.scale_down_patch())
         deadline = loop.time() + SCALE_DOWN_SECONDS
         progress_at = -PROGRESS_EVERY
+        rested_at: float | None = None
         while loop.time() < deadline:
             _raise_if_stopped(running)
             sample = await self._sample(view, cloud, loop.time() - start)
@@ -414,11 +418,18 @@ class _Run:
             gone = before_nodes - {n["metadata"]["name"] for n in view.nodes()}
             self.nodes_drained = len(gone)
             shrunk = sample.target_nodes < target_before and gone
-            if (
+            at_rest = (
                 shrunk
                 and sample.scale_operation == "inactive"
                 and sample.ready_nodes == sample.nodes == sample.target_nodes == sample.vms
-            ):
+            )
+            if not at_rest:
+                rested_at = None
+            elif rested_at is None:
+                rested_at = sample.t
+            # Watch the shrunk pool a little longer, as after the scale-up: the chart then
+            # shows its end state, not the drop as the last sample at its edge.
+            if rested_at is not None and sample.t - rested_at >= TAIL_SECONDS:
                 return
             if await _stopped_within(self.stop, TICK):
                 raise DemoInterrupted
@@ -471,7 +482,6 @@ class _Run:
             figures=figures,
             samples=tuple(self.samples),
             pod_nodes=pod_nodes,
-            cloud_calls=snapshot.calls,
             boot_seconds=self.options.boot_seconds,
             scheduler_scoring=None if self.options.kubeconfig else self.options.scheduler_scoring,
             converged=converged_at is not None,
@@ -513,22 +523,38 @@ class _Run:
     async def _keep(self, kubeconfig: Path, workdir: Path) -> None:
         assets = await asyncio.to_thread(find_assets, build=False)
         kubectl = str(assets.kubectl) if assets.kubectl is not None else "kubectl"
+        # After the second act the Autoscaler's scale-down is on, and would undo a manual
+        # scale-up within seconds: say so, and how to keep one.
+        keep_scale = (
+            (
+                f"The second act left the Autoscaler's scale-down on "
+                f"({_scaledown.UNNEEDED_TIME}); to keep a manual scale, turn it off first:\n"
+                f"  {kubectl} patch autoscaler/{POOL_NAME} --type=merge "
+                """-p '{"spec":{"scaleDownEnabled":false}}'\n"""
+            )
+            if self.act2_at is not None
+            else ""
+        )
         self.say(
             "\nThe cluster and the operator keep running; Ctrl-C stops them.\n"
             f"  export KUBECONFIG={kubeconfig}\n"
             f"  {kubectl} get nodepools,autoscalers\n"
             f"  {kubectl} get nodes -L kubeloop.dev/nodepool\n"
             f"  {kubectl} get pods -A -o wide\n"
+            f"{keep_scale}"
             f"  {kubectl} scale nodepool/{POOL_NAME} --replicas=5\n"
             f"operator log: {workdir / 'operator.log'}"
         )
         await self.stop.wait()
 
     async def _clean_up(self, client: Client) -> None:
-        """Delete what the demo created, and wait for the pool's finalizer to remove its VMs."""
+        """Delete what the demo created (its pods, the budget, Autoscaler, NodePool and node class),
+        and wait for the pool's finalizer to remove its VMs."""
         for pod in self.workload.pods():
             with contextlib.suppress(NotFound):
                 await client.delete(PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
+        with contextlib.suppress(NotFound):  # the second act's budget
+            await client.delete(PDBS, _scaledown.PDB_NAME, _scaledown.PDB_NAMESPACE)
         for resource in (AUTOSCALERS, NODEPOOLS, AWSNODECLASSES):
             with contextlib.suppress(NotFound):
                 await client.delete(resource, POOL_NAME)
