@@ -51,8 +51,7 @@ WORKERS = 16
 
 
 async def operate(kubeconfig: str, namespace: str, workers: int, job: str = "status") -> None:
-    # qps=None: the benchmark measures the runtime, not the client-side rate limit
-    client = Client.from_kubeconfig(kubeconfig, qps=None)
+    client = Client.from_kubeconfig(kubeconfig)
     mgr = Manager(client, ManagerOptions(metrics_bind_address=None, health_probe_bind_address=None))
 
     async def reconcile(req: Request) -> Result:

@@ -1137,7 +1137,7 @@ async def run(ctx: Context) -> BenchResult:
     discarded = 0
     other: list[float] = []
     async with (
-        Client.from_kubeconfig(kubeconfig, qps=None) as client,
+        Client.from_kubeconfig(kubeconfig) as client,
         connect(kubeconfig, BURST_CONCURRENCY) as api,
     ):
         await install_crd(client)

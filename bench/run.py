@@ -150,7 +150,7 @@ def _etcd_version(url: str) -> str | None:
 
 
 async def _apiserver_version(kubeconfig: Path) -> str:
-    async with Client.from_kubeconfig(kubeconfig, qps=None) as client:
+    async with Client.from_kubeconfig(kubeconfig) as client:
         return str((await client.server_version()).get("gitVersion", "unknown"))
 
 
