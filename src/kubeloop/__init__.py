@@ -73,7 +73,7 @@ from kubeloop._handler import (
     enqueue_owner,
     request_for,
 )
-from kubeloop._informer import Cache, Informer, OutOfScope
+from kubeloop._informer import Cache, CacheReadError, Informer, OutOfScope
 from kubeloop._leader import LeaderElectionOptions, LeaderElector
 from kubeloop._log import configure_logging
 from kubeloop._loopdetect import LoopDetectionOptions
@@ -158,6 +158,7 @@ __all__ = [
     "BucketRateLimiter",
     "Builder",
     "Cache",
+    "CacheReadError",
     "CacheSyncTimeout",
     "Cause",
     "ChannelSource",
