@@ -8,6 +8,9 @@ controller ``for_`` the kind with ``generation_changed``, 16 workers
 kubeloop's ``configure_logging()`` at WARNING (kopf runs with ``--quiet``, the same level);
 SIGTERM stops it gracefully. The metrics and
 health endpoints are off (the benchmark does not scrape them; kopf serves neither by default).
+The client is the README's ``Client.from_kubeconfig()`` with its defaults (no client-side
+rate limit, as every user gets); 16 workers and the endpoints are the only departures from
+the README's example.
 
 ``--job children`` runs the child-owning job instead (``bench/_children.py``): the same
 controller ``.owns(CONFIGMAPS)``, so a child's events (its deletion too) enqueue its
