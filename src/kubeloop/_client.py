@@ -433,7 +433,11 @@ class Client:
         self.limiter_waits += 1
         if wait > _THROTTLE_LOG_AFTER:
             _log.info("waited %.1fs for client-side throttling before %s %s", wait, verb, path)
-        await asyncio.sleep(wait)
+        try:
+            await asyncio.sleep(wait)
+        except asyncio.CancelledError:
+            self._bucket.cancel()  # never sent: its token goes to the callers behind it
+            raise
 
     # -- reads -----------------------------------------------------------------------
 

@@ -3,6 +3,7 @@ throttling, an expiring continue token, malformed streams. Uses a scripted trans
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import json
@@ -247,6 +248,28 @@ async def test_client_side_rate_limit_spaces_requests_after_the_burst(
     # one more refill interval (0.5 s at 2 qps) than the one before it
     assert no_sleep == pytest.approx([0.5, 1.0], abs=0.05)
     assert client.limiter_waits == 2
+
+
+async def test_a_caller_cancelled_while_throttled_gives_its_token_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 1:
+            raise asyncio.CancelledError  # the first waiter's reconcile is cancelled
+
+    monkeypatch.setattr("kubeloop._client.asyncio.sleep", sleep)
+    transport = FakeTransport(ok({}), ok({}))
+    client = make(transport, qps=1.0, burst=1)
+    await client.get(CONFIGMAPS, "x", "ns")  # takes the only token
+    with pytest.raises(asyncio.CancelledError):
+        await client.get(CONFIGMAPS, "x", "ns")
+    await client.get(CONFIGMAPS, "x", "ns")
+    # the next caller waits one refill, not two: the cancelled one's token came back
+    assert slept == pytest.approx([1.0, 1.0], abs=0.05)
+    assert len(transport.calls) == 2
 
 
 async def test_watches_are_exempt_from_the_rate_limit(no_sleep: list[float]) -> None:
