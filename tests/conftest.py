@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from nodepool_operator.cloud import MotoServer
+from nodepool_operator.testbed import MotoServer
 from tests._hygiene import (  # re-exported as this conftest's hooks
     pytest_collection_modifyitems,
     pytest_runtest_protocol,

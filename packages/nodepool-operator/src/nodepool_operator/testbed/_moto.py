@@ -64,7 +64,7 @@ class MotoServer:
         except ImportError as err:
             raise MotoUnavailable(
                 "moto's server is not installed; install the aws-demo extra "
-                "(pip install 'kubeloop[aws-demo]') or `uv sync --group dev`"
+                "(pip install 'nodepool-operator[aws-demo]') or `uv sync --group dev`"
             ) from err
         self.port = _free_port()
         out = self._log.open("ab") if self._log is not None else subprocess.DEVNULL
