@@ -333,9 +333,9 @@ def _run(args: argparse.Namespace) -> int:
         vms = _simulated_vms(settings)
     except ImportError as err:
         return _missing_extra(
-            "--cloud simulated runs its VMs' kubelets from the test bed (or pass "
-            "--no-simulated-kubelets)",
+            "--cloud simulated runs its VMs' kubelets from the test bed, which",
             err,
+            otherwise=" (or pass --no-simulated-kubelets)",
         )
     try:
         asyncio.run(operator.run(kubeconfig, settings, vms=vms))
@@ -367,14 +367,14 @@ def _simulated_vms(settings: OperatorSettings) -> VmSide | None:
     )
 
 
-def _missing_extra(what: str, err: ImportError, extra: str = "demo") -> int:
+def _missing_extra(what: str, err: ImportError, *, otherwise: str = "") -> int:
     """One line naming the extra to install, for an ImportError of a module only an extra
     brings; any other ImportError is a bug and propagates."""
     if (err.name or "").partition(".")[0] not in _EXTRA_MODULES:
         raise err
     print(
-        f"error: {what}; it needs the {extra} extra ({err.name} is missing): "
-        f'pip install "nodepool-operator[{extra}]"',
+        f"error: {what} needs the demo extra ({err.name} is not installed): "
+        f'pip install "nodepool-operator[demo]"{otherwise}',
         file=sys.stderr,
     )
     return _MISSING_EXTRA
