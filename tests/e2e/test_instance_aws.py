@@ -48,10 +48,7 @@ def _nodeclass(name: str, seeded: LaunchEnvironment) -> dict[str, Any]:
         "kind": AWSNODECLASSES.kind,
         "metadata": {"name": name},
         "spec": {
-            "amiSsmParameter": seeded.ami_parameter,
-            "subnetIds": list(seeded.subnet_ids),
-            "securityGroupIds": [seeded.security_group_id],
-            "instanceProfile": seeded.instance_profile,
+            **seeded.node_class_spec(),
             "userData": "#!/bin/sh\necho ${nodeName}\n",
             "tags": {"team": "platform"},
         },

@@ -38,10 +38,11 @@ from nodepool_operator.controllers import POOL_LABEL
 from nodepool_operator.testbed import MotoServer, moto_vms, seed_launch_environment
 from tests._dist import LEAKY, fresh_venv, requirement
 from tests.e2e.conftest import LABEL, OperatorEnv
+from tests.e2e.test_autoscaler import autoscaler_manifest, pod_manifest, pool_manifest
 
 pytestmark = pytest.mark.integration
 
-#: A real EC2 type moto knows (2 vCPUs, 8 GiB); one pod of ours fits one node.
+#: A real EC2 type moto knows (2 vCPUs, 8 GiB); the test's one pod fits one node.
 INSTANCE_TYPE = "m5.large"
 LEASE = "nodepool-operator-leader"
 #: What only the extras bring: none of it may be in the bare venv.
@@ -74,9 +75,12 @@ def with_demo(wheels: Mapping[str, Path], tmp_path_factory: pytest.TempPathFacto
     )
 
 
-def _command(bin_dir: Path, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _command(
+    bin_dir: Path, *argv: str, cwd: Path, program: str = "nodepool-operator"
+) -> subprocess.CompletedProcess[str]:
+    """``program`` of the venv whose bin directory is ``bin_dir``, run from ``cwd``."""
     return subprocess.run(
-        [str(bin_dir / "nodepool-operator"), *argv],
+        [str(bin_dir / program), *argv],
         capture_output=True,
         text=True,
         timeout=120,
@@ -94,15 +98,8 @@ def test_the_bare_venv_has_no_extra_and_the_product_from_its_wheel(
         "print(json.dumps({'missing': [m for m in sys.argv[1:] if importlib.util.find_spec(m) "
         "is None], 'files': [nodepool_operator.__file__, kubeloop.__file__]}))"
     )
-    result = subprocess.run(
-        [str(bare / "python"), "-c", probe, *EXTRAS_ONLY],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-        cwd=tmp_path,
-        env=_clean_env(),
-    )
+    result = _command(bare, "-c", probe, *EXTRAS_ONLY, cwd=tmp_path, program="python")
+    assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
     assert found["missing"] == list(EXTRAS_ONLY)
     assert all(f.startswith(str(bare.parent)) for f in found["files"]), found["files"]
@@ -132,65 +129,6 @@ def test_help_works_and_demo_names_its_extra_in_the_bare_venv(bare: Path, tmp_pa
 
 
 # -- run --cloud aws from the bare venv ------------------------------------------------------
-
-
-def _node_class(name: str, seeded: Any) -> dict[str, Any]:
-    # no userData: instances boot with the operator's node bootstrap, which the moto
-    # kubelets register their Nodes from (as EKS's bootstrap would)
-    return {
-        "apiVersion": AWSNODECLASSES.api_version,
-        "kind": AWSNODECLASSES.kind,
-        "metadata": {"name": name},
-        "spec": {
-            "amiSsmParameter": seeded.ami_parameter,
-            "subnetIds": list(seeded.subnet_ids),
-            "securityGroupIds": [seeded.security_group_id],
-            "instanceProfile": seeded.instance_profile,
-        },
-    }
-
-
-def _pool(name: str, node_class: str) -> dict[str, Any]:
-    return {
-        "apiVersion": NODEPOOLS.api_version,
-        "kind": NODEPOOLS.kind,
-        "metadata": {"name": name},
-        "spec": {
-            "instanceType": INSTANCE_TYPE,
-            "minNodes": 0,
-            "maxNodes": 2,
-            "targetNodes": 0,
-            "nodeClassRef": {"name": node_class},
-        },
-    }
-
-
-def _autoscaler(name: str, pool: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": AUTOSCALERS.api_version,
-        "kind": AUTOSCALERS.kind,
-        "metadata": {"name": name},
-        "spec": {"nodePoolRef": {"name": pool}, "namespaces": [namespace], "frequency": "30s"},
-    }
-
-
-def _pod(name: str, pool: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {POOL_LABEL: pool},
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "registry.invalid/app:1",
-                    "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}},
-                }
-            ],
-            "terminationGracePeriodSeconds": 0,
-        },
-    }
 
 
 @pytest.fixture
@@ -260,9 +198,18 @@ async def test_run_cloud_aws_from_the_bare_venv_leads_and_gets_a_pending_pod_its
     proc, log = operator_process
     name = f"wheel-{env.run_id}"
     seeded = await seed_launch_environment(moto.endpoint_url, name=name)
-    await env.create(AWSNODECLASSES, _node_class(name, seeded))
-    await env.create(NODEPOOLS, _pool(name, name))
-    await env.create(AUTOSCALERS, _autoscaler(name, name, ns))
+    node_class = {
+        "apiVersion": AWSNODECLASSES.api_version,
+        "kind": AWSNODECLASSES.kind,
+        "metadata": {"name": name},
+        "spec": seeded.node_class_spec(),
+    }
+    await env.create(AWSNODECLASSES, node_class)
+    # m5.large's own figures: the pool states its nodes' capacity
+    pool = pool_manifest(name, instanceType=INSTANCE_TYPE, cpu="2", memory="8Gi", maxNodes=2)
+    pool["spec"]["nodeClassRef"] = {"name": name}
+    await env.create(NODEPOOLS, pool)
+    await env.create(AUTOSCALERS, autoscaler_manifest(name, name, ns))
 
     async def leader() -> str:
         lease = await env.client.get(LEASES, LEASE, ns)
@@ -271,7 +218,7 @@ async def test_run_cloud_aws_from_the_bare_venv_leads_and_gets_a_pending_pod_its
     holder = await env.eventually(leader, "the operator to take the Lease", timeout=90)
     assert holder.endswith(f"_{proc.pid}"), holder  # this very process (hostname_pid)
 
-    await env.create(PODS, _pod(name, name), ns)
+    await env.create(PODS, pod_manifest(name, name, memory="2Gi"), ns)
 
     async def bound() -> str:
         pod = await env.client.get(PODS, name, ns)

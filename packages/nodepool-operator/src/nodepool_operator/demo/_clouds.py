@@ -95,15 +95,9 @@ async def moto_cloud(workdir: Path) -> AsyncIterator[MotoDemoCloud]:
         # The standard chain reads these; moto accepts any key.
         os.environ.update(moto.env())
         seeded = await seed_launch_environment(moto.endpoint_url)
-        spec = {
-            "amiSsmParameter": seeded.ami_parameter,
-            "subnetIds": list(seeded.subnet_ids),
-            "securityGroupIds": [seeded.security_group_id],
-            "instanceProfile": seeded.instance_profile,
-            # no userData: the instances boot with the operator's node bootstrap (labels,
-            # taints, capacity), which MotoKubelets registers their Nodes from
-            "tags": {"demo": "kubeloop"},
-        }
+        # no userData: the instances boot with the operator's node bootstrap (labels,
+        # taints, capacity), which MotoKubelets registers their Nodes from
+        spec = {**seeded.node_class_spec(), "tags": {"demo": "kubeloop"}}
         async with AwsCloud(endpoint_url=moto.endpoint_url) as census:
             yield MotoDemoCloud(
                 moto,

@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Final, Self
+from typing import Any, Final, Self
 
 #: moto's server accepts any keys; botocore's chain still needs some to sign with.
 TEST_CREDENTIALS: Final = {
@@ -141,6 +141,17 @@ class LaunchEnvironment:
     subnet_ids: tuple[str, ...]
     security_group_id: str
     instance_profile: str
+
+    def node_class_spec(self) -> dict[str, Any]:
+        """An AwsNodeClass ``spec`` that launches into this environment (no ``userData``:
+        instances boot with the operator's node bootstrap, which the moto kubelets register
+        their Nodes from)."""
+        return {
+            "amiSsmParameter": self.ami_parameter,
+            "subnetIds": list(self.subnet_ids),
+            "securityGroupIds": [self.security_group_id],
+            "instanceProfile": self.instance_profile,
+        }
 
 
 async def seed_launch_environment(
