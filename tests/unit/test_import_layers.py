@@ -80,41 +80,44 @@ def test_run_cloud_aws_loads_no_test_bed_demo_or_extra(tmp_path: Path) -> None:
     assert "nodepool_operator.operator" in out["modules"]  # the check looked at a real run
 
 
-# A missing extra, as in a venv without it: its top-level modules cannot be imported.
-_WITHOUT_EXTRAS = """
+# A missing extra, as in a venv without it: its top-level modules cannot be imported
+# (a None in sys.modules, which find_spec also reports as not installed).
+_WITHOUT = """
 import sys
-for name in ("cryptography", "matplotlib", "moto"):
+for name in sys.argv[1].split(","):
     sys.modules[name] = None
 from nodepool_operator.__main__ import main
-sys.exit(main(sys.argv[1:]))
+sys.exit(main(sys.argv[2:]))
 """
+NO_EXTRAS = "cryptography,matplotlib,moto"
 
 
 @pytest.mark.parametrize(
-    ("argv", "mentions"),
+    ("missing", "argv", "mentions", "extra"),
     [
-        (["demo", "--headless"], "nodepool-operator demo"),
-        (["run", "--cloud", "simulated"], "--no-simulated-kubelets"),
+        (NO_EXTRAS, ["demo", "--headless"], "nodepool-operator demo", "demo"),
+        (NO_EXTRAS, ["run", "--cloud", "simulated"], "--no-simulated-kubelets", "demo"),
+        ("moto", ["demo", "--cloud", "aws"], "demo --cloud aws", "aws-demo"),
     ],
-    ids=["demo", "run-simulated"],
+    ids=["demo", "run-simulated", "demo-aws"],
 )
 def test_a_missing_extra_is_one_line_naming_it_and_exit_2(
-    argv: list[str], mentions: str, tmp_path: Path
+    missing: str, argv: list[str], mentions: str, extra: str, tmp_path: Path
 ) -> None:
     argv = [*argv, "--kubeconfig", str(tmp_path / "never-read")]
-    result = _python(_WITHOUT_EXTRAS, *argv)
+    result = _python(_WITHOUT, missing, *argv)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert mentions in lines[0]
-    assert 'pip install "nodepool-operator[demo]"' in lines[0]
+    assert f'pip install "nodepool-operator[{extra}]"' in lines[0]
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
 
 
 def test_run_simulated_without_its_kubelets_needs_no_extra(tmp_path: Path) -> None:
     argv = ["run", "--no-simulated-kubelets", "--kubeconfig", str(tmp_path / "missing")]
-    result = _python(_WITHOUT_EXTRAS, *argv)
+    result = _python(_WITHOUT, NO_EXTRAS, *argv)
     assert result.returncode == 1, result.stderr  # past the extras: "cannot connect"
     assert "cannot connect" in result.stderr
     assert "extra" not in result.stderr

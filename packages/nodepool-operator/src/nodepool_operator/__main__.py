@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
@@ -367,14 +368,14 @@ def _simulated_vms(settings: OperatorSettings) -> VmSide | None:
     )
 
 
-def _missing_extra(what: str, err: ImportError, *, otherwise: str = "") -> int:
+def _missing_extra(what: str, err: ImportError, *, extra: str = "demo", otherwise: str = "") -> int:
     """One line naming the extra to install, for an ImportError of a module only an extra
     brings; any other ImportError is a bug and propagates."""
     if (err.name or "").partition(".")[0] not in _EXTRA_MODULES:
         raise err
     print(
-        f"error: {what} needs the demo extra ({err.name} is not installed): "
-        f'pip install "nodepool-operator[demo]"{otherwise}',
+        f"error: {what} needs the {extra} extra ({err.name} is not installed): "
+        f'pip install "nodepool-operator[{extra}]"{otherwise}',
         file=sys.stderr,
     )
     return _MISSING_EXTRA
@@ -386,6 +387,10 @@ def _demo(args: argparse.Namespace) -> int:
         from nodepool_operator.demo import run_demo
     except ImportError as err:
         return _missing_extra("nodepool-operator demo", err)
+    if args.cloud == "aws" and importlib.util.find_spec("moto") is None:
+        # moto's server runs in a child process; say so now rather than once the cluster is up
+        missing = ModuleNotFoundError(name="moto")
+        return _missing_extra("nodepool-operator demo --cloud aws", missing, extra="aws-demo")
     options = DemoOptions(
         kubeconfig=args.kubeconfig,
         pods=args.pods,
