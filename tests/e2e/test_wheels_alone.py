@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from aiobotocore.session import AioSession
 
+import kubeloop
 from kubeloop import LEASES, NODES, PODS, load_kubeconfig
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import AUTOSCALERS, AWSNODECLASSES, NODEPOOLS
@@ -267,6 +268,14 @@ async def test_run_cloud_aws_from_the_bare_venv_leads_and_gets_a_pending_pod_its
 
 
 def test_the_demo_runs_from_a_venv_with_the_demo_extra(with_demo: Path, tmp_path: Path) -> None:
+    # kubeloop[testing], which the demo extra asks for, is the kubeloop wheel's
+    probe = "import kubeloop, kubeloop.envtest; print(kubeloop.__version__, kubeloop.__file__)"
+    where = _command(with_demo, "-c", probe, cwd=tmp_path, program="python")
+    assert where.returncode == 0, where.stderr
+    version, path = where.stdout.split()
+    assert version == kubeloop.__version__
+    assert path.startswith(str(with_demo.parent))
+
     argv = [str(with_demo / "nodepool-operator"), "demo", "--headless", "--json"]
     argv += ["--timeout", str(DEMO_TIMEOUT)]
     proc = subprocess.run(
