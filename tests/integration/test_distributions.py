@@ -8,7 +8,6 @@ the kubeloop wheel (and its declared dependencies from the index) imports kubelo
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import email
 import os
@@ -28,7 +27,6 @@ from tests._dist import fresh_venv
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-OPERATOR_SRC = ROOT / "packages" / "nodepool-operator" / "src" / "nodepool_operator"
 GREETINGS = Resource("tutorial.kubeloop.dev", "v1", "greetings", "Greeting")
 
 
@@ -59,22 +57,6 @@ def test_two_wheels_one_version_no_second_copy_of_the_runtime(wheels: dict[str, 
     testing = [r for r in requires if r.replace('"', "'").endswith("extra == 'testing'")]
     assert {r.split(">")[0].split(";")[0].strip() for r in testing} == {"cryptography", "pytest"}
     assert any(r.startswith("kubeloop") for r in operator.get_all("Requires-Dist") or [])
-
-
-def test_the_operator_uses_only_kubeloops_public_api() -> None:
-    private = []
-    for path in OPERATOR_SRC.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            modules = []
-            if isinstance(node, ast.ImportFrom) and node.module:
-                modules = [node.module]
-            elif isinstance(node, ast.Import):
-                modules = [a.name for a in node.names]
-            for module in modules:
-                parts = module.split(".")
-                if parts[0] == "kubeloop" and any(p.startswith("_") for p in parts[1:]):
-                    private.append(f"{path.relative_to(ROOT)}: {module}")
-    assert private == []
 
 
 @pytest.fixture(scope="module")

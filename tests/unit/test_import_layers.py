@@ -52,7 +52,7 @@ def test_the_import_contracts_hold() -> None:
         cwd=ROOT,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "4 kept, 0 broken" in result.stdout
+    assert " 0 broken" in result.stdout
 
 
 _LOADED_AFTER = """
