@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from kubeloop import ConfigError, KubeloopError, LeaderElectionLost, configure_logging
 from nodepool_operator import operator
+from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.demo import (
     DEFAULT_PODS,
     DemoError,
@@ -359,7 +360,6 @@ def _simulated_vms(settings: OperatorSettings) -> VmSide | None:
     """The simulated VMs' kubelets, if this run has them: only now is the test bed imported."""
     if settings.cloud != "simulated" or not settings.simulated_kubelets:
         return None
-    from nodepool_operator.cloud import SimulatedCloud
     from nodepool_operator.testbed import simulated_vms
 
     # opened once the operator has checked that the simulated cloud may run here
