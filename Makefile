@@ -29,9 +29,12 @@ test: setup lint typecheck docs pytest
 
 LINTED := src packages tests examples bench
 
+## lint: ruff, and the import contracts of .importlinter (the operator's layers; the product
+## free of its demo and test bed; no _private module imported from outside its package)
 lint:
 	$(PY) -m ruff check $(LINTED)
 	$(PY) -m ruff format --check $(LINTED)
+	.venv/bin/lint-imports --no-logo --no-cache
 
 typecheck:
 	$(PY) -m mypy

@@ -72,11 +72,10 @@ from kubeloop import (
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS, crds, parse_nodepool
 from nodepool_operator.cloud import SimulatedCloud
-from nodepool_operator.controllers._capacity import pool_template
-from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers import POOL_LABEL, pool_template
 from nodepool_operator.crdinstall import install_crds
-from nodepool_operator.demo._apiactivity import ApiActivity, api_activity
-from nodepool_operator.operator import FIELD_MANAGER, build_manager, simulated_vms
+from nodepool_operator.demo import ApiActivity, api_activity
+from nodepool_operator.operator import FIELD_MANAGER, build_manager
 from nodepool_operator.scheduling import (
     classify,
     lower_bound,
@@ -85,6 +84,7 @@ from nodepool_operator.scheduling import (
     plan_scale_up,
 )
 from nodepool_operator.settings import OperatorSettings
+from nodepool_operator.testbed import simulated_vms
 
 PRIORITYCLASSES = Resource(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False

@@ -51,8 +51,7 @@ from bench import (
     workers,
 )
 from kubeloop import Client
-from kubeloop.envtest import ControlPlane, ControlPlaneOptions
-from kubeloop.envtest._controlplane import SCHEDULER_SCORINGS
+from kubeloop.envtest import SCHEDULER_SCORINGS, ControlPlane, ControlPlaneOptions
 
 #: Every benchmark, in the order they run and appear in the docs.
 BENCHMARKS: dict[str, Benchmark] = {

@@ -55,11 +55,11 @@ from kubeloop import (
     Request,
     Resource,
     Result,
+    copy_object,
     generation_changed,
     retry_transient,
     update_status,
 )
-from kubeloop._store import copy_object
 
 GROUP = "bench.kubeloop.dev"
 SAMPLES = Resource(GROUP, "v1", "samples", "Sample")

@@ -129,7 +129,7 @@ from kubeloop._resource import (
 from kubeloop._retry import retry_on_conflict, retry_transient
 from kubeloop._source import ChannelSource, KindSource, PeriodicSource, Source
 from kubeloop._status import StaleGeneration, retry_update, set_status_condition, update_status
-from kubeloop._store import Store, object_key
+from kubeloop._store import Store, copy_object, object_key
 from kubeloop._workqueue import QueueShutDown, WorkQueue
 
 __version__ = "0.1.0"
@@ -229,6 +229,7 @@ __all__ = [
     "condition",
     "configure_logging",
     "controller_of",
+    "copy_object",
     "create_or_patch",
     "create_or_update",
     "default_controller_rate_limiter",

@@ -1,6 +1,7 @@
 """Two distributions from one workspace: `kubeloop` (the runtime) and `nodepool-operator`.
 
-The wheels are built with `uv build --all-packages`, as a release would; a fresh venv with only
+The wheels are built with `uv build --all-packages`, as a release would (the session's
+``wheels`` fixture, shared with tests/e2e/test_wheels_alone.py); a fresh venv with only
 the kubeloop wheel (and its declared dependencies from the index) imports kubeloop, lacks the
 [testing] extra's packages, and runs the tutorial's operator against the real control plane.
 """
@@ -11,10 +12,8 @@ import ast
 import asyncio
 import email
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -24,33 +23,13 @@ import kubeloop
 from kubeloop import CONFIGMAPS, Client, NotFound, Resource
 from kubeloop.envtest import ControlPlane
 from kubeloop.testing import eventually
+from tests._dist import fresh_venv
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATOR_SRC = ROOT / "packages" / "nodepool-operator" / "src" / "nodepool_operator"
 GREETINGS = Resource("tutorial.kubeloop.dev", "v1", "greetings", "Greeting")
-
-
-def uv() -> str:
-    found = shutil.which("uv") or str(Path.home() / ".local" / "bin" / "uv")
-    assert Path(found).exists(), "uv is installed by `make setup`"
-    return found
-
-
-@pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [uv(), "build", "--all-packages", "--wheel", "-o", str(out)],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    found = {p.name.split("-")[0]: p for p in out.glob("*.whl")}
-    assert set(found) == {"kubeloop", "nodepool_operator"}, sorted(found)
-    return found
 
 
 def metadata(wheel: Path) -> email.message.Message:
@@ -101,19 +80,7 @@ def test_the_operator_uses_only_kubeloops_public_api() -> None:
 @pytest.fixture(scope="module")
 def runtime_only_venv(wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.mktemp("venv") / "v"
-    subprocess.run(
-        [uv(), "venv", "--python", sys.executable, str(venv)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    subprocess.run(
-        [uv(), "pip", "install", "--python", str(venv / "bin" / "python"), str(wheels["kubeloop"])],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    return venv / "bin" / "python"
+    return fresh_venv(venv, str(wheels["kubeloop"])) / "python"
 
 
 def test_a_plain_install_has_no_test_dependencies(runtime_only_venv: Path) -> None:

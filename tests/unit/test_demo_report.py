@@ -153,8 +153,8 @@ def test_summary_says_what_went_wrong() -> None:
 def test_run_maps_flags_onto_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
 
-    async def fake_run(kubeconfig: str | None, settings: OperatorSettings) -> None:
-        seen.update(kubeconfig=kubeconfig, settings=settings)
+    async def fake_run(kubeconfig: str | None, settings: OperatorSettings, vms: Any) -> None:
+        seen.update(kubeconfig=kubeconfig, settings=settings, vms=vms)
 
     monkeypatch.setattr("nodepool_operator.operator.run", fake_run)
     monkeypatch.setattr(cli, "configure_logging", lambda *a, **k: None)
@@ -165,6 +165,7 @@ def test_run_maps_flags_onto_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = seen["settings"]
     assert (settings.registration_timeout_seconds, settings.node_repair_seconds) == (7.0, 9.0)
     assert not settings.simulated_kubelets
+    assert seen["vms"] is None
     assert seen["kubeconfig"] == "k"
     assert settings.boot_seconds == 1.5
     assert settings.metrics_bind_address is None
@@ -179,7 +180,7 @@ def test_run_maps_flags_onto_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_run_defaults_are_the_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[OperatorSettings] = []
 
-    async def fake_run(kubeconfig: str | None, settings: OperatorSettings) -> None:
+    async def fake_run(kubeconfig: str | None, settings: OperatorSettings, vms: Any) -> None:
         seen.append(settings)
 
     monkeypatch.setattr("nodepool_operator.operator.run", fake_run)

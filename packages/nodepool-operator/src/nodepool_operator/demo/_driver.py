@@ -17,9 +17,8 @@ import signal
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import TextIO
 
 from kubeloop import (
     NAMESPACES,
@@ -35,19 +34,20 @@ from kubeloop import (
 )
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions, find_assets
 from nodepool_operator.api import AUTOSCALERS, AWSNODECLASSES, NODEPOOLS
-from nodepool_operator.cloud import MotoUnavailable
 from nodepool_operator.demo import _scaledown
 from nodepool_operator.demo._apiactivity import ApiActivity, api_activity
 from nodepool_operator.demo._clouds import DemoCloud, SimulatedDemoCloud, moto_cloud
 from nodepool_operator.demo._clusterview import ClusterView
 from nodepool_operator.demo._figures import compute_figures
 from nodepool_operator.demo._liveview import LiveView, status_line
+from nodepool_operator.demo._options import DemoError, DemoInterrupted, DemoOptions
 from nodepool_operator.demo._report import terminal_summary, write_report
 from nodepool_operator.demo._result import DemoResult
 from nodepool_operator.demo._sample import Sample, take_sample
-from nodepool_operator.demo._workload import DEFAULT_PODS, POOL_NAME, Role, Workload
+from nodepool_operator.demo._workload import POOL_NAME, Role, Workload
 from nodepool_operator.operator import operator
 from nodepool_operator.settings import OperatorSettings
+from nodepool_operator.testbed import MotoUnavailable
 
 #: Seconds between two samples (and redraws of the live view).
 TICK = 0.25
@@ -70,42 +70,6 @@ SCALE_DOWN_SECONDS = 120.0
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
 
 log = logging.getLogger("nodepool_operator.demo")
-
-
-@dataclass(frozen=True)
-class DemoOptions:
-    """``nodepool-operator demo``'s flags."""
-
-    #: Use this cluster instead of starting a local control plane.
-    kubeconfig: Path | None = None
-    #: Pods in the burst, four of which must not cause a scale-up.
-    pods: int = DEFAULT_PODS
-    #: Seconds a simulated VM takes to boot.
-    boot_seconds: float = 3.0
-    #: Write summary.md and chart.png (and keep the cloud file and operator log) here.
-    report: Path | None = None
-    #: Leave the control plane and operator running until Ctrl-C.
-    keep: bool = False
-    #: No live view; progress lines on stderr instead.
-    headless: bool = False
-    #: End with one JSON line of figures on stdout instead of the summary.
-    json: bool = False
-    #: Seconds to wait for every fitting pod to be scheduled.
-    timeout: float = 300.0
-    #: ``simulated``, or ``aws``: AwsCloud against a moto server the demo starts on loopback.
-    cloud: Literal["simulated", "aws"] = "simulated"
-    #: kube-scheduler's ``NodeResourcesFit`` scoring in the demo's own control plane
-    #: (``LeastAllocated``, its default, or the bin-packing ``MostAllocated``); a cluster given
-    #: with ``kubeconfig`` keeps its own scheduler, so any other value is refused there.
-    scheduler_scoring: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
-
-
-class DemoError(Exception):
-    """The demo could not run (as opposed to: it ran and the operator misbehaved)."""
-
-
-class DemoInterrupted(Exception):
-    """Ctrl-C or SIGTERM before the demo finished."""
 
 
 async def run_demo(
