@@ -10,7 +10,8 @@
 # run only redoes the layers whose inputs changed.
 #
 # Usage: tools/image/build.sh [IMAGE]   (default nodepool-operator:dev)
-# Prints, on stdout, shell-style lines the test reads: image=, root=, runroot=, size=.
+# Prints, on stdout, key=value lines the image test reads: image, root and runroot (the store),
+# runtime and ulimits (how to run it here, see lib.sh), size (bytes).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -87,4 +88,6 @@ echo "built $image in $((SECONDS - t0))s: $((size / 1000000)) MB (base $base_ima
 echo "image=$image"
 echo "root=$store_root"
 echo "runroot=$store_runroot"
+echo "runtime=$runtime"
+echo "ulimits=${runtime_limits[*]}"
 echo "size=$size"
