@@ -24,8 +24,9 @@ controlplane: .venv/.synced
 monitoring:
 	@bash tools/monitoring/build.sh >/dev/null
 
-## test: lint, type-check and the whole suite against the real control plane
-test: setup lint typecheck docs pytest
+## test: lint, type-check and the whole suite against the real control plane (with the image,
+## which tests/e2e/test_image.py runs; built first so a cold build shows as its own step)
+test: setup lint typecheck docs image pytest
 
 LINTED := src packages tests examples bench
 

@@ -83,6 +83,10 @@ if ! buildah "${store[@]}" build --layers --pull=never --network=host \
   tail -n 30 "$image_cache/build.log" >&2
   exit 1
 fi
+# Each source change leaves the previous build's untagged images behind (about 100 MB); drop
+# those older than an hour. The current build's cache is in use or recent, and a layer another
+# image still stands on is not dangling, so the dependency layers stay.
+podman "${store[@]}" image prune -f --filter until=1h >/dev/null
 size=$(podman "${store[@]}" image inspect --format '{{.Size}}' "$image")
 echo "built $image in $((SECONDS - t0))s: $((size / 1000000)) MB (base $base_image)" >&2
 echo "image=$image"
