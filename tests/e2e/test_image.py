@@ -5,19 +5,19 @@ python3 base (no registry is reachable here; see that script); this module calls
 the image is the current source (a warm build only redoes the changed layers).
 
 The container runs under podman with the runc runtime (not a chroot or ``unshare`` stand-in:
-the entrypoint runs from the image's own file system), as the Deployment in config/manager
-runs it: read-only root file system, uid/gid 65532, its default command's ``run
---leader-elect`` plus flags, and only the rights of the ServiceAccount of config/rbac. The
-test applies config/rbac to the session's full test bed, mints that account's token with the
-TokenRequest API and hands the container a kubeconfig holding it. The network is the host's:
-the apiserver and moto's EC2 server (started from the dev venv, as EC2 would be elsewhere)
-listen on loopback, and the moto instances' kubelets are the test bed's stand-in
-(``moto_vms``, in this process).
+the entrypoint runs from the image's own file system), as config/manager's Deployment runs it:
+read-only root file system (a tmpfs on /tmp only), uid/gid 65532, no capabilities, no privilege
+escalation, the image's default command (``run --leader-elect``) plus flags, and only the
+rights of config/rbac's ServiceAccount. The test applies config/rbac to the session's full
+test bed, mints that account's token with the TokenRequest API and hands the container a
+kubeconfig holding it. The network is the host's: the apiserver and moto's EC2 server (started
+from the dev venv, as EC2 would be elsewhere) listen on loopback, and the moto instances'
+kubelets are the test bed's stand-in (``moto_vms``, in this process).
 
 It must take the leader Lease (its holder, read from the apiserver, is the container's
-hostname and pid 1), scale a NodePool up (EC2 instances running, their Nodes registered, the status
-listing them) and down, let the pool's finalizer terminate the rest on delete, and exit 0 on
-SIGTERM without a traceback.
+hostname and pid 1), scale a NodePool up (EC2 instances running, their Nodes registered, the
+status listing them) and down, let the pool's finalizer terminate the rest on delete, and exit
+0 on SIGTERM without a traceback.
 """
 
 from __future__ import annotations
@@ -154,7 +154,11 @@ async def container(
     kubeconfig = _service_account_kubeconfig(kube_control_plane, tmp_path / "kubeconfig")
     name = f"nodepool-operator-{operator_env.run_id}"
     argv = [*image.podman, "run", "--rm", "--name", name, "--hostname", name, "--network", "host"]
-    argv += ["--read-only", "--user", f"{NONROOT}:{NONROOT}"]
+    # config/manager/deployment.yaml's securityContext: read-only root with an emptyDir on /tmp
+    # only (podman would add tmpfs on /run and /var/tmp too), no capabilities, no escalation
+    argv += ["--read-only", "--read-only-tmpfs=false", "--tmpfs", "/tmp"]
+    argv += ["--user", f"{NONROOT}:{NONROOT}", "--cap-drop", "ALL"]
+    argv += ["--security-opt", "no-new-privileges"]
     argv += image.ulimits
     argv += ["--volume", f"{kubeconfig}:/etc/nodepool-operator/kubeconfig:ro"]
     argv += ["--env", "KUBECONFIG=/etc/nodepool-operator/kubeconfig"]
@@ -204,9 +208,10 @@ async def test_the_container_leads_and_scales_a_pool_with_its_service_account(
     env = operator_env
     name = f"image-{env.run_id}"
 
-    # the container itself: not root, and nothing to write on its root file system
+    # the container itself: not root, no capabilities, nothing to write on its root file system
     probe = (
-        "import os, socket; print(os.getuid(), os.getgid(), socket.gethostname()); "
+        "import os, socket; caps = open('/proc/self/status').read().split('CapEff:')[1].split()[0]"
+        "; print(os.getuid(), os.getgid(), socket.gethostname(), int(caps, 16)); "
         "open('/probe', 'w')"
     )
 
@@ -218,8 +223,8 @@ async def test_the_container_leads_and_scales_a_pool_with_its_service_account(
 
     exec_ = await env.eventually(inside, "the container to run")
     assert exec_ is not None
-    uid, gid, hostname = exec_.stdout.split()
-    assert (uid, gid, hostname) == (str(NONROOT), str(NONROOT), container.name), exec_
+    uid, gid, hostname, caps = exec_.stdout.split()
+    assert (uid, gid, hostname, caps) == (str(NONROOT), str(NONROOT), container.name, "0"), exec_
     assert "Read-only file system" in exec_.stderr, exec_.stderr
 
     async def leader() -> str:
