@@ -29,22 +29,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiobotocore.session import AioSession
 
 import kubeloop
 from kubeloop import LEASES, NODES, PODS, load_kubeconfig
 from kubeloop.envtest import ControlPlane
-from nodepool_operator.api import AUTOSCALERS, AWSNODECLASSES, NODEPOOLS
+from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.controllers import POOL_LABEL
-from nodepool_operator.testbed import MotoServer, moto_vms, seed_launch_environment
+from nodepool_operator.testbed import MotoServer, moto_vms
 from tests._dist import LEAKY, fresh_venv, requirement
 from tests.e2e.conftest import LABEL, OperatorEnv
-from tests.e2e.test_autoscaler import autoscaler_manifest, pod_manifest, pool_manifest
+from tests.e2e.moto_pool import INSTANCE_TYPE, create_moto_pool, ec2_states
+from tests.e2e.test_autoscaler import autoscaler_manifest, pod_manifest
 
 pytestmark = pytest.mark.integration
 
-#: A real EC2 type moto knows (2 vCPUs, 8 GiB); the test's one pod fits one node.
-INSTANCE_TYPE = "m5.large"
 LEASE = "nodepool-operator-leader"
 #: What only the extras bring: none of it may be in the bare venv.
 EXTRAS_ONLY = ("cryptography", "pytest", "matplotlib", "moto")
@@ -180,15 +178,6 @@ async def operator_process(
                 await asyncio.wait_for(proc.wait(), 60)
 
 
-async def _ec2_states(endpoint_url: str, pool: str) -> list[str]:
-    """Every EC2 (moto) instance of the pool, by state, from EC2 itself."""
-    async with AioSession().create_client("ec2", endpoint_url=endpoint_url) as ec2:
-        reply = await ec2.describe_instances(
-            Filters=[{"Name": f"tag:{POOL_LABEL}", "Values": [pool]}]
-        )
-    return sorted(i["State"]["Name"] for r in reply["Reservations"] for i in r["Instances"])
-
-
 async def test_run_cloud_aws_from_the_bare_venv_leads_and_gets_a_pending_pod_its_node(
     operator_env: OperatorEnv,
     operator_process: tuple[asyncio.subprocess.Process, Path],
@@ -198,18 +187,7 @@ async def test_run_cloud_aws_from_the_bare_venv_leads_and_gets_a_pending_pod_its
     env, ns = operator_env, kube_namespace
     proc, log = operator_process
     name = f"wheel-{env.run_id}"
-    seeded = await seed_launch_environment(moto.endpoint_url, name=name)
-    node_class = {
-        "apiVersion": AWSNODECLASSES.api_version,
-        "kind": AWSNODECLASSES.kind,
-        "metadata": {"name": name},
-        "spec": seeded.node_class_spec(),
-    }
-    await env.create(AWSNODECLASSES, node_class)
-    # m5.large's own figures: the pool states its nodes' capacity
-    pool = pool_manifest(name, instanceType=INSTANCE_TYPE, cpu="2", memory="8Gi", maxNodes=2)
-    pool["spec"]["nodeClassRef"] = {"name": name}
-    await env.create(NODEPOOLS, pool)
+    await create_moto_pool(env, moto.endpoint_url, name, maxNodes=2)
     await env.create(AUTOSCALERS, autoscaler_manifest(name, name, ns))
 
     async def leader() -> str:
@@ -229,7 +207,7 @@ async def test_run_cloud_aws_from_the_bare_venv_leads_and_gets_a_pending_pod_its
     node = await env.client.get(NODES, node_name)
     assert node["metadata"]["labels"][POOL_LABEL] == name
     assert node["spec"]["providerID"].startswith("aws:///")
-    assert await _ec2_states(moto.endpoint_url, name) == ["running"]
+    assert await ec2_states(moto.endpoint_url, name) == ["running"]
 
     async def pool_ready() -> dict[str, Any]:
         pool = await env.client.get(NODEPOOLS, name)
@@ -255,7 +233,7 @@ async def test_run_cloud_aws_from_the_bare_venv_leads_and_gets_a_pending_pod_its
     await env.client.delete(NODEPOOLS, name)
 
     async def terminated() -> bool:
-        return await _ec2_states(moto.endpoint_url, name) == ["terminated"]
+        return await ec2_states(moto.endpoint_url, name) == ["terminated"]
 
     await env.eventually(terminated, "the pool's instance to be terminated", timeout=90)
     proc.send_signal(signal.SIGTERM)
