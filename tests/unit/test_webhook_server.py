@@ -165,7 +165,10 @@ async def test_validation_answers_and_counts(served: Served) -> None:
             "AdmissionReview.request is missing",
         ),
         (json.dumps(review({}, operation="PATCH")), "operation 'PATCH' is not known"),
-        (json.dumps(review([])), "request.object must be an object or null, got list"),
+        (
+            json.dumps(review(None, object=[])),
+            "request.object must be an object or null, got list",
+        ),
     ],
 )
 async def test_a_malformed_review_gets_400_with_a_message(
