@@ -17,11 +17,13 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+# cryptography is imported where it is used, so ``import kubeloop`` does not load it for
+# operators that never generate a certificate (tests/unit/test_faults_rules.py checks).
+if TYPE_CHECKING:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 _VALIDITY = dt.timedelta(days=7)
 
@@ -36,14 +38,20 @@ class KeyPair:
     @property
     def serial(self) -> int:
         """The certificate's serial number (tells two certificates for one name apart)."""
+        from cryptography import x509
+
         return x509.load_pem_x509_certificate(self.cert_pem).serial_number
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     return ec.generate_private_key(ec.SECP256R1())
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
@@ -52,12 +60,17 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 def _name(cn: str, orgs: tuple[str, ...] = ()) -> x509.Name:
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
     attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs]
     attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
     return x509.Name(attrs)
 
 
 def _san(host: str) -> x509.GeneralName:
+    from cryptography import x509
+
     try:
         return x509.IPAddress(ipaddress.ip_address(host))
     except ValueError:
@@ -76,6 +89,9 @@ class CertificateAuthority:
     def __init__(
         self, name: str = "kubeloop-envtest", *, validity: dt.timedelta = _VALIDITY
     ) -> None:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes
+
         self._validity = validity
         self._key = _key()
         now = dt.datetime.now(dt.UTC)
@@ -108,6 +124,8 @@ class CertificateAuthority:
 
     @property
     def cert_pem(self) -> bytes:
+        from cryptography.hazmat.primitives import serialization
+
         return self._cert.public_bytes(serialization.Encoding.PEM)
 
     def _issue(
@@ -116,6 +134,9 @@ class CertificateAuthority:
         usage: x509.ObjectIdentifier,
         sans: list[x509.GeneralName] | None = None,
     ) -> KeyPair:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+
         key = _key()
         now = dt.datetime.now(dt.UTC)
         builder = (
@@ -137,6 +158,8 @@ class CertificateAuthority:
     def serving(self, host: str = "127.0.0.1", *more_hosts: str) -> KeyPair:
         """A server certificate valid for ``localhost`` and every host given (IP
         addresses or DNS names, e.g. ``webhook.ns.svc``); the first names its CN."""
+        from cryptography.x509.oid import ExtendedKeyUsageOID
+
         hosts = dict.fromkeys(("localhost", host, *more_hosts))  # ordered, no duplicates
         sans = [_san(h) for h in hosts]
         cn = host if not _is_ip(host) else "localhost"
@@ -144,11 +167,15 @@ class CertificateAuthority:
 
     def client(self, user: str, groups: tuple[str, ...] = ()) -> KeyPair:
         """A client certificate: the apiserver reads CN as the user and O as groups."""
+        from cryptography.x509.oid import ExtendedKeyUsageOID
+
         return self._issue(_name(user, groups), ExtendedKeyUsageOID.CLIENT_AUTH)
 
 
 def signing_key_pair() -> tuple[bytes, bytes]:
     """(private PEM, public PEM) for service-account token signing."""
+    from cryptography.hazmat.primitives import serialization
+
     key = _key()
     public = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo

@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import importlib.util
 import json
 import ssl
 import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -33,7 +35,6 @@ from kubeloop import (
     ApiError,
     Cause,
     Client,
-    Converter,
     Invalid,
     Manager,
     ManagerOptions,
@@ -52,7 +53,6 @@ from kubeloop.testing import eventually
 pytestmark = pytest.mark.integration
 
 GROUP = "webhooks.kubeloop.dev"
-TIER_ANNOTATION = "widgets.webhooks.kubeloop.dev/v1beta1-tier"
 ALPHA = Resource(GROUP, "v1alpha1", "widgets", "Widget")
 BETA = Resource(GROUP, "v1beta1", "widgets", "Widget")
 
@@ -102,29 +102,19 @@ class Handlers:
         await asyncio.sleep(self.slow_seconds)
 
 
-def widget_converter() -> Converter:
-    """v1beta1 is the hub; v1alpha1 calls ``replicas`` ``size`` and has no ``tier``, which
-    travels in an annotation so a round trip through v1alpha1 keeps it."""
-    conv = Converter(hub="v1beta1")
+def load_example() -> ModuleType:
+    """docs/webhooks.md's example module: its converter is the one the apiserver calls here."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "webhooks" / "widget_webhooks.py"
+    spec = importlib.util.spec_from_file_location("widget_webhooks_example", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    @conv.to_hub("v1alpha1")
-    def alpha_to_beta(obj: Object) -> None:
-        spec = obj.setdefault("spec", {})
-        if "size" in spec:
-            spec["replicas"] = spec.pop("size")
-        annotations = obj["metadata"].get("annotations") or {}
-        if TIER_ANNOTATION in annotations:
-            spec["tier"] = annotations.pop(TIER_ANNOTATION)
 
-    @conv.from_hub("v1alpha1")
-    def beta_to_alpha(obj: Object) -> None:
-        spec = obj.setdefault("spec", {})
-        if "replicas" in spec:
-            spec["size"] = spec.pop("replicas")
-        if "tier" in spec:
-            obj["metadata"].setdefault("annotations", {})[TIER_ANNOTATION] = spec.pop("tier")
-
-    return conv
+EXAMPLE = load_example()
+TIER_ANNOTATION = EXAMPLE.TIER
 
 
 # -- the bed: a manager serving the webhooks, and configurations pointing at it ---------
@@ -151,7 +141,7 @@ class Bed:
         self.server.add_validating("/validate", self.handlers.validate)
         self.server.add_mutating("/mutate", self.handlers.mutate)
         self.server.add_validating("/slow", self.handlers.slow)
-        self.server.add_conversion("/convert", widget_converter())
+        self.server.add_conversion("/convert", EXAMPLE.widgets)
         self.configs: list[tuple[Resource, str]] = []
         self.task: asyncio.Task[None] | None = None
 

@@ -24,24 +24,12 @@ from typing import Any
 
 import jsonpatch
 
-from kubeloop._errors import Cause
+from kubeloop._errors import STATUS_REASONS, Cause
 from kubeloop._resource import Object
 
 log = logging.getLogger("kubeloop.webhook")
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
-
-#: HTTP code -> the ``reason`` of the Status a denial carries (what clients classify).
-_REASONS = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    409: "Conflict",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-}
 
 
 class MalformedReview(ValueError):
@@ -186,7 +174,9 @@ def _status(answer: Admission) -> dict[str, Any]:
     status: dict[str, Any] = {
         "status": "Failure",
         "code": answer.code,
-        "reason": _REASONS.get(answer.code, "Forbidden" if answer.code < 500 else "InternalError"),
+        "reason": STATUS_REASONS.get(
+            answer.code, "Forbidden" if answer.code < 500 else "InternalError"
+        ),
         "message": answer.message,
     }
     if answer.causes:
