@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import datetime
 import importlib.util
 import json
 import ssl
@@ -22,12 +23,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import aiohttp
 import pytest
 from cryptography import x509
 
 from kubeloop import (
     CONFIGMAPS,
     CRDS,
+    LEASES,
     MUTATING_WEBHOOK_CONFIGURATIONS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
     Admission,
@@ -41,7 +44,9 @@ from kubeloop import (
     NotFound,
     Object,
     Registry,
+    Request,
     Resource,
+    Result,
     WebhookServer,
     WebhookServerOptions,
     generate_serving_certificates,
@@ -569,3 +574,82 @@ async def test_slow_handler_hits_the_webhook_timeout(bed: Bed) -> None:
     await eventually(
         lambda: bed.requests("/slow", "200") > before, "the slow handler finished", timeout=10
     )
+
+
+async def test_a_standby_serves_webhooks(
+    kube_client: Client, kube_namespace: str, tmp_path: Path
+) -> None:
+    """The apiserver calls whichever replica the Service picks: the webhook server runs
+    while the manager waits for a lease another replica holds."""
+    ns = kube_namespace
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    await kube_client.create(
+        LEASES,
+        {
+            "metadata": {"name": "widgets-leader"},
+            "spec": {
+                "holderIdentity": "the-other-replica",
+                "leaseDurationSeconds": 3600,
+                "acquireTime": now,
+                "renewTime": now,
+            },
+        },
+        ns,
+    )
+    ca, _ = generate_serving_certificates(tmp_path, ["127.0.0.1"])
+    mgr = Manager(
+        kube_client,
+        ManagerOptions(
+            name="widgets",
+            leader_election=True,
+            leader_election_namespace=ns,
+            identity="this-replica",
+            metrics_bind_address="0",
+            health_probe_bind_address="127.0.0.1:0",
+            handle_signals=False,
+            registry=Registry(),
+        ),
+    )
+    reconciled: list[str] = []
+
+    async def reconcile(req: Request) -> Result:
+        reconciled.append(req.name)
+        return Result()
+
+    mgr.controller("leader-only").for_(CONFIGMAPS).complete(reconcile)
+    server = mgr.webhook_server(WebhookServerOptions(bind_address="127.0.0.1:0", cert_dir=tmp_path))
+    server.add_validating("/validate", Handlers().validate)
+    task = asyncio.get_running_loop().create_task(mgr.run())
+    try:
+        await eventually(lambda: server.address is not None, "the standby's webhook server")
+        await eventually(lambda: mgr.elector is not None, "the election has begun")
+        review = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "standby-1",
+                "operation": "CREATE",
+                "name": "cm",
+                "namespace": ns,
+                "object": {"metadata": {"name": "cm"}, "data": {"forbidden": "x"}},
+            },
+        }
+        tls = ssl.create_default_context(cadata=ca.cert_pem.decode())
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(server.url("/validate"), json=review, ssl=tls) as resp,
+        ):
+            assert resp.status == 200
+            answer = (await resp.json())["response"]
+        assert answer["uid"] == "standby-1"
+        assert answer["allowed"] is False
+        assert answer["status"]["message"] == "data.forbidden is not allowed in this namespace"
+        assert mgr.elector is not None
+        assert not mgr.elector.is_leader
+        assert reconciled == []  # the leader-only controller did not start
+        ready = mgr.endpoints.url("probes") + "/readyz"
+        async with aiohttp.ClientSession() as http, http.get(ready) as resp:
+            assert "[+]webhook ok" in await resp.text()
+    finally:
+        mgr.stop()
+        await task
