@@ -78,6 +78,9 @@ class CertWatcher:
         Raises :class:`CertificateError` if they cannot be read or do not form a pair.
         """
         cert, key = _read(self.cert_file, self.key_file)
+        return self._use(cert, key)
+
+    def _use(self, cert: bytes, key: bytes) -> bool:
         digest = hashlib.sha256(cert + b"\0" + key).digest()
         if digest == self._digest:
             return False
@@ -113,10 +116,18 @@ class CertWatcher:
 
     async def run(self) -> None:
         """Look at the files every ``interval`` seconds until cancelled."""
+        last_warning = ""
         while True:
             await asyncio.sleep(self.interval)
             try:
-                await asyncio.to_thread(self.load)
+                # read in a thread (a slow volume must not stall the loop), load on the
+                # loop: the context is not changed while the loop makes a connection with it
+                cert, key = await asyncio.to_thread(_read, self.cert_file, self.key_file)
+                self._use(cert, key)
+                last_warning = ""
             except CertificateError as err:
-                # mid-rotation or a broken Secret: keep serving the last good pair
-                log.warning("serving certificate not reloaded: %s", err)
+                # mid-rotation or a broken Secret: keep serving the last good pair, and say
+                # so once per problem rather than every interval
+                if str(err) != last_warning:
+                    log.warning("serving certificate not reloaded: %s", err)
+                last_warning = str(err)
