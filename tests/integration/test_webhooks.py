@@ -365,7 +365,10 @@ async def test_mutating_webhook_patch_is_applied(bed: Bed) -> None:
 
     async def mutated() -> bool:
         name = f"m-{uuid.uuid4().hex[:6]}"
-        created = await bed.client.create(CONFIGMAPS, bed.configmap(name, a="1"), bed.ns)
+        try:
+            created = await bed.client.create(CONFIGMAPS, bed.configmap(name, a="1"), bed.ns)
+        except ApiError:  # the injected caBundle has not reached the apiserver yet
+            return False
         return (created["metadata"].get("labels") or {}).get("mutated") == "true"
 
     await eventually(mutated, "the mutating webhook is called", timeout=30)
