@@ -96,8 +96,9 @@ class Admission:
         warnings: tuple[str, ...] = (),
     ) -> Admission:
         """Refuse the request. The client sees ``admission webhook "<name>" denied the
-        request: <message>``, and ``causes`` (field paths) in the Status details. Use
-        ``code=422`` for an invalid object (clients raise :class:`~kubeloop.Invalid`)."""
+        request: <message>``, and ``causes`` (field paths) in the Status details. With
+        ``code=422`` clients raise :class:`~kubeloop.Invalid`, and kubectl prints only the
+        causes, so they must then say everything."""
         if not message:
             raise ValueError("Admission.deny needs a message: the client shows nothing else")
         if not 400 <= code < 600:
