@@ -1,10 +1,11 @@
 """The tutorial's operator: every Greeting gets a ConfigMap with its message.
 
-    python examples/tutorial/greeting_operator.py --kubeconfig K --namespace NS
+    python greeting_operator.py --namespace default   # $KUBECONFIG, or --kubeconfig K
 
 It shows the whole shape of a kubeloop operator in one file: a reconciler that reads
 from the cache, applies its child with server-side apply (owner reference included),
-and writes status only through the status subresource and only when it changed.
+deletes it when the Greeting is switched off, and writes status only through the
+status subresource and only when it changed.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
 
 from kubeloop import (
     CONFIGMAPS,
+    CacheSyncTimeout,
     Client,
     ControllerOptions,
     Manager,
@@ -43,29 +46,30 @@ def build(client: Client, namespace: str, options: ManagerOptions) -> Manager:
         if greeting is None:
             return Result()  # deleted: the garbage collector removes the ConfigMap
         generation = greeting["metadata"]["generation"]
+        name = f"greeting-{req.name}"
 
-        # 2. The child, as we want it. Server-side apply sets only the fields we list,
-        #    makes the Greeting its controller, and sends nothing new if nothing changed.
-        child = {
-            "metadata": {"name": f"greeting-{req.name}"},
-            "data": {"message": greeting["spec"]["message"]},
-        }
-        await apply_child(mgr.client, CONFIGMAPS, child, greeting, field_manager=FIELD_MANAGER)
+        enabled = greeting["spec"].get("enabled", True)
+        if enabled:
+            # 2. The child, as we want it. Server-side apply sets only the fields we list,
+            #    makes the Greeting its controller, and sends nothing new if nothing changed.
+            child = {"metadata": {"name": name}, "data": {"message": greeting["spec"]["message"]}}
+            await apply_child(mgr.client, CONFIGMAPS, child, greeting, field_manager=FIELD_MANAGER)
+        else:
+            # Switched off: the child goes. Absent is what we want, whoever deleted it.
+            await mgr.client.delete(CONFIGMAPS, name, req.namespace, ignore_not_found=True)
 
         # 3. Status: only our change, through /status, skipped when it is already so.
         def mutate(status: dict[str, object]) -> None:
             status["observedGeneration"] = generation
-            status["configMap"] = child["metadata"]["name"]
+            status["configMap"] = name if enabled else ""
             conditions = status.setdefault("conditions", [])
             assert isinstance(conditions, list)
-            set_condition(
-                conditions,
-                "Ready",
-                "True",
-                "ConfigMapApplied",
-                f"ConfigMap {child['metadata']['name']} holds the message",
-                observed_generation=generation,
-            )
+            if enabled:
+                message = f"ConfigMap {name} holds the message"
+                set_condition(conditions, "Ready", "True", "ConfigMapApplied", message, generation)
+            else:
+                message = "spec.enabled is false"
+                set_condition(conditions, "Ready", "False", "Disabled", message, generation)
 
         await update_status(mgr.client, GREETINGS, greeting, mutate)
         return Result()
@@ -100,4 +104,7 @@ if __name__ == "__main__":
     parser.add_argument("--health-probe-bind-address", default=None, help="e.g. 127.0.0.1:8081")
     args = parser.parse_args()
     configure_logging(logging.INFO)
-    asyncio.run(main(args.kubeconfig, args.namespace, args.health_probe_bind_address))
+    try:
+        asyncio.run(main(args.kubeconfig, args.namespace, args.health_probe_bind_address))
+    except CacheSyncTimeout as err:  # e.g. the CRD is not installed: the message says so
+        sys.exit(f"error: {err}")

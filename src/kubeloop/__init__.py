@@ -43,6 +43,7 @@ from kubeloop._errors import (
     AlreadyExists,
     ApiError,
     BadRequest,
+    CacheSyncTimeout,
     Cause,
     ConfigError,
     Conflict,
@@ -72,7 +73,7 @@ from kubeloop._handler import (
     enqueue_owner,
     request_for,
 )
-from kubeloop._informer import Cache, Informer, OutOfScope
+from kubeloop._informer import Cache, CacheReadError, Informer, OutOfScope
 from kubeloop._leader import LeaderElectionOptions, LeaderElector
 from kubeloop._log import configure_logging
 from kubeloop._loopdetect import LoopDetectionOptions
@@ -129,7 +130,7 @@ from kubeloop._resource import (
 from kubeloop._retry import retry_on_conflict, retry_transient
 from kubeloop._source import ChannelSource, KindSource, PeriodicSource, Source
 from kubeloop._status import StaleGeneration, retry_update, set_status_condition, update_status
-from kubeloop._store import Store, object_key
+from kubeloop._store import Store, copy_object, object_key
 from kubeloop._workqueue import QueueShutDown, WorkQueue
 from kubeloop.webhook import (
     MUTATING_WEBHOOK_CONFIGURATIONS,
@@ -181,6 +182,8 @@ __all__ = [
     "BucketRateLimiter",
     "Builder",
     "Cache",
+    "CacheReadError",
+    "CacheSyncTimeout",
     "Cause",
     "CertWatcher",
     "CertificateAuthority",
@@ -265,6 +268,7 @@ __all__ = [
     "condition",
     "configure_logging",
     "controller_of",
+    "copy_object",
     "create_or_patch",
     "create_or_update",
     "default_controller_rate_limiter",

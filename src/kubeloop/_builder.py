@@ -11,8 +11,10 @@
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kubeloop._controller import Controller, ControllerOptions
 from kubeloop._handler import MapFunc, enqueue_mapped, enqueue_object, enqueue_owner
@@ -77,7 +79,8 @@ class Builder:
         if self._for is None:
             raise ValueError(f"controller {self._name}: call for_() before owns()")
         owner = self._for.resource
-        handler = enqueue_owner(owner.kind, owner.group)
+        # the owner's scope from its Resource, as for_ lists and watches it
+        handler = enqueue_owner(owner.kind, owner.group, owner_namespaced=owner.namespaced)
         ns = self._for.namespace if namespace is FOLLOW_FOR else namespace
         ns = ns if resource.namespaced else None
         self._manager.cache.scope(resource, ns)
@@ -129,7 +132,12 @@ class Builder:
         return self
 
     def complete(self, reconciler: Reconciler) -> Controller:
-        """Build the controller and register it with the manager."""
+        """Build the controller and register it with the manager.
+
+        Raises :class:`TypeError` if ``reconciler`` is a plain (not ``async``) function:
+        it would only fail at its first reconcile, once per object, retried forever.
+        """
+        _check_async(self._name, reconciler)
         if self._for is None and not self._sources:
             raise ValueError(f"controller {self._name}: no sources (call for_() or watches())")
         for src in self._sources:
@@ -146,3 +154,35 @@ class Builder:
         )
         self._manager.add(controller)
         return controller
+
+
+def _check_async(controller: str, reconciler: object) -> None:
+    """Refuse a reconciler that cannot return an awaitable, naming it.
+
+    Accepted: an ``async def`` (also wrapped in :func:`functools.partial`, or a bound
+    method), an object with an ``async def __call__``, and a lambda or a function
+    annotated to return an ``Awaitable``/``Coroutine`` (wrappers that return one).
+    """
+    target: Any = reconciler
+    while isinstance(target, functools.partial):
+        target = target.func
+    if inspect.iscoroutinefunction(target):
+        return
+    name = getattr(target, "__qualname__", None) or repr(target)
+    if not callable(target):
+        raise TypeError(f"controller {controller}: the reconciler {name} is not callable")
+    if not (inspect.isfunction(target) or inspect.ismethod(target)):
+        # the class's __call__, not the object's: that is what calling the object runs
+        call = type(target).__call__
+        if call is None or inspect.iscoroutinefunction(call):
+            return
+        target, name = call, f"{type(target).__qualname__}.__call__"
+    if getattr(target, "__name__", "") == "<lambda>":
+        return  # `lambda req: reconcile(req, extra)` returns the coroutine
+    returns = inspect.signature(target).return_annotation
+    if any(word in str(returns) for word in ("Awaitable", "Coroutine")):
+        return
+    raise TypeError(
+        f"controller {controller}: the reconciler {name} is a plain function; it must be"
+        f" `async def {getattr(target, '__name__', 'reconcile')}(req: Request) -> Result`"
+    )

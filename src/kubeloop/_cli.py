@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import ssl
 import subprocess
@@ -21,7 +22,54 @@ except ImportError as err:  # kubeloop installed without the [testing] extra
 else:
     _MISSING = None
 
-DEFAULT_DIR = Path(".envtest")
+
+def state_home() -> Path:
+    """Where ``up`` keeps its control plane unless given ``--dir``, and where it notes
+    the one it started last: ``$XDG_STATE_HOME/kubeloop`` (default
+    ``~/.local/state/kubeloop``). Absolute and the same from any working directory, so
+    ``status`` and ``down`` find what ``up`` started without being given ``--dir``."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base).resolve() / "kubeloop"
+
+
+def default_dir() -> Path:
+    return state_home() / "envtest"
+
+
+def _current_file() -> Path:
+    return state_home() / "envtest-current"
+
+
+def _remember(directory: Path) -> None:
+    current = _current_file()
+    current.parent.mkdir(parents=True, exist_ok=True)
+    current.write_text(f"{directory}\n")
+
+
+def _resolve_dir(given: Path | None) -> Path:
+    """``--dir`` if given; else the dir of the last ``up`` (it records it) or the default
+    dir, whichever runs a control plane (the recorded one when neither does)."""
+    if given is not None:
+        return given.resolve()
+    candidates = []
+    try:
+        recorded = Path(_current_file().read_text().strip())
+    except OSError:
+        pass
+    else:
+        if recorded.is_absolute():
+            candidates.append(recorded)
+    candidates.append(default_dir())
+    for candidate in candidates:
+        if _state(candidate) is not None:
+            return candidate
+    return candidates[0]
+
+
+def _export(kubeconfig: object) -> str:
+    """The line ``up`` prints: eval-able (``eval "$(kubeloop envtest up)"``) and plain to
+    copy."""
+    return f"export KUBECONFIG={shlex.quote(str(kubeconfig))}"
 
 
 def _alive(pid: int) -> bool:
@@ -40,11 +88,18 @@ def _state(directory: Path) -> dict[str, object] | None:
     return state if _alive(int(str(state["pid"]))) else None
 
 
-def _up(directory: Path, scheduler: bool, cluster: bool, timeout: float) -> int:
-    directory = directory.resolve()
+def _up(given: Path | None, scheduler: bool, cluster: bool, timeout: float) -> int:
+    directory = given.resolve() if given is not None else default_dir()
     if (state := _state(directory)) is not None:
-        print(state["kubeconfig"])
-        print("already running", file=sys.stderr)
+        _remember(directory)
+        print(_export(state["kubeconfig"]))
+        print(f"already running (in {directory})", file=sys.stderr)
+        if cluster and not state.get("cluster"):
+            print(
+                "warning: it runs without --cluster (no kube-controller-manager, so no"
+                " garbage collection); `kubeloop envtest down` and start it again with --cluster",
+                file=sys.stderr,
+            )
         return 0
     directory.mkdir(parents=True, exist_ok=True)
     try:
@@ -64,7 +119,8 @@ def _up(directory: Path, scheduler: bool, cluster: bool, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if (state := _state(directory)) is not None:
-            print(state["kubeconfig"])
+            _remember(directory)
+            print(_export(state["kubeconfig"]))
             return 0
         if proc.poll() is not None:
             print((directory / "daemon.log").read_text(errors="replace"), file=sys.stderr)
@@ -79,25 +135,27 @@ def _up(directory: Path, scheduler: bool, cluster: bool, timeout: float) -> int:
     return 1
 
 
-def _status(directory: Path) -> int:
-    state = _state(directory.resolve())
+def _status(given: Path | None) -> int:
+    directory = _resolve_dir(given)
+    state = _state(directory)
     if state is None:
-        print("not running")
+        print(f"not running (looked in {directory})")
         return 1
-    ctx = ssl.create_default_context(cafile=str(directory.resolve() / "pki" / "ca.crt"))
+    ctx = ssl.create_default_context(cafile=str(directory / "pki" / "ca.crt"))
     try:
         with urllib.request.urlopen(f"{state['server']}/readyz", timeout=5, context=ctx) as resp:
             ready = resp.status == 200
     except OSError:
         ready = False
-    print(json.dumps({**state, "ready": ready}, indent=2))
+    print(json.dumps({**state, "dir": str(directory), "ready": ready}, indent=2))
     return 0 if ready else 1
 
 
-def _down(directory: Path, timeout: float) -> int:
-    state = _state(directory.resolve())
+def _down(given: Path | None, timeout: float) -> int:
+    directory = _resolve_dir(given)
+    state = _state(directory)
     if state is None:
-        print("not running")
+        print(f"not running (looked in {directory})")
         return 0
     pid = int(str(state["pid"]))
     os.kill(pid, signal.SIGTERM)
@@ -135,20 +193,29 @@ def main(argv: list[str] | None = None) -> int:
         "envtest", help="a local control plane (etcd, kube-apiserver, kube-scheduler)"
     )
     envsub = env.add_subparsers(dest="action", required=True)
-    up = envsub.add_parser("up", help="start in the background; prints the kubeconfig path")
-    up.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="state dir (default: .envtest)")
+    up = envsub.add_parser(
+        "up",
+        help="start in the background; prints `export KUBECONFIG=...`"
+        ' (eval "$(kubeloop envtest up)")',
+    )
+    dir_help = (
+        "state dir (default: $XDG_STATE_HOME/kubeloop/envtest, i.e."
+        " ~/.local/state/kubeloop/envtest; status and down default to the last up's)"
+    )
+    up.add_argument("--dir", type=Path, default=None, help=dir_help)
     up.add_argument("--no-scheduler", action="store_true", help="do not run kube-scheduler")
     up.add_argument(
         "--cluster",
         action="store_true",
-        help="also run kube-controller-manager and kwok (Nodes annotated kwok.x-k8s.io/node=fake"
-        " are heartbeated and run their pods)",
+        help="also run kube-controller-manager (garbage collection of owned objects, namespace"
+        " deletion, ...) and kwok (Nodes annotated kwok.x-k8s.io/node=fake are heartbeated and"
+        " run their pods)",
     )
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default: 120)")
     status = envsub.add_parser("status", help="is it running and ready?")
-    status.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    status.add_argument("--dir", type=Path, default=None, help=dir_help)
     down = envsub.add_parser("down", help="stop it")
-    down.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    down.add_argument("--dir", type=Path, default=None, help=dir_help)
     down.add_argument("--timeout", type=float, default=30.0)
     assets = envsub.add_parser("assets", help="print the binaries' dir (building them if needed)")
     assets.add_argument(

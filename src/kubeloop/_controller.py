@@ -17,8 +17,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from kubeloop import _log, _metrics
-from kubeloop._errors import ApiError, ErrorClass, KubeloopError, TerminalError, classify
-from kubeloop._event import Deleted, Event
+from kubeloop._errors import (
+    ApiError,
+    ErrorClass,
+    KubeloopError,
+    NotFound,
+    TerminalError,
+    classify,
+)
+from kubeloop._event import Deleted, Event, Updated
 from kubeloop._informer import Cache
 from kubeloop._loopdetect import LoopDetectionOptions, LoopDetector
 from kubeloop._reconcile import Reconciler, Request, Result
@@ -58,9 +65,12 @@ class ControllerOptions:
     #: Loop detection (default on, 5 self-triggered reconciles in a row). None disables.
     loop_detection: LoopDetectionOptions | None = field(default_factory=LoopDetectionOptions)
     #: On a terminal error, also set this status condition to False with the error's
-    #: reason (e.g. "Ready"; needs a status subresource with conditions). Default None:
-    #: only the Warning Event.
-    terminal_error_condition: str | None = None
+    #: reason and message, so ``kubectl get`` (a printer column on it) shows why the
+    #: object is stuck. Default ``"Ready"``, kopf's and most operators' summary condition.
+    #: Written on custom resources only (built-in kinds' conditions belong to their own
+    #: controllers) and only through the status subresource: a kind without one gets the
+    #: Warning Event alone. None: the Event alone.
+    terminal_error_condition: str | None = "Ready"
     #: Only run while this manager holds the leader lease (default True).
     need_leader_election: bool = True
 
@@ -105,6 +115,9 @@ class Controller:
             else None
         )
         self._background: set[asyncio.Task[None]] = set()
+        # requests whose terminal-error condition is being written: the status-only
+        # update that write causes must not bring the request back (see enqueue)
+        self._terminal_writes: set[Request] = set()
         self.fights_detected = 0
         self._cache: Cache | None = None
         self._workers: list[asyncio.Task[None]] = []
@@ -130,6 +143,11 @@ class Controller:
 
     # -- intake -----------------------------------------------------------------------
     def enqueue(self, req: Request, event: Event | None = None) -> None:
+        if req in self._terminal_writes and self._status_only(event):
+            # our own Ready=False after a terminal error: "not retried until the object
+            # changes" holds for the write that reports it, too
+            self._terminal_writes.discard(req)
+            return
         if self.loops is not None:
             if self._is_own_deletion(req, event):
                 assert event is not None
@@ -147,6 +165,16 @@ class Controller:
             and meta.get("name") == req.name
             and (meta.get("namespace") or None) == req.namespace
         )
+
+    def _status_only(self, event: Event | None) -> bool:
+        """An update of a ``for_`` object that changed nothing but its status."""
+        if not isinstance(event, Updated) or self.for_resource is None:
+            return False
+        if event.new.get("kind") != self.for_resource.kind:
+            return False
+        old, new = event.old.get("metadata", {}), event.new.get("metadata", {})
+        keys = ("generation", "labels", "annotations", "finalizers", "deletionTimestamp")
+        return all(old.get(k) == new.get(k) for k in keys)
 
     def own_write(self, obj: Object) -> None:
         """Tell loop detection about a write this controller made (any object, any
@@ -369,20 +397,36 @@ class Controller:
         obj = await self._current(req)
         if obj is None:
             return
-        reason = err.reason if isinstance(err, ApiError) else type(err).__name__
-        if isinstance(err, TerminalError):
-            reason = "ReconcileFailed"
+        reason = err.reason if isinstance(err, ApiError | TerminalError) else type(err).__name__
         message = f"{self.name}: {err}"[:1024]
         if self.recorder is not None:
             self.recorder.warning(obj, reason, message, action="Reconcile")
         cond = self.options.terminal_error_condition
-        if cond and self._cache is not None and self.for_resource is not None:
+        resource = self.for_resource
+        if cond and self._cache is not None and resource is not None and _custom(resource):
+            generation = obj.get("metadata", {}).get("generation")
+            self._terminal_writes.add(req)
             try:
-                await set_status_condition(
-                    self._cache.client, self.for_resource, obj, cond, "False", reason, message
+                written = await set_status_condition(
+                    self._cache.client,
+                    resource,
+                    obj,
+                    cond,
+                    "False",
+                    reason,
+                    message,
+                    observed_generation=generation if isinstance(generation, int) else None,
                 )
+            except NotFound:  # no status subresource (or the object just went)
+                self._terminal_writes.discard(req)
+                log.debug("no status to record the %s condition in", cond)
             except Exception as write_err:  # best effort: the Event already says it
+                self._terminal_writes.discard(req)
                 log.warning("could not record the %s condition: %s", cond, write_err)
+            else:
+                rv = obj.get("metadata", {}).get("resourceVersion")
+                if written.get("metadata", {}).get("resourceVersion") == rv:
+                    self._terminal_writes.discard(req)  # already so: nothing was written
 
     def _on_loop(self, req: Request, obj: Object, fields: list[str]) -> None:
         self.loops_detected += 1
@@ -446,3 +490,8 @@ def _is_panic(err: BaseException) -> bool:
     world's doing; anything else (TypeError, KeyError, a stray cancellation) is a bug.
     """
     return not isinstance(err, KubeloopError | OSError | TimeoutError)
+
+
+def _custom(resource: Resource) -> bool:
+    """A custom resource's group has a dot and is not one of Kubernetes' own (*.k8s.io)."""
+    return "." in resource.group and not resource.group.endswith(".k8s.io")

@@ -8,9 +8,13 @@ retry policy is decided in one function rather than at every call site.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+#: A condition's or Event's reason (metav1.Condition's validation).
+_REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
 
 
 class KubeloopError(Exception):
@@ -32,8 +36,40 @@ class RequestTimeout(TransportError):
 class TerminalError(KubeloopError):
     """Raised by a reconciler for a failure that retrying cannot fix.
 
-    The controller logs it, records it, and does not requeue the request.
+    The controller logs it, records a Warning Event, sets the object's ``Ready``
+    condition to False with ``reason`` and the message (custom resources with a status
+    subresource; see ``ControllerOptions.terminal_error_condition``), and does not
+    requeue the request: the next change to the object brings it back.
+
+    ``reason`` is the condition's and the Event's reason, CamelCase as Kubernetes
+    requires (default ``ReconcileFailed``): ``TerminalError("spec.size must be even",
+    reason="InvalidSpec")``.
     """
+
+    def __init__(self, *args: object, reason: str = "ReconcileFailed") -> None:
+        if not _REASON.fullmatch(reason):
+            raise ValueError(
+                f"TerminalError reason must be CamelCase, like InvalidSpec: {reason!r}"
+            )
+        super().__init__(*args)
+        self.reason = reason
+
+
+class CacheSyncTimeout(KubeloopError, TimeoutError):
+    """The caches did not sync within ``ManagerOptions.cache_sync_timeout``.
+
+    The message names each informer that had not listed yet and why (its last list or
+    watch failure, e.g. a CRD that is not installed or a LIST that RBAC refuses), so
+    the operator's last log line says what to fix. Also a :class:`TimeoutError`.
+    """
+
+    def __init__(self, seconds: float, pending: dict[str, str | None]) -> None:
+        reasons = "; ".join(
+            f"{name}: {why or 'no answer to its list yet'}" for name, why in pending.items()
+        )
+        super().__init__(f"caches did not sync within {seconds:g}s: {reasons}")
+        #: informer name -> why it had not synced (None: no failure seen, just slow)
+        self.pending = pending
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from kubeloop import _log
 from kubeloop._builder import Builder
 from kubeloop._controller import Controller
+from kubeloop._errors import CacheSyncTimeout
 from kubeloop._fence import FencedTransport
 from kubeloop._informer import Cache
 from kubeloop._leader import LeaderElectionOptions, LeaderElector
@@ -37,7 +38,7 @@ from kubeloop._recorder import EventRecorder
 from kubeloop._reflector import ReflectorOptions
 from kubeloop._resource import Object, Resource
 from kubeloop._serving import Endpoints
-from kubeloop.webhook._server import WebhookServer, WebhookServerOptions
+from kubeloop.webhook import WebhookServer, WebhookServerOptions
 
 if TYPE_CHECKING:
     from kubeloop._client import Client
@@ -271,13 +272,13 @@ class Manager:
         lost: str | None = None
         try:
             # warm-up: every controller's sources, so a standby's caches are synced too
-            await self._start_sources(self.controllers)
-            for c in always:
-                await c.start_workers()
-            if leader_only:
-                lost = await self._lead(leader_only)
-            else:
-                await self._stop.wait()
+            if await self._start_sources(self.controllers):
+                for c in always:
+                    await c.start_workers()
+                if leader_only:
+                    lost = await self._lead(leader_only)
+                else:
+                    await self._stop.wait()
         finally:
             await self._shutdown(lost)
         if lost:
@@ -330,13 +331,43 @@ class Manager:
             return f"leader election died ({err!r})"
         return None
 
-    async def _start_sources(self, controllers: list[Controller]) -> None:
+    async def _start_sources(self, controllers: list[Controller]) -> bool:
+        """Start every source and wait for the caches; False if :meth:`stop` (a signal)
+        came first. A stop is honoured at once, not after the sync timeout: an informer
+        that can never sync (a CRD not installed) must not hold SIGTERM hostage.
+
+        Raises :class:`CacheSyncTimeout` naming the informers that did not sync and why.
+        """
         if not controllers:
-            return
+            return True
         self.cache.start()
-        async with asyncio.timeout(self.options.cache_sync_timeout):
+        loop = asyncio.get_running_loop()
+
+        async def sync() -> None:
             for c in controllers:
                 await c.start_sources(self.cache)
+
+        syncing = loop.create_task(sync(), name="cache sync")
+        stopping = loop.create_task(self._stop.wait())
+        timeout = self.options.cache_sync_timeout
+        try:
+            await asyncio.wait({syncing, stopping}, timeout=timeout, return_when="FIRST_COMPLETED")
+        finally:
+            stopping.cancel()
+            if not syncing.done():
+                syncing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await syncing
+        if syncing.done() and not syncing.cancelled():
+            syncing.result()  # a failure while starting the sources surfaces here
+            return True
+        if self._stop.is_set():
+            log.info("stopped before the caches synced")
+            return False
+        pending = {i.name: i.reflector.last_error for i in self.cache.informers if not i.has_synced}
+        err = CacheSyncTimeout(timeout, pending)
+        log.error("%s", err)
+        raise err
 
     async def _shutdown(self, lost: str | None) -> None:
         elector_task = self._elector_task

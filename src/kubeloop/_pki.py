@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# cryptography is imported where it is used, so ``import kubeloop`` does not load it for
-# operators that never generate a certificate (tests/unit/test_faults_rules.py checks).
+# cryptography comes with the testing extra, not with kubeloop: it is imported where it is
+# used, and CertificateAuthority (which every certificate starts from) names the extra when
+# it is missing.
 if TYPE_CHECKING:
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -89,8 +90,15 @@ class CertificateAuthority:
     def __init__(
         self, name: str = "kubeloop-envtest", *, validity: dt.timedelta = _VALIDITY
     ) -> None:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes
+        try:
+            from cryptography import x509
+            from cryptography.hazmat.primitives import hashes
+        except ImportError:
+            raise ImportError(
+                "kubeloop makes certificates with the cryptography package: "
+                "pip install 'kubeloop[testing]' (in production, serve the certificate "
+                "cert-manager mounts instead)"
+            ) from None
 
         self._validity = validity
         self._key = _key()

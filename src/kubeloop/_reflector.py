@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kubeloop._backoff import ListWatchBackoff, retry_after_pause
 from kubeloop._errors import Gone, KubeloopError, RequestTimeout
 from kubeloop._event import Added, Deleted, Event, Updated
+from kubeloop._refused import explain_refusal
 from kubeloop._resource import Object, Resource
 from kubeloop._store import Relist, Relisted, Store, object_key
 
@@ -133,6 +134,15 @@ class Reflector:
         self.relists = 0
         #: Successful LISTs so far (the first one included).
         self.lists = 0
+        #: Why the last list or watch failed, while it has not succeeded since (None:
+        #: healthy). A cache-sync timeout names it.
+        self.last_error: str | None = None
+        #: The same failure as raised, and the verb that failed (``"list"``/``"watch"``);
+        #: ``failures`` counts them all. A cache read waiting for the first sync reads
+        #: them to fail fast on a refusal (RBAC) instead of waiting for a sync.
+        self.last_failure: BaseException | None = None
+        self.last_failure_verb = ""
+        self.failures = 0
         self._changed = asyncio.Condition()
         # the relist whose changes are being announced to the handlers, if any
         self._announcing: Relisted | None = None
@@ -180,12 +190,35 @@ class Reflector:
             except (KubeloopError, OSError) as err:
                 # a throttled watch (429 + Retry-After) waits at least as the server asked
                 delay = retry_after_pause(getattr(err, "retry_after", None), backoff.next())
-                log.warning(
-                    "list/watch failed: %s; retrying in %.1fs",
-                    err,
-                    delay,
-                    extra={"informer": self.name},
-                )
+                verb = "list" if need_list else "watch"
+                refusal = explain_refusal(self.resource, self.namespace, verb, err)
+                if refusal is not None:
+                    # configuration, not a blip: said in full when it starts or changes,
+                    # then once per (backed-off) retry without the explanation
+                    if refusal != self.last_error:
+                        log.error(
+                            "%s; retrying with backoff", refusal, extra={"informer": self.name}
+                        )
+                    else:
+                        log.warning(
+                            "%s still refused (%s); retrying in %.1fs",
+                            verb,
+                            err,
+                            delay,
+                            extra={"informer": self.name},
+                        )
+                    self.last_error = refusal
+                else:
+                    self.last_error = f"{verb} failed: {err}"
+                    log.warning(
+                        "list/watch failed: %s; retrying in %.1fs",
+                        err,
+                        delay,
+                        extra={"informer": self.name},
+                    )
+                self.last_failure, self.last_failure_verb = err, verb
+                self.failures += 1
+                await self._notify()  # wakes a cache read waiting for the first sync
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
@@ -235,7 +268,9 @@ class Reflector:
         if self.synced.is_set():
             self.relists += 1
         self.lists += 1
+        self.last_error = None
         self.resource_version = rv
+        self.last_failure, self.last_failure_verb = None, ""
         self.synced.set()
         await self._notify()
 
@@ -297,6 +332,12 @@ class Reflector:
     async def _notify(self) -> None:
         async with self._changed:
             self._changed.notify_all()
+
+    async def wait_synced_or_failed(self) -> None:
+        """Until the first LIST has succeeded, or a list/watch fails after this call."""
+        seen = self.failures
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.synced.is_set() or self.failures != seen)
 
     async def wait_for(self, key: str, min_rv: str, timeout: float) -> bool:
         """Wait until the store holds ``key`` at ``min_rv`` or later (or it is deleted

@@ -5,6 +5,7 @@ watch."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 import aiohttp
@@ -18,6 +19,7 @@ from kubeloop import (
     ReflectorOptions,
     Request,
     Result,
+    TerminalError,
     update_status,
 )
 from kubeloop.envtest import ControlPlane
@@ -115,12 +117,8 @@ async def test_terminal_error_sets_the_configured_condition(kube_client: Client,
     ).complete(reconcile)
     await kube_client.create(THINGS, thing("bad"), ns)
 
-    async def condition() -> dict[str, Any] | None:
-        obj = await kube_client.get(THINGS, "bad", ns)
-        for cond in (obj.get("status") or {}).get("conditions") or []:
-            if cond["type"] == "Ready":
-                return dict(cond)
-        return None
+    def condition() -> Awaitable[dict[str, Any] | None]:
+        return ready_condition(kube_client, "bad", ns)
 
     async with running(mgr):
         await eventually(lambda: _truthy(condition()), "the Ready condition")
@@ -129,6 +127,34 @@ async def test_terminal_error_sets_the_configured_condition(kube_client: Client,
     assert cond["status"] == "False"
     assert cond["reason"] == "Invalid"
     assert "status.phase" in cond["message"]
+
+
+async def test_a_terminal_error_sets_ready_false_by_default(kube_client: Client, ns: str) -> None:
+    async def reconcile(req: Request) -> Result:
+        raise TerminalError("spec.n must be even", reason="InvalidSpec")
+
+    mgr = new_manager(kube_client)
+    mgr.controller("default-terminal").for_(THINGS, namespace=ns).complete(reconcile)
+    await kube_client.create(THINGS, thing("odd"), ns)
+
+    def condition() -> Awaitable[dict[str, Any] | None]:
+        return ready_condition(kube_client, "odd", ns)
+
+    async with running(mgr):
+        await eventually(lambda: _truthy(condition()), "the Ready condition, by default")
+    cond = await condition()
+    assert cond is not None
+    assert (cond["status"], cond["reason"]) == ("False", "InvalidSpec")
+    assert cond["message"] == "default-terminal: spec.n must be even"
+    assert cond["observedGeneration"] == 1
+
+
+async def ready_condition(client: Client, name: str, ns: str) -> dict[str, Any] | None:
+    obj = await client.get(THINGS, name, ns)
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond["type"] == "Ready":
+            return dict(cond)
+    return None
 
 
 async def _truthy(value: Any) -> bool:

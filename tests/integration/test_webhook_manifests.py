@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubeloop import WebhookServerOptions
 from kubeloop.envtest import ControlPlane
-from kubeloop.webhook._server import DEFAULT_CERT_DIR
 from tests.integration.manifest_support import (
     ROOT,
     ensure_namespaces,
@@ -50,7 +50,7 @@ def test_certificate_covers_the_service_and_fills_the_mounted_secret() -> None:
     assert mount["name"] == volume["name"]
     # where WebhookServerOptions.cert_dir looks by default, as controller-runtime does
     assert mount["mountPath"] == "/tmp/k8s-webhook-server/serving-certs"
-    assert DEFAULT_CERT_DIR.endswith("/k8s-webhook-server/serving-certs")
+    assert str(WebhookServerOptions().cert_dir).endswith("/k8s-webhook-server/serving-certs")
     [port] = container["ports"]
     assert port["name"] == service["spec"]["ports"][0]["targetPort"]
     assert port["containerPort"] == 9443  # WebhookServerOptions.bind_address's default

@@ -310,3 +310,28 @@ def test_cert_watcher_keeps_the_last_good_pair(tmp_path: Path) -> None:
     assert watcher.load() is True
     assert watcher.reloads == 1
     assert first.serial != other.serial
+
+
+def test_generating_certificates_without_cryptography_names_the_extra(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "sys.modules['cryptography'] = None\n"
+        "import kubeloop\n"
+        "kubeloop.generate_serving_certificates(sys.argv[1])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "ImportError: kubeloop makes certificates with the cryptography package: "
+        "pip install 'kubeloop[testing]' (in production, serve the certificate "
+        "cert-manager mounts instead)"
+    )

@@ -22,7 +22,7 @@ build_begin() {  # build_begin OUT WHAT
   build_out=$1
   build_name=$(basename "$0")
   command -v go >/dev/null || {
-    echo "$build_name: Go is needed to build $2 (apt-get install golang or put go on PATH)" >&2
+    echo "$build_name: Go >= 1.26 is needed to build $2: install it from https://go.dev/dl/ (distribution packages are often older) and put go on PATH" >&2
     exit 1
   }
   mkdir -p "$(dirname "$build_out")"

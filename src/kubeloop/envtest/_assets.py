@@ -13,6 +13,8 @@ wait for their build.
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -167,9 +169,59 @@ def find_assets(*, build: bool = True, cluster: bool = False) -> Assets:
     )
 
 
+def required_go(src: Path) -> str:
+    """The Go release the build needs: the ``go`` directive of the pinned k8s module
+    (``1.26.0``). Kubernetes raises it with each minor release."""
+    for line in (src / "k8s" / "go.mod").read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "go":
+            return parts[1]
+    raise AssetsError(f"{src / 'k8s' / 'go.mod'} has no go directive")
+
+
+def go_release(version: str) -> tuple[int, int, int] | None:
+    """``go1.26.8`` -> (1, 26, 8); ``1.26rc1`` -> (1, 26, 0); None if not a release number
+    (a ``devel`` toolchain: assumed new enough)."""
+    m = re.match(r"(?:go)?(\d+)\.(\d+)(?:\.(\d+))?", version.strip())
+    if m is None:
+        return None
+    return int(m[1]), int(m[2]), int(m[3] or 0)
+
+
+def check_go(required: str, go: str | None = None) -> None:
+    """Raise :class:`AssetsError` unless ``go`` (default: the one on PATH) is at least
+    ``required``, saying which version is needed and where to get it: distribution
+    packages are often older (Debian 12 ships 1.19), and the build pins its toolchain
+    (``GOTOOLCHAIN=local``), so an old one fails deep in the build otherwise."""
+    where = "https://go.dev/dl/ (distribution packages are often older)"
+    found = go or shutil.which("go")
+    if found is None:
+        raise AssetsError(
+            f"building the control plane needs Go >= {required} on PATH, and there is no"
+            f" `go`: install Go {required} or newer from {where}, or set KUBELOOP_ASSETS"
+            " to a directory with etcd and kube-apiserver"
+        )
+    proc = subprocess.run(
+        [found, "env", "GOVERSION"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GOTOOLCHAIN": "local"},
+        cwd="/",  # no go.mod around to make it switch or refuse
+    )
+    have = proc.stdout.strip() or "an unknown version"
+    need, got = go_release(required), go_release(have)
+    if proc.returncode != 0 or (need is not None and got is not None and got < need):
+        raise AssetsError(
+            f"building the control plane needs Go >= {required}; {found} is {have}:"
+            f" install Go {required} or newer from {where} and put it first on PATH"
+        )
+
+
 def run_build(name: str = "build.sh") -> Path:
     """Run a build script (a no-op when cached) and return the directory it printed."""
     script = build_script(name)
+    check_go(required_go(script.parent))
     proc = subprocess.run(
         ["bash", str(script)], stdout=subprocess.PIPE, stderr=sys.stderr, text=True, check=False
     )

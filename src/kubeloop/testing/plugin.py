@@ -3,21 +3,90 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import uuid
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 try:
+    import pytest_asyncio
+
     from kubeloop.envtest import ControlPlane, ControlPlaneOptions, RestError
 except ImportError as err:
     # Installed without the [testing] extra: pytest still loads this plugin (entry points
     # are per distribution), so it must not break a user's test run; the fixtures say why
     # they cannot work instead.
     _MISSING: ImportError | None = err
+    _async_fixture: Callable[..., Any] = pytest.fixture
 else:
     _MISSING = None
+    # pytest-asyncio's own decorator with an explicit loop: the fixture runs on asyncio in
+    # either of its modes and whatever asyncio_default_fixture_loop_scope says.
+    _async_fixture = pytest_asyncio.fixture(loop_scope="function")
+
+#: The fixtures this plugin provides. An ``async def`` test that asks for one of them is
+#: an asyncio test (see :func:`pytest_pycollect_makeitem`).
+FIXTURES = frozenset(
+    {
+        "kube_control_plane",
+        "kube_cluster",
+        "kube_namespace",
+        "kube_nodes",
+        "kube_client",
+        "kube_fault_proxy",
+    }
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep pytest-asyncio's "asyncio_default_fixture_loop_scope is unset" notice out of a
+    project that never chose asyncio settings (the tutorial's): it is printed before the
+    first test, about a default that our fixtures do not use (they name their loop). Only
+    the notice goes: a project that sets the option sees no change, and one that sets
+    nothing keeps pytest-asyncio's default for its own async fixtures. ``tryfirst``:
+    pytest-asyncio warns from its own ``pytest_configure``, inside the same warnings
+    context as this one, so the filter is in place before it runs and gone after."""
+    if _MISSING is None and not config.getini("asyncio_default_fixture_loop_scope"):
+        warnings.filterwarnings(
+            "ignore",
+            message='The configuration option "asyncio_default_fixture_loop_scope" is unset',
+            category=pytest.PytestDeprecationWarning,
+        )
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_pycollect_makeitem(
+    collector: pytest.Module | pytest.Class, name: str, obj: object
+) -> Generator[None, Any, None]:
+    """Mark ``async def`` tests that use a kubeloop fixture with ``asyncio``.
+
+    Without it, pytest-asyncio's default (strict) mode leaves such a test alone and
+    pytest fails it ("async def functions are not natively supported"): the first test a
+    new user writes would need an ``asyncio_mode`` setting the tutorial never showed.
+    ``trylast`` makes this wrapper the innermost, so the mark is there before
+    pytest-asyncio's wrapper decides which items are coroutines to run. A test already
+    marked (or run in auto mode) is left as it is.
+    """
+    outcome = yield
+    if _MISSING is not None:
+        return
+    try:
+        result = outcome.get_result()
+    except BaseException:  # a collection error: pytest reports it as it is
+        return
+    items = result if isinstance(result, list) else [result]
+    for item in items:
+        if (
+            isinstance(item, pytest.Function)
+            and inspect.iscoroutinefunction(item.obj)
+            and FIXTURES.intersection(item.fixturenames)
+            and item.get_closest_marker("asyncio") is None
+        ):
+            item.add_marker(pytest.mark.asyncio)
 
 
 def _require_envtest() -> None:
@@ -96,7 +165,7 @@ from collections.abc import AsyncIterator  # noqa: E402
 from kubeloop._client import Client  # noqa: E402
 
 
-@pytest.fixture
+@_async_fixture
 async def kube_client(kube_control_plane: ControlPlane) -> AsyncIterator[Client]:
     """An admin :class:`~kubeloop._client.Client` for the control plane, closed afterwards."""
     async with Client.from_kubeconfig(kube_control_plane.kubeconfig) as client:
@@ -108,7 +177,7 @@ if TYPE_CHECKING:
     from kubeloop.testing.faults import FaultProxy
 
 
-@pytest.fixture
+@_async_fixture
 async def kube_fault_proxy(kube_control_plane: ControlPlane) -> AsyncIterator[FaultProxy]:
     """A :class:`~kubeloop.testing.faults.FaultProxy` in front of the session's control
     plane for one test (seed 0): hand its ``kubeconfig_for(...)`` to the code under test."""

@@ -178,7 +178,7 @@ class InstanceController:
         try:
             inst = parse_instance(obj)
         except InvalidField as err:
-            raise TerminalError(f"invalid Instance: {err}") from err
+            raise TerminalError(f"invalid Instance: {err}", reason="InvalidSpec") from err
         if obj["metadata"].get("deletionTimestamp"):
             await self._finalize(obj, inst)
             return Result()

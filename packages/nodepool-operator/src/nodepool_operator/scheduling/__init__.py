@@ -28,6 +28,9 @@ from ._pods import PodReason as PodReason
 from ._pods import PodRef as PodRef
 from ._pods import PodVerdict as PodVerdict
 from ._pods import classify as classify
+from ._pods import get_list as get_list
+from ._pods import get_mapping as get_mapping
+from ._pods import get_text as get_text
 from ._pods import pod_ref as pod_ref
 from ._pods import pod_requests as pod_requests
 from ._quantity import Resources as Resources
@@ -83,6 +86,9 @@ __all__ = [
     "daemonset_view",
     "format_bytes",
     "format_cpu",
+    "get_list",
+    "get_mapping",
+    "get_text",
     "is_workload",
     "lower_bound",
     "node_shape",
