@@ -32,7 +32,7 @@ class RemovalReason(StrEnum):
     """Below the utilisation threshold, and its pods fit on the nodes that stay."""
     BUSY = "Busy"
     """Its pods would not fit elsewhere, or it is above the threshold."""
-    BLOCKED = "Unremovable"
+    BLOCKED = "Blocked"
     """A pod on it, or the node itself, blocks its removal (:attr:`Disposal.blocked` says
     which and why)."""
 
