@@ -89,6 +89,7 @@ from nodepool_operator.controllers._blocked import (
 from nodepool_operator.controllers._capacity import scale_down_node
 from nodepool_operator.controllers._create_gate import CreateGate
 from nodepool_operator.controllers._drain import (
+    DISRUPTING_TAINT,
     drain_node,
     has_disrupting_taint,
     taint_disrupting,
@@ -119,7 +120,13 @@ from nodepool_operator.controllers._pool_status import (
 )
 from nodepool_operator.controllers._reserve import RESERVATION_BACKSTOP, lift_patch, reserved_for
 from nodepool_operator.controllers._scope import POOL_LABEL, equality_labels, node_selector
-from nodepool_operator.scheduling import Unremovable, needs_budgets, node_view, removal_order
+from nodepool_operator.scheduling import (
+    ScaleDownNode,
+    Unremovable,
+    needs_budgets,
+    node_view,
+    removal_order,
+)
 from nodepool_operator.settings import OperatorSettings
 
 NAME: Final = "nodepool"
@@ -150,6 +157,12 @@ def _pod_node(pod: Object) -> list[str]:
 def _node_pool(node: Object) -> list[str]:
     pool = (node["metadata"].get("labels") or {}).get(POOL_LABEL)
     return [pool] if pool else []
+
+
+def _untainted(node: ScaleDownNode) -> ScaleDownNode:
+    """``node`` without the disrupting taint: as it would be if kept."""
+    taints = tuple(t for t in node.taints if t.key != DISRUPTING_TAINT.key)
+    return replace(node, taints=taints)
 
 
 def _scaling_down(node: Object) -> bool:
@@ -316,11 +329,14 @@ class NodePoolController:
         )
         return {n["metadata"]["name"]: n for n in nodes}
 
-    async def _removal_order(self, p: _Pass) -> list[str]:
+    async def _removal_order(self, p: _Pass, *, keeping: bool = False) -> list[str]:
         """The live records that have a Node, best to remove first (one rule with the
         Autoscaler's scale-down: :func:`~nodepool_operator.scheduling.removal_order`, blocked
         Nodes last). Also notes in ``p`` what blocks each Node, the scale-down's own choices
-        included (a blocker may turn up after the choice), and which live ones can go now."""
+        included (a blocker may turn up after the choice), and which live ones can go now.
+
+        ``keeping``: as if the blocked Nodes being scaled down were kept (untainted, their
+        room there for the pods of the others), to find what can go instead of them."""
         live = {r.name for r in p.live()}
         record_of: dict[str, str] = {}
         for r in p.records:
@@ -339,9 +355,13 @@ class NodePoolController:
         blocked = blocked_nodes(nodes, holds, switches=rules, budgets=budgets)
         p.blocked = {record_of[name]: why for name, why in blocked.items()}
         candidates = [n for n in nodes if record_of[n.name] in live]
+        if keeping:
+            candidates += [
+                _untainted(n) for n in nodes if record_of[n.name] not in live and n.name in blocked
+            ]
         order = removal_order(candidates, threshold=1.0, blockers=blocked)
         p.removable = [record_of[d.node] for d in order if d.removable]
-        return [record_of[d.node] for d in order]
+        return [record_of[d.node] for d in order if record_of[d.node] in live]
 
     async def _observe(self, p: _Pass) -> None:
         try:
@@ -475,7 +495,7 @@ class NodePoolController:
         retiring = [r.name for r in p.records if self._scaled_down(p, r)]
         if not retiring:
             return False
-        await self._removal_order(p)
+        await self._removal_order(p, keeping=True)
         kept = keep_blocked(retiring, p.blocked, p.removable)
         records = {r.name: r for r in p.records}
         for name in kept:
