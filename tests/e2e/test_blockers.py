@@ -265,3 +265,52 @@ async def test_a_blocker_found_after_the_choice_moves_the_scale_down_to_the_next
     await _running_on(env, namespace, "app=moves", x)  # its replacement landed on X
     with pytest.raises(NotFound):  # the evicted pod itself is gone
         await env.client.get(PODS, moved["metadata"]["name"], namespace)
+
+
+async def test_a_bare_pod_holds_a_node_removed_by_hand_until_it_ends(
+    operator_env: OperatorEnv, namespace: str
+) -> None:
+    """targetNodes lowered by hand with a bare pod on the only node: the node is chosen (there
+    is no other) and tainted, but the pod is never evicted; the pool says why in its Ready
+    condition and on the Node. Once the pod ends, the node goes."""
+    env = operator_env
+    requests = Requests()
+    env.client.add_observer(requests)
+    name = f"hand-{env.run_id}"
+    await env.create(NODEPOOLS, pool(name, 1))
+    await env.start(controllers=("nodepool",))
+    (only,) = await _settled_nodes(env, name, 1)
+    await env.create(PODS, pod("bare", name), namespace)
+    bare = await _running_on(env, namespace, "", only)
+
+    await env.client.patch(NODEPOOLS, name, {"spec": {"targetNodes": 0}})
+
+    async def held() -> dict[str, Any] | None:
+        status = (await env.client.get(NODEPOOLS, name)).get("status") or {}
+        ready: dict[str, Any] = next(
+            (c for c in status.get("conditions", []) if c["type"] == "Ready"), {}
+        )
+        return ready if ready.get("reason") == "DisruptionBlocked" else None
+
+    ready = await env.eventually(held, "Ready=False, reason DisruptionBlocked")
+    assert ready is not None
+    assert f"pod {namespace}/bare has no controller" in ready["message"]
+    notes = await events_about(env.client, only, "default", "DisruptionBlocked")
+    assert notes
+    assert f"pod {namespace}/bare has no controller" in notes[0]
+    node = await env.client.get(NODES, only)
+    assert any(t["key"] == DISRUPTING for t in node["spec"].get("taints") or ())
+    assert await _unchanged(env, namespace, bare)
+    assert requests.evictions() == 0
+    assert requests.evictions(refused=True) == 0
+    assert len(env.cloud.snapshot().live) == 1
+
+    # The pod ends (its owner, here the test, deletes it): nothing holds the node any more.
+    await env.client.delete(PODS, "bare", namespace, grace_period_seconds=0)
+
+    async def gone() -> bool:
+        return not await nodes_of(env, name) and not env.cloud.snapshot().live
+
+    await env.eventually(gone, "the node and its VM to be removed", timeout=60)
+    assert requests.evictions() == 0
+    assert requests.pod_deletes() == 1  # the test's own: the operator made none

@@ -208,6 +208,8 @@ class _Pass:
     """What keeps each blocked Node of the pool from a scale-down, by record name."""
     removable: list[str] = field(default_factory=list)
     """Live records whose Node can go now without leaving a pod without a place, best first."""
+    held: list[str] = field(default_factory=list)
+    """What holds each drain a blocker stopped in this pass (for the Ready condition)."""
 
     @property
     def name(self) -> str:
@@ -638,6 +640,8 @@ class NodePoolController:
         )
         if not status.done:
             p.drain_wait = min(p.drain_wait or math.inf, status.retry_after)
+        if status.blocked_by is not None:
+            p.held.append(status.message)
         return status.done
 
     async def _untaint_kept(self, p: _Pass) -> None:
@@ -794,6 +798,7 @@ class NodePoolController:
             ready=p.ready(),
             failure=p.failure,
             dropped=frozenset(p.dropped),
+            held=p.held,
         )
         p.obj = await update_status(self.mgr.client, NODEPOOLS, p.obj, status.apply)
 
