@@ -62,6 +62,18 @@ async def _settled_nodes(env: OperatorEnv, name: str, count: int) -> list[str]:
     return await env.eventually(settled, f"{count} Ready, untainted nodes", timeout=120)
 
 
+async def _start(
+    env: OperatorEnv, prefix: str, target: int, controllers: tuple[str, ...]
+) -> tuple[Requests, str, list[str]]:
+    """A pool of ``target`` settled nodes under the operator, with a request observer on."""
+    requests = Requests()
+    env.client.add_observer(requests)
+    name = f"{prefix}-{env.run_id}"
+    await env.create(NODEPOOLS, pool(name, target))
+    await env.start(controllers=controllers)
+    return requests, name, await _settled_nodes(env, name, target)
+
+
 async def _cordon_all_but(env: OperatorEnv, nodes: list[str], keep: str) -> None:
     """Only ``keep`` takes new pods: so an unpinned pod (one the simulation may move
     elsewhere) lands on the node the test wants it on."""
@@ -111,12 +123,8 @@ async def test_blocked_nodes_stay_and_the_unneeded_ones_without_blockers_go(
     A, B, C could go (their pods fit elsewhere); with them only D and E go, and A, B and C are
     reported with their pods and reasons."""
     env = operator_env
-    requests = Requests()
-    env.client.add_observer(requests)
-    name = f"blk-{env.run_id}"
-    await env.create(NODEPOOLS, pool(name, 5))
-    await env.start(controllers=("nodepool", "autoscaler"))
-    a, b, c, d, e = await _settled_nodes(env, name, 5)
+    requests, name, nodes = await _start(env, "blk", 5, ("nodepool", "autoscaler"))
+    a, b, c, d, e = nodes
 
     await _cordon_all_but(env, [a, b, c, d, e], a)
     await env.create(PODS, pod("bare", name), namespace)
@@ -207,12 +215,8 @@ async def test_a_blocker_found_after_the_choice_moves_the_scale_down_to_the_next
     is annotated karpenter.sh/do-not-disrupt. Y can go instead (its pod fits on X): X is kept
     and untainted, Y is drained and removed, X's pod is never evicted."""
     env = operator_env
-    requests = Requests()
-    env.client.add_observer(requests)
-    name = f"next-{env.run_id}"
-    await env.create(NODEPOOLS, pool(name, 2))
-    await env.start(controllers=("nodepool",))
-    x, y = await _settled_nodes(env, name, 2)
+    requests, name, nodes = await _start(env, "next", 2, ("nodepool",))
+    x, y = nodes
 
     await _cordon_all_but(env, [x, y], x)
     await env.create(DEPLOYMENTS_RES, _pinned_deployment("held", name, {}), namespace)
@@ -274,12 +278,8 @@ async def test_a_bare_pod_holds_a_node_removed_by_hand_until_it_ends(
     is no other) and tainted, but the pod is never evicted; the pool says why in its Ready
     condition and on the Node. Once the pod ends, the node goes."""
     env = operator_env
-    requests = Requests()
-    env.client.add_observer(requests)
-    name = f"hand-{env.run_id}"
-    await env.create(NODEPOOLS, pool(name, 1))
-    await env.start(controllers=("nodepool",))
-    (only,) = await _settled_nodes(env, name, 1)
+    requests, name, nodes = await _start(env, "hand", 1, ("nodepool",))
+    (only,) = nodes
     await env.create(PODS, pod("bare", name), namespace)
     bare = await _running_on(env, namespace, "", only)
 
