@@ -13,11 +13,13 @@ fails when they are stale.
 """
 
 from nodepool_operator.api._autoscaler import (
+    MAX_UNREMOVABLE_NODES,
     MIN_FREQUENCY,
     Autoscaler,
     AutoscalerSpec,
     AutoscalerStatus,
     NodePoolRef,
+    UnremovableNode,
     parse_autoscaler,
 )
 from nodepool_operator.api._crds import (
@@ -50,6 +52,8 @@ from nodepool_operator.api._nodepool import (
     READY,
     RESERVED_LABEL_PREFIX,
     SCALING,
+    Disruption,
+    DisruptionBlockers,
     InstanceRecord,
     NodePool,
     NodePoolSpec,
@@ -76,6 +80,7 @@ __all__ = [
     "GROUP",
     "INSTANCES",
     "MAX_POOL_NODES",
+    "MAX_UNREMOVABLE_NODES",
     "MIN_FREQUENCY",
     "NODEPOOLS",
     "READY",
@@ -89,6 +94,8 @@ __all__ = [
     "AwsNodeClass",
     "AwsNodeClassSpec",
     "Condition",
+    "Disruption",
+    "DisruptionBlockers",
     "Instance",
     "InstanceRecord",
     "InstanceSpec",
@@ -104,6 +111,7 @@ __all__ = [
     "ScaleOperation",
     "Taint",
     "TaintEffect",
+    "UnremovableNode",
     "crds",
     "format_duration",
     "parse_autoscaler",

@@ -23,6 +23,7 @@ from nodepool_operator.api._schema import (
     MaxProperties,
     Minimum,
     MinLength,
+    Name,
     ObjectMeta,
     Pattern,
     Quantity,
@@ -78,6 +79,33 @@ class Taint:
     NoExecute."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class DisruptionBlockers:
+    """Which of cluster-autoscaler's default blockers keep a node of the pool from a
+    voluntary removal (scale-down). A pod annotated
+    cluster-autoscaler.kubernetes.io/safe-to-evict: "true" is never a default blocker. The
+    explicit holds (kubeloop.dev/do-not-disrupt or karpenter.sh/do-not-disrupt "true" on a pod
+    or node, safe-to-evict "false" on a pod) always apply and cannot be switched off here."""
+
+    pods_without_controller: bool = True
+    """A pod with no controlling owner (no ownerReference with controller: true) keeps its
+    node: evicted, nothing would recreate it. DaemonSet and static pods never block."""
+    pods_with_local_storage: bool = True
+    """A pod with an emptyDir volume not backed by memory, or a hostPath volume, keeps its
+    node: its data would be lost (cluster-autoscaler's skip-nodes-with-local-storage)."""
+    kube_system_pods_without_pdb: Annotated[bool, Name("kubeSystemPodsWithoutPDB")] = True
+    """A kube-system pod that no PodDisruptionBudget covers keeps its node
+    (cluster-autoscaler's skip-nodes-with-system-pods)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Disruption:
+    """How the pool's nodes may be disrupted."""
+
+    blockers: DisruptionBlockers = field(default_factory=DisruptionBlockers)
+    """Which default blockers apply to scale-down; all on when omitted."""
+
+
 @rules(
     CEL(
         "self.minNodes <= self.maxNodes",
@@ -130,6 +158,8 @@ class NodePoolSpec:
     """The AwsNodeClass the pool's VMs boot with (AMI, subnets, security groups, instance
     profile, user data, tags). Omitted: the cloud's defaults and the operator's node image
     (enough for the simulated cloud, not for EC2)."""
+    disruption: Disruption = field(default_factory=Disruption)
+    """How the pool's nodes may be disrupted: which pods block a scale-down."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,9 +15,11 @@ a pool:
    within ``registration_timeout_seconds``, Node not Ready for ``node_repair_seconds``)
    and the surplus (records with no Node yet first, then in
    :func:`~nodepool_operator.scheduling.removal_order`: empty Nodes, then the least
-   utilised whose pods fit on the others); add intents for the missing. The surplus Nodes
-   chosen are tainted ``kubeloop.dev/disrupting:NoSchedule`` at once, so nothing new lands
-   on them;
+   utilised whose pods fit on the others, blocked Nodes last: :mod:`._blocked`); add
+   intents for the missing. The surplus Nodes chosen are tainted
+   ``kubeloop.dev/disrupting:NoSchedule`` at once, so nothing new lands on them. A Node
+   chosen earlier that a blocker now holds is kept (untainted) when another Node can go
+   instead, so one blocked drain does not hold the scale-down;
 4. record that plan in ``status.instances``, in one status write, before any cloud call;
 5. act: create the recorded intents (same idempotency token every time), terminate retired
    ones (:meth:`NodePoolController._terminate`: drain through the Eviction API honouring
@@ -77,9 +79,17 @@ from nodepool_operator.cloud import (
     instance_id_of,
 )
 from nodepool_operator.controllers import _launch as launching
+from nodepool_operator.controllers._blocked import (
+    SCALE_DOWN_BLOCKED,
+    blocked_nodes,
+    keep_blocked,
+    kube_system_budgets,
+    switches,
+)
 from nodepool_operator.controllers._capacity import scale_down_node
 from nodepool_operator.controllers._create_gate import CreateGate
 from nodepool_operator.controllers._drain import (
+    DISRUPTING_TAINT,
     drain_node,
     has_disrupting_taint,
     taint_disrupting,
@@ -110,7 +120,13 @@ from nodepool_operator.controllers._pool_status import (
 )
 from nodepool_operator.controllers._reserve import RESERVATION_BACKSTOP, lift_patch, reserved_for
 from nodepool_operator.controllers._scope import POOL_LABEL, equality_labels, node_selector
-from nodepool_operator.scheduling import removal_order
+from nodepool_operator.scheduling import (
+    ScaleDownNode,
+    Unremovable,
+    needs_budgets,
+    node_view,
+    removal_order,
+)
 from nodepool_operator.settings import OperatorSettings
 
 NAME: Final = "nodepool"
@@ -141,6 +157,18 @@ def _pod_node(pod: Object) -> list[str]:
 def _node_pool(node: Object) -> list[str]:
     pool = (node["metadata"].get("labels") or {}).get(POOL_LABEL)
     return [pool] if pool else []
+
+
+def _untainted(node: ScaleDownNode) -> ScaleDownNode:
+    """``node`` without the disrupting taint: as it would be if kept."""
+    taints = tuple(t for t in node.taints if t.key != DISRUPTING_TAINT.key)
+    return replace(node, taints=taints)
+
+
+def _scaling_down(node: Object) -> bool:
+    """Whether a Node being removed goes by a scale-down (voluntary: the blockers apply), not
+    because someone deleted it (``kubectl delete node``: only the pods' own holds apply)."""
+    return not node["metadata"].get("deletionTimestamp") and is_ready(node)
 
 
 def _pool_of_node(node: Object) -> list[Request]:
@@ -176,6 +204,12 @@ class _Pass:
     """Records whose Node is still draining."""
     waits: list[float] = field(default_factory=list)
     """Seconds until something this pass saw is due (a registration or repair deadline)."""
+    blocked: dict[str, Unremovable] = field(default_factory=dict)
+    """What keeps each blocked Node of the pool from a scale-down, by record name."""
+    removable: list[str] = field(default_factory=list)
+    """Live records whose Node can go now without leaving a pod without a place, best first."""
+    held: list[str] = field(default_factory=list)
+    """What holds each drain a blocker stopped in this pass (for the Ready condition)."""
 
     @property
     def name(self) -> str:
@@ -297,20 +331,39 @@ class NodePoolController:
         )
         return {n["metadata"]["name"]: n for n in nodes}
 
-    async def _removal_order(self, p: _Pass) -> list[str]:
+    async def _removal_order(self, p: _Pass, *, keeping: bool = False) -> list[str]:
         """The live records that have a Node, best to remove first (one rule with the
-        Autoscaler's scale-down: :func:`~nodepool_operator.scheduling.removal_order`)."""
+        Autoscaler's scale-down: :func:`~nodepool_operator.scheduling.removal_order`, blocked
+        Nodes last). Also notes in ``p`` what blocks each Node, the scale-down's own choices
+        included (a blocker may turn up after the choice), and which live ones can go now.
+
+        ``keeping``: as if the blocked Nodes being scaled down were kept (untainted, their
+        room there for the pods of the others), to find what can go instead of them."""
+        live = {r.name for r in p.live()}
         record_of: dict[str, str] = {}
-        for r in p.live():
+        for r in p.records:
             node = p.node_of(r)
-            if node is not None:
+            if node is not None and (r.name in live or self._scaled_down(p, r)):
                 record_of[node["metadata"]["name"]] = r.name
-        candidates = []
+        nodes = []
         for name, node in p.nodes.items():
             if name in record_of:
-                pods = await self.mgr.cache.list(PODS, index=(_POD_NODE_INDEX, name))
-                candidates.append(scale_down_node(node, pods))
-        return [record_of[d.node] for d in removal_order(candidates, threshold=1.0)]
+                bound = await self.mgr.cache.list(PODS, index=(_POD_NODE_INDEX, name))
+                nodes.append(scale_down_node(node, bound))
+        rules = switches(p.pool)
+        views = [pod for node in nodes for pod in node.pods]
+        budgets = await kube_system_budgets(self.mgr.client) if needs_budgets(views, rules) else []
+        holds = {name: node_view(node).hold for name, node in p.nodes.items()}
+        blocked = blocked_nodes(nodes, holds, switches=rules, budgets=budgets)
+        p.blocked = {record_of[name]: why for name, why in blocked.items()}
+        candidates = [n for n in nodes if record_of[n.name] in live]
+        if keeping:
+            candidates += [
+                _untainted(n) for n in nodes if record_of[n.name] not in live and n.name in blocked
+            ]
+        order = removal_order(candidates, threshold=1.0, blockers=blocked)
+        p.removable = [record_of[d.node] for d in order if d.removable]
+        return [record_of[d.node] for d in order if record_of[d.node] in live]
 
     async def _observe(self, p: _Pass) -> None:
         try:
@@ -388,10 +441,11 @@ class NodePoolController:
         """Decide what changes and record it before acting, in one status write."""
         adopted = self._adopt_unknown(p)
         leaving = self._leaving(p)
+        kept = await self._keep_blocked(p)
         order = await self._removal_order(p) if len(p.live()) > p.desired else []
         decided = plan(p.records, p.desired, gone=leaving, order=order)
         if decided.empty:
-            if adopted:
+            if adopted or kept:
                 await self._write_status(p)
             return
         # The chosen Nodes are tainted before anything else (the record included), so no
@@ -426,6 +480,36 @@ class NodePoolController:
             },
         )
         await self._write_status(p)
+
+    @staticmethod
+    def _scaled_down(p: _Pass, r: InstanceRecord) -> bool:
+        """Whether ``r`` is being removed by a scale-down: marked deleting, its VM alive and
+        its Node Ready and not deleted by someone (the other reasons to go: VM gone, Node
+        deleted, never registered, not Ready)."""
+        node = p.node_of(r)
+        alive = r.instance_id is not None and r.instance_id in p.vms
+        return r.state == DELETING and alive and node is not None and _scaling_down(node)
+
+    async def _keep_blocked(self, p: _Pass) -> bool:
+        """Nodes chosen for a scale-down that a blocker now holds go back to the pool when
+        another Node can go instead (:func:`._blocked.keep_blocked`); the plan that follows
+        then picks that one. Whether any was kept."""
+        retiring = [r.name for r in p.records if self._scaled_down(p, r)]
+        if not retiring:
+            return False
+        await self._removal_order(p, keeping=True)
+        kept = keep_blocked(retiring, p.blocked, p.removable)
+        records = {r.name: r for r in p.records}
+        for name in kept:
+            r = records[name]
+            vm = p.vms.get(r.instance_id or "")
+            p.update(name, state=vm.state if vm is not None else "running")
+            note = f"{p.blocked[name].note}; kept, another node is removed instead"
+            self._event(p, "Warning", SCALE_DOWN_BLOCKED, note)
+            node = p.node_of(r)
+            if node is not None:
+                self.mgr.recorder.warning(node, SCALE_DOWN_BLOCKED, note, action="ScaleDown")
+        return bool(kept)
 
     # -- act ------------------------------------------------------------------------------
 
@@ -543,10 +627,21 @@ class NodePoolController:
 
         def warn(reason: str, note: str) -> None:
             self._event(p, "Warning", reason, note)
+            if reason == "DisruptionBlocked":
+                self.mgr.recorder.warning(node, reason, note, action="Drain")
 
-        status = await drain_node(client, node["metadata"]["name"], warn=warn)
+        status = await drain_node(
+            client,
+            node["metadata"]["name"],
+            warn=warn,
+            voluntary=_scaling_down(node),
+            switches=switches(p.pool),
+            hold=node_view(node).hold,
+        )
         if not status.done:
             p.drain_wait = min(p.drain_wait or math.inf, status.retry_after)
+        if status.blocked_by is not None:
+            p.held.append(status.message)
         return status.done
 
     async def _untaint_kept(self, p: _Pass) -> None:
@@ -703,6 +798,7 @@ class NodePoolController:
             ready=p.ready(),
             failure=p.failure,
             dropped=frozenset(p.dropped),
+            held=p.held,
         )
         p.obj = await update_status(self.mgr.client, NODEPOOLS, p.obj, status.apply)
 
