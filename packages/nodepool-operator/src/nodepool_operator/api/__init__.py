@@ -48,7 +48,9 @@ from nodepool_operator.api._nodeclass import (
 )
 from nodepool_operator.api._nodepool import (
     DEGRADED,
+    DELETING_CONDITION,
     MAX_POOL_NODES,
+    MIN_DRAIN_TIMEOUT,
     READY,
     RESERVED_LABEL_PREFIX,
     SCALING,
@@ -77,10 +79,12 @@ __all__ = [
     "AWSNODECLASSES",
     "CATEGORY",
     "DEGRADED",
+    "DELETING_CONDITION",
     "GROUP",
     "INSTANCES",
     "MAX_POOL_NODES",
     "MAX_UNREMOVABLE_NODES",
+    "MIN_DRAIN_TIMEOUT",
     "MIN_FREQUENCY",
     "NODEPOOLS",
     "READY",

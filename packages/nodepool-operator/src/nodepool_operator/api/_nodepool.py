@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Annotated, Any, Final, Literal
 
 from nodepool_operator.api._nodeclass import NodeClassRef
@@ -27,6 +28,7 @@ from nodepool_operator.api._schema import (
     ObjectMeta,
     Pattern,
     Quantity,
+    format_duration,
     parse,
     rules,
 )
@@ -40,6 +42,11 @@ RESERVED_LABEL_PREFIX: Final = "kubeloop.dev/"
 READY: Final = "Ready"
 SCALING: Final = "Scaling"
 DEGRADED: Final = "Degraded"
+#: A pool being deleted: its nodes drain (True), or the grace period ran out (reason says).
+DELETING_CONDITION: Final = "Deleting"
+
+#: The shortest drain timeout: below it a drain can hardly start before it is given up.
+MIN_DRAIN_TIMEOUT: Final = timedelta(seconds=1)
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 ScaleOperation = Literal["inactive", "active"]
@@ -49,6 +56,11 @@ _QUALIFIED_NAME = (
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 _LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+_AT_LEAST_MIN_DRAIN_TIMEOUT = CEL(
+    f"duration(self) >= duration('{format_duration(MIN_DRAIN_TIMEOUT)}')",
+    f"must be at least {format_duration(MIN_DRAIN_TIMEOUT)}",
+    check=lambda d: d >= MIN_DRAIN_TIMEOUT,
+)
 _NOT_NEGATIVE = CEL(
     "!string(self).startsWith('-')",
     "must not be negative",
@@ -104,6 +116,16 @@ class Disruption:
 
     blockers: DisruptionBlockers = field(default_factory=DisruptionBlockers)
     """Which default blockers apply to scale-down; all on when omitted."""
+    termination_grace_period: timedelta = timedelta(hours=1)
+    """How long deleting the pool waits for its nodes to drain (evictions honouring
+    PodDisruptionBudgets, pods annotated do-not-disrupt held), from the pool's deletion, as
+    a duration such as 30m (Karpenter's terminationGracePeriod). Then the pods left are
+    deleted and the nodes and VMs go anyway, with a TerminationGracePeriodExpired Event and
+    condition. 0s: no drain."""
+    drain_timeout: Annotated[timedelta, _AT_LEAST_MIN_DRAIN_TIMEOUT] = timedelta(minutes=10)
+    """How long a scale-down drains a node, from its taint, before giving up (as
+    cluster-autoscaler's max-graceful-termination-sec, 10m): the node is untainted and kept,
+    with a DrainTimedOut Event, and another candidate is tried."""
 
 
 @rules(

@@ -27,12 +27,14 @@ bound a moment ago must not be missed by the check that lets the VM go.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from kubeloop import NODES, PODS, Client, Invalid, NotFound, Object, PatchType, TooManyRequests
 from nodepool_operator.controllers._blocked import kube_system_budgets
+from nodepool_operator.controllers._drain_deadline import format_time, parse_time
 from nodepool_operator.scheduling import (
     DefaultBlockers,
     PodRef,
@@ -46,8 +48,10 @@ from nodepool_operator.scheduling import (
 __all__ = [
     "DISRUPTING_TAINT",
     "DrainStatus",
+    "disrupting_since",
     "drain_node",
     "has_disrupting_taint",
+    "pods_on",
     "taint_disrupting",
     "taint_patch",
     "untaint_disrupting",
@@ -98,15 +102,29 @@ def has_disrupting_taint(node: Object) -> bool:
     return any(t.get("key") == DISRUPTING_TAINT.key for t in taints if isinstance(t, dict))
 
 
-def taint_patch(node: Object) -> JsonPatch:
-    """The JSON patch that adds :data:`DISRUPTING_TAINT` to ``node``; ``[]`` if it has it.
+def disrupting_since(node: Object) -> float | None:
+    """When :data:`DISRUPTING_TAINT` was put on ``node`` (its ``timeAdded``), or None: the
+    start of its drain, kept by the cluster, for the drain timeout."""
+    for taint in (node.get("spec") or {}).get("taints") or ():
+        if isinstance(taint, dict) and taint.get("key") == DISRUPTING_TAINT.key:
+            return parse_time(taint.get("timeAdded"))
+    return None
+
+
+def taint_patch(node: Object, now: float | None = None) -> JsonPatch:
+    """The JSON patch that adds :data:`DISRUPTING_TAINT` to ``node``, stamped ``timeAdded``
+    ``now`` (the drain's start); ``[]`` if it has it.
 
     Appending to an existing taint list is atomic on the server (nothing someone else added
     meanwhile is lost); creating the list is guarded by the resourceVersion.
     """
     if has_disrupting_taint(node):
         return []
-    taint = {"key": DISRUPTING_TAINT.key, "effect": DISRUPTING_TAINT.effect}
+    taint = {
+        "key": DISRUPTING_TAINT.key,
+        "effect": DISRUPTING_TAINT.effect,
+        "timeAdded": format_time(time.time() if now is None else now),
+    }
     if (node.get("spec") or {}).get("taints"):
         return [{"op": "add", "path": "/spec/taints/-", "value": taint}]
     guard = {

@@ -59,11 +59,13 @@ from kubeloop import (
     generation_changed,
     has_finalizer,
     remove_finalizer,
+    set_condition,
     update_status,
 )
 from nodepool_operator import failpoints
 from nodepool_operator.api import (
     NODEPOOLS,
+    Disruption,
     InstanceRecord,
     InvalidField,
     NodePool,
@@ -90,11 +92,26 @@ from nodepool_operator.controllers._capacity import scale_down_node
 from nodepool_operator.controllers._create_gate import CreateGate
 from nodepool_operator.controllers._drain import (
     DISRUPTING_TAINT,
+    disrupting_since,
     drain_node,
     has_disrupting_taint,
+    pods_on,
     taint_disrupting,
     untaint_disrupting,
 )
+from nodepool_operator.controllers._drain_deadline import (
+    DRAIN_TIMED_OUT,
+    DRAIN_TIMED_OUT_AT,
+    GRACE_EXPIRED,
+    deletion_condition,
+    drain_timeout_note,
+    format_time,
+    grace_expired_note,
+    parse_time,
+    remaining,
+    resting_for,
+)
+from nodepool_operator.controllers._drain_deadline import Condition as DeletionCondition
 from nodepool_operator.controllers._intent import (
     CREATING,
     DELETING,
@@ -210,6 +227,10 @@ class _Pass:
     """Live records whose Node can go now without leaving a pod without a place, best first."""
     held: list[str] = field(default_factory=list)
     """What holds each drain a blocker stopped in this pass (for the Ready condition)."""
+    resting: set[str] = field(default_factory=set)
+    """Live records whose Node's scale-down drain timed out a short while ago: not chosen."""
+    kept: set[str] = field(default_factory=set)
+    """Records whose scale-down drain this pass gave up (the Node stays)."""
 
     @property
     def name(self) -> str:
@@ -293,8 +314,7 @@ class NodePoolController:
         if obj is None:
             return Result()
         if obj["metadata"].get("deletionTimestamp"):
-            await self._finalize(obj)
-            return Result()
+            return await self._finalize(obj)
         if not has_finalizer(obj, FINALIZER):
             obj = await add_finalizer(self.mgr.client, NODEPOOLS, obj, FINALIZER)
         try:
@@ -441,9 +461,10 @@ class NodePoolController:
         """Decide what changes and record it before acting, in one status write."""
         adopted = self._adopt_unknown(p)
         leaving = self._leaving(p)
+        self._find_resting(p)
         kept = await self._keep_blocked(p)
         order = await self._removal_order(p) if len(p.live()) > p.desired else []
-        decided = plan(p.records, p.desired, gone=leaving, order=order)
+        decided = plan(p.records, p.desired, gone=leaving, order=order, keep=p.resting)
         if decided.empty:
             if adopted or kept:
                 await self._write_status(p)
@@ -482,6 +503,19 @@ class NodePoolController:
         await self._write_status(p)
 
     @staticmethod
+    def _find_resting(p: _Pass) -> None:
+        """Note the live records whose Node's scale-down drain timed out less than
+        :data:`RECHECK_SECONDS` ago, and when the first of them may be chosen again."""
+        now = time.time()
+        for r in p.live():
+            node = p.node_of(r)
+            annotations = (node["metadata"].get("annotations") or {}) if node else {}
+            rest = resting_for(annotations, now)
+            if rest > 0:
+                p.resting.add(r.name)
+                p.waits.append(rest)
+
+    @staticmethod
     def _scaled_down(p: _Pass, r: InstanceRecord) -> bool:
         """Whether ``r`` is being removed by a scale-down: marked deleting, its VM alive and
         its Node Ready and not deleted by someone (the other reasons to go: VM gone, Node
@@ -498,7 +532,8 @@ class NodePoolController:
         if not retiring:
             return False
         await self._removal_order(p, keeping=True)
-        kept = keep_blocked(retiring, p.blocked, p.removable)
+        alternatives = [name for name in p.removable if name not in p.resting]
+        kept = keep_blocked(retiring, p.blocked, alternatives)
         records = {r.name: r for r in p.records}
         for name in kept:
             r = records[name]
@@ -591,7 +626,7 @@ class NodePoolController:
                 return
             if done:
                 p.drop(r.name)
-            else:
+            elif r.name not in p.kept:
                 p.draining.add(r.name)
 
     async def _terminate(self, p: _Pass, r: InstanceRecord) -> bool:
@@ -622,6 +657,12 @@ class NodePoolController:
         PodDisruptionBudgets, do-not-disrupt pods holding it); whether it is drained. Called
         on every pass until it is; it never waits itself."""
         client = self.mgr.client
+        voluntary = _scaling_down(node)
+        annotations = node["metadata"].get("annotations") or {}
+        if voluntary and not has_disrupting_taint(node) and resting_for(annotations, time.time()):
+            # Given up already, the record's write lost (a crash): keep it, do not re-taint.
+            await self._give_up(p, r, node, "")
+            return False
         if not has_disrupting_taint(node):
             await taint_disrupting(client, node)
 
@@ -634,15 +675,41 @@ class NodePoolController:
             client,
             node["metadata"]["name"],
             warn=warn,
-            voluntary=_scaling_down(node),
+            voluntary=voluntary,
             switches=switches(p.pool),
             hold=node_view(node).hold,
         )
+        timeout = p.pool.spec.disruption.drain_timeout
+        overdue = remaining(disrupting_since(node), timeout, time.time()) <= 0
+        if voluntary and not status.done and overdue:
+            await self._give_up(p, r, node, status.message)
+            return False
         if not status.done:
             p.drain_wait = min(p.drain_wait or math.inf, status.retry_after)
         if status.blocked_by is not None:
             p.held.append(status.message)
         return status.done
+
+    async def _give_up(self, p: _Pass, r: InstanceRecord, node: Object, waiting: str) -> None:
+        """End a scale-down drain that ran past ``drainTimeout``: the Node is annotated with
+        the time (so it is not chosen again at once, even after a restart), untainted, and
+        its record is live again; another candidate is chosen on the next pass."""
+        name = node["metadata"]["name"]
+        client = self.mgr.client
+        stamp = {"metadata": {"annotations": {DRAIN_TIMED_OUT_AT: format_time(time.time())}}}
+        try:
+            await client.patch(NODES, name, stamp)
+        except NotFound:
+            return
+        await untaint_disrupting(client, node)  # refused (changed meanwhile): _untaint_kept
+        vm = p.vms.get(r.instance_id or "")
+        p.update(r.name, state=vm.state if vm is not None else "running")
+        p.kept.add(r.name)
+        if waiting:
+            note = drain_timeout_note(name, p.pool.spec.disruption.drain_timeout, waiting)
+            self._event(p, "Warning", DRAIN_TIMED_OUT, note)
+            self.mgr.recorder.warning(node, DRAIN_TIMED_OUT, note, action="Drain")
+            log.warning("drain timed out", extra={"pool": p.name, "node": name})
 
     async def _untaint_kept(self, p: _Pass) -> None:
         """Nodes tainted for removal whose record is not being retired (a crash between the
@@ -839,20 +906,22 @@ class NodePoolController:
             waits.append(max(p.gc_wait, _MIN_POLL))
         if remaining is not None:
             waits.append(max(remaining, _MIN_POLL))
-        elif not booting and len(p.live()) != p.desired:
+        elif not booting and len(p.live()) != p.desired and not p.resting:
             waits.append(_SOON)  # e.g. an intent dropped for a spent token
         return Result(requeue_after=min(waits))
 
     # -- deletion ---------------------------------------------------------------------------
 
-    async def _finalize(self, obj: Object) -> None:
-        """Delete the pool's Nodes, then every VM tagged with its uid, then the finalizer."""
+    async def _finalize(self, obj: Object) -> Result:
+        """Drain the pool's Nodes, then delete each Node and its VM, then every VM tagged
+        with the pool's uid, then the finalizer; see :meth:`_drain_for_deletion`."""
         if not has_finalizer(obj, FINALIZER):
-            return
+            return Result()
         meta = obj["metadata"]
         name, uid = meta["name"], meta["uid"]
         listed = await self.cloud.list({POOL_UID_TAG: uid})
-        ids = {vm.id for vm in listed}
+        alive = {vm.id for vm in listed if vm.state != "terminated"}
+        ids = set(alive)
         by_name = {vm.name: vm for vm in listed}
         for entry in (obj.get("status") or {}).get("instances") or ():
             if entry.get("instanceId"):
@@ -864,17 +933,108 @@ class NodePoolController:
             if vm is not None:
                 ids.add(vm.id)
         nodes, _ = await self.mgr.client.list_all(NODES, label_selector=f"{POOL_LABEL}={name}")
-        for node in nodes:
-            with contextlib.suppress(NotFound):
-                deleted = await self.mgr.client.delete(NODES, node["metadata"]["name"])
-                if deleted.get("kind") == "Node":
-                    node = deleted
-                await remove_finalizer(self.mgr.client, NODES, node, NODE_FINALIZER)
-        for instance_id in sorted(ids):
-            await self.cloud.delete(instance_id)
+        grace = self._disruption(obj).termination_grace_period
+        left = remaining(parse_time(meta.get("deletionTimestamp")), grace, time.time())
+        draining, waits, forced = await self._drain_for_deletion(obj, nodes, alive, left <= 0)
+        keep = {instance_id for instance_id, _ in draining.values()}
+        for instance_id in sorted(ids - keep):
+            with contextlib.suppress(InstanceNotFound):
+                await self.cloud.delete(instance_id)
+        if draining:
+            notes = {node: note for node, (_, note) in draining.items()}
+            condition = deletion_condition(notes, grace, expired=False)
+            await self._deletion_status(obj, condition)
+            return Result(requeue_after=max(min([*waits, left]), _MIN_POLL))
+        if forced:
+            note = grace_expired_note(grace, forced)
+            self.mgr.recorder.warning(obj, GRACE_EXPIRED, note, action="Delete")
+            notes = {node: f"node {node}: {n} pod(s) deleted" for node, n in forced.items()}
+            obj = await self._deletion_status(obj, deletion_condition(notes, grace, expired=True))
+            log.warning("pool deletion stopped waiting", extra={"pool": name, "forced": forced})
         self.mgr.recorder.normal(
             obj, "Deleted", f"deleted {len(nodes)} node(s) and {len(ids)} VM(s)", action="Delete"
         )
         with contextlib.suppress(NotFound):
             await remove_finalizer(self.mgr.client, NODEPOOLS, obj, FINALIZER)
         self._gate.forget(uid)
+        return Result()
+
+    async def _drain_for_deletion(
+        self, obj: Object, nodes: list[Object], alive: set[str], expired: bool
+    ) -> tuple[dict[str, tuple[str, str]], list[float], dict[str, int]]:
+        """One pass over a deleted pool's Nodes, all at once (each Node's pods are paced by
+        their PodDisruptionBudgets, not by the pool): taint, evict, and delete each Node and
+        its VM once no workload pod is left, as a scale-down does. Only the pods' own holds
+        apply (do-not-disrupt, safe-to-evict "false"), as for ``kubectl delete node``: the
+        pool's default blockers are for voluntary removals. A Node that is not Ready or
+        whose VM is gone is not drained (its pods could never finish terminating).
+
+        Once the grace period is ``expired``, the workload pods left are deleted (they get
+        their own grace period from their kubelet, if it is still there) and the Node and
+        its VM go at once. Returns the Nodes still draining (their VM's id and what they
+        wait for), when to look again, and the pods deleted per Node past the grace period.
+        """
+        client = self.mgr.client
+        draining: dict[str, tuple[str, str]] = {}
+        waits: list[float] = []
+        forced: dict[str, int] = {}
+        pool_name = obj["metadata"]["name"]
+
+        def warn(reason: str, note: str) -> None:
+            self.mgr.recorder.warning(obj, reason, note, action="Delete")
+
+        for node in nodes:
+            node_name = node["metadata"]["name"]
+            provider = (node.get("spec") or {}).get("providerID") or ""
+            instance_id = instance_id_of(provider) if provider else ""
+            drainable = instance_id in alive and is_ready(node)
+            if drainable and expired:
+                left = [p for p in await pods_on(client, node_name) if p.workload]
+                for pod in left:
+                    with contextlib.suppress(NotFound):
+                        await client.delete(PODS, pod.ref.name, pod.ref.namespace)
+                if left:
+                    forced[node_name] = len(left)
+            elif drainable:
+                if not has_disrupting_taint(node):
+                    await taint_disrupting(client, node)
+                status = await drain_node(client, node_name, warn=warn, voluntary=False)
+                if not status.done:
+                    draining[node_name] = (instance_id, status.message)
+                    waits.append(status.retry_after)
+                    continue
+            if instance_id:
+                with contextlib.suppress(InstanceNotFound):
+                    await self.cloud.delete(instance_id)
+            with contextlib.suppress(NotFound):
+                deleted = await client.delete(NODES, node_name)
+                if deleted.get("kind") == "Node":
+                    node = deleted
+                await remove_finalizer(client, NODES, node, NODE_FINALIZER)
+            log.info("pool node removed", extra={"pool": pool_name, "node": node_name})
+        return draining, waits, forced
+
+    def _disruption(self, obj: Object) -> Disruption:
+        """The pool's ``spec.disruption``; the defaults when its spec is invalid (a pool that
+        bypassed admission must still be deletable)."""
+        try:
+            return parse_nodepool(obj).spec.disruption
+        except InvalidField:
+            return Disruption()
+
+    async def _deletion_status(self, obj: Object, condition: DeletionCondition) -> Object:
+        """Write the pool's ``Deleting`` condition; the pool as written (or as given, if it
+        is gone)."""
+        type_, state, reason, message = condition
+
+        def mutate(status: dict[str, Any]) -> None:
+            conditions = status.get("conditions")
+            if not isinstance(conditions, list):
+                conditions = status["conditions"] = []
+            generation = int(obj["metadata"].get("generation") or 0)
+            set_condition(conditions, type_, state, reason, message, generation)
+
+        try:
+            return await update_status(self.mgr.client, NODEPOOLS, obj, mutate)
+        except NotFound:
+            return obj
