@@ -295,9 +295,16 @@ async def test_a_pdb_that_never_allows_holds_pool_deletion_only_for_the_grace_pe
         await env.eventually(pool_gone, "the pool to go after its grace period", timeout=90)
         assert requests.evictions(refused=True) >= 1
         assert requests.evictions() == 0
-        # The pod was deleted (not evicted) only once the grace period had run out.
+
+        # The pod was never evicted; it went with its Node, after the grace period, removed
+        # by the pod garbage collector.
+        async def pod_gone() -> bool:
+            return original in pods.final
+
+        await env.eventually(pod_gone, "the pod garbage collector to remove the pod", 120)
         final = pods.final[original]
         assert not _evicted(final)
+        assert _disruption_reason(final) == "DeletionByPodGC"
         assert _seconds(final["metadata"]["deletionTimestamp"]) >= _seconds(deletion) + 4
         reasons = [reason for reason, _ in conditions]
         assert reasons[0] == "Draining"
@@ -305,13 +312,19 @@ async def test_a_pdb_that_never_allows_holds_pool_deletion_only_for_the_grace_pe
         assert node["metadata"]["name"] in conditions[-1][1]
         notes = await events(env, name, "TerminationGracePeriodExpired")
         assert notes
-        assert "deleted 1 pod(s) without eviction" in notes[0]
+        assert "with 1 pod(s) not evicted" in notes[0]
         assert not env.cloud.snapshot().live
         with pytest.raises(NotFound):
             await env.client.get(NODES, node["metadata"]["name"])
     finally:
         await pods.stop()
         await pools.stop()
+
+
+def _disruption_reason(obj: Object) -> str:
+    conditions = (obj.get("status") or {}).get("conditions") or ()
+    found = [c.get("reason", "") for c in conditions if c.get("type") == "DisruptionTarget"]
+    return str(found[0]) if found else ""
 
 
 def _seconds(stamp: str) -> float:
@@ -362,8 +375,8 @@ async def test_a_scale_down_drain_that_times_out_untaints_and_keeps_its_node(
     template["metadata"]["labels"] = {"app": "mover"}
     template["spec"]["nodeSelector"] = {GROUP: env.run_id}
     template["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
-    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In"}]}
-    term["matchExpressions"][0]["values"] = [other_name]
+    hostname = {"key": "kubernetes.io/hostname", "operator": "In", "values": [other_name]}
+    term = {"matchExpressions": [hostname]}
     template["spec"]["affinity"] = {
         "nodeAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]

@@ -119,9 +119,9 @@ class Disruption:
     termination_grace_period: timedelta = timedelta(hours=1)
     """How long deleting the pool waits for its nodes to drain (evictions honouring
     PodDisruptionBudgets, pods annotated do-not-disrupt held), from the pool's deletion, as
-    a duration such as 30m (Karpenter's terminationGracePeriod). Then the pods left are
-    deleted and the nodes and VMs go anyway, with a TerminationGracePeriodExpired Event and
-    condition. 0s: no drain."""
+    a duration such as 30m (Karpenter's terminationGracePeriod). Then the nodes and VMs go
+    anyway with the pods left on them (the pod garbage collector deletes those), with a
+    TerminationGracePeriodExpired Event and condition. 0s: no drain."""
     drain_timeout: Annotated[timedelta, _AT_LEAST_MIN_DRAIN_TIMEOUT] = timedelta(minutes=10)
     """How long a scale-down drains a node, from its taint, before giving up (as
     cluster-autoscaler's max-graceful-termination-sec, 10m): the node is untainted and kept,

@@ -4,8 +4,8 @@ Two waits are bounded, each counted from a time the cluster keeps (so a restart 
 operator neither restarts nor forgets them):
 
 * deleting a pool drains its nodes for at most ``spec.disruption.terminationGracePeriod``
-  from the pool's ``deletionTimestamp``; then the pods left are deleted and the nodes and VMs
-  go anyway (Karpenter's terminationGracePeriod), said in an Event and the pool's
+  from the pool's ``deletionTimestamp``; then the nodes and VMs go anyway, with the pods
+  left on them (Karpenter's terminationGracePeriod), said in an Event and the pool's
   ``Deleting`` condition;
 * a scale-down drains a node for at most ``spec.disruption.drainTimeout`` from the
   ``timeAdded`` of its ``kubeloop.dev/disrupting`` taint; then the node is untainted and
@@ -113,13 +113,13 @@ def deletion_condition(
 
 def grace_expired_note(grace: timedelta, forced: Mapping[str, int]) -> str:
     """The Event note when a pool's deletion stops waiting: ``forced`` maps each node not
-    drained in time to the workload pods deleted on it without an eviction."""
+    drained in time to the workload pods still on it, not evicted."""
     pods = sum(forced.values())
     nodes = ", ".join(sorted(forced))
     return (
         f"terminationGracePeriod {format_duration(grace)} ran out with {len(forced)} node(s) "
-        f"not drained ({nodes}): deleted {pods} pod(s) without eviction; removing the nodes "
-        "and VMs"
+        f"not drained ({nodes}): removing the nodes and VMs with {pods} pod(s) not evicted "
+        "(the pod garbage collector deletes them)"
     )
 
 

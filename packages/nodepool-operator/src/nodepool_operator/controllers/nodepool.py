@@ -948,7 +948,7 @@ class NodePoolController:
         if forced:
             note = grace_expired_note(grace, forced)
             self.mgr.recorder.warning(obj, GRACE_EXPIRED, note, action="Delete")
-            notes = {node: f"node {node}: {n} pod(s) deleted" for node, n in forced.items()}
+            notes = {node: f"node {node}: {n} pod(s) not evicted" for node, n in forced.items()}
             obj = await self._deletion_status(obj, deletion_condition(notes, grace, expired=True))
             log.warning("pool deletion stopped waiting", extra={"pool": name, "forced": forced})
         self.mgr.recorder.normal(
@@ -969,10 +969,11 @@ class NodePoolController:
         pool's default blockers are for voluntary removals. A Node that is not Ready or
         whose VM is gone is not drained (its pods could never finish terminating).
 
-        Once the grace period is ``expired``, the workload pods left are deleted (they get
-        their own grace period from their kubelet, if it is still there) and the Node and
-        its VM go at once. Returns the Nodes still draining (their VM's id and what they
-        wait for), when to look again, and the pods deleted per Node past the grace period.
+        Once the grace period is ``expired``, the Node and its VM go at once with the workload
+        pods left on it (the pod garbage collector deletes pods bound to a Node that is gone,
+        and their controllers replace them). Returns the Nodes still draining (their VM's id
+        and what they wait for), when to look again, and the pods left per Node past the
+        grace period.
         """
         client = self.mgr.client
         draining: dict[str, tuple[str, str]] = {}
@@ -989,10 +990,9 @@ class NodePoolController:
             instance_id = instance_id_of(provider) if provider else ""
             drainable = instance_id in alive and is_ready(node)
             if drainable and expired:
+                # Not deleted one by one (the operator never deletes pods, only evicts):
+                # they go with their VM, and the pod garbage collector removes them.
                 left = [p for p in await pods_on(client, node_name) if p.workload]
-                for pod in left:
-                    with contextlib.suppress(NotFound):
-                        await client.delete(PODS, pod.ref.name, pod.ref.namespace)
                 if left:
                     forced[node_name] = len(left)
             elif drainable:
