@@ -7,7 +7,9 @@ in line with the spec (:mod:`._node_sync`), with its own finalizer on the Node. 
 a pool:
 
 1. read it from the cache (scoped by ``settings.label_selector``); a pool being deleted
-   loses its Nodes and VMs, then its finalizer;
+   drains its Nodes (:meth:`NodePoolController._drain_for_deletion`, bounded by
+   ``spec.disruption.terminationGracePeriod``), deletes each with its VM once drained,
+   then its finalizer;
 2. observe its VMs (one cloud ``list`` by the pool's uid tag; ``describe`` for recorded ids
    the list misses, since a list may lag), its Nodes and the pods bound to them (cache);
 3. plan (pure): adopt VMs tagged for the pool that no record knows, up to the desired
@@ -24,13 +26,16 @@ a pool:
 5. act: create the recorded intents (same idempotency token every time), terminate retired
    ones (:meth:`NodePoolController._terminate`: drain through the Eviction API honouring
    PodDisruptionBudgets and do-not-disrupt pods (:mod:`._drain`), VM, Node, finalizer),
+   a scale-down drain past ``spec.disruption.drainTimeout`` is given up, the Node untainted
+   and kept (:mod:`._drain_deadline`), so the next pass removes another;
    start stopped VMs, adopt registered Nodes, and delete VMs tagged for the pool that no
    record knows after a grace period, and Nodes whose VM is gone;
 6. write the status again (skipped when unchanged) and requeue while anything is in flight.
 
 A crash anywhere repeats work, never duplicates it: intents are recorded before creates,
-and retirements before removals. The controller writes ``status``, its finalizers and the
-labels and taints it owns on the pool's Nodes, never ``spec`` (docs/ownership.md).
+and retirements before removals. The controller writes ``status``, its finalizers, the
+labels and taints it owns on the pool's Nodes and their drain-timed-out annotation, never
+``spec`` (docs/ownership.md).
 """
 
 from __future__ import annotations
