@@ -97,6 +97,7 @@ from nodepool_operator.controllers._capacity import scale_down_node
 from nodepool_operator.controllers._create_gate import CreateGate
 from nodepool_operator.controllers._drain import (
     DISRUPTING_TAINT,
+    DrainStatus,
     disrupting_since,
     drain_node,
     has_disrupting_taint,
@@ -191,6 +192,16 @@ def _scaling_down(node: Object) -> bool:
     """Whether a Node being removed goes by a scale-down (voluntary: the blockers apply), not
     because someone deleted it (``kubectl delete node``: only the pods' own holds apply)."""
     return not node["metadata"].get("deletionTimestamp") and is_ready(node)
+
+
+def _waiting_for(node_name: str, status: DrainStatus) -> str:
+    """What a drain waits for, in words that do not change from one pass to the next while
+    it waits for the same thing (the pool's Deleting condition is not rewritten each pass)."""
+    if status.blocked_by is not None:
+        return status.message
+    if status.pdb_blocked:
+        return f"node {node_name}: {status.pdb_blocked} pod(s) held by a PodDisruptionBudget"
+    return f"node {node_name}: pods terminating"
 
 
 def _pool_of_node(node: Object) -> list[Request]:
@@ -1005,7 +1016,7 @@ class NodePoolController:
                     await taint_disrupting(client, node)
                 status = await drain_node(client, node_name, warn=warn, voluntary=False)
                 if not status.done:
-                    draining[node_name] = (instance_id, status.message)
+                    draining[node_name] = (instance_id, _waiting_for(node_name, status))
                     waits.append(status.retry_after)
                     continue
             if instance_id:
