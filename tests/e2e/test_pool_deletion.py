@@ -422,3 +422,81 @@ async def test_a_scale_down_drain_that_times_out_untaints_and_keeps_its_node(
     finally:
         await nodes.stop()
         await pods.stop()
+
+
+async def test_a_pool_deletion_held_by_a_pdb_survives_an_operator_restart(
+    operator_env: OperatorEnv, namespace: str
+) -> None:
+    """The drain of a deleted pool is state in the cluster (the taint, the pool's
+    deletionTimestamp and condition), not in the operator: stopped while a PDB holds it, a
+    new operator goes on waiting, and evicts once the PDB allows, before the Node goes."""
+    env = operator_env
+    requests = Requests()
+    env.client.add_observer(requests)
+    old, new = f"held-{env.run_id}", f"room-{env.run_id}"
+    await env.create(NODEPOOLS, grouped_pool(old, 1, env.run_id))
+    await env.start(controllers=("nodepool",))
+
+    async def old_ready() -> list[Object]:
+        return await ready_untainted(env, old, 1)
+
+    (node,) = await env.eventually(old_ready, "the old pool's node Ready", timeout=90)
+    dep = deployment(1)
+    dep["spec"]["template"]["spec"]["nodeSelector"] = {GROUP: env.run_id}
+    await env.create(DEPLOYMENTS_RES, dep, namespace)
+    await env.create(PDBS, budget(0), namespace)
+
+    async def up() -> bool:
+        return await available(env, namespace, 1)
+
+    await env.eventually(up, "the Deployment's pod available", timeout=90)
+    await env.create(NODEPOOLS, grouped_pool(new, 1, env.run_id))
+
+    async def new_ready() -> list[Object]:
+        return await ready_untainted(env, new, 1)
+
+    (landing,) = await env.eventually(new_ready, "the new pool's node Ready", timeout=90)
+    pods = PodWatch(env, namespace)
+    await pods.start()
+    try:
+        (original,) = pods.current
+        await env.client.delete(NODEPOOLS, old)
+
+        async def draining() -> bool:
+            pool = await env.client.get(NODEPOOLS, old)
+            conditions = (pool.get("status") or {}).get("conditions") or ()
+            return requests.evictions(refused=True) >= 1 and any(
+                c["type"] == "Deleting" and c["reason"] == "Draining" for c in conditions
+            )
+
+        await env.eventually(draining, "the deletion held by the PDB (429, Draining)")
+        assert env.mgr is not None
+        assert env.task is not None
+        env.mgr.stop()
+        await env.task
+        env.mgr, env.task = None, None
+        refused = requests.evictions(refused=True)
+        await env.start(controllers=("nodepool",))  # a new operator; the kubelets run on
+
+        async def refused_again() -> bool:
+            return requests.evictions(refused=True) > refused
+
+        await env.eventually(refused_again, "the new operator to ask again (and be refused)")
+        held = await env.client.get(NODES, node["metadata"]["name"])
+        assert any(t["key"] == DISRUPTING for t in held["spec"].get("taints") or ())
+        assert original in pods.current
+        assert requests.evictions() == 0
+        await env.client.patch(PDBS, "web", {"spec": {"maxUnavailable": 1}}, namespace)
+
+        async def done() -> bool:
+            return await gone(env, old) and await up()
+
+        await env.eventually(done, "the old pool gone, its pod replaced", timeout=120)
+        assert _evicted(pods.final[original])
+        assert requests.pod_deletes() == 0
+        replacements = {p: n for p, n in pods.nodes.items() if p != original}
+        assert set(replacements.values()) == {landing["metadata"]["name"]}
+        with pytest.raises(NotFound):
+            await env.client.get(NODES, node["metadata"]["name"])
+    finally:
+        await pods.stop()
