@@ -7,7 +7,11 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 ARG UV_VERSION=0.13.9
-RUN pip install --no-cache-dir "uv==${UV_VERSION}"
+# uv goes into a venv of its own: a distribution's python3 (Debian's, used by `make image`)
+# has no pip and refuses installs into the system (PEP 668); the official image accepts both.
+RUN python3 -m venv /opt/uv \
+ && /opt/uv/bin/python -m pip install --no-cache-dir --disable-pip-version-check "uv==${UV_VERSION}" \
+ && ln -s /opt/uv/bin/uv /usr/local/bin/uv
 ENV UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never \
     UV_PROJECT_ENVIRONMENT=/app/.venv
 WORKDIR /src

@@ -5,7 +5,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := .venv/bin/python
 
 .PHONY: setup controlplane monitoring helm chart test lint typecheck pytest docs demo manifests bench faults clean dist \
-	docker-build install uninstall deploy undeploy
+	docker-build image install uninstall deploy undeploy
 
 ## setup: the venv with dev dependencies, and the control-plane binaries (built once, cached)
 setup: .venv/.synced controlplane monitoring helm
@@ -28,14 +28,18 @@ monitoring:
 helm:
 	@bash tools/helm/build.sh >/dev/null
 
-## test: lint, type-check and the whole suite against the real control plane
-test: setup lint typecheck docs pytest
+## test: lint, type-check and the whole suite against the real control plane (with the image,
+## which tests/e2e/test_image.py runs; built first so a cold build shows as its own step)
+test: setup lint typecheck docs image pytest
 
 LINTED := src packages tests examples bench
 
+## lint: ruff, and the import contracts of .importlinter (the operator's layers; the product
+## free of its demo and test bed; no _private module imported from outside its package)
 lint:
 	$(PY) -m ruff check $(LINTED)
 	$(PY) -m ruff format --check $(LINTED)
+	.venv/bin/lint-imports --no-logo --no-cache
 
 typecheck:
 	$(PY) -m mypy
@@ -53,8 +57,9 @@ pytest:
 docs: .venv/.synced
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet -d site
 
-## demo: the main job (the NodePool + Autoscaler operator on a local control plane)
-demo: setup
+## demo: the main job (the NodePool + Autoscaler operator on a local control plane). It needs
+## the venv and the cluster binaries (kube-controller-manager and kwok too), not promtool.
+demo: .venv/.synced controlplane
 	$(PY) -m nodepool_operator demo --report demo-report
 
 ## bench: the full benchmark set (not part of make test); updates docs/benchmarks.md
@@ -90,6 +95,13 @@ DEPLOY_DIR := .deploy
 ## docker-build: the operator image (needs a Docker engine)
 docker-build:
 	docker build -t $(IMG) .
+
+## image: the same image without Docker: buildah builds the Dockerfile on a Debian bookworm
+## python3 base made by mmdebstrap (no registry needed); base, layers and image are cached
+## under ~/.cache/kubeloop (tools/image/build.sh; installs buildah, podman, runc, mmdebstrap
+## from Debian's packages if missing)
+image:
+	@bash tools/image/build.sh $(IMG) >/dev/null
 
 ## install / uninstall: the CRDs into the cluster of $KUBECONFIG (the operator never installs them)
 install: .venv/.synced

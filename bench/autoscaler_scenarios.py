@@ -72,11 +72,10 @@ from kubeloop import (
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS, crds, parse_nodepool
 from nodepool_operator.cloud import SimulatedCloud
-from nodepool_operator.controllers._capacity import pool_template
-from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers import POOL_LABEL, pool_template
 from nodepool_operator.crdinstall import install_crds
-from nodepool_operator.demo._apiactivity import ApiActivity, api_activity
-from nodepool_operator.operator import FIELD_MANAGER, build_manager, simulated_vms
+from nodepool_operator.demo import ApiActivity, api_activity
+from nodepool_operator.operator import FIELD_MANAGER, build_manager
 from nodepool_operator.scheduling import (
     classify,
     lower_bound,
@@ -85,6 +84,7 @@ from nodepool_operator.scheduling import (
     plan_scale_up,
 )
 from nodepool_operator.settings import OperatorSettings
+from nodepool_operator.testbed import simulated_vms
 
 PRIORITYCLASSES = Resource(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
@@ -589,7 +589,7 @@ async def _operator(
     registry = Registry()
     controllers = ("nodepool", "autoscaler") if side != "naive" else ("nodepool",)
     async with (
-        Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER, qps=None) as client,
+        Client.from_kubeconfig(kubeconfig, field_manager=FIELD_MANAGER) as client,
         # the VMs' side: their kubelets register the Nodes (kwok then runs them)
         simulated_vms(load_kubeconfig(kubeconfig), cloud),
     ):
@@ -690,7 +690,7 @@ async def _observe(
         naive: NaiveAutoscaler | None = None
         if side == "naive":
             naive_client = await stack.enter_async_context(
-                Client.from_kubeconfig(kubeconfig, field_manager="naive-autoscaler", qps=None)
+                Client.from_kubeconfig(kubeconfig, field_manager="naive-autoscaler")
             )
             # The first look's phase is drawn (seeded by the scenario, so reruns compare).
             phase = random.Random(f"naive-phase-{sc.id}").uniform(0.0, naive_every)
@@ -904,7 +904,7 @@ async def run(ctx: Context) -> BenchResult:
     table = scenarios(ctx.quick)
     figures: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-autoscaler-") as tmp:
-        async with Client.from_kubeconfig(ctx.kubeconfig, field_manager="bench", qps=None) as admin:
+        async with Client.from_kubeconfig(ctx.kubeconfig, field_manager="bench") as admin:
             await install_crds(admin, crds())
             for sid in chosen:
                 sc = table[sid]
@@ -993,9 +993,9 @@ async def _other_scoring(
     out: dict[str, Any] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="bench-autoscaler-") as tmp:
-            # no client-side rate limit, as the main pass's client: a throttled create of the
-            # burst spread the pods over seconds and split the Autoscaler's batch
-            client = Client.from_kubeconfig(cp.kubeconfig, field_manager="bench", qps=None)
+            # the default client has no client-side rate limit (a throttled create of the
+            # burst would spread the pods over seconds and split the Autoscaler's batch)
+            client = Client.from_kubeconfig(cp.kubeconfig, field_manager="bench")
             async with client as admin:
                 await install_crds(admin, crds())
                 for sid in todo:

@@ -152,8 +152,7 @@ async def observe(
     timeout: float,
     compact: bool = False,
 ) -> dict[str, Any]:
-    # qps=None: the benchmark measures the runtime, not the client-side rate limit
-    client = Client.from_kubeconfig(kubeconfig, qps=None)
+    client = Client.from_kubeconfig(kubeconfig)
     await client.server_version()  # TLS connection open: neither in the sync time nor the RSS
     added = 0
     received: list[tuple[str, float]] = []  # (resourceVersion, monotonic time) per update
@@ -506,7 +505,7 @@ async def run(ctx: Context) -> BenchResult:
     concurrency = int(
         ctx.param("patch_concurrency", FULL["patch_concurrency"], QUICK["patch_concurrency"])
     )
-    async with Client.from_kubeconfig(ctx.kubeconfig, qps=None) as client:
+    async with Client.from_kubeconfig(ctx.kubeconfig) as client:
         await install_crd(client)
         ctx.log(f"informer_scale: creating {objects} objects (not measured)")
         t = time.perf_counter()

@@ -62,12 +62,15 @@ from bench.autoscaler_scenarios import (
 )
 from bench.kopf_compare import scrape
 from kubeloop import NAMESPACES, NODES, PODS, Client, NotFound, Resource, retry_on_conflict
-from kubeloop.envtest import ControlPlane, ControlPlaneOptions, find_assets
-from kubeloop.envtest._nodes import KWOK_NODE_ANNOTATIONS
-from kubeloop.envtest._process import free_port
+from kubeloop.envtest import (
+    KWOK_NODE_ANNOTATIONS,
+    ControlPlane,
+    ControlPlaneOptions,
+    find_assets,
+    free_port,
+)
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS, crds, parse_nodepool
-from nodepool_operator.controllers._capacity import pool_template
-from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers import POOL_LABEL, pool_template
 from nodepool_operator.crdinstall import install_crds
 
 K_NODEPOOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool", namespaced=False)
@@ -447,7 +450,13 @@ async def run_side(
                 sc_mod._operator(cp.kubeconfig, sc, names, "ours", workdir)
             )
             checks.append(op.check)
-            await admin.create(NODEPOOLS, sc_mod.pool_manifest(sc, names))
+            pool = sc_mod.pool_manifest(sc, names)
+            if sc.id == "SD":
+                # The scenario's pods are bare (no controller) for brevity; as workloads they
+                # stand for Deployment replicas, so the no-controller blocker is off here.
+                blockers = {"podsWithoutController": False}
+                pool["spec"]["disruption"] = {"blockers": blockers}
+            await admin.create(NODEPOOLS, pool)
             scaler = autoscaler_manifest(names)
             if sc.id == "SD":
                 scaler["spec"]["scaleDownEnabled"] = True

@@ -28,7 +28,7 @@ BUCKETS = tuple(0.005 * 2**i for i in range(16))
 def _measure(rounds: int, number: int) -> dict[str, Any]:
     import prometheus_client as pc
 
-    from kubeloop._metrics import Registry
+    from kubeloop import Registry
 
     ours = Registry()
     prom = pc.CollectorRegistry()

@@ -51,8 +51,7 @@ from bench import (
     workers,
 )
 from kubeloop import Client
-from kubeloop.envtest import ControlPlane, ControlPlaneOptions
-from kubeloop.envtest._controlplane import SCHEDULER_SCORINGS
+from kubeloop.envtest import SCHEDULER_SCORINGS, ControlPlane, ControlPlaneOptions
 
 #: Every benchmark, in the order they run and appear in the docs.
 BENCHMARKS: dict[str, Benchmark] = {
@@ -150,7 +149,7 @@ def _etcd_version(url: str) -> str | None:
 
 
 async def _apiserver_version(kubeconfig: Path) -> str:
-    async with Client.from_kubeconfig(kubeconfig, qps=None) as client:
+    async with Client.from_kubeconfig(kubeconfig) as client:
         return str((await client.server_version()).get("gitVersion", "unknown"))
 
 

@@ -55,11 +55,11 @@ from kubeloop import (
     Request,
     Resource,
     Result,
+    copy_object,
     generation_changed,
     retry_transient,
     update_status,
 )
-from kubeloop._store import copy_object
 
 GROUP = "bench.kubeloop.dev"
 SAMPLES = Resource(GROUP, "v1", "samples", "Sample")
@@ -257,8 +257,7 @@ async def operate(
     timeout: float,
 ) -> dict[str, Any]:
     """Run the operator until all ``objects`` Samples in ``namespace`` are Ready."""
-    # qps=None: the benchmark measures the runtime, not the client-side rate limit
-    client = Client.from_kubeconfig(kubeconfig, qps=None)
+    client = Client.from_kubeconfig(kubeconfig)
     if namespace is None:
         await install_crd(client)
         namespace = await populate(client, "bench-tp", objects)
@@ -501,7 +500,7 @@ async def run(ctx: Context) -> BenchResult:
     order.sort(key=lambda kv: (kv[1], kv[0]))
     runs: dict[tuple[str, int], list[dict[str, Any]]] = {key: [] for key in order}
     discarded = 0
-    async with Client.from_kubeconfig(ctx.kubeconfig, qps=None) as client:
+    async with Client.from_kubeconfig(ctx.kubeconfig) as client:
         await install_crd(client)
         for rep in range(-warmup, repeats):
             what = "warm-up (not counted)" if rep < 0 else f"repeat {rep + 1} of {repeats}"

@@ -11,7 +11,8 @@ nobody expected them). Two checks make a missing marker an error rather than a s
 * at run time: :meth:`ControlPlane.start` called while an unmarked test runs fails it.
 
 Fixtures: moto's EC2 API server on loopback, started once per session and only if a test
-asks for it; each test that uses it resets it first, so tests see a fresh account.
+asks for it; each test that uses it resets it first, so tests see a fresh account. The two
+wheels, built once per session for the tests that install them.
 """
 
 from __future__ import annotations
@@ -22,13 +23,20 @@ from pathlib import Path
 
 import pytest
 
-from nodepool_operator.cloud import MotoServer
+from nodepool_operator.testbed import MotoServer
+from tests._dist import build_wheels
 from tests._hygiene import (  # re-exported as this conftest's hooks
     pytest_collection_modifyitems,
     pytest_runtest_protocol,
 )
 
-__all__ = ["moto", "moto_server", "pytest_collection_modifyitems", "pytest_runtest_protocol"]
+__all__ = [
+    "moto",
+    "moto_server",
+    "pytest_collection_modifyitems",
+    "pytest_runtest_protocol",
+    "wheels",
+]
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +56,9 @@ def moto(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer
         monkeypatch.delenv(key, raising=False)
     assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"
     return moto_server
+
+
+@pytest.fixture(scope="session")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The kubeloop and nodepool-operator wheels (``uv build --all-packages``), by name."""
+    return build_wheels(tmp_path_factory.mktemp("dist"))

@@ -73,7 +73,7 @@ from kubeloop._handler import (
     enqueue_owner,
     request_for,
 )
-from kubeloop._informer import Cache, Informer, OutOfScope
+from kubeloop._informer import Cache, CacheReadError, Informer, OutOfScope
 from kubeloop._leader import LeaderElectionOptions, LeaderElector
 from kubeloop._log import configure_logging
 from kubeloop._loopdetect import LoopDetectionOptions
@@ -130,8 +130,28 @@ from kubeloop._resource import (
 from kubeloop._retry import retry_on_conflict, retry_transient
 from kubeloop._source import ChannelSource, KindSource, PeriodicSource, Source
 from kubeloop._status import StaleGeneration, retry_update, set_status_condition, update_status
-from kubeloop._store import Store, object_key
+from kubeloop._store import Store, copy_object, object_key
 from kubeloop._workqueue import QueueShutDown, WorkQueue
+from kubeloop.webhook import (
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    Admission,
+    AdmissionRequest,
+    CertificateAuthority,
+    CertificateError,
+    CertWatcher,
+    ConversionError,
+    Converter,
+    ConvertFunc,
+    KeyPair,
+    Mutator,
+    UserInfo,
+    Validator,
+    WebhookServer,
+    WebhookServerOptions,
+    generate_serving_certificates,
+    inject_ca_bundle,
+)
 
 __version__ = "0.1.0"
 
@@ -143,13 +163,17 @@ __all__ = [
     "DEPLOYMENTS",
     "EVENTS",
     "LEASES",
+    "MUTATING_WEBHOOK_CONFIGURATIONS",
     "NAMESPACES",
     "NODES",
     "PERSISTENTVOLUMECLAIMS",
     "PODS",
     "REGISTRY",
     "SECRETS",
+    "VALIDATING_WEBHOOK_CONFIGURATIONS",
     "Added",
+    "Admission",
+    "AdmissionRequest",
     "AlreadyExists",
     "AlreadyOwnedError",
     "ApiError",
@@ -158,8 +182,12 @@ __all__ = [
     "BucketRateLimiter",
     "Builder",
     "Cache",
+    "CacheReadError",
     "CacheSyncTimeout",
     "Cause",
+    "CertWatcher",
+    "CertificateAuthority",
+    "CertificateError",
     "ChannelSource",
     "Client",
     "ClusterConfig",
@@ -167,6 +195,9 @@ __all__ = [
     "Conflict",
     "Controller",
     "ControllerOptions",
+    "ConversionError",
+    "ConvertFunc",
+    "Converter",
     "Deleted",
     "ErrorClass",
     "Event",
@@ -178,6 +209,7 @@ __all__ = [
     "Informer",
     "Invalid",
     "ItemExponentialBackoff",
+    "KeyPair",
     "KindSource",
     "KubeloopError",
     "LeaderElectionLost",
@@ -189,6 +221,7 @@ __all__ = [
     "MapFunc",
     "MaxOf",
     "MethodNotAllowed",
+    "Mutator",
     "NotFound",
     "NotLeader",
     "Object",
@@ -218,7 +251,11 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "Updated",
+    "UserInfo",
+    "Validator",
     "WatchEvent",
+    "WebhookServer",
+    "WebhookServerOptions",
     "WorkQueue",
     "WriteObserver",
     "add_finalizer",
@@ -231,6 +268,7 @@ __all__ = [
     "condition",
     "configure_logging",
     "controller_of",
+    "copy_object",
     "create_or_patch",
     "create_or_update",
     "default_controller_rate_limiter",
@@ -240,9 +278,11 @@ __all__ = [
     "field_changed",
     "finalizer_add_patch",
     "finalizer_remove_patch",
+    "generate_serving_certificates",
     "generation_changed",
     "get_condition",
     "has_finalizer",
+    "inject_ca_bundle",
     "is_false",
     "is_true",
     "label_selector",

@@ -105,6 +105,11 @@ class BucketRateLimiter:
         self._tokens -= 1.0
         return 0.0 if self._tokens >= 0 else -self._tokens / self._qps
 
+    def cancel(self) -> None:
+        """Give back the token of a :meth:`when` whose caller gave up before using it
+        (x/time/rate's ``Reservation.Cancel``), so it does not delay those behind it."""
+        self._tokens = min(self._burst, self._tokens + 1.0)
+
     def forget(self, item: object) -> None:
         """Nothing to forget: the bucket is not per item."""
 

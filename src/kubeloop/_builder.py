@@ -79,7 +79,8 @@ class Builder:
         if self._for is None:
             raise ValueError(f"controller {self._name}: call for_() before owns()")
         owner = self._for.resource
-        handler = enqueue_owner(owner.kind, owner.group)
+        # the owner's scope from its Resource, as for_ lists and watches it
+        handler = enqueue_owner(owner.kind, owner.group, owner_namespaced=owner.namespaced)
         ns = self._for.namespace if namespace is FOLLOW_FOR else namespace
         ns = ns if resource.namespaced else None
         self._manager.cache.scope(resource, ns)

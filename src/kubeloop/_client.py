@@ -15,12 +15,15 @@ Retries, as client-go's ``rest.Request`` does them:
   whose connection broke may or may not have been applied, and only the caller
   knows whether repeating it is safe.
 
-Every request except watches (and Lease requests, so leader election never queues
-behind a burst of reconciles) first takes a token from a client-side bucket
-(``qps``/``burst``, default 20/30), as client-go's ``rest.Config.QPS``/``Burst``.
-client-go's own defaults (5/10) are meant for kubectl-like tools; 20/30 is what
-controller-runtime sets for controllers. Watches are exempt (as in client-go): they
-are long-lived and rate-limiting them would only delay a cache's recovery.
+No client-side rate limit by default: controller-runtime turned its limiter off in
+2025 (kubernetes-sigs/controller-runtime#3119, on SIG API Machinery's advice), since
+the apiserver's Priority and Fairness protects it and answers overload with a 429
+that is honoured above; a fixed 20 requests per second made a burst of 300 objects
+take 30 s. Given ``qps``/``burst``, every request except watches (and Lease
+requests, so leader election never queues behind a burst of reconciles) first takes
+a token from a client-side bucket, as client-go's ``rest.Config.QPS``/``Burst``.
+Watches are exempt (as in client-go): they are long-lived and rate-limiting them
+would only delay a cache's recovery.
 """
 
 from __future__ import annotations
@@ -69,8 +72,9 @@ DEFAULT_USER_AGENT = _default_user_agent()
 _READ_TRIES = 3
 #: Retries of a throttled request (429, or 5xx with Retry-After), any verb: client-go's maxRetries.
 MAX_THROTTLE_RETRIES = 10
-#: Client-side rate limit defaults: controller-runtime's (client-go's 5/10 are kubectl's).
-DEFAULT_QPS = 20.0
+#: Client-side rate limit defaults: none, as controller-runtime since #3119 (the
+#: apiserver's Priority and Fairness is the limit); the burst applies once ``qps`` is set.
+DEFAULT_QPS: float | None = None
 DEFAULT_BURST = 30
 #: A wait for a client-side token longer than this is logged, as client-go does.
 _THROTTLE_LOG_AFTER = 1.0
@@ -240,11 +244,12 @@ class Client:
     ``observer`` (and any added with :meth:`add_observer`) receives one call per
     HTTP attempt, and each write's result if it also is a :class:`WriteObserver`.
 
-    ``qps`` and ``burst`` bound the requests this client sends (watches excepted):
-    a token bucket of ``burst`` tokens refilled at ``qps`` per second. Default
-    20/30, controller-runtime's; raise them for an operator that owns many objects,
-    or pass ``qps=None`` to disable the limit (the server's Priority and Fairness
-    still applies).
+    ``qps`` and ``burst`` optionally bound the requests this client sends (watches
+    and Leases excepted): a token bucket of ``burst`` tokens refilled at ``qps`` per
+    second. The default is no client-side limit (``qps=None``), as controller-runtime's:
+    the apiserver's Priority and Fairness protects it, and its 429s are retried after
+    their ``Retry-After``. :attr:`limiter_waits` counts the requests that waited for a
+    token.
     """
 
     def __init__(
@@ -260,6 +265,8 @@ class Client:
     ) -> None:
         self.config = config
         self._bucket = BucketRateLimiter(qps, burst) if qps is not None and qps > 0 else None
+        #: Requests that waited for a client-side token (0 while there is no limit).
+        self.limiter_waits = 0
         self.field_manager = field_manager
         self._transport: Transport = transport or AiohttpTransport(config)
         self._owns_transport = transport is None
@@ -423,9 +430,14 @@ class Client:
         wait = self._bucket.when(None)
         if wait <= 0:
             return
+        self.limiter_waits += 1
         if wait > _THROTTLE_LOG_AFTER:
             _log.info("waited %.1fs for client-side throttling before %s %s", wait, verb, path)
-        await asyncio.sleep(wait)
+        try:
+            await asyncio.sleep(wait)
+        except asyncio.CancelledError:
+            self._bucket.cancel()  # never sent: its token goes to the callers behind it
+            raise
 
     # -- reads -----------------------------------------------------------------------
 

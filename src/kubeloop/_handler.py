@@ -25,16 +25,26 @@ def enqueue_object(event: Event) -> Iterable[Request]:
 
 
 def enqueue_owner(
-    owner_kind: str, owner_api_group: str, *, controller_only: bool = True
+    owner_kind: str,
+    owner_api_group: str,
+    *,
+    controller_only: bool = True,
+    owner_namespaced: bool = True,
 ) -> EventHandler:
     """Reconcile the owner of the object (``owns``), found through ownerReferences.
+
+    An ownerReference names no namespace: a namespaced owner lives in its child's
+    namespace, a cluster-scoped one (``owner_namespaced=False``) in none, so its
+    request has no namespace whichever namespace the child is in. It must be the same
+    request ``for_`` makes for the owner's own events: one object, one queue key, one
+    worker at a time (controller-runtime's ``EnqueueRequestForOwner`` does the same).
 
     For an update both the old and the new owners are reconciled, so moving an
     object between owners wakes both.
     """
 
     def owners(obj: Object) -> list[Request]:
-        ns = obj["metadata"].get("namespace") or None
+        ns = (obj["metadata"].get("namespace") or None) if owner_namespaced else None
         out = []
         for ref in obj["metadata"].get("ownerReferences") or ():
             group = ref.get("apiVersion", "").rpartition("/")[0]

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kubeloop._backoff import ListWatchBackoff
-from kubeloop._errors import TerminalError
+from kubeloop._errors import KubeloopError, TerminalError, Unauthorized
 from kubeloop._event import Added, Deleted, Event
 from kubeloop._labelselector import Selector
 from kubeloop._labelselector import parse as parse_selector
 from kubeloop._reflector import Reflector, ReflectorOptions, Transform, rv_at_least
+from kubeloop._refused import explain_refusal
 from kubeloop._resource import Object, Resource
 from kubeloop._store import IndexFunc, Store, object_key, split_key
 from kubeloop._writers import WriterLog, writers_of
@@ -238,6 +239,37 @@ class OutOfScope(TerminalError):
     widen the manager's namespaces or read another way."""
 
 
+class CacheReadError(KubeloopError):
+    """A cache read could not be served because the informer it needs has not synced:
+    the apiserver refused to ``list`` (or ``watch``) the kind, e.g. RBAC grants ``get``
+    only, or it did not sync within ``Cache.read_sync_timeout``. Retriable (a role may
+    be granted, an apiserver come back): :func:`~kubeloop.classify` says BACKOFF, so the
+    reconcile is retried with backoff instead of a worker waiting for ever.
+
+    ``resource``, ``namespace`` (None: all) and ``verb`` (the refused or failing one,
+    ``"list"`` or ``"watch"``) say what was asked; ``cause`` is the apiserver's answer
+    (None after a timeout without one)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        resource: Resource,
+        namespace: str | None,
+        verb: str,
+        cause: BaseException | None,
+    ) -> None:
+        super().__init__(message)
+        self.resource = resource
+        self.namespace = namespace
+        self.verb = verb
+        self.cause = cause
+
+
+#: How long a cache read waits for an informer's first sync before failing with
+#: :class:`CacheReadError` (a refusal fails it at once).
+READ_SYNC_TIMEOUT = 60.0
+
 #: Read-your-writes expectations kept per resource at most (oldest dropped first):
 #: an expectation the watch never settles (an object outside every informer's
 #: selector) must not grow the table forever.
@@ -258,6 +290,11 @@ class Cache:
     a namespaced informer or read outside them raises :class:`OutOfScope`. A
     read for which no informer exists starts one no wider than the read (the
     read's namespace), never a cluster-wide one behind the caller's back.
+
+    A read waits for its informer's first sync at most ``read_sync_timeout``
+    seconds (default 60), and not at all once the apiserver has refused the LIST
+    (403/401, or 404: a kind it does not serve): both raise :class:`CacheReadError`,
+    naming the kind and the verb.
     """
 
     def __init__(
@@ -267,10 +304,12 @@ class Cache:
         options: ReflectorOptions | None = None,
         read_your_writes_timeout: float = 5.0,
         namespaces: Iterable[str] | None = None,
+        read_sync_timeout: float = READ_SYNC_TIMEOUT,
     ) -> None:
         self.client = client
         self.options = options or ReflectorOptions()
         self.read_your_writes_timeout = read_your_writes_timeout
+        self.read_sync_timeout = read_sync_timeout
         self.namespaces: frozenset[str] | None = (
             frozenset(namespaces) if namespaces is not None else None
         )
@@ -468,8 +507,45 @@ class Cache:
         if not inf.has_synced:
             if not self._started:
                 inf.start()
-            await inf.wait_synced()
+            await self._wait_synced(inf, resource, ns)
         return inf, selector
+
+    async def _wait_synced(self, inf: Informer, resource: Resource, ns: str | None) -> None:
+        """Wait for ``inf``'s first sync, bounded: a refused LIST (RBAC, or a kind the
+        apiserver does not serve) fails the read at once, since it will not sync until
+        someone changes the cluster; anything else after :attr:`read_sync_timeout`. The
+        informer keeps retrying meanwhile, so a read after the role is granted succeeds."""
+        refl = inf.reflector
+        where = f" in namespace {ns!r}" if ns else " in all namespaces"
+        try:
+            async with asyncio.timeout(self.read_sync_timeout):
+                while not inf.has_synced:
+                    err, verb = refl.last_failure, refl.last_failure_verb or "list"
+                    if err is not None:
+                        refusal = explain_refusal(resource, refl.namespace, verb, err)
+                        if refusal is None and isinstance(err, Unauthorized):
+                            refusal = f"{verb} on {resource.key} refused: {err}"
+                        if refusal is not None:
+                            raise CacheReadError(
+                                f"cannot read {resource.kind} ({resource.key}){where} from "
+                                f"the cache, which needs list and watch: {refusal}",
+                                resource=resource,
+                                namespace=ns,
+                                verb=verb,
+                                cause=err,
+                            )
+                    await refl.wait_synced_or_failed()
+        except TimeoutError as exc:
+            last, verb = refl.last_failure, refl.last_failure_verb or "list"
+            why = f"; last {verb!r} failed: {last}" if last is not None else ""
+            raise CacheReadError(
+                f"cannot read {resource.kind} ({resource.key}){where} from the cache: its "
+                f"informer did not sync within {self.read_sync_timeout:g}s{why}",
+                resource=resource,
+                namespace=ns,
+                verb=verb,
+                cause=last,
+            ) from exc
 
     async def get(
         self,

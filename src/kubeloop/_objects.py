@@ -5,7 +5,8 @@ Each write here changes only what it is about, so another writer's change betwee
 read and our write is never undone:
 
 * finalizers go through JSON patches guarded by a ``test`` op, never a whole-list
-  replace (a merge patch would drop a finalizer someone else just added);
+  replace (a merge patch would drop a finalizer someone else just added); a failed
+  ``test`` is a lost race, re-read and retried on the conflict backoff;
 * :func:`create_or_update` re-reads and re-runs the caller's ``mutate`` on a 409
   (the one :func:`~kubeloop.retry_on_conflict` loop) and sends nothing when ``mutate``
   changed nothing;
@@ -23,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubeloop._client import Client, PatchType
-from kubeloop._errors import Invalid, KubeloopError, NotFound
+from kubeloop._errors import Conflict, Invalid, KubeloopError, NotFound
 from kubeloop._resource import Object, Resource
 from kubeloop._retry import retry_on_conflict
 
@@ -75,19 +76,66 @@ async def _json_patch(client: Client, res: Resource, obj: Object, ops: JsonPatch
     )
 
 
+def _did_not_apply(err: Invalid) -> bool:
+    """The apiserver could not apply our JSON patch to the live object: a ``test`` op
+    failed or a list index is gone, i.e. the object changed since we read it. That 422
+    carries no field causes; a validation failure of the result (a malformed finalizer
+    name) names its fields, and stays the terminal error it is."""
+    return not err.causes
+
+
+async def _set_finalizer(
+    client: Client, res: Resource, obj: Object, finalizer: str, *, present: bool
+) -> Object:
+    """Patch ``obj`` until ``finalizer`` is (or is not) in its list, as the server has it.
+
+    Every patch is guarded (the resourceVersion for an add, the value at the index for a
+    remove), so it never duplicates a finalizer or removes another controller's. A guard
+    that fails means another writer got in between our read and our patch: that is a
+    race, so it is raised as a :class:`~kubeloop.Conflict` and retried, after a fresh
+    read, on the conflict backoff (:func:`~kubeloop.retry_on_conflict`); never the
+    terminal ``Invalid`` that would make a controller forget the object. When the
+    backoff runs out, the Conflict propagates and the workqueue requeues.
+    """
+    meta = obj["metadata"]
+    name, namespace = meta["name"], meta.get("namespace")
+    current: Object | None = obj
+
+    async def attempt() -> Object:
+        nonlocal current
+        live = current if current is not None else await client.get(res, name, namespace)
+        current = None  # every later try reads afresh
+        if has_finalizer(live, finalizer) == present:
+            return live
+        ops = (
+            finalizer_add_patch(live, finalizer)
+            if present
+            else finalizer_remove_patch(live, finalizer)
+        )
+        try:
+            return await _json_patch(client, res, live, ops)
+        except Invalid as err:
+            if not _did_not_apply(err):
+                raise
+            raise Conflict(
+                409,
+                "Conflict",
+                f"{res.key} {name!r} changed since it was read; its finalizers are read "
+                f"again ({err.message})",
+                details=err.details,
+            ) from err
+
+    return await retry_on_conflict(attempt)
+
+
 async def add_finalizer(client: Client, res: Resource, obj: Object, finalizer: str) -> Object:
-    """``obj`` with ``finalizer`` added, as the server has it. A failed ``test`` op (the
-    object changed meanwhile: a 422, not a 409) re-reads once and tries again."""
+    """``obj`` with ``finalizer`` added, as the server has it (``obj`` itself if it was
+    there already). Another writer between the read and the patch is retried after a
+    re-read (see :func:`_set_finalizer`); only a Conflict, never a terminal error, comes
+    out of a race that outlasts the conflict backoff."""
     if has_finalizer(obj, finalizer):
         return obj
-    try:
-        return await _json_patch(client, res, obj, finalizer_add_patch(obj, finalizer))
-    except Invalid:
-        meta = obj["metadata"]
-        obj = await client.get(res, meta["name"], meta.get("namespace"))
-        if has_finalizer(obj, finalizer):
-            return obj
-        return await _json_patch(client, res, obj, finalizer_add_patch(obj, finalizer))
+    return await _set_finalizer(client, res, obj, finalizer, present=True)
 
 
 async def remove_finalizer(
@@ -95,18 +143,13 @@ async def remove_finalizer(
 ) -> Object | None:
     """Remove ``finalizer``; returns the server's answer (for an object being deleted
     whose last finalizer this was, its final state: it is gone afterwards), ``obj`` when
-    there was nothing to remove, or None when the object no longer exists."""
+    there was nothing to remove, or None when the object no longer exists. Controllers
+    removing their own finalizers at once each retry after a re-read, so none of them
+    is lost and the object is not left Terminating."""
     if not has_finalizer(obj, finalizer):
         return obj
-    meta = obj["metadata"]
     try:
-        try:
-            return await _json_patch(client, res, obj, finalizer_remove_patch(obj, finalizer))
-        except Invalid:
-            obj = await client.get(res, meta["name"], meta.get("namespace"))
-            if not has_finalizer(obj, finalizer):
-                return obj
-            return await _json_patch(client, res, obj, finalizer_remove_patch(obj, finalizer))
+        return await _set_finalizer(client, res, obj, finalizer, present=False)
     except NotFound:
         return None
 

@@ -137,6 +137,12 @@ class Reflector:
         #: Why the last list or watch failed, while it has not succeeded since (None:
         #: healthy). A cache-sync timeout names it.
         self.last_error: str | None = None
+        #: The same failure as raised, and the verb that failed (``"list"``/``"watch"``);
+        #: ``failures`` counts them all. A cache read waiting for the first sync reads
+        #: them to fail fast on a refusal (RBAC) instead of waiting for a sync.
+        self.last_failure: BaseException | None = None
+        self.last_failure_verb = ""
+        self.failures = 0
         self._changed = asyncio.Condition()
         # the relist whose changes are being announced to the handlers, if any
         self._announcing: Relisted | None = None
@@ -213,6 +219,9 @@ class Reflector:
                         delay,
                         extra={"informer": self.name},
                     )
+                self.last_failure, self.last_failure_verb = err, verb
+                self.failures += 1
+                await self._notify()  # wakes a cache read waiting for the first sync
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
@@ -264,6 +273,7 @@ class Reflector:
         self.lists += 1
         self.last_error = None
         self.resource_version = rv
+        self.last_failure, self.last_failure_verb = None, ""
         self.synced.set()
         await self._notify()
 
@@ -330,6 +340,12 @@ class Reflector:
         """Until more than ``after`` LISTs have succeeded (see :attr:`lists`)."""
         async with self._changed:
             await self._changed.wait_for(lambda: self.lists > after)
+
+    async def wait_synced_or_failed(self) -> None:
+        """Until the first LIST has succeeded, or a list/watch fails after this call."""
+        seen = self.failures
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.synced.is_set() or self.failures != seen)
 
     async def wait_for(self, key: str, min_rv: str, timeout: float) -> bool:
         """Wait until the store holds ``key`` at ``min_rv`` or later (or it is deleted

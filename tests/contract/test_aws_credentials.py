@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nodepool_operator.cloud import AwsCloud, CreateRequest, MotoServer, aws_environment_problems
+from nodepool_operator.cloud import AwsCloud, CreateRequest, aws_environment_problems
+from nodepool_operator.testbed import MotoServer
 
 _CHAIN = (
     "AWS_ACCESS_KEY_ID",

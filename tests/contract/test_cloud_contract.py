@@ -26,11 +26,11 @@ from nodepool_operator.cloud import (
     IdempotencyMismatch,
     InstanceNotFound,
     InvalidRequest,
-    MotoServer,
     QuotaExceeded,
     SimulatedCloud,
     TransientCloudError,
 )
+from nodepool_operator.testbed import MotoServer
 
 #: Types both clouds offer, with EC2's figures (ENI max pods: enis * (ips - 1) + 2).
 EXPECTED_TYPES = {

@@ -15,7 +15,8 @@ from typing import Any
 
 from aiobotocore.session import AioSession
 
-from nodepool_operator.cloud import AwsCloud, CreateRequest, LaunchSettings, MotoServer
+from nodepool_operator.cloud import AwsCloud, CreateRequest, LaunchSettings
+from nodepool_operator.testbed import MotoServer
 
 POLICY = Path(__file__).resolve().parents[2] / "config" / "iam" / "nodepool-operator-policy.json"
 _PREFIX = {"ec2": "ec2", "ssm": "ssm"}

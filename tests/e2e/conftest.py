@@ -26,10 +26,11 @@ import pytest
 from kubeloop import NODES, Client, Manager, NotFound, Registry, Resource
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import AUTOSCALERS, INSTANCES, NODEPOOLS
-from nodepool_operator.cloud import CloudProvider, SimulatedCloud, SimulatedKubelets
-from nodepool_operator.cloud._kubelet import FIELD_MANAGER as KUBELET
+from nodepool_operator.cloud import CloudProvider, SimulatedCloud
 from nodepool_operator.operator import CONTROLLERS, build_manager
 from nodepool_operator.settings import OperatorSettings
+from nodepool_operator.testbed import KUBELET_FIELD_MANAGER as KUBELET
+from nodepool_operator.testbed import SimulatedKubelets
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "config" / "crd"
 LABEL = "e2e.kubeloop.dev/run"

@@ -23,8 +23,9 @@ import pytest
 
 from kubeloop import NODES
 from nodepool_operator.api import NODEPOOLS
-from nodepool_operator.cloud import AwsCloud, CloudSnapshot, MotoKubelets, MotoServer
+from nodepool_operator.cloud import AwsCloud, CloudSnapshot
 from nodepool_operator.failpoints import ENV as FAILPOINTS_ENV
+from nodepool_operator.testbed import MotoKubelets, MotoServer
 from tests.e2e.conftest import LABEL, OperatorEnv
 
 pytestmark = pytest.mark.integration
@@ -32,15 +33,19 @@ pytestmark = pytest.mark.integration
 _RUN = """
 import asyncio, sys
 from pathlib import Path
+from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.operator import run
 from nodepool_operator.settings import OperatorSettings
+from nodepool_operator.testbed import simulated_vms
 
 settings = OperatorSettings(
     cloud_state=Path(sys.argv[2]), boot_seconds=1.0, install_crds=False,
     metrics_bind_address=None, health_probe_bind_address=None, label_selector=sys.argv[3],
     cloud=sys.argv[4], aws_endpoint_url=sys.argv[5] or None,
 )
-asyncio.run(run(sys.argv[1], settings))
+vms = (lambda config: simulated_vms(config, SimulatedCloud(settings.cloud_state))) if (
+    settings.cloud == "simulated") else None  # on moto the test runs MotoKubelets
+asyncio.run(run(sys.argv[1], settings, vms=vms))
 """
 
 

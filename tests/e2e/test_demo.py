@@ -74,8 +74,14 @@ def test_every_fitting_pod_is_scheduled_on_the_fewest_nodes(
 
 
 def test_the_second_act_drains_and_shrinks_the_pool(demo: tuple[dict[str, Any], Path]) -> None:
-    figures, _ = demo
+    figures, report = demo
     assert figures["nodes_drained"] >= 1
+    # The report's timeline marks the act, and the pool's shrinking comes after the mark.
+    rows = [x for x in (report / "summary.md").read_text().splitlines() if x.startswith("| ")]
+    (act,) = (i for i, row in enumerate(rows) if "| second act: " in row)
+    after = rows[act + 1 :]
+    assert any("targetNodes 3 -> 2" in row for row in after), rows
+    assert any("ready nodes 3 -> 2" in row for row in after), rows
 
 
 def test_pods_that_must_not_trigger_did_not(demo: tuple[dict[str, Any], Path]) -> None:
@@ -100,3 +106,15 @@ def test_report_has_a_summary_and_a_chart(demo: tuple[dict[str, Any], Path]) -> 
     assert "`NodeResourcesFit` `MostAllocated`" in summary
     assert (report / "chart.png").read_bytes().startswith(PNG_SIGNATURE)
     assert (report / "operator.log").stat().st_size > 0
+
+
+def test_summary_and_cloud_json_agree_on_the_cloud_calls(
+    demo: tuple[dict[str, Any], Path],
+) -> None:
+    figures, report = demo
+    calls = json.loads((report / "cloud.json").read_text())["calls"]
+    # the second act terminated the drained node's VM: a delete call, counted in both
+    assert calls.get("delete", 0) >= figures["nodes_drained"] >= 1
+    listed = ", ".join(f"{k} {v}" for k, v in sorted(calls.items()))
+    (line,) = (x for x in (report / "summary.md").read_text().splitlines() if "Cloud calls" in x)
+    assert line.endswith(f": {listed}.")

@@ -17,13 +17,9 @@ from aiobotocore.session import AioSession
 
 from kubeloop import EVENTS
 from nodepool_operator.api import AWSNODECLASSES, INSTANCES
-from nodepool_operator.cloud import (
-    AwsCloud,
-    LaunchEnvironment,
-    MotoServer,
-    seed_launch_environment,
-)
+from nodepool_operator.cloud import AwsCloud
 from nodepool_operator.controllers.instance import UID_TAG
+from nodepool_operator.testbed import LaunchEnvironment, MotoServer, seed_launch_environment
 from tests.e2e.conftest import OperatorEnv
 
 pytestmark = pytest.mark.integration
@@ -52,10 +48,7 @@ def _nodeclass(name: str, seeded: LaunchEnvironment) -> dict[str, Any]:
         "kind": AWSNODECLASSES.kind,
         "metadata": {"name": name},
         "spec": {
-            "amiSsmParameter": seeded.ami_parameter,
-            "subnetIds": list(seeded.subnet_ids),
-            "securityGroupIds": [seeded.security_group_id],
-            "instanceProfile": seeded.instance_profile,
+            **seeded.node_class_spec(),
             "userData": "#!/bin/sh\necho ${nodeName}\n",
             "tags": {"team": "platform"},
         },

@@ -70,7 +70,7 @@ from kubeloop.testing.oracles import (
     compare_runs,
     eventually_stable,
 )
-from nodepool_operator.operator import simulated_vms
+from nodepool_operator.testbed import simulated_vms
 from tests.faults.operators import ADAPTERS, OperatorAdapter, Scope
 from tests.faults.scenarios import Scenario, full, quick
 from tests.faults.world import Replica, World, world

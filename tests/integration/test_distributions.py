@@ -1,20 +1,18 @@
 """Two distributions from one workspace: `kubeloop` (the runtime) and `nodepool-operator`.
 
-The wheels are built with `uv build --all-packages`, as a release would; a fresh venv with only
+The wheels are built with `uv build --all-packages`, as a release would (the session's
+``wheels`` fixture, shared with tests/e2e/test_wheels_alone.py); a fresh venv with only
 the kubeloop wheel (and its declared dependencies from the index) imports kubeloop, lacks the
 [testing] extra's packages, and runs the tutorial's operator against the real control plane.
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import email
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -24,33 +22,12 @@ import kubeloop
 from kubeloop import CONFIGMAPS, Client, NotFound, Resource
 from kubeloop.envtest import ControlPlane
 from kubeloop.testing import eventually
+from tests._dist import fresh_venv
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-OPERATOR_SRC = ROOT / "packages" / "nodepool-operator" / "src" / "nodepool_operator"
 GREETINGS = Resource("tutorial.kubeloop.dev", "v1", "greetings", "Greeting")
-
-
-def uv() -> str:
-    found = shutil.which("uv") or str(Path.home() / ".local" / "bin" / "uv")
-    assert Path(found).exists(), "uv is installed by `make setup`"
-    return found
-
-
-@pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [uv(), "build", "--all-packages", "--wheel", "-o", str(out)],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    found = {p.name.split("-")[0]: p for p in out.glob("*.whl")}
-    assert set(found) == {"kubeloop", "nodepool_operator"}, sorted(found)
-    return found
 
 
 def metadata(wheel: Path) -> email.message.Message:
@@ -86,38 +63,10 @@ def test_two_wheels_one_version_no_second_copy_of_the_runtime(wheels: dict[str, 
     assert any(r.startswith("kubeloop") for r in operator.get_all("Requires-Dist") or [])
 
 
-def test_the_operator_uses_only_kubeloops_public_api() -> None:
-    private = []
-    for path in OPERATOR_SRC.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            modules = []
-            if isinstance(node, ast.ImportFrom) and node.module:
-                modules = [node.module]
-            elif isinstance(node, ast.Import):
-                modules = [a.name for a in node.names]
-            for module in modules:
-                parts = module.split(".")
-                if parts[0] == "kubeloop" and any(p.startswith("_") for p in parts[1:]):
-                    private.append(f"{path.relative_to(ROOT)}: {module}")
-    assert private == []
-
-
 @pytest.fixture(scope="module")
 def runtime_only_venv(wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.mktemp("venv") / "v"
-    subprocess.run(
-        [uv(), "venv", "--python", sys.executable, str(venv)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    subprocess.run(
-        [uv(), "pip", "install", "--python", str(venv / "bin" / "python"), str(wheels["kubeloop"])],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    return venv / "bin" / "python"
+    return fresh_venv(venv, str(wheels["kubeloop"])) / "python"
 
 
 def test_a_plain_install_has_no_test_dependencies(runtime_only_venv: Path) -> None:

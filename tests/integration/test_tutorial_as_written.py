@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_distributions import uv, wheels  # noqa: F401 (wheels: fixture)
+from tests._dist import uv
 
 pytestmark = pytest.mark.integration
 
@@ -164,7 +164,7 @@ class Shell:
 
 
 @pytest.mark.timeout(1800)
-def test_the_tutorial_as_written(wheels: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+def test_the_tutorial_as_written(wheels: dict[str, Path], tmp_path: Path) -> None:
     page = PAGE.read_text()
     project = tmp_path / "greeting"
     project.mkdir()

@@ -41,7 +41,7 @@ from tests.integration.parents import (
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Test clients may go faster than the default 20 qps; the limit has unit tests.
+#: A client-side limit well above what these tests send (the limit has unit tests).
 FAST = 200.0
 
 

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from kubeloop import CONFIGMAPS, SECRETS, Client, ClusterConfig, KindSource, OutOfScope, Result
+from kubeloop import (
+    CONFIGMAPS,
+    SECRETS,
+    Client,
+    ClusterConfig,
+    KindSource,
+    OutOfScope,
+    Request,
+    Result,
+)
+from kubeloop._event import Added
 from kubeloop._resource import NODES
 from kubeloop.testing import new_manager
 
@@ -48,3 +58,26 @@ def test_a_restricted_manager_rejects_sources_outside_it_when_built() -> None:
         builder.owns(SECRETS, namespace="b")
     with pytest.raises(OutOfScope, match="'b'"):
         mgr.controller("d").for_(CONFIGMAPS, namespace="b")
+
+
+def test_owns_maps_a_child_to_its_owners_own_key_whatever_the_owners_scope() -> None:
+    """A namespaced owner is in its child's namespace; a cluster-scoped one in none,
+    which is also the key for_() gives its own events (one object, one queue key)."""
+    mgr = new_manager(Client(ClusterConfig("https://h")))
+    child = {
+        "metadata": {
+            "name": "c",
+            "namespace": "a",
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": "n1", "controller": True},
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "m1", "controller": True},
+            ],
+        }
+    }
+    by_kind = {}
+    for owner in (NODES, CONFIGMAPS):
+        c = mgr.controller(f"of-{owner.plural}").for_(owner).owns(SECRETS).complete(reconcile)
+        [own, children] = [s for s in c.sources if isinstance(s, KindSource)]
+        by_kind[owner.kind] = list(children.handler(Added(child)))
+        assert list(own.handler(Added({"metadata": {"name": "x"}}))) == [Request("x", None)]
+    assert by_kind == {"Node": [Request("n1", None)], "ConfigMap": [Request("m1", "a")]}

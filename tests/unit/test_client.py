@@ -3,7 +3,9 @@ throttling, an expiring continue token, malformed streams. Uses a scripted trans
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -245,6 +247,29 @@ async def test_client_side_rate_limit_spaces_requests_after_the_burst(
     # the fake sleep does not advance the clock: every request past the burst waits
     # one more refill interval (0.5 s at 2 qps) than the one before it
     assert no_sleep == pytest.approx([0.5, 1.0], abs=0.05)
+    assert client.limiter_waits == 2
+
+
+async def test_a_caller_cancelled_while_throttled_gives_its_token_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 1:
+            raise asyncio.CancelledError  # the first waiter's reconcile is cancelled
+
+    monkeypatch.setattr("kubeloop._client.asyncio.sleep", sleep)
+    transport = FakeTransport(ok({}), ok({}))
+    client = make(transport, qps=1.0, burst=1)
+    await client.get(CONFIGMAPS, "x", "ns")  # takes the only token
+    with pytest.raises(asyncio.CancelledError):
+        await client.get(CONFIGMAPS, "x", "ns")
+    await client.get(CONFIGMAPS, "x", "ns")
+    # the next caller waits one refill, not two: the cancelled one's token came back
+    assert slept == pytest.approx([1.0, 1.0], abs=0.05)
+    assert len(transport.calls) == 2
 
 
 async def test_watches_are_exempt_from_the_rate_limit(no_sleep: list[float]) -> None:
@@ -256,11 +281,14 @@ async def test_watches_are_exempt_from_the_rate_limit(no_sleep: list[float]) -> 
     assert no_sleep == []
 
 
-def test_default_rate_limit_is_controller_runtimes() -> None:
-    client = Client(CONFIG, transport=FakeTransport())
+def test_no_client_side_rate_limit_by_default_and_one_when_asked() -> None:
+    # controller-runtime's default since #3119: the apiserver's Priority and Fairness limits
+    assert Client(CONFIG, transport=FakeTransport())._bucket is None
+    for ctor in (Client.from_kubeconfig, Client.from_env):
+        assert inspect.signature(ctor).parameters["qps"].default is None
+    client = Client(CONFIG, transport=FakeTransport(), qps=50, burst=80)
     assert client._bucket is not None
-    assert (client._bucket._qps, client._bucket._burst) == (20.0, 30.0)
-    assert Client(CONFIG, transport=FakeTransport(), qps=None)._bucket is None
+    assert (client._bucket._qps, client._bucket._burst) == (50.0, 80.0)
 
 
 async def test_server_error_without_retry_after_is_not_retried() -> None:

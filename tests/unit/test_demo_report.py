@@ -3,19 +3,39 @@
 from __future__ import annotations
 
 import io
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from matplotlib.patches import Rectangle
 
 from nodepool_operator import __main__ as cli
 from nodepool_operator.demo._apiactivity import ApiActivity
-from nodepool_operator.demo._chart import SERIES, chart_png
+from nodepool_operator.demo._chart import (
+    NODES_LABEL,
+    PODS_LABEL,
+    SCALE_DOWN_LABEL,
+    SERIES,
+    X_LABEL,
+    caption,
+    chart_figure,
+    chart_png,
+)
 from nodepool_operator.demo._figures import Figures
 from nodepool_operator.demo._liveview import LiveView, render, sparkline, status_line
-from nodepool_operator.demo._report import summary_markdown, terminal_summary, write_report
+from nodepool_operator.demo._report import (
+    CHART_ALT,
+    story,
+    summary_markdown,
+    terminal_summary,
+    write_report,
+)
 from nodepool_operator.demo._result import DemoResult
 from nodepool_operator.demo._sample import PodCounts, Sample
+from nodepool_operator.demo._timeline import milestones
 from nodepool_operator.demo._workload import Workload
 from nodepool_operator.settings import OperatorSettings
 
@@ -37,6 +57,33 @@ def run_samples() -> list[Sample]:
                 vms=3 if up else 0,
                 last_decision="scale up 0 -> 3: 15 pods need 3 new mem96.large nodes" if up else "",
                 api=ApiActivity(writes=i, writes_by_controller={"nodepool": i}),
+                running=13 if ready else 0,
+            )
+        )
+    return samples
+
+
+#: Where the second act of :func:`act_samples` begins, its target drop and its last node gone.
+ACT2, TARGET_DOWN, NODE_GONE = 10.0, 13.5, 15.0
+
+
+def act_samples() -> list[Sample]:
+    """:func:`run_samples`, then a second act: two pods deleted, the pool shrunk by one."""
+    last = run_samples()[-1]
+    samples = run_samples()
+    for i in range(29):
+        t = ACT2 + i * 0.25
+        shrunk = 2 if t >= NODE_GONE else 3
+        samples.append(
+            replace(
+                last,
+                t=t,
+                fitting=PodCounts(0, 11),
+                running=11,
+                target_nodes=2 if t >= TARGET_DOWN else 3,
+                ready_nodes=shrunk,
+                nodes=shrunk,
+                vms=shrunk,
             )
         )
     return samples
@@ -68,7 +115,7 @@ def result(**overrides: Any) -> DemoResult:
         figures=figures(**overrides),
         samples=tuple(run_samples()),
         pod_nodes={("prod", "web-28gi-0"): "mem96-abcde"},
-        cloud_calls={"create": 3, "describe": 9},
+        cloud_record={"cloud": "simulated", "live": 2, "calls": {"create": 3, "describe": 9}},
     )
 
 
@@ -80,11 +127,66 @@ SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def test_chart_is_a_png_with_the_series_colours() -> None:
     from PIL import Image
 
-    image = Image.open(io.BytesIO(chart_png(run_samples(), scale_down_at=7.5))).convert("RGB")
-    assert image.size == (800, 420)
-    colours = {image.getpixel((x, y)) for x in range(0, 800) for y in range(0, 420)}
+    image = Image.open(io.BytesIO(chart_png(act_samples(), scale_down_at=ACT2))).convert("RGB")
+    assert image.size == (800, 520)
+    colours = {image.getpixel((x, y)) for x in range(0, 800) for y in range(0, 520)}
     for series in SERIES:
         assert series.color in colours, series.label
+
+
+def test_chart_puts_pods_and_nodes_on_their_own_labelled_axes() -> None:
+    fig = chart_figure(act_samples(), scale_down_at=ACT2)
+    pods, nodes = fig.axes
+    assert [ax.get_ylabel() for ax in fig.axes] == [PODS_LABEL, NODES_LABEL]
+    assert "(count)" in PODS_LABEL
+    assert "(count)" in NODES_LABEL
+    assert nodes.get_xlabel() == X_LABEL
+    assert "(s)" in X_LABEL
+    assert pods.get_shared_x_axes().joined(pods, nodes)
+    assert [line.get_label() for line in pods.get_lines()][:2] == ["pending pods", "running pods"]
+    assert [line.get_label() for line in nodes.get_lines()][:2] == ["target nodes", "ready nodes"]
+    # Each panel scales to its own counts: the nodes' top is near 3, not near 13 pods.
+    assert pods.get_ylim()[1] >= 13
+    assert 3 < nodes.get_ylim()[1] < 5
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        assert legend is not None
+        assert [t.get_text() for t in legend.get_texts()] == [
+            line.get_label() for line in ax.get_lines()[:2]
+        ]
+
+
+def test_chart_shows_the_whole_scale_down_act() -> None:
+    samples = act_samples()
+    fig = chart_figure(samples, scale_down_at=ACT2)
+    left, right = fig.axes[1].get_xlim()
+    events = [m.t for m in milestones(samples)]
+    assert TARGET_DOWN in events
+    assert NODE_GONE in events
+    assert left <= min(events)
+    assert max(events) < right
+    assert right == samples[-1].t
+    for ax in fig.axes:
+        # the act is shaded from where it began to the end, and its start is a dashed line
+        (band,) = (p for p in ax.patches if isinstance(p, Rectangle))
+        assert (band.get_x(), band.get_x() + band.get_width()) == (ACT2, right)
+        (marker,) = ax.get_lines()[2:]
+        assert list(np.asarray(marker.get_xdata())) == [ACT2, ACT2]
+        assert marker.get_linestyle() == "--"
+    assert SCALE_DOWN_LABEL in [t.get_text() for t in fig.axes[0].texts]
+
+
+def test_chart_without_a_second_act_marks_none() -> None:
+    fig = chart_figure(run_samples())
+    assert all(not ax.patches and len(ax.get_lines()) == 2 for ax in fig.axes)
+    assert fig.axes[0].get_xlim()[1] == run_samples()[-1].t
+
+
+def test_caption_names_every_line_and_its_colour() -> None:
+    text = caption().lower()
+    for series in SERIES:
+        assert f"{series.label} ({series.colour})" in text
+    assert "scale-down act" in text
 
 
 def test_chart_of_nothing_still_draws() -> None:
@@ -134,11 +236,36 @@ def test_write_report(tmp_path: Path) -> None:
     assert chart.read_bytes().startswith(SIGNATURE)
     text = summary.read_text()
     assert "| `nodes_lower_bound` | 3 |" in text
-    assert "![pending pods, target nodes and ready nodes over time](chart.png)" in text
+    assert f"![{CHART_ALT}](chart.png)" in text
+    assert caption() in text
     assert "frequency: 30s" in text
     assert "default is `5m`" in text
     assert "| `prod/web-28gi-0` | 28Gi | 2 | yes | mem96-abcde |" in text
     assert "| 2.0 | targetNodes 0 -> 3 |" in text
+
+
+def test_summary_and_cloud_json_count_the_same_cloud_calls(tmp_path: Path) -> None:
+    # The second act's terminate is a call too: the record is taken at the very end.
+    record = {"cloud": "simulated", "calls": {"create": 3, "delete": 1, "describe": 40}}
+    done = DemoResult(**{**result().__dict__, "cloud_record": record})
+    summary, _ = write_report(done, tmp_path)
+    assert json.loads((tmp_path / "cloud.json").read_text()) == record
+    (line,) = (x for x in summary.read_text().splitlines() if x.startswith("Cloud calls"))
+    assert line.endswith(": create 3, delete 1, describe 40.")
+
+
+def test_the_timeline_says_where_the_second_act_began() -> None:
+    acted = DemoResult(
+        **{**result().__dict__, "samples": tuple(act_samples()), "scale_down_at": ACT2}
+    )
+    told = [m.text for m in story(acted)]
+    (act,) = (i for i, text in enumerate(told) if text.startswith("second act: "))
+    assert told[act - 1] == "all 13 fitting pods scheduled"  # the first act ends at 5.0 s
+    assert told[act + 1 :] == ["targetNodes 3 -> 2", "VMs 3 -> 2", "ready nodes 3 -> 2"]
+    summary = terminal_summary(acted)
+    assert f"  {ACT2:6.1f} s  second act: the demo pods of one node deleted" in summary
+    assert "| 10.0 | second act: " in summary_markdown(acted)
+    assert not any(m.text.startswith("second act") for m in story(result()))
 
 
 def test_summary_says_what_went_wrong() -> None:
@@ -153,8 +280,8 @@ def test_summary_says_what_went_wrong() -> None:
 def test_run_maps_flags_onto_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
 
-    async def fake_run(kubeconfig: str | None, settings: OperatorSettings) -> None:
-        seen.update(kubeconfig=kubeconfig, settings=settings)
+    async def fake_run(kubeconfig: str | None, settings: OperatorSettings, vms: Any) -> None:
+        seen.update(kubeconfig=kubeconfig, settings=settings, vms=vms)
 
     monkeypatch.setattr("nodepool_operator.operator.run", fake_run)
     monkeypatch.setattr(cli, "configure_logging", lambda *a, **k: None)
@@ -165,6 +292,7 @@ def test_run_maps_flags_onto_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = seen["settings"]
     assert (settings.registration_timeout_seconds, settings.node_repair_seconds) == (7.0, 9.0)
     assert not settings.simulated_kubelets
+    assert seen["vms"] is None
     assert seen["kubeconfig"] == "k"
     assert settings.boot_seconds == 1.5
     assert settings.metrics_bind_address is None
@@ -179,7 +307,7 @@ def test_run_maps_flags_onto_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_run_defaults_are_the_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[OperatorSettings] = []
 
-    async def fake_run(kubeconfig: str | None, settings: OperatorSettings) -> None:
+    async def fake_run(kubeconfig: str | None, settings: OperatorSettings, vms: Any) -> None:
         seen.append(settings)
 
     monkeypatch.setattr("nodepool_operator.operator.run", fake_run)

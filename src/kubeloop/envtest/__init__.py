@@ -14,7 +14,12 @@ if importlib.util.find_spec("cryptography") is None:  # the certificates are mad
     )
 
 from kubeloop.envtest._assets import Assets, find_assets
-from kubeloop.envtest._controlplane import DEFAULT_CONTROLLERS, ControlPlane, ControlPlaneOptions
+from kubeloop.envtest._controlplane import (
+    DEFAULT_CONTROLLERS,
+    SCHEDULER_SCORINGS,
+    ControlPlane,
+    ControlPlaneOptions,
+)
 from kubeloop.envtest._errors import AssetsError, EnvtestError, StartError
 from kubeloop.envtest._nodes import (
     KWOK_NODE_ANNOTATIONS,
@@ -22,12 +27,14 @@ from kubeloop.envtest._nodes import (
     node_manifest,
     silenced_lease_patch,
 )
+from kubeloop.envtest._process import free_port
 from kubeloop.envtest._rest import RestClient, RestError
 
 __all__ = [
     "DEFAULT_CONTROLLERS",
     "KWOK_NODE_ANNOTATIONS",
     "NODE_LEASE_NAMESPACE",
+    "SCHEDULER_SCORINGS",
     "Assets",
     "AssetsError",
     "ControlPlane",
@@ -37,6 +44,7 @@ __all__ = [
     "RestError",
     "StartError",
     "find_assets",
+    "free_port",
     "node_manifest",
     "silenced_lease_patch",
 ]

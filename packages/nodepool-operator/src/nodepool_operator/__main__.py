@@ -2,28 +2,38 @@
 
 ``run`` maps each flag onto one :class:`~nodepool_operator.settings.OperatorSettings` field, and
 its help shows that field's default, read from the dataclass so the two cannot drift apart.
+
+The operator wheel installs with no extras (the image does so): ``run --cloud aws`` and every
+``--help`` need nothing else. What needs an extra is imported only when chosen: the demo's
+runner (``demo``) and the test bed's simulated kubelets (``run --cloud simulated``); when the
+extra is missing, the command says which one to install and exits with 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kubeloop import ConfigError, KubeloopError, LeaderElectionLost, configure_logging
 from nodepool_operator import operator
+from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.demo import (
     DEFAULT_PODS,
     DemoError,
     DemoInterrupted,
     DemoOptions,
     DemoResult,
-    run_demo,
 )
 from nodepool_operator.settings import OperatorSettings
+
+if TYPE_CHECKING:
+    from nodepool_operator.operator import VmSide
 
 log = logging.getLogger("nodepool_operator")
 
@@ -33,6 +43,10 @@ _LOG_LEVELS = ("debug", "info", "warning", "error")
 #: controller-runtime's convention: a bind address of "0" turns the endpoint off.
 _DISABLED = "0"
 _INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+_MISSING_EXTRA = 2
+#: Top-level modules that only the extras bring (kubeloop.envtest reports its missing
+#: ``cryptography`` under that name), so a missing one is a missing extra, not a bug.
+_EXTRA_MODULES = frozenset({"cryptography", "pytest", "matplotlib", "moto"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -318,7 +332,15 @@ def _run(args: argparse.Namespace) -> int:
     )
     kubeconfig = str(args.kubeconfig) if args.kubeconfig is not None else None
     try:
-        asyncio.run(operator.run(kubeconfig, settings))
+        vms = _simulated_vms(settings)
+    except ImportError as err:
+        return _missing_extra(
+            "--cloud simulated runs its VMs' kubelets from the test bed, which",
+            err,
+            otherwise=" (or pass --no-simulated-kubelets)",
+        )
+    try:
+        asyncio.run(operator.run(kubeconfig, settings, vms=vms))
     except ConfigError as err:
         log.error("cannot connect: %s", err)
         return 1
@@ -334,7 +356,41 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _simulated_vms(settings: OperatorSettings) -> VmSide | None:
+    """The simulated VMs' kubelets, if this run has them: only now is the test bed imported."""
+    if settings.cloud != "simulated" or not settings.simulated_kubelets:
+        return None
+    from nodepool_operator.testbed import simulated_vms
+
+    # opened once the operator has checked that the simulated cloud may run here
+    return lambda config: simulated_vms(
+        config, SimulatedCloud(settings.cloud_state, boot_seconds=settings.boot_seconds)
+    )
+
+
+def _missing_extra(what: str, err: ImportError, *, extra: str = "demo", otherwise: str = "") -> int:
+    """One line naming the extra to install, for an ImportError of a module only an extra
+    brings; any other ImportError is a bug and propagates."""
+    if (err.name or "").partition(".")[0] not in _EXTRA_MODULES:
+        raise err
+    print(
+        f"error: {what} needs the {extra} extra ({err.name} is not installed): "
+        f'pip install "nodepool-operator[{extra}]"{otherwise}',
+        file=sys.stderr,
+    )
+    return _MISSING_EXTRA
+
+
 def _demo(args: argparse.Namespace) -> int:
+    try:
+        # the runner needs a local control plane (kubeloop[testing]) and matplotlib
+        from nodepool_operator.demo import run_demo
+    except ImportError as err:
+        return _missing_extra("nodepool-operator demo", err)
+    if args.cloud == "aws" and importlib.util.find_spec("moto") is None:
+        # moto's server runs in a child process; say so now rather than once the cluster is up
+        missing = ModuleNotFoundError(name="moto")
+        return _missing_extra("nodepool-operator demo --cloud aws", missing, extra="aws-demo")
     options = DemoOptions(
         kubeconfig=args.kubeconfig,
         pods=args.pods,

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -24,10 +23,8 @@ from nodepool_operator.cloud import (
     CloudProvider,
     MeteredCloud,
     SimulatedCloud,
-    SimulatedKubelets,
     aws_environment_problems,
 )
-from nodepool_operator.cloud._kubelet import FIELD_MANAGER as KUBELET_FIELD_MANAGER
 from nodepool_operator.controllers.autoscaler import AutoscalerController
 from nodepool_operator.controllers.instance import InstanceController
 from nodepool_operator.controllers.nodepool import NodePoolController
@@ -39,6 +36,8 @@ FIELD_MANAGER = "kubeloop"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 #: Every controller the operator has.
 CONTROLLERS = ("nodepool", "autoscaler", "instance")
+#: Opens the VMs' side for a cluster: a context that runs the VMs' kubelets while open.
+VmSide = Callable[[ClusterConfig], contextlib.AbstractAsyncContextManager[object]]
 
 
 class CloudChoiceError(Exception):
@@ -149,30 +148,20 @@ async def operator(
         await client.close()
 
 
-@contextlib.asynccontextmanager
-async def simulated_vms(
-    config: ClusterConfig, cloud: SimulatedCloud
-) -> AsyncIterator[SimulatedKubelets]:
-    """The simulated cloud's VM side, running beside the operator: its VMs' kubelets
-    register their Nodes (own client, field manager ``kubelet``); stopped on exit."""
-    async with Client(config, field_manager=KUBELET_FIELD_MANAGER) as client:
-        kubelets = SimulatedKubelets(cloud, client)
-        task = asyncio.create_task(kubelets.run(), name="simulated-kubelets")
-        try:
-            yield kubelets
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+async def run(
+    kubeconfig: str | None, settings: OperatorSettings, *, vms: VmSide | None = None
+) -> None:
+    """Run until SIGTERM/SIGINT.
 
-
-async def run(kubeconfig: str | None, settings: OperatorSettings) -> None:
-    """Run until SIGTERM/SIGINT (with the simulated VMs' kubelets, unless turned off; on
-    EC2 the VMs' own kubelets register their Nodes)."""
+    Args:
+        vms: the VMs' side, run beside the operator while it runs: with the simulated cloud,
+            something must play its VMs' kubelets (``nodepool_operator.testbed``, which
+            the caller brings so that this module never imports the test bed); on EC2 the
+            VMs' own kubelets register their Nodes and this is None.
+    """
     async with contextlib.AsyncExitStack() as stack:
         mgr = await stack.enter_async_context(operator(kubeconfig, settings))
-        if settings.simulated_kubelets and settings.cloud == "simulated":
+        if vms is not None:
             config = load_kubeconfig(kubeconfig) if kubeconfig else load_config()
-            cloud = SimulatedCloud(settings.cloud_state, boot_seconds=settings.boot_seconds)
-            await stack.enter_async_context(simulated_vms(config, cloud))
+            await stack.enter_async_context(vms(config))
         await mgr.run()

@@ -43,7 +43,7 @@ class OperatorSettings:
     #: replaced without a drain (its kubelet is unreachable), as Karpenter's node repair does.
     node_repair_seconds: float = 600.0
     #: With the simulated cloud, also run its VMs' kubelets in this process (they register
-    #: the Nodes; see ``nodepool_operator.cloud.SimulatedKubelets``).
+    #: the Nodes; see ``nodepool_operator.testbed.SimulatedKubelets``; needs the demo extra).
     simulated_kubelets: bool = True
     #: Instance drift check period (the seeds' "every few minutes"; shorter in tests).
     drift_interval_seconds: float = 120.0

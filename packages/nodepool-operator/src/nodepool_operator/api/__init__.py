@@ -13,11 +13,13 @@ fails when they are stale.
 """
 
 from nodepool_operator.api._autoscaler import (
+    MAX_UNREMOVABLE_NODES,
     MIN_FREQUENCY,
     Autoscaler,
     AutoscalerSpec,
     AutoscalerStatus,
     NodePoolRef,
+    UnremovableNode,
     parse_autoscaler,
 )
 from nodepool_operator.api._crds import (
@@ -46,10 +48,14 @@ from nodepool_operator.api._nodeclass import (
 )
 from nodepool_operator.api._nodepool import (
     DEGRADED,
+    DELETING_CONDITION,
     MAX_POOL_NODES,
+    MIN_DRAIN_TIMEOUT,
     READY,
     RESERVED_LABEL_PREFIX,
     SCALING,
+    Disruption,
+    DisruptionBlockers,
     InstanceRecord,
     NodePool,
     NodePoolSpec,
@@ -73,9 +79,12 @@ __all__ = [
     "AWSNODECLASSES",
     "CATEGORY",
     "DEGRADED",
+    "DELETING_CONDITION",
     "GROUP",
     "INSTANCES",
     "MAX_POOL_NODES",
+    "MAX_UNREMOVABLE_NODES",
+    "MIN_DRAIN_TIMEOUT",
     "MIN_FREQUENCY",
     "NODEPOOLS",
     "READY",
@@ -89,6 +98,8 @@ __all__ = [
     "AwsNodeClass",
     "AwsNodeClassSpec",
     "Condition",
+    "Disruption",
+    "DisruptionBlockers",
     "Instance",
     "InstanceRecord",
     "InstanceSpec",
@@ -104,6 +115,7 @@ __all__ = [
     "ScaleOperation",
     "Taint",
     "TaintEffect",
+    "UnremovableNode",
     "crds",
     "format_duration",
     "parse_autoscaler",

@@ -4,7 +4,8 @@ On a real cloud the operator never creates Nodes: it launches a VM whose user da
 kubelet how to join (EKS's bootstrap passes ``--node-labels``, ``--register-with-taints`` and
 ``--max-pods``), and the kubelet registers the Node. :class:`NodeBootstrap` is that user data:
 the operator encodes it into :attr:`CreateRequest.user_data`; the simulated VM side
-(:mod:`._kubelet`) decodes it and registers the Node from it and the VM (:func:`registered_node`).
+(:mod:`nodepool_operator.testbed`) decodes it and registers the Node from it and the VM
+(:func:`registered_node`).
 
 ``capacity`` stands in for what a kubelet reads from its machine; a simulated VM has only its
 instance type (and a pool's cpu/memory overrides), so the operator states it.

@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from kubeloop import Deleted, Event
-from nodepool_operator.scheduling import Pod, classify, pod_ref
-from nodepool_operator.scheduling._pods import get_mapping, get_text
+from nodepool_operator.scheduling import Pod, classify, get_mapping, get_text, pod_ref
 
 __all__ = ["MAX_BATCH_WINDOWS", "FirstSeen", "batch_wait"]
 

@@ -17,8 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from nodepool_operator.scheduling import Pod
-from nodepool_operator.scheduling._pods import get_list, get_mapping, get_text
+from nodepool_operator.scheduling import Pod, get_list, get_mapping, get_text
 
 __all__ = ["Blocked", "Blocker", "Lookup", "NamespacedName", "References", "blocked", "references"]
 

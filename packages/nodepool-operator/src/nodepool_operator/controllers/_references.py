@@ -24,8 +24,7 @@ from kubeloop import (
     Resource,
 )
 from nodepool_operator.controllers._pending import Lookup, NamespacedName, references
-from nodepool_operator.scheduling import Pod, pod_ref
-from nodepool_operator.scheduling._pods import get_mapping, get_text
+from nodepool_operator.scheduling import Pod, get_mapping, get_text, pod_ref
 
 __all__ = ["STORAGECLASSES", "look_up"]
 

@@ -17,7 +17,7 @@ from typing import Final
 
 from kubeloop import Deleted, Event, Object, Request, Store, Updated
 from nodepool_operator.controllers._scope import POOL_LABEL
-from nodepool_operator.scheduling._pods import get_list, get_mapping, get_text
+from nodepool_operator.scheduling import get_list, get_mapping, get_text
 
 __all__ = [
     "BY_NAMESPACE",

@@ -13,18 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from kubeloop import Client, ClusterConfig
+from kubeloop import ClusterConfig
 from nodepool_operator.api import AWSNODECLASSES
-from nodepool_operator.cloud import (
-    AwsCloud,
-    CloudSnapshot,
-    MotoKubelets,
-    MotoServer,
-    SimulatedCloud,
-    seed_launch_environment,
-)
-from nodepool_operator.cloud._kubelet import FIELD_MANAGER as KUBELET
+from nodepool_operator.cloud import AwsCloud, CloudSnapshot, SimulatedCloud
 from nodepool_operator.demo._workload import DEMO_LABEL, EC2_INSTANCE_TYPE
+from nodepool_operator.testbed import (
+    MotoServer,
+    moto_vms,
+    seed_launch_environment,
+    simulated_vms,
+)
 
 
 class DemoCloud(Protocol):
@@ -61,8 +59,6 @@ class SimulatedDemoCloud:
         return None
 
     def vm_side(self, config: ClusterConfig) -> contextlib.AbstractAsyncContextManager[Any]:
-        from nodepool_operator.operator import simulated_vms
-
         return simulated_vms(config, SimulatedCloud(self._path))
 
 
@@ -86,21 +82,7 @@ class MotoDemoCloud:
         }
 
     def vm_side(self, config: ClusterConfig) -> contextlib.AbstractAsyncContextManager[Any]:
-        return _moto_kubelets(config, self.moto.endpoint_url)
-
-
-@contextlib.asynccontextmanager
-async def _moto_kubelets(config: ClusterConfig, endpoint_url: str) -> AsyncIterator[MotoKubelets]:
-    """moto's instances' kubelets, a supervised task beside the operator."""
-    async with Client(config, field_manager=KUBELET) as client:
-        kubelets = MotoKubelets(endpoint_url, client)
-        task = asyncio.create_task(kubelets.run(), name="moto-kubelets")
-        try:
-            yield kubelets
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        return moto_vms(config, self.moto.endpoint_url)
 
 
 @contextlib.asynccontextmanager
@@ -113,15 +95,9 @@ async def moto_cloud(workdir: Path) -> AsyncIterator[MotoDemoCloud]:
         # The standard chain reads these; moto accepts any key.
         os.environ.update(moto.env())
         seeded = await seed_launch_environment(moto.endpoint_url)
-        spec = {
-            "amiSsmParameter": seeded.ami_parameter,
-            "subnetIds": list(seeded.subnet_ids),
-            "securityGroupIds": [seeded.security_group_id],
-            "instanceProfile": seeded.instance_profile,
-            # no userData: the instances boot with the operator's node bootstrap (labels,
-            # taints, capacity), which MotoKubelets registers their Nodes from
-            "tags": {"demo": "kubeloop"},
-        }
+        # no userData: the instances boot with the operator's node bootstrap (labels,
+        # taints, capacity), which MotoKubelets registers their Nodes from
+        spec = {**seeded.node_class_spec(), "tags": {"demo": "kubeloop"}}
         async with AwsCloud(endpoint_url=moto.endpoint_url) as census:
             yield MotoDemoCloud(
                 moto,

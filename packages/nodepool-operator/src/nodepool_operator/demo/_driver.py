@@ -17,9 +17,8 @@ import signal
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import TextIO
 
 from kubeloop import (
     NAMESPACES,
@@ -35,19 +34,20 @@ from kubeloop import (
 )
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions, find_assets
 from nodepool_operator.api import AUTOSCALERS, AWSNODECLASSES, NODEPOOLS
-from nodepool_operator.cloud import MotoUnavailable
 from nodepool_operator.demo import _scaledown
 from nodepool_operator.demo._apiactivity import ApiActivity, api_activity
 from nodepool_operator.demo._clouds import DemoCloud, SimulatedDemoCloud, moto_cloud
 from nodepool_operator.demo._clusterview import ClusterView
 from nodepool_operator.demo._figures import compute_figures
 from nodepool_operator.demo._liveview import LiveView, status_line
+from nodepool_operator.demo._options import DemoError, DemoInterrupted, DemoOptions
 from nodepool_operator.demo._report import terminal_summary, write_report
 from nodepool_operator.demo._result import DemoResult
 from nodepool_operator.demo._sample import Sample, take_sample
-from nodepool_operator.demo._workload import DEFAULT_PODS, POOL_NAME, Role, Workload
+from nodepool_operator.demo._workload import POOL_NAME, Role, Workload
 from nodepool_operator.operator import operator
 from nodepool_operator.settings import OperatorSettings
+from nodepool_operator.testbed import MotoUnavailable
 
 #: Seconds between two samples (and redraws of the live view).
 TICK = 0.25
@@ -57,7 +57,8 @@ PROGRESS_EVERY = 2.0
 #: (no VM in flight, every node ready) and the Autoscaler's Events to arrive.
 SETTLE_SECONDS = 15.0
 #: ... and at least this long, so the chart shows the end state and a late wrong scale-up
-#: (say, for a pod that was bound into spare room) would still be seen.
+#: (say, for a pod that was bound into spare room) would still be seen; the second act, too,
+#: watches its shrunk pool this long before it ends.
 TAIL_SECONDS = 2.0
 #: How long the operator and the demo's watches get to list everything at start-up.
 SYNC_SECONDS = 60.0
@@ -70,42 +71,6 @@ SCALE_DOWN_SECONDS = 120.0
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
 
 log = logging.getLogger("nodepool_operator.demo")
-
-
-@dataclass(frozen=True)
-class DemoOptions:
-    """``nodepool-operator demo``'s flags."""
-
-    #: Use this cluster instead of starting a local control plane.
-    kubeconfig: Path | None = None
-    #: Pods in the burst, four of which must not cause a scale-up.
-    pods: int = DEFAULT_PODS
-    #: Seconds a simulated VM takes to boot.
-    boot_seconds: float = 3.0
-    #: Write summary.md and chart.png (and keep the cloud file and operator log) here.
-    report: Path | None = None
-    #: Leave the control plane and operator running until Ctrl-C.
-    keep: bool = False
-    #: No live view; progress lines on stderr instead.
-    headless: bool = False
-    #: End with one JSON line of figures on stdout instead of the summary.
-    json: bool = False
-    #: Seconds to wait for every fitting pod to be scheduled.
-    timeout: float = 300.0
-    #: ``simulated``, or ``aws``: AwsCloud against a moto server the demo starts on loopback.
-    cloud: Literal["simulated", "aws"] = "simulated"
-    #: kube-scheduler's ``NodeResourcesFit`` scoring in the demo's own control plane
-    #: (``LeastAllocated``, its default, or the bin-packing ``MostAllocated``); a cluster given
-    #: with ``kubeconfig`` keeps its own scheduler, so any other value is refused there.
-    scheduler_scoring: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
-
-
-class DemoError(Exception):
-    """The demo could not run (as opposed to: it ran and the operator misbehaved)."""
-
-
-class DemoInterrupted(Exception):
-    """Ctrl-C or SIGTERM before the demo finished."""
 
 
 async def run_demo(
@@ -225,11 +190,13 @@ class _Run:
         if converged_at is not None:
             await self._scale_down_act(client, view, cloud, running, started)
             result = self._with_second_act(result)
+        # The cloud's own record at the very end, after the second act's terminations: the
+        # summary's cloud calls and cloud.json both come from this one snapshot.
+        snapshot = await cloud.snapshot()
+        result = dataclasses.replace(
+            result, cloud_record={"cloud": cloud.name, **snapshot.to_json()}
+        )
         if self.options.report is not None:
-            # The cloud's own record at the very end (for the simulated cloud, also its file).
-            snapshot = await cloud.snapshot()
-            text = json.dumps({"cloud": cloud.name, **snapshot.to_json()}, indent=2)
-            await asyncio.to_thread((self.options.report / "cloud.json").write_text, text)
             summary, chart = await asyncio.to_thread(write_report, result, self.options.report)
             self.say(f"report: {summary} and {chart}")
         if self.options.json:
@@ -402,6 +369,7 @@ class _Run:
         await client.patch(AUTOSCALERS, POOL_NAME, _scaledown.scale_down_patch())
         deadline = loop.time() + SCALE_DOWN_SECONDS
         progress_at = -PROGRESS_EVERY
+        rested_at: float | None = None
         while loop.time() < deadline:
             _raise_if_stopped(running)
             sample = await self._sample(view, cloud, loop.time() - start)
@@ -414,11 +382,18 @@ class _Run:
             gone = before_nodes - {n["metadata"]["name"] for n in view.nodes()}
             self.nodes_drained = len(gone)
             shrunk = sample.target_nodes < target_before and gone
-            if (
+            at_rest = (
                 shrunk
                 and sample.scale_operation == "inactive"
                 and sample.ready_nodes == sample.nodes == sample.target_nodes == sample.vms
-            ):
+            )
+            if not at_rest:
+                rested_at = None
+            elif rested_at is None:
+                rested_at = sample.t
+            # Watch the shrunk pool a little longer, as after the scale-up: the chart then
+            # shows its end state, not the drop as the last sample at its edge.
+            if rested_at is not None and sample.t - rested_at >= TAIL_SECONDS:
                 return
             if await _stopped_within(self.stop, TICK):
                 raise DemoInterrupted
@@ -471,7 +446,6 @@ class _Run:
             figures=figures,
             samples=tuple(self.samples),
             pod_nodes=pod_nodes,
-            cloud_calls=snapshot.calls,
             boot_seconds=self.options.boot_seconds,
             scheduler_scoring=None if self.options.kubeconfig else self.options.scheduler_scoring,
             converged=converged_at is not None,
@@ -513,22 +487,38 @@ class _Run:
     async def _keep(self, kubeconfig: Path, workdir: Path) -> None:
         assets = await asyncio.to_thread(find_assets, build=False)
         kubectl = str(assets.kubectl) if assets.kubectl is not None else "kubectl"
+        # After the second act the Autoscaler's scale-down is on, and would undo a manual
+        # scale-up within seconds: say so, and how to keep one.
+        keep_scale = (
+            (
+                f"The second act left the Autoscaler's scale-down on "
+                f"({_scaledown.UNNEEDED_TIME}); to keep a manual scale, turn it off first:\n"
+                f"  {kubectl} patch autoscaler/{POOL_NAME} --type=merge "
+                """-p '{"spec":{"scaleDownEnabled":false}}'\n"""
+            )
+            if self.act2_at is not None
+            else ""
+        )
         self.say(
             "\nThe cluster and the operator keep running; Ctrl-C stops them.\n"
             f"  export KUBECONFIG={kubeconfig}\n"
             f"  {kubectl} get nodepools,autoscalers\n"
             f"  {kubectl} get nodes -L kubeloop.dev/nodepool\n"
             f"  {kubectl} get pods -A -o wide\n"
+            f"{keep_scale}"
             f"  {kubectl} scale nodepool/{POOL_NAME} --replicas=5\n"
             f"operator log: {workdir / 'operator.log'}"
         )
         await self.stop.wait()
 
     async def _clean_up(self, client: Client) -> None:
-        """Delete what the demo created, and wait for the pool's finalizer to remove its VMs."""
+        """Delete what the demo created (its pods, the budget, Autoscaler, NodePool and node class),
+        and wait for the pool's finalizer to remove its VMs."""
         for pod in self.workload.pods():
             with contextlib.suppress(NotFound):
                 await client.delete(PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
+        with contextlib.suppress(NotFound):  # the second act's budget
+            await client.delete(PDBS, _scaledown.PDB_NAME, _scaledown.PDB_NAMESPACE)
         for resource in (AUTOSCALERS, NODEPOOLS, AWSNODECLASSES):
             with contextlib.suppress(NotFound):
                 await client.delete(resource, POOL_NAME)

@@ -64,18 +64,32 @@ MEANINGS: dict[str, str] = {
         "pool cannot satisfy, a missing Secret) and did not: the Autoscaler's NotTriggerScaleUp "
         "Event on the pod, or a namespace it does not watch"
     ),
-    "nodes": "Nodes of the pool (label kubeloop.dev/nodepool)",
+    "nodes": "Nodes of the pool (label kubeloop.dev/nodepool) at the end of the first act",
     "nodes_lower_bound": "fewest nodes that could hold the fitting pods (scheduling.lower_bound)",
-    "vms": "live (not terminated) VMs in the simulated cloud",
+    "vms": "live (not terminated) VMs in the cloud at the end of the first act",
     "duplicate_vms": "live VMs beyond the first of each name (SimulatedCloud.duplicates())",
     "leaked_vms": "live VMs tagged for the pool that are neither a Node nor in status.instances",
-    "api_writes": "successful writes the operator sent to the API server from the burst on",
-    "conflicts": "409 Conflicts the operator met from the burst on (retried or given up on)",
+    "api_writes": (
+        "successful writes the operator sent to the API server from the burst to the end of "
+        "the second act"
+    ),
+    "conflicts": (
+        "409 Conflicts the operator met from the burst to the end of the second act (retried "
+        "or given up on)"
+    ),
     "seconds": "from creating the pods to the last fitting pod bound (or to the timeout)",
-    "pods_running": "fitting pods Running with a pod IP (kwok runs them) when all were bound",
-    "nodes_drained": "pool nodes drained and removed in the second act (scale-down)",
-    "evictions": "pod evictions the operator made through the Eviction API",
-    "pdb_blocked_s": "seconds a drained node still held a pod the PodDisruptionBudget covers",
+    "pods_running": (
+        "fitting pods Running with a pod IP (kwok runs them) at the end of the first act"
+    ),
+    "nodes_drained": (
+        "pool Nodes there when the second act (scale-down) began and gone at its end: "
+        "cordoned, drained, deleted, their VMs terminated"
+    ),
+    "evictions": "pods the operator evicted through the Eviction API (create pods/eviction)",
+    "pdb_blocked_s": (
+        "about how long (in 0.25 s samples) a cordoned pool node still held a pod the "
+        "PodDisruptionBudget demo-fits covers: how long the budget held a drain up"
+    ),
 }
 
 

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
 from pathlib import Path
 
 from nodepool_operator.demo._apiactivity import ApiActivity
-from nodepool_operator.demo._chart import chart_png
+from nodepool_operator.demo._chart import caption, chart_png
 from nodepool_operator.demo._figures import MEANINGS, Figures
 from nodepool_operator.demo._result import DemoResult
-from nodepool_operator.demo._timeline import milestones
+from nodepool_operator.demo._scaledown import PDB_NAMESPACE, UNNEEDED_TIME
+from nodepool_operator.demo._timeline import Milestone, milestones
 from nodepool_operator.demo._workload import POOL_NAME, WATCHED_NAMESPACES, Role
 
 SUMMARY = "summary.md"
 CHART = "chart.png"
+CLOUD = "cloud.json"
+CHART_ALT = "pending and running pods, target and ready nodes over time"
 
 
 def verdict(result: DemoResult) -> str:
@@ -34,6 +38,22 @@ def verdict(result: DemoResult) -> str:
     )
 
 
+def story(result: DemoResult) -> list[Milestone]:
+    """The run's milestones, with the start of the second act among them: the samples show
+    its effects, not what the demo did."""
+    found = milestones(result.samples)
+    if result.scale_down_at is not None:
+        act = Milestone(
+            result.scale_down_at,
+            f"second act: the demo pods of one node deleted, a PodDisruptionBudget over "
+            f"{PDB_NAMESPACE}'s pods, scale-down on (unneeded after {UNNEEDED_TIME})",
+        )
+        # After what was seen at that instant: the act begins once its sample is taken.
+        at = next((i for i, m in enumerate(found) if m.t > act.t), len(found))
+        found.insert(at, act)
+    return found
+
+
 def terminal_summary(result: DemoResult) -> str:
     """What the demo prints when it ends (without ``--json``)."""
     lines = ["", verdict(result), ""]
@@ -41,7 +61,7 @@ def terminal_summary(result: DemoResult) -> str:
     for name, value in result.figures.to_json().items():
         lines.append(f"  {name:<{width}}  {value}")
     lines += ["", "Timeline (the report has the Autoscaler's reasoning too):"]
-    lines += [f"  {m.t:6.1f} s  {m.text}" for m in milestones(result.samples) if not m.detail]
+    lines += [f"  {m.t:6.1f} s  {m.text}" for m in story(result) if not m.detail]
     return "\n".join(lines) + "\n"
 
 
@@ -104,7 +124,7 @@ def summary_markdown(result: DemoResult) -> str:
     for name, value in f.to_json().items():
         out.append(f"| `{name}` | {value} | {MEANINGS[name]} |")
     out += ["", "## Timeline", "", "| t (s) | what |", "| ---: | --- |"]
-    out += [f"| {m.t:.1f} | {m.text} |" for m in milestones(result.samples)]
+    out += [f"| {m.t:.1f} | {m.text} |" for m in story(result)]
     api = result.samples[-1].api if result.samples else ApiActivity()
     conflicts = ", ".join(f"`{k}` {n}" for k, n in api.conflicts_by_target.items()) or "none"
     out += [
@@ -121,30 +141,32 @@ def summary_markdown(result: DemoResult) -> str:
         f"409 Conflicts, by controller and resource: {conflicts}. A conflict is a write that "
         "lost a race and was re-read and re-applied (docs/ownership.md), not an error.",
         "",
-        "Cloud calls: "
+        f"Cloud calls by method, to the end of the run (the second act's too; `{CLOUD}` "
+        "holds the same record): "
         + (", ".join(f"{k} {v}" for k, v in sorted(result.cloud_calls.items())) or "none")
         + ".",
         "",
         "## Chart",
         "",
-        f"![pending pods, target nodes and ready nodes over time]({CHART})",
+        f"![{CHART_ALT}]({CHART})",
         "",
-        "Pending pods (blue) are all the demo's unbound pods, so the line ends at the pods that "
-        "can never fit; target nodes (orange, wide) and ready nodes (green) meet when the pool "
-        "has converged.",
+        caption(),
         "",
     ]
     return "\n".join(out)
 
 
 def write_report(result: DemoResult, directory: Path) -> tuple[Path, Path]:
-    """Write ``summary.md`` and ``chart.png`` into ``directory`` (created if missing).
+    """Write ``summary.md``, ``chart.png`` and ``cloud.json`` (the cloud's own record, when
+    the result has one) into ``directory`` (created if missing); returns the first two.
 
     Blocking (file writes, PNG encoding): call it from a worker thread in async code.
     """
     directory.mkdir(parents=True, exist_ok=True)
     summary = directory / SUMMARY
     chart = directory / CHART
+    if result.cloud_record:
+        (directory / CLOUD).write_text(json.dumps(result.cloud_record, indent=2))
     summary.write_text(summary_markdown(result))
     chart.write_bytes(chart_png(result.samples, scale_down_at=result.scale_down_at))
     return summary, chart

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from nodepool_operator.demo._figures import Figures
 from nodepool_operator.demo._sample import Sample
@@ -18,8 +19,10 @@ class DemoResult:
     samples: tuple[Sample, ...]
     #: ``(namespace, name) -> node name`` ("" while unbound) at the end of the run.
     pod_nodes: dict[tuple[str, str], str]
-    #: Cloud API calls by method, as the simulated cloud counted them.
-    cloud_calls: dict[str, int] = field(default_factory=dict)
+    #: The cloud's own record at the very end of the run, after the second act: its name and
+    #: :meth:`CloudSnapshot.to_json` (VMs by state, calls by method). The report's
+    #: ``cloud.json`` is this record and its summary counts calls from it, so the two agree.
+    cloud_record: dict[str, Any] = field(default_factory=dict)
     boot_seconds: float = 3.0
     #: kube-scheduler's scoring in the demo's own control plane; None on a given cluster.
     scheduler_scoring: str | None = "LeastAllocated"
@@ -28,6 +31,11 @@ class DemoResult:
     timeout: float = 300.0
     #: Seconds after the burst when the second act (scale-down) began; None if it did not.
     scale_down_at: float | None = None
+
+    @property
+    def cloud_calls(self) -> dict[str, int]:
+        """Cloud API calls by method, as the cloud counted them by the end of the run."""
+        return dict(self.cloud_record.get("calls") or {})
 
     @property
     def ok(self) -> bool:

@@ -14,6 +14,14 @@ from ._binpack import UnschedulableGroup as UnschedulableGroup
 from ._binpack import crowded_out as crowded_out
 from ._binpack import lower_bound as lower_bound
 from ._binpack import plan_scale_up as plan_scale_up
+from ._blockers import DefaultBlockers as DefaultBlockers
+from ._blockers import PdbView as PdbView
+from ._blockers import Unremovable as Unremovable
+from ._blockers import UnremovableReason as UnremovableReason
+from ._blockers import needs_budgets as needs_budgets
+from ._blockers import node_blocker as node_blocker
+from ._blockers import pdb_view as pdb_view
+from ._blockers import pod_blocker as pod_blocker
 from ._daemonset import DaemonSetView as DaemonSetView
 from ._daemonset import daemonset_overhead as daemonset_overhead
 from ._daemonset import daemonset_view as daemonset_view
@@ -28,6 +36,9 @@ from ._pods import PodReason as PodReason
 from ._pods import PodRef as PodRef
 from ._pods import PodVerdict as PodVerdict
 from ._pods import classify as classify
+from ._pods import get_list as get_list
+from ._pods import get_mapping as get_mapping
+from ._pods import get_text as get_text
 from ._pods import pod_ref as pod_ref
 from ._pods import pod_requests as pod_requests
 from ._quantity import Resources as Resources
@@ -56,6 +67,7 @@ __all__ = [
     "DEFAULT_MAX_PODS",
     "DO_NOT_DISRUPT",
     "DaemonSetView",
+    "DefaultBlockers",
     "Disposal",
     "FitReason",
     "FitResult",
@@ -63,6 +75,7 @@ __all__ = [
     "NodeState",
     "NodeTemplate",
     "NodeView",
+    "PdbView",
     "Placement",
     "PlanReason",
     "Pod",
@@ -76,6 +89,8 @@ __all__ = [
     "ScaleUpPlan",
     "SearchBudget",
     "Taint",
+    "Unremovable",
+    "UnremovableReason",
     "UnschedulableGroup",
     "classify",
     "crowded_out",
@@ -83,14 +98,21 @@ __all__ = [
     "daemonset_view",
     "format_bytes",
     "format_cpu",
+    "get_list",
+    "get_mapping",
+    "get_text",
     "is_workload",
     "lower_bound",
+    "needs_budgets",
+    "node_blocker",
     "node_shape",
     "node_view",
     "parse_bytes",
     "parse_cpu",
     "parse_quantity",
+    "pdb_view",
     "plan_scale_up",
+    "pod_blocker",
     "pod_fits_node",
     "pod_fits_template",
     "pod_ref",

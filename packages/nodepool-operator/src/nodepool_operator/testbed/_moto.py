@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Final, Self
+from typing import Any, Final, Self
 
 #: moto's server accepts any keys; botocore's chain still needs some to sign with.
 TEST_CREDENTIALS: Final = {
@@ -64,7 +64,7 @@ class MotoServer:
         except ImportError as err:
             raise MotoUnavailable(
                 "moto's server is not installed; install the aws-demo extra "
-                "(pip install 'kubeloop[aws-demo]') or `uv sync --group dev`"
+                "(pip install 'nodepool-operator[aws-demo]') or `uv sync --group dev`"
             ) from err
         self.port = _free_port()
         out = self._log.open("ab") if self._log is not None else subprocess.DEVNULL
@@ -141,6 +141,17 @@ class LaunchEnvironment:
     subnet_ids: tuple[str, ...]
     security_group_id: str
     instance_profile: str
+
+    def node_class_spec(self) -> dict[str, Any]:
+        """An AwsNodeClass ``spec`` that launches into this environment (no ``userData``:
+        instances boot with the operator's node bootstrap, which the moto kubelets register
+        their Nodes from)."""
+        return {
+            "amiSsmParameter": self.ami_parameter,
+            "subnetIds": list(self.subnet_ids),
+            "securityGroupIds": [self.security_group_id],
+            "instanceProfile": self.instance_profile,
+        }
 
 
 async def seed_launch_environment(

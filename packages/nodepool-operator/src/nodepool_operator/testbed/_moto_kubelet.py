@@ -21,10 +21,9 @@ from typing import TYPE_CHECKING, Any, Final
 from aiobotocore.session import AioSession
 
 from kubeloop import Client
+from nodepool_operator.cloud import Instance, NodeBootstrap
 
-from ._bootstrap import NodeBootstrap
 from ._kubelet import SimulatedKubelets
-from ._port import Instance
 
 if TYPE_CHECKING:
     from types_aiobotocore_ec2 import EC2Client

@@ -30,10 +30,7 @@ from typing import Final
 
 from kubeloop import LEASES, NODES, AlreadyExists, Client, NotFound
 from kubeloop.envtest import NODE_LEASE_NAMESPACE, silenced_lease_patch
-
-from ._bootstrap import NodeBootstrap, registered_node
-from ._port import Instance
-from ._simulated import SimulatedCloud
+from nodepool_operator.cloud import Instance, NodeBootstrap, SimulatedCloud, registered_node
 
 log = logging.getLogger("nodepool_operator.kubelet")
 
