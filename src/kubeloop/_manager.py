@@ -97,7 +97,9 @@ class ManagerOptions:
     #: On winning the lease, an informer whose watch showed no life (event or bookmark)
     #: for this long, or that is failing, lists again before the workers start (default
     #: 90 s: the apiserver sends a bookmark about once a minute, so a healthy idle watch
-    #: is never this silent). Its cache may lack what the old leader last did.
+    #: is never this silent). Its cache may lack what the old leader last did. A watch
+    #: that went silent more recently is not caught; 0 relists every informer on every
+    #: takeover (exact, at the cost of one LIST each before the workers start).
     leader_cache_max_silence: float = 90.0
     #: Handle SIGTERM/SIGINT by shutting down gracefully (default True).
     handle_signals: bool = True
