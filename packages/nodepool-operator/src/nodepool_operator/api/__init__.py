@@ -41,6 +41,8 @@ from nodepool_operator.api._nodeclass import (
     USER_DATA_VARIABLES,
     AwsNodeClass,
     AwsNodeClassSpec,
+    EksCluster,
+    KubeletOptions,
     NodeClassRef,
     parse_nodeclass,
 )
@@ -88,6 +90,8 @@ __all__ = [
     "AutoscalerStatus",
     "AwsNodeClass",
     "AwsNodeClassSpec",
+    "EksCluster",
+    "KubeletOptions",
     "Condition",
     "Instance",
     "InstanceRecord",

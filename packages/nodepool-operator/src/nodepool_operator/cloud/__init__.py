@@ -16,12 +16,24 @@ from ._bootstrap import (
     registered_node,
 )
 from ._catalogue import CATALOGUE, GiB
+from ._nodeconfig import (
+    DEFAULT_EVICTION_HARD,
+    NODECONFIG_API_VERSION,
+    NODECONFIG_MEDIA_TYPE,
+    KubeletSettings,
+    al2023_user_data,
+    kube_reserved,
+    kubelet_may_set_label,
+    kubelet_settings,
+    node_config,
+)
 from ._metered import MeteredCloud
 from ._port import (
     MAX_TOKEN_LENGTH,
     CapacityUnavailable,
     CloudError,
     CloudProvider,
+    ClusterInfo,
     CreateRequest,
     IdempotencyMismatch,
     Instance,
@@ -47,6 +59,9 @@ from ._simulated import (
 
 __all__ = [
     "CATALOGUE",
+    "DEFAULT_EVICTION_HARD",
+    "NODECONFIG_API_VERSION",
+    "NODECONFIG_MEDIA_TYPE",
     "MAX_TOKEN_LENGTH",
     "METHODS",
     "PROVIDER_ID_PREFIX",
@@ -56,6 +71,7 @@ __all__ = [
     "CloudError",
     "CloudProvider",
     "CloudSnapshot",
+    "ClusterInfo",
     "CreateRequest",
     "FailNext",
     "FailRandomly",
@@ -67,6 +83,7 @@ __all__ = [
     "InstanceState",
     "InstanceType",
     "InvalidRequest",
+    "KubeletSettings",
     "LaunchSettings",
     "MeteredCloud",
     "Method",
@@ -75,10 +92,15 @@ __all__ = [
     "QuotaExceeded",
     "SimulatedCloud",
     "TransientCloudError",
+    "al2023_user_data",
     "aws_environment_problems",
     "check_request",
     "instance_id_of",
+    "kube_reserved",
+    "kubelet_may_set_label",
+    "kubelet_settings",
     "max_pods",
+    "node_config",
     "provider_id",
     "registered_node",
 ]

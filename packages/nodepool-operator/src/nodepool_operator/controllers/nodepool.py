@@ -95,13 +95,13 @@ from nodepool_operator.controllers._intent import (
 )
 from nodepool_operator.controllers._node_manifest import (
     is_ready,
-    node_bootstrap,
     pool_taints,
     ready_for,
     ready_since,
 )
 from nodepool_operator.controllers._node_sync import sync_patch
 from nodepool_operator.controllers._plan import desired_nodes, plan
+from nodepool_operator.controllers._userdata import pool_user_data
 from nodepool_operator.controllers._pool_status import (
     CloudFailure,
     cloud_failure,
@@ -458,16 +458,25 @@ class NodePoolController:
             self._failed(p, err)
             return
         for r in intents:
-            bootstrap = node_bootstrap(
-                p.pool, r.name, type_name, instance_type, run_labels=self._run_labels
-            )
+            try:
+                user_data = await pool_user_data(
+                    self.cloud,
+                    p.pool,
+                    r.name,
+                    instance_type,
+                    node_class,
+                    run_labels=self._run_labels,
+                )
+            except CloudError as err:
+                self._failed(p, err)
+                return
             request = create_request(
                 pool_name=p.name,
                 pool_uid=p.uid,
                 instance_type=type_name,
                 name=r.name,
                 node_class=node_class,
-                user_data=bootstrap.encode(),
+                user_data=user_data,
             )
             try:
                 vm = await self.cloud.create(request)
