@@ -16,10 +16,10 @@ from typing import Annotated, Any, Final, Literal
 from nodepool_operator.api._schema import (
     CEL,
     ListSet,
+    Maximum,
     MaxItems,
     MaxLength,
     MaxProperties,
-    Maximum,
     Minimum,
     MinLength,
     ObjectMeta,

@@ -16,6 +16,7 @@ from ._bootstrap import (
     registered_node,
 )
 from ._catalogue import CATALOGUE, GiB
+from ._metered import MeteredCloud
 from ._nodeconfig import (
     DEFAULT_EVICTION_HARD,
     NODECONFIG_API_VERSION,
@@ -27,7 +28,6 @@ from ._nodeconfig import (
     kubelet_settings,
     node_config,
 )
-from ._metered import MeteredCloud
 from ._port import (
     MAX_TOKEN_LENGTH,
     CapacityUnavailable,
@@ -60,10 +60,10 @@ from ._simulated import (
 __all__ = [
     "CATALOGUE",
     "DEFAULT_EVICTION_HARD",
-    "NODECONFIG_API_VERSION",
-    "NODECONFIG_MEDIA_TYPE",
     "MAX_TOKEN_LENGTH",
     "METHODS",
+    "NODECONFIG_API_VERSION",
+    "NODECONFIG_MEDIA_TYPE",
     "PROVIDER_ID_PREFIX",
     "SSM_IMAGE_PREFIX",
     "AwsCloud",

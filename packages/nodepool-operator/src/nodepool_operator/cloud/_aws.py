@@ -58,7 +58,6 @@ from ._simulated import CloudSnapshot
 
 if TYPE_CHECKING:
     from types_aiobotocore_ec2 import EC2Client
-    from types_aiobotocore_eks import EKSClient
     from types_aiobotocore_ec2.type_defs import (
         FilterTypeDef,
         InstanceTypeDef,
@@ -66,6 +65,7 @@ if TYPE_CHECKING:
         RunInstancesRequestTypeDef,
         TagSpecificationTypeDef,
     )
+    from types_aiobotocore_eks import EKSClient
     from types_aiobotocore_ssm import SSMClient
 
 #: The VM's name, as the EC2 console shows it.

@@ -101,7 +101,6 @@ from nodepool_operator.controllers._node_manifest import (
 )
 from nodepool_operator.controllers._node_sync import sync_patch
 from nodepool_operator.controllers._plan import desired_nodes, plan
-from nodepool_operator.controllers._userdata import pool_user_data
 from nodepool_operator.controllers._pool_status import (
     CloudFailure,
     cloud_failure,
@@ -110,6 +109,7 @@ from nodepool_operator.controllers._pool_status import (
 )
 from nodepool_operator.controllers._reserve import RESERVATION_BACKSTOP, lift_patch, reserved_for
 from nodepool_operator.controllers._scope import POOL_LABEL, equality_labels, node_selector
+from nodepool_operator.controllers._userdata import pool_user_data
 from nodepool_operator.scheduling import removal_order
 from nodepool_operator.settings import OperatorSettings
 
