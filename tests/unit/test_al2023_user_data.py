@@ -4,6 +4,7 @@ nodeadm (the real one, tests/_nodeadm.py) reads it; and EKS's kube-reserved form
 from __future__ import annotations
 
 import email
+import email.message
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ def parts(user_data: str) -> list[tuple[str, str]]:
     assert message.is_multipart()
     return [
         (p.get_content_type(), str(p.get_payload()).rstrip("\n"))
-        for p in message.get_payload()  # type: ignore[union-attr]
+        for p in message.get_payload()
+        if isinstance(p, email.message.Message)
     ]
 
 

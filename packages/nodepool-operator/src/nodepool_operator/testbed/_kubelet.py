@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 from kubeloop import LEASES, NODES, AlreadyExists, Client, NotFound
 from kubeloop.envtest import NODE_LEASE_NAMESPACE, silenced_lease_patch
@@ -89,53 +89,55 @@ class SimulatedKubelets:
                 continue
             if vm.state == "running":
                 if vm.id not in self._up:
-                    await self._start(vm, bootstrap)
+                    await self._start(vm.id, _simulated_node(vm, bootstrap))
                     self._up.add(vm.id)
                     self._down.discard(vm.id)
             elif vm.id not in self._down:
-                await self._stop(bootstrap)
+                await self._stop(bootstrap.node_name)
                 self._down.add(vm.id)
                 self._up.discard(vm.id)
 
-    async def _start(
-        self, vm: Instance, bootstrap: NodeBootstrap, provider: str | None = None
-    ) -> None:
-        node = registered_node(
-            bootstrap,
-            instance_id=vm.id,
-            private_ip=vm.private_ip,
-            public_ip=vm.public_ip,
-            annotations=KWOK_ANNOTATIONS,
-            provider=provider,
-        )
+    async def _start(self, instance_id: str, node: dict[str, Any]) -> None:
+        """Register ``node`` (its annotations get kwok's), or bring a registered one back."""
+        name = node["metadata"]["name"]
+        node["metadata"]["annotations"] = {
+            **(node["metadata"].get("annotations") or {}),
+            **KWOK_ANNOTATIONS,
+        }
         try:
             await self.client.create(NODES, node)
         except AlreadyExists:
             # registered before (another process, or before a stop): the kubelet is back
             with contextlib.suppress(NotFound):
                 await self.client.patch(
-                    NODES, bootstrap.node_name, {"metadata": {"annotations": KWOK_ANNOTATIONS}}
+                    NODES, name, {"metadata": {"annotations": KWOK_ANNOTATIONS}}
                 )
             with contextlib.suppress(NotFound):  # kwok re-creates it and heartbeats again
-                lease = await self.client.get(LEASES, bootstrap.node_name, NODE_LEASE_NAMESPACE)
+                lease = await self.client.get(LEASES, name, NODE_LEASE_NAMESPACE)
                 holder = (lease.get("spec") or {}).get("holderIdentity")
                 if holder == silenced_lease_patch()["spec"]["holderIdentity"]:
-                    await self.client.delete(LEASES, bootstrap.node_name, NODE_LEASE_NAMESPACE)
+                    await self.client.delete(LEASES, name, NODE_LEASE_NAMESPACE)
             return
         self.registered += 1
-        log.info("registered node", extra={"node": bootstrap.node_name, "instance": vm.id})
+        log.info("registered node", extra={"node": name, "instance": instance_id})
 
     async def kill(self, node_name: str) -> None:
         """The kubelet of ``node_name`` dies while its VM keeps running: no more heartbeats
         (the node lifecycle controller marks the Node ``Unknown`` after its grace period)."""
         await self._silence(node_name)
 
-    async def _stop(self, bootstrap: NodeBootstrap) -> None:
+    async def _stop(self, node_name: str) -> None:
         gone = dict.fromkeys(KWOK_ANNOTATIONS)  # merge patch: null removes the key
         with contextlib.suppress(NotFound):
-            await self.client.patch(NODES, bootstrap.node_name, {"metadata": {"annotations": gone}})
-        await self._silence(bootstrap.node_name)
+            await self.client.patch(NODES, node_name, {"metadata": {"annotations": gone}})
+        await self._silence(node_name)
 
     async def _silence(self, node_name: str) -> None:
         with contextlib.suppress(NotFound):
             await self.client.patch(LEASES, node_name, silenced_lease_patch(), NODE_LEASE_NAMESPACE)
+
+
+def _simulated_node(vm: Instance, bootstrap: NodeBootstrap) -> dict[str, Any]:
+    return registered_node(
+        bootstrap, instance_id=vm.id, private_ip=vm.private_ip, public_ip=vm.public_ip
+    )
