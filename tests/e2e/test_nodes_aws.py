@@ -43,7 +43,9 @@ async def _instances(endpoint_url: str, pool: str) -> list[dict[str, Any]]:
         reply = await ec2.describe_instances(
             Filters=[{"Name": f"tag:{POOL_LABEL}", "Values": [pool]}]
         )
-        found = [i for r in reply["Reservations"] for i in r["Instances"]]
+        found: list[dict[str, Any]] = [
+            dict(i) for r in reply["Reservations"] for i in r["Instances"]
+        ]
         for raw in found:
             attribute = await ec2.describe_instance_attribute(
                 InstanceId=raw["InstanceId"], Attribute="userData"
@@ -104,6 +106,7 @@ async def test_nodes_are_named_and_labelled_as_eks_registers_them(
         return named if len(named) == 2 else None
 
     records = await env.eventually(registered, "both instances' Nodes registered", timeout=90)
+    assert records is not None
     instances = await _instances(moto.endpoint_url, name)
     assert len(instances) == 2
     assert {r["nodeName"] for r in records} == {i["PrivateDnsName"] for i in instances}
@@ -137,7 +140,8 @@ async def test_nodes_are_named_and_labelled_as_eks_registers_them(
         # present at registration: the kubelet's own create set them...
         owned = _kubelet_owned(node)
         owned_labels = owned["f:metadata"]["f:labels"]
-        assert f"f:{POOL_LABEL}" in owned_labels and "f:team" in owned_labels
+        assert f"f:{POOL_LABEL}" in owned_labels
+        assert "f:team" in owned_labels
         # (taints are one atomic list, owned by whoever wrote it last, e.g. the node
         # lifecycle controller: what the kubelet registered with is in its flags)
         assert "--register-with-taints=dedicated=payments:NoSchedule" in user_data
