@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import itertools
+from dataclasses import replace
 
 from nodepool_operator.api import parse_nodeclass
 from nodepool_operator.cloud import MAX_TOKEN_LENGTH
