@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 import kubeloop
-from kubeloop import LEASES, NODES, PODS, load_kubeconfig
+from kubeloop import LEASES, NODES, PODS, NotFound, load_kubeconfig
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.controllers import POOL_LABEL
@@ -192,7 +192,10 @@ async def test_run_cloud_aws_from_the_bare_venv_leads_and_gets_a_pending_pod_its
     await env.create(AUTOSCALERS, autoscaler_manifest(name, name, ns))
 
     async def leader() -> str:
-        lease = await env.client.get(LEASES, LEASE, ns)
+        try:
+            lease = await env.client.get(LEASES, LEASE, ns)
+        except NotFound:  # not taken yet (the operator may still be starting)
+            return ""
         return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
     holder = await env.eventually(leader, "the operator to take the Lease", timeout=90)
