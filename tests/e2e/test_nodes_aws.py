@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import tomllib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -54,6 +55,13 @@ async def _instances(endpoint_url: str, pool: str) -> list[dict[str, Any]]:
     return sorted(found, key=lambda raw: raw["InstanceId"])
 
 
+#: A node class's own user data of each family, which the operator's bootstrap is merged with.
+USER_DATA = {
+    "AL2023": "#!/bin/bash\necho joining ${poolName}\n",
+    "Bottlerocket": "[settings.host-containers.admin]\nenabled = true\n# joining ${poolName}\n",
+}
+
+
 def _kubelet_owned(node: Object) -> dict[str, Any]:
     """The fields the kubelet's own write (the registration) set."""
     for entry in node["metadata"].get("managedFields") or ():
@@ -62,8 +70,9 @@ def _kubelet_owned(node: Object) -> dict[str, Any]:
     return {}
 
 
+@pytest.mark.parametrize("family", ["AL2023", "Bottlerocket"])
 async def test_nodes_are_named_and_labelled_as_eks_registers_them(
-    aws_env: OperatorEnv, moto: MotoServer
+    aws_env: OperatorEnv, moto: MotoServer, family: str
 ) -> None:
     env = aws_env
     name = f"eks-{env.run_id}"
@@ -76,7 +85,8 @@ async def test_nodes_are_named_and_labelled_as_eks_registers_them(
             "metadata": {"name": name},
             "spec": {
                 **seeded.node_class_spec(),
-                "userData": "#!/bin/bash\necho joining ${poolName}\n",
+                "amiFamily": family,
+                "userData": USER_DATA[family],
                 "kubelet": {"systemReserved": {"cpu": "100m", "memory": "100Mi"}},
             },
         },
@@ -113,9 +123,15 @@ async def test_nodes_are_named_and_labelled_as_eks_registers_them(
 
     for raw in instances:
         user_data = raw["UserDataText"]
-        nodeadm_check(user_data)  # the real nodeadm takes what EC2 holds
-        assert user_data.startswith("MIME-Version: 1.0\n")
-        assert f"echo joining {name}" in user_data  # the class's script is kept
+        if family == "AL2023":
+            nodeadm_check(user_data)  # the real nodeadm takes what EC2 holds
+            assert user_data.startswith("MIME-Version: 1.0\n")
+            assert f"echo joining {name}" in user_data  # the class's script is kept
+            assert "--register-with-taints=dedicated=payments:NoSchedule" in user_data
+        else:
+            settings = tomllib.loads(user_data)["settings"]
+            assert settings["host-containers"]["admin"] == {"enabled": True}  # kept
+            assert settings["kubernetes"]["node-taints"] == {"dedicated": ["payments:NoSchedule"]}
 
         node_name = raw["PrivateDnsName"]
         node = await env.client.get(NODES, node_name)
@@ -143,8 +159,7 @@ async def test_nodes_are_named_and_labelled_as_eks_registers_them(
         assert f"f:{POOL_LABEL}" in owned_labels
         assert "f:team" in owned_labels
         # (taints are one atomic list, owned by whoever wrote it last, e.g. the node
-        # lifecycle controller: what the kubelet registered with is in its flags)
-        assert "--register-with-taints=dedicated=payments:NoSchedule" in user_data
+        # lifecycle controller: what the kubelet registered with is in its user data, above)
         # ...except the label NodeRestriction keeps a kubelet from setting, which the
         # operator adds after registration
         assert "f:node-role.kubernetes.io/worker" not in owned_labels

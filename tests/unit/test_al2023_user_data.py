@@ -237,7 +237,13 @@ async def test_node_classes_that_cannot_bootstrap_a_node_are_refused(tmp_path: P
     cloud = SimulatedCloud(tmp_path / "cloud.db")
     with pytest.raises(NodeClassUnavailable, match=r"spec\.cluster\.name"):
         await pool_user_data(cloud, pool(), "web-1", M5, node_class())
-    with pytest.raises(NodeClassUnavailable, match="Bottlerocket is not supported yet"):
-        await pool_user_data(cloud, pool(), "web-1", M5, node_class(amiFamily="Bottlerocket"))
+    with pytest.raises(NodeClassUnavailable, match="Bottlerocket userData is not TOML"):
+        await pool_user_data(
+            cloud,
+            pool(),
+            "web-1",
+            M5,
+            node_class(amiFamily="Bottlerocket", cluster={"name": "demo"}, userData="[oops"),
+        )
     custom = node_class(amiFamily="Custom", userData="#!/bin/sh\n")
     assert await pool_user_data(cloud, pool(), "web-1", M5, custom) == ""

@@ -40,8 +40,6 @@ RESERVED_TAG_KEYS: Final = ("Name",)
 
 #: How the AMI bootstraps its kubelet, which decides what user data the operator writes.
 AmiFamily = Literal["AL2023", "Bottlerocket", "Custom"]
-#: Families whose bootstrap the operator writes (Bottlerocket's TOML settings: not yet).
-GENERATED_BOOTSTRAP: Final = ("AL2023",)
 
 _PLACEHOLDER = r"\$\{[^}]*\}"
 _ALLOWED_PLACEHOLDERS = [f"${{{v}}}" for v in USER_DATA_VARIABLES]
@@ -129,13 +127,14 @@ class AwsNodeClassSpec:
     ami_family: AmiFamily = "AL2023"
     """How the AMI bootstraps the kubelet. AL2023: the operator writes a nodeadm NodeConfig
     (cluster, max pods, reservations, the pool's labels and taints) as a MIME part after
-    the parts of userData. Custom: userData is sent as it is (placeholders filled in) and
-    must join the node itself. Bottlerocket: not supported yet (refused at launch)."""
+    the parts of userData. Bottlerocket: the same as TOML settings.kubernetes, merged into
+    userData's TOML. Custom: userData is sent as it is (placeholders filled in) and must
+    join the node itself."""
     cluster: EksCluster | None = None
-    """The EKS cluster the nodes join; a NodePool naming an AL2023 class needs it (an
-    Instance, which is no node, does not)."""
+    """The EKS cluster the nodes join; a NodePool naming an AL2023 or Bottlerocket class
+    needs it (an Instance, which is no node, does not)."""
     kubelet: KubeletOptions | None = None
-    """Kubelet settings (AL2023)."""
+    """Kubelet settings (AL2023, Bottlerocket)."""
     subnet_ids: Annotated[
         list[Annotated[str, Pattern(r"^subnet-[0-9a-f]{8,17}$")]], MaxItems(16), ListSet()
     ] = field(default_factory=list)
@@ -154,7 +153,8 @@ class AwsNodeClassSpec:
     """User data; ${nodeName} (the VM's name), ${poolName} and ${instanceType} are replaced
     per VM. With AL2023 it is merged with the operator's NodeConfig: a MIME multi-part
     document keeps its parts, a NodeConfig becomes one part (the operator's comes after it,
-    so its cluster, labels and taints win), anything else a shell script part. With Custom
+    so its cluster, labels and taints win), anything else a shell script part. With
+    Bottlerocket it is TOML settings, the operator's settings.kubernetes merged in. With Custom
     it is the whole user data and must join the node with the pool's labels and taints
     itself."""
     tags: Annotated[

@@ -15,6 +15,7 @@ from ._bootstrap import (
     provider_id,
     registered_node,
 )
+from ._bottlerocket import bottlerocket_user_data
 from ._catalogue import CATALOGUE, GiB
 from ._metered import MeteredCloud
 from ._nodeconfig import (
@@ -94,6 +95,7 @@ __all__ = [
     "TransientCloudError",
     "al2023_user_data",
     "aws_environment_problems",
+    "bottlerocket_user_data",
     "check_request",
     "instance_id_of",
     "kube_reserved",

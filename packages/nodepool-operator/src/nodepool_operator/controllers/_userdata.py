@@ -5,8 +5,9 @@ class's ``amiFamily``.
   ``al2023_user_data``) with the cluster's coordinates (the class's, completed by EKS
   DescribeCluster through the cloud port), the kubelet settings of the instance type, and the
   pool's labels and taints, after the parts of the class's own ``userData``.
+- **Bottlerocket**: the same content as TOML ``[settings.kubernetes]``, merged into the
+  class's own TOML ``userData`` (``bottlerocket_user_data``).
 - **Custom**: the class's ``userData`` alone (rendered by :func:`._intent.create_request`).
-- **Bottlerocket**: refused, naming the field, until its TOML settings are written.
 - **No node class** (the simulated cloud): the simulated kubelets' own settings
   (:class:`~nodepool_operator.cloud.NodeBootstrap`), the VM's name being its Node's.
 """
@@ -22,6 +23,7 @@ from nodepool_operator.cloud import (
     InstanceType,
     InvalidRequest,
     al2023_user_data,
+    bottlerocket_user_data,
     kubelet_settings,
     node_config,
 )
@@ -43,8 +45,8 @@ async def pool_user_data(
     class, as the idempotency token requires).
 
     Raises:
-        NodeClassUnavailable: the class cannot bootstrap a node (no cluster for AL2023,
-            Bottlerocket, a userData nodeadm's MIME reading would not take).
+        NodeClassUnavailable: the class cannot bootstrap a node (no cluster, a userData
+            that cannot be merged: MIME without parts for AL2023, not TOML for Bottlerocket).
         InvalidRequest: the type is not in the cloud's catalogue (its max pods unknown).
         CloudError: DescribeCluster failed.
     """
@@ -53,11 +55,6 @@ async def pool_user_data(
         return node_bootstrap(pool, name, type_name, instance_type, run_labels=run_labels).encode()
     if node_class.ami_family == "Custom":
         return ""  # the class's userData, rendered per VM by create_request
-    if node_class.ami_family != "AL2023":
-        raise NodeClassUnavailable(
-            f"spec.nodeClassRef: amiFamily {node_class.ami_family} is not supported yet; "
-            "use AL2023, or Custom with a userData that joins the node"
-        )
     if instance_type is None:
         raise InvalidRequest(
             f"spec.instanceType: {type_name!r} is not in the cloud's catalogue, so its "
@@ -74,11 +71,15 @@ async def pool_user_data(
     taints = shape.api_taints()
     if pool.spec.reserve_new_nodes:
         taints.append(reservation_taint(name))
-    config = node_config(cluster, kubelet, labels=shape.labels, taints=taints)
     own = node_class.render_user_data(
         node_name=name, pool_name=pool.metadata.name or "", instance_type=type_name
     )
     try:
+        if node_class.ami_family == "Bottlerocket":
+            return bottlerocket_user_data(
+                cluster, kubelet, labels=shape.labels, taints=taints, user_data=own
+            )
+        config = node_config(cluster, kubelet, labels=shape.labels, taints=taints)
         return al2023_user_data(config, own)
     except ValueError as err:
         raise NodeClassUnavailable(f"spec.nodeClassRef: userData: {err}") from err
@@ -88,8 +89,8 @@ async def _cluster(cloud: CloudProvider, node_class: AwsNodeClassSpec) -> Cluste
     given = node_class.cluster
     if given is None:
         raise NodeClassUnavailable(
-            "spec.nodeClassRef: amiFamily AL2023 needs spec.cluster.name (the EKS cluster "
-            "the nodes join)"
+            f"spec.nodeClassRef: amiFamily {node_class.ami_family} needs spec.cluster.name "
+            "(the EKS cluster the nodes join)"
         )
     if given.complete:
         found = None

@@ -357,7 +357,8 @@ class NodePoolController:
                 continue
             node = p.node_of(r)
             if node is not None and node["metadata"].get("deletionTimestamp"):
-                leaving[r.name] = ("NodeDeleted", f"node {r.name} was deleted; replacing it")
+                note = f"node {node['metadata']['name']} of {r.name} was deleted; replacing it"
+                leaving[r.name] = ("NodeDeleted", note)
             elif node is None and vm.state == "running":
                 since = vm.launched_at or vm.created_at
                 due = since + self.settings.registration_timeout_seconds - now
@@ -376,8 +377,8 @@ class NodePoolController:
                 due = changed + self.settings.node_repair_seconds - now
                 if due <= 0:
                     note = (
-                        f"node {r.name} not Ready for {self.settings.node_repair_seconds:g}s; "
-                        "replacing it"
+                        f"node {node['metadata']['name']} of {r.name} not Ready for "
+                        f"{self.settings.node_repair_seconds:g}s; replacing it"
                     )
                     leaving[r.name] = ("NodeRepair", note)
                 else:
@@ -614,7 +615,8 @@ class NodePoolController:
                 await self._sync_node(p, node, labels, taints)
                 await self._end_stale_reservation(p, p.nodes.get(node["metadata"]["name"], node))
                 if r.node_name is None:
-                    self._event(p, "Normal", "Registered", f"node {r.name} of VM {vm.id}")
+                    note = f"node {node['metadata']['name']} of VM {vm.id} ({r.name})"
+                    self._event(p, "Normal", "Registered", note)
             name = node["metadata"]["name"] if node is not None else None
             p.update(r.name, state=vm.state, node_name=name)
 

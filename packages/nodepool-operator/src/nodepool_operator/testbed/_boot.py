@@ -1,11 +1,12 @@
-"""What an AL2023 instance's boot makes of its user data, for the moto kubelets.
+"""What an EKS node's boot makes of its user data, for the moto kubelets.
 
-On a real instance nodeadm reads the user data (a NodeConfig, or the
+On a real AL2023 instance nodeadm reads the user data (a NodeConfig, or the
 ``application/node.eks.aws`` parts of a MIME multi-part document, merged in order), writes the
 kubelet's configuration and flags, and the kubelet registers the Node from them and from the
-machine. This module reads the same user data the same way, so that the Node the test bed
-registers depends on exactly what a real node's would: if the operator's user data lost a
-label, the Node loses it too. It never reads any operator-private format.
+machine. On Bottlerocket the user data is TOML settings, whose ``[settings.kubernetes]``
+configures the kubelet. This module reads the same user data the same way, so that the Node
+the test bed registers depends on exactly what a real node's would: if the operator's user
+data lost a label, the Node loses it too. It never reads any operator-private format.
 
 Whether nodeadm itself takes the user data is checked by the real nodeadm in the tests
 (``tests/_nodeadm.py``); this reading is only the stand-in kubelet's.
@@ -18,6 +19,7 @@ import binascii
 import email
 import email.message
 import email.policy
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -45,9 +47,10 @@ class KubeletBoot:
 def read_boot(user_data: str) -> KubeletBoot | None:
     """The kubelet settings in ``user_data`` (as EC2 returns it: text, maybe base64), or None
     when it holds no NodeConfig with a cluster (nodeadm would not join this instance)."""
-    configs = _node_configs(_decoded(user_data))
+    text = _decoded(user_data)
+    configs = _node_configs(text)
     if not configs:
-        return None
+        return _bottlerocket(text)
     spec = _merge(configs)
     cluster = spec.get("cluster") or {}
     if not cluster.get("name"):
@@ -161,3 +164,36 @@ def _taint(item: str) -> dict[str, str]:
     if sep and value:
         taint["value"] = value
     return taint
+
+
+def _bottlerocket(text: str) -> KubeletBoot | None:
+    """Bottlerocket's ``[settings.kubernetes]``, or None when the text is no such TOML."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None
+    kubernetes = (doc.get("settings") or {}).get("kubernetes")
+    if not isinstance(kubernetes, dict) or not kubernetes.get("cluster-name"):
+        return None
+    taints = []
+    for key, values in sorted((kubernetes.get("node-taints") or {}).items()):
+        for item in values if isinstance(values, list) else [values]:
+            value, _, effect = str(item).rpartition(":")
+            taint = {"key": key, "effect": effect}
+            if value:
+                taint["value"] = value
+            taints.append(taint)
+    max_pods = kubernetes.get("max-pods")
+
+    def strings(name: str) -> dict[str, str]:
+        return {str(k): str(v) for k, v in (kubernetes.get(name) or {}).items()}
+
+    return KubeletBoot(
+        cluster_name=str(kubernetes["cluster-name"]),
+        labels=strings("node-labels"),
+        taints=tuple(taints),
+        max_pods=int(max_pods) if max_pods is not None else None,
+        kube_reserved=strings("kube-reserved"),
+        system_reserved=strings("system-reserved"),
+        eviction_hard=strings("eviction-hard"),
+    )
