@@ -85,6 +85,11 @@ def test_max_pods_override_keeps_the_eni_limited_memory_reservation() -> None:
     }
 
 
+def test_bottlerocket_reserves_memory_for_the_effective_max_pods() -> None:
+    settings = kubelet_settings(M5, max_pods=110, eni_limited_memory=False)
+    assert settings.kube_reserved["memory"] == f"{11 * 110 + 255}Mi"
+
+
 def test_alone_it_is_one_nodeconfig_part_nodeadm_accepts() -> None:
     user_data = al2023_user_data(
         config(

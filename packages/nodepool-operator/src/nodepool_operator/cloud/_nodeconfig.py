@@ -104,15 +104,20 @@ def kubelet_settings(
     *,
     max_pods: int | None = None,
     system_reserved: Mapping[str, str] | None = None,
+    eni_limited_memory: bool = True,
 ) -> KubeletSettings:
     """The kubelet settings of a node of ``instance_type``: the one function both the
     bootstrap and a node template take them from.
 
-    ``max_pods`` overrides the type's ENI-limited count; kube-reserved memory still follows
-    the ENI-limited count, as on AL2023 (Karpenter's ``UsesENILimitedMemoryOverhead``)."""
+    ``max_pods`` overrides the type's ENI-limited count. kube-reserved memory follows the
+    ENI-limited count even then on AL2023 (``eni_limited_memory``, the default), the
+    effective count on Bottlerocket (Karpenter's ``UsesENILimitedMemoryOverhead``)."""
+    pods = max_pods if max_pods is not None else instance_type.pods
     return KubeletSettings(
-        max_pods=max_pods if max_pods is not None else instance_type.pods,
-        kube_reserved=kube_reserved(instance_type.cpu_cores, instance_type.pods),
+        max_pods=pods,
+        kube_reserved=kube_reserved(
+            instance_type.cpu_cores, instance_type.pods if eni_limited_memory else pods
+        ),
         system_reserved=dict(system_reserved or {}),
     )
 

@@ -66,6 +66,7 @@ async def pool_user_data(
         instance_type,
         max_pods=options.max_pods if options else None,
         system_reserved=options.system_reserved if options else None,
+        eni_limited_memory=node_class.ami_family == "AL2023",
     )
     shape = pool_shape(pool, instance_type, scope_labels=run_labels, instance_type_name=type_name)
     taints = shape.api_taints()
