@@ -313,6 +313,11 @@ class SimulatedCloud:
 
     # -- behind the operator's back (drift and GC tests); not counted as calls --------------
 
+    def machine(self, instance_type: str) -> InstanceType | None:
+        """What a VM of this type has, as its kubelet reads it off the machine (the VM
+        side's view, not a call)."""
+        return self._types.get(instance_type)
+
     def stop_behind_the_back(self, instance_id: str) -> None:
         """Stop a VM as a person with console access would."""
         self._apply(lambda conn, now: _stop(conn, now, instance_id))

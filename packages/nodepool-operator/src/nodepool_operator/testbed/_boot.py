@@ -26,7 +26,11 @@ from typing import Any, Final
 
 import yaml
 
+from nodepool_operator.scheduling import format_bytes, format_cpu, parse_bytes, parse_cpu
+
 _MEDIA_TYPE: Final = "application/node.eks.aws"
+#: The kubelet's own default when nothing sets maxPods.
+KUBELET_MAX_PODS: Final = 110
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,3 +201,39 @@ def _bottlerocket(text: str) -> KubeletBoot | None:
         system_reserved=strings("system-reserved"),
         eviction_hard=strings("eviction-hard"),
     )
+
+
+def kubelet_resources(
+    boot: KubeletBoot, *, cpu_millis: int, memory: int, disk: int
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Capacity and allocatable as the kubelet reports them for a machine of ``cpu_millis``,
+    ``memory`` and root ``disk`` bytes: capacity minus kube-reserved, system-reserved and
+    the hard eviction threshold (a quantity, or a percentage of capacity)."""
+    reserved = (boot.kube_reserved, boot.system_reserved)
+    reserved_cpu = sum(parse_cpu(r.get("cpu", "0")) for r in reserved)
+    reserved_memory = sum(parse_bytes(r.get("memory", "0")) for r in reserved)
+    reserved_disk = sum(parse_bytes(r.get("ephemeral-storage", "0")) for r in reserved)
+    evict_memory = _threshold(boot.eviction_hard.get("memory.available"), memory)
+    evict_disk = _threshold(boot.eviction_hard.get("nodefs.available"), disk)
+    pods = str(boot.max_pods if boot.max_pods is not None else KUBELET_MAX_PODS)
+    capacity = {
+        "cpu": format_cpu(cpu_millis),
+        "memory": format_bytes(memory),
+        "ephemeral-storage": format_bytes(disk),
+        "pods": pods,
+    }
+    allocatable = {
+        "cpu": format_cpu(max(0, cpu_millis - reserved_cpu)),
+        "memory": format_bytes(max(0, memory - reserved_memory - evict_memory)),
+        "ephemeral-storage": format_bytes(max(0, disk - reserved_disk - evict_disk)),
+        "pods": pods,
+    }
+    return capacity, allocatable
+
+
+def _threshold(value: str | None, capacity: int) -> int:
+    if not value:
+        return 0
+    if value.endswith("%"):
+        return capacity * int(float(value[:-1]) * 100) // 10000
+    return parse_bytes(value)

@@ -30,9 +30,8 @@ from typing import TYPE_CHECKING, Any, Final
 from aiobotocore.session import AioSession
 
 from kubeloop import Client
-from nodepool_operator.scheduling import format_bytes, format_cpu, parse_bytes, parse_cpu
 
-from ._boot import KubeletBoot, read_boot
+from ._boot import KubeletBoot, kubelet_resources, read_boot
 from ._kubelet import SimulatedKubelets
 
 if TYPE_CHECKING:
@@ -43,8 +42,6 @@ if TYPE_CHECKING:
 AWS_PROVIDER_PREFIX: Final = "aws:///"
 _RUNNING: Final = "running"
 _GONE: Final = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
-#: The kubelet's own default when nothing sets maxPods.
-_KUBELET_MAX_PODS: Final = 110
 _ARCH: Final = {"x86_64": "amd64", "arm64": "arm64"}
 _MIB: Final = 1024**2
 _GIB: Final = 1024**3
@@ -160,24 +157,7 @@ class MotoKubelets(SimulatedKubelets):
         cpu = int(info.get("VCpuInfo", {}).get("DefaultVCpus") or 0) * 1000
         memory = int(info.get("MemoryInfo", {}).get("SizeInMiB") or 0) * _MIB
         disk = await self._root_disk(instance_id)
-        pods = boot.max_pods if boot.max_pods is not None else _KUBELET_MAX_PODS
-        reserved_cpu = sum(parse_cpu(r.get("cpu", "0")) for r in _reserved(boot))
-        reserved_memory = sum(parse_bytes(r.get("memory", "0")) for r in _reserved(boot))
-        reserved_disk = sum(parse_bytes(r.get("ephemeral-storage", "0")) for r in _reserved(boot))
-        evict_memory = _threshold(boot.eviction_hard.get("memory.available"), memory)
-        evict_disk = _threshold(boot.eviction_hard.get("nodefs.available"), disk)
-        capacity = {
-            "cpu": format_cpu(cpu),
-            "memory": format_bytes(memory),
-            "ephemeral-storage": format_bytes(disk),
-            "pods": str(pods),
-        }
-        allocatable = {
-            "cpu": format_cpu(max(0, cpu - reserved_cpu)),
-            "memory": format_bytes(max(0, memory - reserved_memory - evict_memory)),
-            "ephemeral-storage": format_bytes(max(0, disk - reserved_disk - evict_disk)),
-            "pods": str(pods),
-        }
+        capacity, allocatable = kubelet_resources(boot, cpu_millis=cpu, memory=memory, disk=disk)
         # the kubelet's (and cloud controller manager's) own labels win over --node-labels
         labels = {
             **boot.labels,
@@ -223,16 +203,3 @@ class MotoKubelets(SimulatedKubelets):
         )
         sizes = [int(v.get("Size") or 0) for v in reply.get("Volumes", [])]
         return (max(sizes) if sizes else 0) * _GIB
-
-
-def _reserved(boot: KubeletBoot) -> tuple[dict[str, str], dict[str, str]]:
-    return (boot.kube_reserved, boot.system_reserved)
-
-
-def _threshold(value: str | None, capacity: int) -> int:
-    """A hard eviction threshold in bytes: a quantity, or a percentage of capacity."""
-    if not value:
-        return 0
-    if value.endswith("%"):
-        return capacity * int(float(value[:-1]) * 100) // 10000
-    return parse_bytes(value)
