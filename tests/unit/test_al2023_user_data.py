@@ -13,9 +13,7 @@ import yaml
 
 from nodepool_operator.api import parse_nodeclass, parse_nodepool
 from nodepool_operator.cloud import (
-    CATALOGUE,
     NODECONFIG_MEDIA_TYPE,
-    ClusterInfo,
     SimulatedCloud,
     al2023_user_data,
     kube_reserved,
@@ -26,14 +24,7 @@ from nodepool_operator.cloud import (
 from nodepool_operator.controllers._launch import NodeClassUnavailable
 from nodepool_operator.controllers._userdata import pool_user_data
 from tests._nodeadm import NodeadmRefused, nodeadm_check
-
-M5 = next(t for t in CATALOGUE if t.name == "m5.large")
-CLUSTER = ClusterInfo(
-    name="demo",
-    endpoint="https://ABC.gr7.us-east-1.eks.amazonaws.com",
-    certificate_authority="LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==",
-    service_cidr="10.100.0.0/16",
-)
+from tests.unit._eks import CLUSTER, M5
 
 
 def parts(user_data: str) -> list[tuple[str, str]]:

@@ -8,14 +8,10 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.cloud import CATALOGUE, ClusterInfo, bottlerocket_user_data, kubelet_settings
+from nodepool_operator.cloud import bottlerocket_user_data, kubelet_settings
 from nodepool_operator.testbed import read_boot
+from tests.unit._eks import CLUSTER, M5
 
-M5 = next(t for t in CATALOGUE if t.name == "m5.large")
-CLUSTER = ClusterInfo(
-    name="demo", endpoint="https://x.eks.amazonaws.com", certificate_authority="Y2E=",
-    service_cidr="10.100.0.0/16",
-)  # fmt: skip
 USER = """
 [settings.host-containers.admin]
 enabled = true
@@ -56,7 +52,7 @@ def test_the_operators_kubernetes_settings_win_and_the_users_others_stay() -> No
     assert kubernetes["image-gc-high-threshold-percent"] == "85"
     assert kubernetes["cluster-name"] == "demo"
     assert kubernetes["api-server"] == CLUSTER.endpoint
-    assert kubernetes["cluster-certificate"] == "Y2E="
+    assert kubernetes["cluster-certificate"] == CLUSTER.certificate_authority
     assert kubernetes["max-pods"] == 29
     assert kubernetes["kube-reserved"] == {
         "cpu": "70m",

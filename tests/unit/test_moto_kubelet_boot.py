@@ -6,8 +6,6 @@ from __future__ import annotations
 import base64
 
 from nodepool_operator.cloud import (
-    CATALOGUE,
-    ClusterInfo,
     NodeBootstrap,
     al2023_user_data,
     kubelet_settings,
@@ -15,12 +13,8 @@ from nodepool_operator.cloud import (
 )
 from nodepool_operator.testbed import read_boot
 from tests._nodeadm import nodeadm_check
+from tests.unit._eks import CLUSTER, M5
 
-M5 = next(t for t in CATALOGUE if t.name == "m5.large")
-CLUSTER = ClusterInfo(
-    name="demo", endpoint="https://x.eks.amazonaws.com", certificate_authority="Y2E=",
-    service_cidr="10.100.0.0/16",
-)  # fmt: skip
 USER = """\
 apiVersion: node.eks.aws/v1alpha1
 kind: NodeConfig
