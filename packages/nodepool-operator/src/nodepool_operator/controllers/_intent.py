@@ -103,7 +103,7 @@ def _user_data(
     instance_type: str,
 ) -> str:
     if node_class is None or node_class.user_data is None or node_class.ami_family != "Custom":
-        return bootstrap  # none, or merged into the bootstrap already (AL2023)
+        return bootstrap  # none, or merged into the bootstrap already (AL2023, Bottlerocket)
     rendered = node_class.render_user_data(
         node_name=name, pool_name=pool_name, instance_type=instance_type
     )
