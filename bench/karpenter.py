@@ -450,7 +450,13 @@ async def run_side(
                 sc_mod._operator(cp.kubeconfig, sc, names, "ours", workdir)
             )
             checks.append(op.check)
-            await admin.create(NODEPOOLS, sc_mod.pool_manifest(sc, names))
+            pool = sc_mod.pool_manifest(sc, names)
+            if sc.id == "SD":
+                # The scenario's pods are bare (no controller) for brevity; as workloads they
+                # stand for Deployment replicas, so the no-controller blocker is off here.
+                blockers = {"podsWithoutController": False}
+                pool["spec"]["disruption"] = {"blockers": blockers}
+            await admin.create(NODEPOOLS, pool)
             scaler = autoscaler_manifest(names)
             if sc.id == "SD":
                 scaler["spec"]["scaleDownEnabled"] = True

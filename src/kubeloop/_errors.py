@@ -239,3 +239,21 @@ def classify(err: BaseException) -> ErrorClass:
     if isinstance(err, ApiError):
         return ErrorClass.REQUEUE
     return ErrorClass.BACKOFF
+
+
+STATUS_REASONS: Mapping[int, str] = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+"""The ``reason`` a ``metav1.Status`` carries for an HTTP code, as the apiserver pairs
+them (what clients, kubeloop's :func:`ApiError.from_status` included, classify by)."""

@@ -38,6 +38,7 @@ from kubeloop._recorder import EventRecorder
 from kubeloop._reflector import ReflectorOptions
 from kubeloop._resource import Object, Resource
 from kubeloop._serving import Endpoints
+from kubeloop.webhook import WebhookServer, WebhookServerOptions
 
 if TYPE_CHECKING:
     from kubeloop._client import Client
@@ -126,6 +127,8 @@ class Manager:
             },
             readyz={"informers-synced": self._synced_check, "watches": self._stall_check},
         )
+        #: the webhook server, if :meth:`webhook_server` was called; runs on every replica
+        self.webhooks: WebhookServer | None = None
         self._stop = asyncio.Event()
         self._request_series: dict[tuple[int, str], CounterChild] = {}
         self._latency_series: dict[str, HistogramChild] = {}
@@ -155,6 +158,17 @@ class Manager:
         if any(c.name == controller.name for c in self.controllers):
             raise ValueError(f"a controller named {controller.name!r} is already registered")
         self.controllers.append(controller)
+
+    def webhook_server(self, options: WebhookServerOptions | None = None) -> WebhookServer:
+        """The manager's webhook server (created by the first call, with ``options``),
+        started by :meth:`run` with the endpoints on every replica, leader or not, and
+        checked by /readyz."""
+        if self.webhooks is None:
+            self.webhooks = WebhookServer(options, registry=self.options.registry)
+            self.endpoints.readyz["webhook"] = self.webhooks.started_check
+        elif options is not None and options is not self.webhooks.options:
+            raise ValueError("the webhook server already exists with other options")
+        return self.webhooks
 
     # -- client hooks ---------------------------------------------------------------
     def on_request(
@@ -242,6 +256,12 @@ class Manager:
         await self.endpoints.start(
             _enabled(opts.metrics_bind_address), _enabled(opts.health_probe_bind_address)
         )
+        if self.webhooks is not None:
+            try:
+                await self.webhooks.start()
+            except BaseException:  # e.g. no certificate: say so, leave no port open
+                await self.endpoints.stop()
+                raise
         self.recorder.start()
         always = [c for c in self.controllers if not c.options.need_leader_election]
         leader_only = [c for c in self.controllers if c.options.need_leader_election]
@@ -366,6 +386,8 @@ class Manager:
                 await elector_task
         await self.cache.stop()
         await self.recorder.close(flush=not lost)
+        if self.webhooks is not None:
+            await self.webhooks.stop()
         await self.endpoints.stop()
         log.info("stopped")
 

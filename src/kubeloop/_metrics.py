@@ -619,6 +619,32 @@ class RuntimeMetrics:
         return WorkQueueMetrics(self, name)
 
 
+class WebhookMetrics:
+    """The webhook server's families, with controller-runtime's names
+    (``pkg/webhook/internal/metrics``), so its dashboards and alerts work unchanged.
+
+    Separate from :class:`RuntimeMetrics` so an operator without webhooks exposes no
+    empty webhook families. Labelled ``webhook``: the path a webhook is served at.
+    """
+
+    def __init__(self, registry: Registry = REGISTRY) -> None:
+        self.requests_total = registry.counter(
+            "controller_runtime_webhook_requests_total",
+            "Total number of admission and conversion requests by HTTP status code.",
+            ("webhook", "code"),
+        )
+        self.latency_seconds = registry.histogram(
+            "controller_runtime_webhook_latency_seconds",
+            "Histogram of the latency of processing admission and conversion requests.",
+            ("webhook",),
+        )
+        self.requests_in_flight = registry.gauge(
+            "controller_runtime_webhook_requests_in_flight",
+            "Current number of admission and conversion requests being served.",
+            ("webhook",),
+        )
+
+
 RUNTIME_METRICS = RuntimeMetrics(REGISTRY)
 """kubeloop's metric families on the default :data:`REGISTRY`."""
 

@@ -8,6 +8,7 @@ free port.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 
 from aiohttp import web
@@ -29,6 +30,39 @@ def _check_response(checks: dict[str, Check]) -> web.Response:
             lines.append(f"[-]{name} failed: {reason}")
     lines.append("healthz check passed" if ok else "healthz check failed")
     return web.Response(status=200 if ok else 500, text="\n".join(lines) + "\n")
+
+
+async def start_site(
+    app: web.Application, address: str, *, ssl_context: ssl.SSLContext | None = None
+) -> tuple[web.AppRunner, tuple[str, int]]:
+    """Serve ``app`` on ``address`` (``host:port``, see above); return its runner and the
+    address actually bound (the real port when 0 was asked)."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")  # "[::1]:8081"
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    # no host: every interface; IPv4 only with port 0, so there is one port to report
+    if not host and int(port) == 0:
+        host = "0.0.0.0"
+    site = web.TCPSite(runner, host or None, int(port), ssl_context=ssl_context)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    server = site._server  # the bound socket tells the real port when 0 was asked
+    sockets = getattr(server, "sockets", None) or []
+    bound = sockets[0].getsockname() if sockets else (host, int(port))
+    return runner, (bound[0], bound[1])
+
+
+def url_host(host: str, port: int) -> str:
+    """``host:port`` for a URL to a bound address (a wildcard becomes loopback)."""
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{port}"
 
 
 class Endpoints:
@@ -78,30 +112,13 @@ class Endpoints:
             await self._serve("probes", probe_address, self._app(metrics=False, probes=True))
 
     async def _serve(self, role: str, address: str, app: web.Application) -> None:
-        host, _, port = address.rpartition(":")
-        host = host.strip("[]")  # "[::1]:8081"
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        # no host: every interface; IPv4 only with port 0, so there is one port to report
-        if not host and int(port) == 0:
-            host = "0.0.0.0"
-        site = web.TCPSite(runner, host or None, int(port))
-        await site.start()
+        runner, self.addresses[role] = await start_site(app, address)
         self._runners.append(runner)
-        server = site._server  # the bound socket tells the real port when 0 was asked
-        sockets = getattr(server, "sockets", None) or []
-        bound = sockets[0].getsockname() if sockets else (host, int(port))
-        self.addresses[role] = (bound[0], bound[1])
 
     def url(self, role: str) -> str:
         for key in (role, "both"):
             if key in self.addresses:
-                host, port = self.addresses[key]
-                if host in ("0.0.0.0", "::", ""):
-                    host = "127.0.0.1"
-                elif ":" in host:
-                    host = f"[{host}]"
-                return f"http://{host}:{port}"
+                return f"http://{url_host(*self.addresses[key])}"
         raise KeyError(role)
 
     async def stop(self) -> None:

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.integration
 
 DISRUPTING = "kubeloop.dev/disrupting"
 DO_NOT_DISRUPT = "kubeloop.dev/do-not-disrupt"
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 
 
 class Requests:
@@ -115,7 +116,16 @@ async def test_a_do_not_disrupt_pod_holds_its_node_until_the_annotation_goes(
 
     (node,) = await env.eventually(one_ready_node, "one node")
     node_name = node["metadata"]["name"]
-    held = pod("held", name, annotations={DO_NOT_DISRUPT: "true"})
+    # A bare pod: safe-to-evict "true" lifts the no-controller blocker, so once the
+    # do-not-disrupt annotation goes, it may be evicted (as before the default blockers).
+    held = pod(
+        "held",
+        name,
+        annotations={
+            DO_NOT_DISRUPT: "true",
+            "cluster-autoscaler.kubernetes.io/safe-to-evict": "true",
+        },
+    )
     await env.create(PODS, held, namespace)
 
     async def bound() -> bool:

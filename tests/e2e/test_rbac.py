@@ -49,6 +49,7 @@ from kubeloop._resource import CLUSTERROLEBINDINGS, CLUSTERROLES, ROLEBINDINGS, 
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.__main__ import _parser
 from nodepool_operator.api import AUTOSCALERS, INSTANCES, NODEPOOLS, crds
+from nodepool_operator.controllers._blocked import PDBS
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.crdinstall import install_crds
 from nodepool_operator.operator import FIELD_MANAGER, build_manager
@@ -98,6 +99,7 @@ OPERATOR_GRANTS = {
     ("", "configmaps", "get"),
     ("", "persistentvolumeclaims", "get"),
     ("storage.k8s.io", "storageclasses", "get"),
+    ("policy", "poddisruptionbudgets", "list"),
     ("events.k8s.io", "events", "create"),
     ("events.k8s.io", "events", "patch"),
 }
@@ -528,9 +530,22 @@ async def _scenario(env: OperatorEnv, mgr: Manager, ns: str) -> None:
     await env.eventually(lambda: _gone(env, INSTANCES, "vm", ns), "the Instance to go")
     assert (await env.cloud.describe(vm_id)).state == "terminated"
 
-    # Scale-down cordons and deletes a Node; deleting the pools removes all their Nodes.
+    # Scale-down cordons and deletes a Node; deleting the pools removes all their Nodes. A
+    # kube-system pod on one Node makes the NodePool controller read kube-system's
+    # PodDisruptionBudgets (none covers it: that Node stays, the other goes).
+    system_pod = _pod(f"system-{run}", scaled, "1Gi", config_volume)
+    system_pod["spec"]["volumes"] = []
+    del system_pod["spec"]["containers"][0]["volumeMounts"]
+    await env.create(PODS, system_pod, "kube-system")
+
+    async def system_pod_bound() -> bool:
+        found = await admin.get(PODS, f"system-{run}", "kube-system")
+        return bool(found["spec"].get("nodeName"))
+
+    await env.eventually(system_pod_bound, "the kube-system pod to be bound")
     await admin.patch_scale(NODEPOOLS, scaled, {"spec": {"replicas": 1}})
     await env.eventually(lambda: _pool_at(env, scaled, 1), f"{scaled} down to 1 node")
+    await admin.delete(PODS, f"system-{run}", "kube-system", grace_period_seconds=0)
     await admin.delete(AUTOSCALERS, auto)
     for pod in ("waiting", "claim"):
         await admin.delete(PODS, pod, ns, grace_period_seconds=0)
@@ -617,6 +632,7 @@ async def test_the_operator_runs_under_its_rbac_with_no_forbidden_request(
         ("get", "configmaps", ""),
         ("get", "persistentvolumeclaims", ""),
         ("get", "storageclasses.storage.k8s.io", ""),
+        ("list", PDBS.key, ""),
         ("create", "events.events.k8s.io", ""),
         ("get", LEASES.key, ""),
         ("update", LEASES.key, ""),

@@ -101,8 +101,9 @@ def test_cli_up_kubectl_status_down(tmp_path: Path) -> None:
     d = tmp_path / "env"
     up = _kubeloop("envtest", "up", "--dir", str(d), "--no-scheduler")
     assert up.returncode == 0, up.stderr
-    kubeconfig = up.stdout.strip().splitlines()[-1]
-    assert kubeconfig == str(d / "kubeconfig")
+    last = up.stdout.strip().splitlines()[-1]  # eval-able: export KUBECONFIG=<path>
+    assert last == f"export KUBECONFIG={d / 'kubeconfig'}"
+    kubeconfig = last.removeprefix("export KUBECONFIG=")
     try:
         kubectl = _kubeloop("envtest", "assets", "--binary", "kubectl").stdout.strip()
         got = subprocess.run(

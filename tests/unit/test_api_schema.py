@@ -401,6 +401,15 @@ def test_parse_nodepool_fills_in_the_schema_defaults() -> None:
     }
 
 
+def test_disruption_waits_default_to_an_hour_for_deletion_and_ten_minutes_for_a_drain() -> None:
+    disruption = parse_nodepool(pool()).spec.disruption
+    assert disruption.termination_grace_period == timedelta(hours=1)
+    assert disruption.drain_timeout == timedelta(minutes=10)
+    given = parse_nodepool(pool(disruption={"terminationGracePeriod": "0s", "drainTimeout": "3s"}))
+    assert given.spec.disruption.termination_grace_period == timedelta(0)
+    assert given.spec.disruption.drain_timeout == timedelta(seconds=3)
+
+
 def test_parse_reads_status_and_conditions() -> None:
     obj = pool() | {
         "status": {
@@ -452,6 +461,11 @@ def test_parse_autoscaler_and_instance() -> None:
         (pool(taints=[{"key": "a", "effect": "NoScheduel"}]), "spec.taints[0].effect"),
         (pool(labels={"kubeloop.dev/nodepool": "x"}), "spec.labels"),
         (pool(labels={"bad key!": "x"}), "spec.labels"),
+        (pool(disruption={"drainTimeout": "0s"}), "spec.disruption.drainTimeout"),
+        (
+            pool(disruption={"terminationGracePeriod": "-5m"}),
+            "spec.disruption.terminationGracePeriod",
+        ),
         ({"spec": {}}, "spec.instanceType"),
         ({"metadata": {}}, "spec"),
         (

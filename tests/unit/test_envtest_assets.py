@@ -8,8 +8,8 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from kubeloop._pki import CertificateAuthority
 from kubeloop.envtest import AssetsError, find_assets
-from kubeloop.envtest._certs import CertificateAuthority
 
 
 def _fake_bins(d: Path, names: list[str]) -> Path:

@@ -6,6 +6,7 @@ from typing import Any
 
 from nodepool_operator.controllers._drain import (
     DISRUPTING_TAINT,
+    disrupting_since,
     has_disrupting_taint,
     taint_patch,
     untaint_patch,
@@ -13,6 +14,9 @@ from nodepool_operator.controllers._drain import (
 from nodepool_operator.scheduling import is_workload
 
 TAINT = {"key": DISRUPTING_TAINT.key, "effect": "NoSchedule"}
+# 2026-12-04T23:00:00Z: the drain's start, kept on the taint for the drain timeout.
+NOW = 1796425200.0
+STAMPED = {**TAINT, "timeAdded": "2026-12-04T23:00:00Z"}
 
 
 def node(*taints: dict[str, str]) -> dict[str, Any]:
@@ -22,12 +26,17 @@ def node(*taints: dict[str, str]) -> dict[str, Any]:
 
 def test_the_taint_is_appended_atomically_or_created_under_a_resource_version_guard() -> None:
     other = {"key": "gpu", "effect": "NoSchedule"}
-    assert taint_patch(node(other)) == [{"op": "add", "path": "/spec/taints/-", "value": TAINT}]
-    assert taint_patch(node()) == [
+    assert taint_patch(node(other), NOW) == [
+        {"op": "add", "path": "/spec/taints/-", "value": STAMPED}
+    ]
+    assert taint_patch(node(), NOW) == [
         {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
-        {"op": "add", "path": "/spec/taints", "value": [TAINT]},
+        {"op": "add", "path": "/spec/taints", "value": [STAMPED]},
     ]
     assert taint_patch(node(other, TAINT)) == []
+    assert disrupting_since(node(other, STAMPED)) == NOW
+    assert disrupting_since(node(other, TAINT)) is None  # no start known
+    assert disrupting_since(node(other)) is None
     assert has_disrupting_taint(node(other, TAINT))
     assert not has_disrupting_taint(node(other))
 

@@ -68,3 +68,11 @@ def test_records_being_deleted_are_neither_counted_nor_chosen() -> None:
     assert plan(current, 2).empty
     assert plan(current, 3) == Plan(add=1)
     assert plan(current, 1).retire == ("b",)
+
+
+def test_kept_records_count_but_are_not_chosen_so_the_next_candidate_goes() -> None:
+    current = records("a", "b", "c")
+    # "a" ranks first but its drain just timed out: "b" goes instead.
+    assert plan(current, 2, order=["a", "b", "c"], keep={"a"}).retire == ("b",)
+    # Every candidate kept: the surplus waits (nothing chosen, nothing added).
+    assert plan(records("a", "b"), 1, order=["a", "b"], keep={"a", "b"}).empty

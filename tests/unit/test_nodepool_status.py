@@ -64,6 +64,18 @@ def test_scaling_down_pool() -> None:
     assert conditions(st)["Scaling"][:2] == ("True", "ScalingDown")
 
 
+def test_a_drain_held_by_a_blocker_is_named_in_ready() -> None:
+    records = [*running("a"), InstanceRecord(name="b", instance_id="i-b", state="deleting")]
+    held = ["node b: pod prod/x has no controller: evicted, it would not come back"]
+    st = status_for(records, desired=1, ready={"a", "b"}, held=held)
+    assert conditions(st)["Ready"] == (
+        "False",
+        "DisruptionBlocked",
+        f"1/1 nodes ready; {held[0]}",
+    )
+    assert conditions(st)["Scaling"][:2] == ("True", "ScalingDown")
+
+
 def test_clamped_target_is_reported() -> None:
     st = status_for(running("a"), desired=1, ready={"a"}, target=0, min_nodes=1)
     assert conditions(st)["Ready"] == (

@@ -71,7 +71,7 @@ def test_do_not_disrupt_pod_keeps_its_node_last() -> None:
     keep = pod("k", "100m", annotations={"kubeloop.dev/do-not-disrupt": "true"})
     order = removal_order([node("a", keep), node("b", pod("b1", "2"))], threshold=0.9)
     assert [d.node for d in order] == ["b", "a"]
-    assert order[-1].reason is RemovalReason.DO_NOT_DISRUPT
+    assert order[-1].reason is RemovalReason.BLOCKED
     assert not order[-1].removable
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from kubeloop import _pki
 from kubeloop._config import ClusterConfig
 from kubeloop._errors import ConfigError, RequestTimeout, TransportError
 from kubeloop._transport import AiohttpTransport, build_ssl_context
-from kubeloop.envtest import _certs
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -146,11 +146,11 @@ async def test_connection_refused() -> None:
 
 
 async def test_mutual_tls_with_server_name(server, tmp_path: Path) -> None:
-    ca = _certs.CertificateAuthority()
+    ca = _pki.CertificateAuthority()
     serving = ca.serving()
-    _certs.write(tmp_path / "srv.crt", serving.cert_pem)
-    _certs.write(tmp_path / "srv.key", serving.key_pem)
-    _certs.write(tmp_path / "ca.crt", ca.cert_pem)
+    _pki.write(tmp_path / "srv.crt", serving.cert_pem)
+    _pki.write(tmp_path / "srv.key", serving.key_pem)
+    _pki.write(tmp_path / "ca.crt", ca.cert_pem)
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(tmp_path / "ca.crt"))
     tls.load_cert_chain(tmp_path / "srv.crt", tmp_path / "srv.key")
     tls.verify_mode = ssl.CERT_REQUIRED

@@ -35,7 +35,8 @@ from typing import Any
 
 import yaml
 
-from kubeloop.envtest import _certs, _process
+from kubeloop import _pki
+from kubeloop.envtest import _process
 from kubeloop.envtest._assets import Assets, find_assets
 from kubeloop.envtest._errors import EnvtestError, StartError
 from kubeloop.envtest._nodes import (
@@ -123,7 +124,7 @@ class ControlPlane:
         self.dir = self.options.dir or Path(tempfile.mkdtemp(prefix="kubeloop-envtest-"))
         self._procs: list[_process.Process] = []
         self._pidfile: Path | None = None
-        self._ca: _certs.CertificateAuthority | None = None
+        self._ca: _pki.CertificateAuthority | None = None
         #: Each component's health probe, kept from start-up for restarts.
         self._probes: dict[str, Callable[[], bool]] = {}
         self._paused: set[str] = set()
@@ -235,17 +236,17 @@ class ControlPlane:
 
     def _write_pki(self) -> None:
         self.pki.mkdir(parents=True, exist_ok=True)
-        self._ca = _certs.CertificateAuthority()
-        _certs.write(self.ca_file, self._ca.cert_pem)
+        self._ca = _pki.CertificateAuthority()
+        _pki.write(self.ca_file, self._ca.cert_pem)
         serving = self._ca.serving()
-        _certs.write(self.pki / "apiserver.crt", serving.cert_pem)
-        _certs.write(self.pki / "apiserver.key", serving.key_pem, private=True)
+        _pki.write(self.pki / "apiserver.crt", serving.cert_pem)
+        _pki.write(self.pki / "apiserver.key", serving.key_pem, private=True)
         admin = self._ca.client("admin", ("system:masters",))
-        _certs.write(self.pki / "admin.crt", admin.cert_pem)
-        _certs.write(self.pki / "admin.key", admin.key_pem, private=True)
-        sa_key, sa_pub = _certs.signing_key_pair()
-        _certs.write(self.pki / "sa.key", sa_key, private=True)
-        _certs.write(self.pki / "sa.pub", sa_pub)
+        _pki.write(self.pki / "admin.crt", admin.cert_pem)
+        _pki.write(self.pki / "admin.key", admin.key_pem, private=True)
+        sa_key, sa_pub = _pki.signing_key_pair()
+        _pki.write(self.pki / "sa.key", sa_key, private=True)
+        _pki.write(self.pki / "sa.pub", sa_pub)
 
     def _start_etcd(self, assets: Assets) -> None:
         client, peer = _process.free_port(), _process.free_port()

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kubeloop._errors import STATUS_REASONS
 from kubeloop.testing._requestinfo import RequestInfo
 
 # -- actions -----------------------------------------------------------------------------
@@ -114,19 +115,6 @@ class CutWatch:
 
 Action = Delay | Respond | Reset | DropResponse | StaleRead | Hang | CutWatch | DropEvents
 
-_REASONS = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    409: "Conflict",
-    410: "Expired",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
-}
 
 _MESSAGES = {
     429: "Too many requests, please try again later.",
@@ -155,7 +143,7 @@ def gateway_timeout() -> Respond:
 
 def status_reason(action: Respond) -> str:
     """The ``metav1.Status`` reason sent for ``action`` (``TooManyRequests`` for a 429)."""
-    return action.reason or _REASONS.get(action.status, "")
+    return action.reason or STATUS_REASONS.get(action.status, "")
 
 
 def status_body(action: Respond) -> bytes:

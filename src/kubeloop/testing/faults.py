@@ -100,10 +100,10 @@ from cryptography.x509.oid import NameOID
 from multidict import CIMultiDict
 from yarl import URL
 
+from kubeloop import _pki
 from kubeloop._config import BearerToken, ClusterConfig, load_kubeconfig
 from kubeloop._errors import ConfigError
 from kubeloop._transport import build_ssl_context
-from kubeloop.envtest import _certs
 from kubeloop.testing._faultlog import FaultLog, LogEntry
 from kubeloop.testing._faultrules import (
     Action,
@@ -282,7 +282,7 @@ class FaultProxy:
         self.dir = Path(dir) if dir else Path(tempfile.mkdtemp(prefix="kubeloop-faults-"))
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log = FaultLog()
-        self._ca = _certs.CertificateAuthority("kubeloop-fault-proxy")
+        self._ca = _pki.CertificateAuthority("kubeloop-fault-proxy")
         self._identities: dict[bytes, _Identity] = {}
         self._rules: list[Rule] = []
         self._next_rule = 0
@@ -385,8 +385,8 @@ class FaultProxy:
 
     def _server_ssl(self) -> ssl.SSLContext:
         pair = self._ca.serving(self.host)
-        cert = _certs.write(self.dir / "proxy.crt", pair.cert_pem)
-        key = _certs.write(self.dir / "proxy.key", pair.key_pem, private=True)
+        cert = _pki.write(self.dir / "proxy.crt", pair.cert_pem)
+        key = _pki.write(self.dir / "proxy.key", pair.key_pem, private=True)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(cert, key)
         ctx.load_verify_locations(cadata=self._ca.cert_pem.decode())

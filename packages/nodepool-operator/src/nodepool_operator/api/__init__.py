@@ -13,11 +13,13 @@ fails when they are stale.
 """
 
 from nodepool_operator.api._autoscaler import (
+    MAX_UNREMOVABLE_NODES,
     MIN_FREQUENCY,
     Autoscaler,
     AutoscalerSpec,
     AutoscalerStatus,
     NodePoolRef,
+    UnremovableNode,
     parse_autoscaler,
 )
 from nodepool_operator.api._crds import (
@@ -48,10 +50,14 @@ from nodepool_operator.api._nodeclass import (
 )
 from nodepool_operator.api._nodepool import (
     DEGRADED,
+    DELETING_CONDITION,
     MAX_POOL_NODES,
+    MIN_DRAIN_TIMEOUT,
     READY,
     RESERVED_LABEL_PREFIX,
     SCALING,
+    Disruption,
+    DisruptionBlockers,
     InstanceRecord,
     NodePool,
     NodePoolSpec,
@@ -75,9 +81,12 @@ __all__ = [
     "AWSNODECLASSES",
     "CATEGORY",
     "DEGRADED",
+    "DELETING_CONDITION",
     "GROUP",
     "INSTANCES",
     "MAX_POOL_NODES",
+    "MAX_UNREMOVABLE_NODES",
+    "MIN_DRAIN_TIMEOUT",
     "MIN_FREQUENCY",
     "NODEPOOLS",
     "READY",
@@ -91,6 +100,8 @@ __all__ = [
     "AwsNodeClass",
     "AwsNodeClassSpec",
     "Condition",
+    "Disruption",
+    "DisruptionBlockers",
     "EksCluster",
     "Instance",
     "InstanceRecord",
@@ -108,6 +119,7 @@ __all__ = [
     "ScaleOperation",
     "Taint",
     "TaintEffect",
+    "UnremovableNode",
     "crds",
     "format_duration",
     "parse_autoscaler",

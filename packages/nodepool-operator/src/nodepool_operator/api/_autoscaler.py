@@ -28,6 +28,8 @@ from nodepool_operator.api._schema import (
     parse,
 )
 
+#: The most unremovable nodes ``status.unremovableNodes`` lists (the first by name).
+MAX_UNREMOVABLE_NODES: Final = 64
 #: The shortest allowed frequency: a tighter loop only adds apiserver and cloud load.
 MIN_FREQUENCY: Final = timedelta(seconds=1)
 
@@ -71,6 +73,22 @@ class AutoscalerSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class UnremovableNode:
+    """A node of the pool that scale-down may not remove, and why (cluster-autoscaler's
+    unremovable-node reasons)."""
+
+    node: Annotated[str, MinLength(1), MaxLength(253)]
+    """The Node's name."""
+    reason: Annotated[str, MinLength(1), MaxLength(63)]
+    """NodeDoNotDisrupt, DoNotDisruptAnnotation, NotSafeToEvictAnnotation, NotReplicated,
+    LocalStorageRequested or UnmovableKubeSystemPod."""
+    pod: Annotated[str, MaxLength(317)] | None = None
+    """The blocking pod as namespace/name; omitted when the Node itself is annotated."""
+    message: Annotated[str, MaxLength(1024)] | None = None
+    """What blocks it, in words."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class AutoscalerStatus:
     """AutoscalerStatus is what the Autoscaler saw and did last."""
 
@@ -89,6 +107,12 @@ class AutoscalerStatus:
     )
     """The Autoscaler's conditions. Ready: the referenced pool exists and the last look
     succeeded (reason InvalidSpec or NodePoolNotFound otherwise)."""
+    unremovable_nodes: Annotated[
+        list[UnremovableNode], ListMapKey("node"), MaxItems(MAX_UNREMOVABLE_NODES)
+    ] = field(default_factory=list)
+    """With scale-down enabled: the pool's nodes that a pod (or the node's own annotation)
+    keeps from scale-down, by name, with the pod and the reason. Each also gets a
+    ScaleDownBlocked Event."""
 
 
 @dataclass(frozen=True, kw_only=True)

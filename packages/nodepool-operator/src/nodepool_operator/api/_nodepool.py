@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Annotated, Any, Final, Literal
 
 from nodepool_operator.api._nodeclass import NodeClassRef
@@ -23,9 +24,11 @@ from nodepool_operator.api._schema import (
     MaxProperties,
     Minimum,
     MinLength,
+    Name,
     ObjectMeta,
     Pattern,
     Quantity,
+    format_duration,
     parse,
     rules,
 )
@@ -39,6 +42,11 @@ RESERVED_LABEL_PREFIX: Final = "kubeloop.dev/"
 READY: Final = "Ready"
 SCALING: Final = "Scaling"
 DEGRADED: Final = "Degraded"
+#: A pool being deleted: its nodes drain (True), or the grace period ran out (reason says).
+DELETING_CONDITION: Final = "Deleting"
+
+#: The shortest drain timeout: below it a drain can hardly start before it is given up.
+MIN_DRAIN_TIMEOUT: Final = timedelta(seconds=1)
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 ScaleOperation = Literal["inactive", "active"]
@@ -48,6 +56,11 @@ _QUALIFIED_NAME = (
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 _LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+_AT_LEAST_MIN_DRAIN_TIMEOUT = CEL(
+    f"duration(self) >= duration('{format_duration(MIN_DRAIN_TIMEOUT)}')",
+    f"must be at least {format_duration(MIN_DRAIN_TIMEOUT)}",
+    check=lambda d: d >= MIN_DRAIN_TIMEOUT,
+)
 _NOT_NEGATIVE = CEL(
     "!string(self).startsWith('-')",
     "must not be negative",
@@ -76,6 +89,43 @@ class Taint:
     effect: TaintEffect
     """What the taint does to pods that do not tolerate it: NoSchedule, PreferNoSchedule or
     NoExecute."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DisruptionBlockers:
+    """Which of cluster-autoscaler's default blockers keep a node of the pool from a
+    voluntary removal (scale-down). A pod annotated
+    cluster-autoscaler.kubernetes.io/safe-to-evict: "true" is never a default blocker. The
+    explicit holds (kubeloop.dev/do-not-disrupt or karpenter.sh/do-not-disrupt "true" on a pod
+    or node, safe-to-evict "false" on a pod) always apply and cannot be switched off here."""
+
+    pods_without_controller: bool = True
+    """A pod with no controlling owner (no ownerReference with controller: true) keeps its
+    node: evicted, nothing would recreate it. DaemonSet and static pods never block."""
+    pods_with_local_storage: bool = True
+    """A pod with an emptyDir volume not backed by memory, or a hostPath volume, keeps its
+    node: its data would be lost (cluster-autoscaler's skip-nodes-with-local-storage)."""
+    kube_system_pods_without_pdb: Annotated[bool, Name("kubeSystemPodsWithoutPDB")] = True
+    """A kube-system pod that no PodDisruptionBudget covers keeps its node
+    (cluster-autoscaler's skip-nodes-with-system-pods)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Disruption:
+    """How the pool's nodes may be disrupted."""
+
+    blockers: DisruptionBlockers = field(default_factory=DisruptionBlockers)
+    """Which default blockers apply to scale-down; all on when omitted."""
+    termination_grace_period: timedelta = timedelta(hours=1)
+    """How long deleting the pool waits for its nodes to drain (evictions honouring
+    PodDisruptionBudgets, pods annotated do-not-disrupt held), from the pool's deletion, as
+    a duration such as 30m (Karpenter's terminationGracePeriod). Then the nodes and VMs go
+    anyway with the pods left on them (the pod garbage collector deletes those), with a
+    TerminationGracePeriodExpired Event and condition. 0s: no drain."""
+    drain_timeout: Annotated[timedelta, _AT_LEAST_MIN_DRAIN_TIMEOUT] = timedelta(minutes=10)
+    """How long a scale-down drains a node, from its taint, before giving up (as
+    cluster-autoscaler's max-graceful-termination-sec, 10m): the node is untainted and kept,
+    with a DrainTimedOut Event, and another candidate is tried."""
 
 
 @rules(
@@ -130,6 +180,8 @@ class NodePoolSpec:
     """The AwsNodeClass the pool's VMs boot with (AMI, subnets, security groups, instance
     profile, user data, tags). Omitted: the cloud's defaults and the operator's node image
     (enough for the simulated cloud, not for EC2)."""
+    disruption: Disruption = field(default_factory=Disruption)
+    """How the pool's nodes may be disrupted: which pods block a scale-down."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,9 +10,13 @@ The order is Karpenter's termination flow:
    API, which enforces PodDisruptionBudgets: a 429 means "not now", so the drain waits and
    asks again later, it is not an error. No grace period is given, so each pod gets its own
    ``terminationGracePeriodSeconds`` from its kubelet;
-3. a pod annotated ``kubeloop.dev/do-not-disrupt: "true"`` stops the drain before any eviction
-   (evicting the others would disrupt them for nothing), with an Event, until it ends or the
-   annotation goes;
+3. a blocker (:mod:`nodepool_operator.scheduling._blockers`) stops the drain before any
+   eviction (evicting the others would disrupt them for nothing), with an Event, until it
+   ends or its annotation goes: always a pod annotated do-not-disrupt (kubeloop's or
+   Karpenter's) or ``safe-to-evict: "false"``; for a voluntary removal (scale-down) also the
+   Node's own do-not-disrupt annotation and the pool's default blockers (a pod no controller
+   owns, local storage, kube-system without a PodDisruptionBudget), so a bare pod is never
+   evicted and lost;
 4. only when no workload pod is left on the Node does :func:`drain_node` say ``done``, and the
    caller deletes the Node and its VM.
 
@@ -23,18 +27,31 @@ bound a moment ago must not be missed by the check that lets the VM go.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from kubeloop import NODES, PODS, Client, Invalid, NotFound, Object, PatchType, TooManyRequests
-from nodepool_operator.scheduling import PodRef, PodView, Taint, pod_view
+from nodepool_operator.controllers._blocked import kube_system_budgets
+from nodepool_operator.controllers._drain_deadline import format_time, parse_time
+from nodepool_operator.scheduling import (
+    DefaultBlockers,
+    PodRef,
+    PodView,
+    Taint,
+    needs_budgets,
+    node_blocker,
+    pod_view,
+)
 
 __all__ = [
     "DISRUPTING_TAINT",
     "DrainStatus",
+    "disrupting_since",
     "drain_node",
     "has_disrupting_taint",
+    "pods_on",
     "taint_disrupting",
     "taint_patch",
     "untaint_disrupting",
@@ -49,7 +66,7 @@ TERMINATING_POLL: Final = 1.0
 #: How soon to ask again after a PodDisruptionBudget refused an eviction, when the server
 #: gives no Retry-After.
 PDB_RETRY: Final = 5.0
-#: How soon to look again while a do-not-disrupt pod holds the node.
+#: How soon to look again while a blocker holds the node.
 BLOCKED_POLL: Final = 10.0
 _TERMINAL: Final = ("Succeeded", "Failed")
 
@@ -67,7 +84,8 @@ class DrainStatus:
         retry_after: when to pass again, if not done.
         evicted: evictions the API server accepted in this pass.
         pdb_blocked: evictions refused by a PodDisruptionBudget in this pass.
-        blocked_by: a do-not-disrupt pod holding the node, if any.
+        blocked_by: the pod holding the node (``namespace/name``), or the node itself when
+            its own annotation holds it, if any.
         message: what it waits for, for logs and Events.
     """
 
@@ -84,15 +102,29 @@ def has_disrupting_taint(node: Object) -> bool:
     return any(t.get("key") == DISRUPTING_TAINT.key for t in taints if isinstance(t, dict))
 
 
-def taint_patch(node: Object) -> JsonPatch:
-    """The JSON patch that adds :data:`DISRUPTING_TAINT` to ``node``; ``[]`` if it has it.
+def disrupting_since(node: Object) -> float | None:
+    """When :data:`DISRUPTING_TAINT` was put on ``node`` (its ``timeAdded``), or None: the
+    start of its drain, kept by the cluster, for the drain timeout."""
+    for taint in (node.get("spec") or {}).get("taints") or ():
+        if isinstance(taint, dict) and taint.get("key") == DISRUPTING_TAINT.key:
+            return parse_time(taint.get("timeAdded"))
+    return None
+
+
+def taint_patch(node: Object, now: float | None = None) -> JsonPatch:
+    """The JSON patch that adds :data:`DISRUPTING_TAINT` to ``node``, stamped ``timeAdded``
+    ``now`` (the drain's start); ``[]`` if it has it.
 
     Appending to an existing taint list is atomic on the server (nothing someone else added
     meanwhile is lost); creating the list is guarded by the resourceVersion.
     """
     if has_disrupting_taint(node):
         return []
-    taint = {"key": DISRUPTING_TAINT.key, "effect": DISRUPTING_TAINT.effect}
+    taint = {
+        "key": DISRUPTING_TAINT.key,
+        "effect": DISRUPTING_TAINT.effect,
+        "timeAdded": format_time(time.time() if now is None else now),
+    }
     if (node.get("spec") or {}).get("taints"):
         return [{"op": "add", "path": "/spec/taints/-", "value": taint}]
     guard = {
@@ -158,24 +190,42 @@ async def pods_on(client: Client, node_name: str) -> list[PodView]:
 
 
 async def drain_node(
-    client: Client, node_name: str, *, warn: EventSink | None = None
+    client: Client,
+    node_name: str,
+    *,
+    warn: EventSink | None = None,
+    voluntary: bool = False,
+    switches: DefaultBlockers | None = None,
+    hold: str = "",
 ) -> DrainStatus:
     """One pass of draining ``node_name``; call again after ``retry_after`` until ``done``.
 
     The Node should carry :data:`DISRUPTING_TAINT` already (:func:`taint_disrupting`), or
     evicted pods' replacements may land on it again. ``warn`` receives a Warning Event's
-    reason and note when a do-not-disrupt pod or a PodDisruptionBudget holds the drain.
+    reason and note when a blocker or a PodDisruptionBudget holds the drain. ``voluntary``
+    (a scale-down): the Node's ``hold`` annotation and the default blockers ``switches``
+    apply as well as the pods' own annotations.
     """
     workload = [p for p in await pods_on(client, node_name) if p.workload]
     if not workload:
         return DrainStatus(done=True, message="no workload pods")
-    holders = [p for p in workload if p.do_not_disrupt and not p.terminating]
-    if holders:
-        holder = str(min(p.ref for p in holders))
-        note = f"node {node_name}: pod {holder} is annotated kubeloop.dev/do-not-disrupt"
+    switches = switches or DefaultBlockers()
+    budgets = (
+        await kube_system_budgets(client) if voluntary and needs_budgets(workload, switches) else []
+    )
+    blocked = node_blocker(
+        node_name,
+        workload,
+        hold=hold if voluntary else "",
+        voluntary=voluntary,
+        switches=switches,
+        budgets=budgets,
+    )
+    if blocked is not None:
         if warn is not None:
-            warn("DisruptionBlocked", note)
-        return DrainStatus(False, BLOCKED_POLL, blocked_by=holder, message=note)
+            warn("DisruptionBlocked", blocked.note)
+        holder = str(blocked.pod) if blocked.pod is not None else node_name
+        return DrainStatus(False, BLOCKED_POLL, blocked_by=holder, message=blocked.note)
     evicted = refused = 0
     retry = TERMINATING_POLL
     for pod in sorted(workload, key=lambda p: p.ref):

@@ -34,6 +34,7 @@ def plan(
     *,
     gone: Collection[str] = (),
     order: Sequence[str] = (),
+    keep: Collection[str] = (),
 ) -> Plan:
     """Retire what is ``gone`` (its VM terminated or unknown to the cloud) and the surplus
     over ``desired``, or add the missing.
@@ -43,7 +44,9 @@ def plan(
     utilised whose pods fit on the nodes that stay, then the busy ones). Surplus goes in this
     order: records with no Node yet (VMs still booting, or never created), newest first, as
     they serve nobody; then the ranked ones in rank order. Records already ``deleting`` are
-    neither counted nor chosen: their removal is under way.
+    neither counted nor chosen: their removal is under way. Records in ``keep`` (a Node
+    whose scale-down drain just timed out) count but are not chosen: the surplus waits for
+    them rather than draining them again at once.
     """
     retire = [r.name for r in records if r.state != DELETING and r.name in gone]
     live = [r for r in records if r.state != DELETING and r.name not in gone]
@@ -56,6 +59,6 @@ def plan(
         name = live[i].name
         return (rank[name], 0) if name in rank else (-1, -i)
 
-    best_first = sorted(range(len(live)), key=key)
+    best_first = [i for i in sorted(range(len(live)), key=key) if live[i].name not in keep]
     retire += [live[i].name for i in best_first[:surplus]]
     return Plan(retire=tuple(retire))

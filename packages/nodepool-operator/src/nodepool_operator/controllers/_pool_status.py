@@ -27,6 +27,8 @@ from nodepool_operator.controllers._scope import POOL_LABEL
 
 #: Degraded's reason when the cloud refuses the pool's instance type.
 INVALID_INSTANCE_TYPE: Final = "InvalidInstanceType"
+#: Ready's reason while a blocker holds the drain of a Node being removed.
+DISRUPTION_BLOCKED: Final = "DisruptionBlocked"
 _MAX_MESSAGE = 32768
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -123,9 +125,12 @@ def pool_status(
     ready: Collection[str],
     failure: CloudFailure | None,
     dropped: frozenset[str] = frozenset(),
+    held: Sequence[str] = (),
 ) -> PoolStatus:
     """The status of pool ``name`` whose ``records`` are as given, ``ready`` naming the
-    records registered as Ready nodes, after a pass that met ``failure`` (or none)."""
+    records registered as Ready nodes, after a pass that met ``failure`` (or none).
+    ``held``: what holds each drain a blocker stopped (node, pod, reason), for Ready's
+    message."""
     current = live_vms(records)
     ready_count = sum(1 for r in records if r.name in ready and r.state != DELETING)
     in_flight = any(r.state in (CREATING, DELETING) for r in records)
@@ -139,6 +144,9 @@ def pool_status(
         ready_cond = (READY, "False", "InvalidSpec", f"spec.instanceType: {failure.message}")
     elif ready_count < desired:
         ready_cond = (READY, "False", "Provisioning", progress)
+    elif held:
+        message = "; ".join([progress, *sorted(held)])[:_MAX_MESSAGE]
+        ready_cond = (READY, "False", DISRUPTION_BLOCKED, message)
     else:
         ready_cond = (READY, "False", "ScalingDown", progress)
 

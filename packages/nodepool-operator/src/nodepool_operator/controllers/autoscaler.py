@@ -13,7 +13,8 @@ One reconcile, for one Autoscaler:
    template nodes, first-fit-decreasing, within the smaller of the two maxNodes;
 5. raise ``targetNodes`` through the scale subresource, re-planned against the target the
    server has (:mod:`._scale`); or, with scale-down enabled, lower it when nodes have been
-   empty for ``scaleDownUnneededTime``;
+   empty for ``scaleDownUnneededTime``; nodes a blocker keeps (:mod:`._blocked`) are never
+   unneeded, and are listed in ``status.unremovableNodes`` with a ScaleDownBlocked Event;
 6. write status only if it changed, and emit TriggeredScaleUp / NotTriggerScaleUp Events, each
    distinct one once (:mod:`._report`);
 7. for a pool with ``reserveNewNodes``, let each planned pod onto the new node planned for it
@@ -61,6 +62,13 @@ from nodepool_operator.api import (
     parse_nodepool,
 )
 from nodepool_operator.controllers._batching import FirstSeen, batch_wait
+from nodepool_operator.controllers._blocked import (
+    SCALE_DOWN_BLOCKED,
+    blocked_nodes,
+    kube_system_budgets,
+    switches,
+    unremovable_nodes,
+)
 from nodepool_operator.controllers._capacity import (
     DAEMONSETS,
     PoolNodes,
@@ -112,9 +120,12 @@ from nodepool_operator.scheduling import (
     PodReason,
     PodRef,
     ScaleUpPlan,
+    Unremovable,
     classify,
     crowded_out,
     daemonset_view,
+    needs_budgets,
+    node_view,
     plan_scale_up,
     pod_ref,
     pod_view,
@@ -157,6 +168,8 @@ class _Memory:
     provisioning: Provisioning = field(default_factory=Provisioning)
     landing: Landing = field(default_factory=Landing)
     reservation: Reservation = field(default_factory=Reservation)
+    blocked: dict[str, Unremovable] = field(default_factory=dict)
+    """What keeps each blocked node of the pool from scale-down, as last reported."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,12 +434,17 @@ class AutoscalerController:
         decision = decision_text(plan, aside, head=head, settling=len(settling))
         provisioning = memory.provisioning
         backing_off = provisioning.backing_off(now)
+        unremovable = unremovable_nodes(memory.blocked)
 
         def mutate(status: dict[str, Any]) -> None:
             status["pendingPods"] = look.pending
             status["unschedulablePods"] = len(look.candidates)
             status["lastDecision"] = decision
             status["observedGeneration"] = generation
+            if unremovable:
+                status["unremovableNodes"] = unremovable
+            else:
+                status.pop("unremovableNodes", None)
             if scaled_at is not None:
                 status["lastScaleTime"] = scaled_at
             message = f"scaling NodePool {pool_name} for pods in {', '.join(spec.namespaces)}"
@@ -587,6 +605,7 @@ class AutoscalerController:
             return await plan_for(outcome.before), outcome
         if not look.scaler.spec.scale_down_enabled:
             memory.unneeded_since.clear()
+            memory.blocked.clear()
             return plan, ScaleOutcome(target, target)
         return plan, await self._scale_down(look, memory, plan, now)
 
@@ -594,9 +613,13 @@ class AutoscalerController:
         self, look: _Look, memory: _Memory, plan: ScaleUpPlan, now: float
     ) -> ScaleOutcome:
         # Empty nodes, and nodes below the utilisation threshold whose pods the simulation
-        # places on the others: the rule the NodePool controller removes nodes by.
+        # places on the others, blocked ones never: the rule the NodePool controller removes
+        # nodes by.
+        blocked = await self._blocked(look, memory)
         order = removal_order(
-            look.nodes.candidates, threshold=self.settings.scale_down_utilization_threshold
+            look.nodes.candidates,
+            threshold=self.settings.scale_down_utilization_threshold,
+            blockers=blocked,
         )
         unneeded = tuple(d.node for d in order if d.removable)
         memory.unneeded_since = track_unneeded(memory.unneeded_since, unneeded, now)
@@ -620,6 +643,25 @@ class AutoscalerController:
             # Which nodes go is the NodePool controller's choice: every empty node starts over.
             memory.unneeded_since.clear()
         return outcome
+
+    async def _blocked(self, look: _Look, memory: _Memory) -> dict[str, Unremovable]:
+        """What keeps each candidate node from scale-down (the pool's switches, kube-system's
+        PodDisruptionBudgets when a kube-system pod is on one); a ScaleDownBlocked Event on
+        each Node whose blocker is new or changed."""
+        rules = switches(look.pool)
+        views = [pod for node in look.nodes.candidates for pod in node.pods]
+        client = self.mgr.client
+        budgets = await kube_system_budgets(client) if needs_budgets(views, rules) else []
+        holds = {view.name: view.hold for view in map(node_view, look.node_objs)}
+        blocked = blocked_nodes(look.nodes.candidates, holds, switches=rules, budgets=budgets)
+        objs = {str(n["metadata"]["name"]): n for n in look.node_objs}
+        for name, why in sorted(blocked.items()):
+            if memory.blocked.get(name) != why and name in objs:
+                recorder = self.mgr.recorder
+                recorder.warning(objs[name], SCALE_DOWN_BLOCKED, why.note, action="ScaleDown")
+                log.info("scale-down blocked: %s", why.note)
+        memory.blocked = blocked
+        return blocked
 
     # -- status -----------------------------------------------------------------------
 

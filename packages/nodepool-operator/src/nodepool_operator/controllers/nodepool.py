@@ -1,13 +1,15 @@
 """The NodePool controller: a pool's VMs and Nodes converge to ``spec.targetNodes``.
 
 It never creates a Node: it launches VMs whose user data says how their kubelet registers
-(:func:`~nodepool_operator.controllers._node_manifest.node_bootstrap`), adopts each Node that
-registers by its providerID, and from then on keeps the labels and taints the pool owns on it
+(:mod:`._userdata`: a nodeadm NodeConfig, Bottlerocket settings, or the simulated bootstrap),
+adopts each Node that registers by its providerID, and from then on keeps the labels and taints the pool owns on it
 in line with the spec (:mod:`._node_sync`), with its own finalizer on the Node. One pass over
 a pool:
 
 1. read it from the cache (scoped by ``settings.label_selector``); a pool being deleted
-   loses its Nodes and VMs, then its finalizer;
+   drains its Nodes (:meth:`NodePoolController._drain_for_deletion`, bounded by
+   ``spec.disruption.terminationGracePeriod``), deletes each with its VM once drained,
+   then its finalizer;
 2. observe its VMs (one cloud ``list`` by the pool's uid tag; ``describe`` for recorded ids
    the list misses, since a list may lag), its Nodes and the pods bound to them (cache);
 3. plan (pure): adopt VMs tagged for the pool that no record knows, up to the desired
@@ -15,20 +17,25 @@ a pool:
    within ``registration_timeout_seconds``, Node not Ready for ``node_repair_seconds``)
    and the surplus (records with no Node yet first, then in
    :func:`~nodepool_operator.scheduling.removal_order`: empty Nodes, then the least
-   utilised whose pods fit on the others); add intents for the missing. The surplus Nodes
-   chosen are tainted ``kubeloop.dev/disrupting:NoSchedule`` at once, so nothing new lands
-   on them;
+   utilised whose pods fit on the others, blocked Nodes last: :mod:`._blocked`); add
+   intents for the missing. The surplus Nodes chosen are tainted
+   ``kubeloop.dev/disrupting:NoSchedule`` at once, so nothing new lands on them. A Node
+   chosen earlier that a blocker now holds is kept (untainted) when another Node can go
+   instead, so one blocked drain does not hold the scale-down;
 4. record that plan in ``status.instances``, in one status write, before any cloud call;
 5. act: create the recorded intents (same idempotency token every time), terminate retired
    ones (:meth:`NodePoolController._terminate`: drain through the Eviction API honouring
    PodDisruptionBudgets and do-not-disrupt pods (:mod:`._drain`), VM, Node, finalizer),
+   a scale-down drain past ``spec.disruption.drainTimeout`` is given up, the Node untainted
+   and kept (:mod:`._drain_deadline`), so the next pass removes another;
    start stopped VMs, adopt registered Nodes, and delete VMs tagged for the pool that no
    record knows after a grace period, and Nodes whose VM is gone;
 6. write the status again (skipped when unchanged) and requeue while anything is in flight.
 
 A crash anywhere repeats work, never duplicates it: intents are recorded before creates,
-and retirements before removals. The controller writes ``status``, its finalizers and the
-labels and taints it owns on the pool's Nodes, never ``spec`` (docs/ownership.md).
+and retirements before removals. The controller writes ``status``, its finalizers, the
+labels and taints it owns on the pool's Nodes and their drain-timed-out annotation, never
+``spec`` (docs/ownership.md).
 """
 
 from __future__ import annotations
@@ -57,11 +64,13 @@ from kubeloop import (
     generation_changed,
     has_finalizer,
     remove_finalizer,
+    set_condition,
     update_status,
 )
 from nodepool_operator import failpoints
 from nodepool_operator.api import (
     NODEPOOLS,
+    Disruption,
     InstanceRecord,
     InvalidField,
     NodePool,
@@ -77,14 +86,38 @@ from nodepool_operator.cloud import (
     instance_id_of,
 )
 from nodepool_operator.controllers import _launch as launching
+from nodepool_operator.controllers._blocked import (
+    SCALE_DOWN_BLOCKED,
+    blocked_nodes,
+    keep_blocked,
+    kube_system_budgets,
+    switches,
+)
 from nodepool_operator.controllers._capacity import scale_down_node
 from nodepool_operator.controllers._create_gate import CreateGate
 from nodepool_operator.controllers._drain import (
+    DISRUPTING_TAINT,
+    DrainStatus,
+    disrupting_since,
     drain_node,
     has_disrupting_taint,
+    pods_on,
     taint_disrupting,
     untaint_disrupting,
 )
+from nodepool_operator.controllers._drain_deadline import (
+    DRAIN_TIMED_OUT,
+    DRAIN_TIMED_OUT_AT,
+    GRACE_EXPIRED,
+    deletion_condition,
+    drain_timeout_note,
+    format_time,
+    grace_expired_note,
+    parse_time,
+    remaining,
+    resting_for,
+)
+from nodepool_operator.controllers._drain_deadline import Condition as DeletionCondition
 from nodepool_operator.controllers._intent import (
     CREATING,
     DELETING,
@@ -110,7 +143,13 @@ from nodepool_operator.controllers._pool_status import (
 from nodepool_operator.controllers._reserve import RESERVATION_BACKSTOP, lift_patch, reserved_for
 from nodepool_operator.controllers._scope import POOL_LABEL, equality_labels, node_selector
 from nodepool_operator.controllers._userdata import pool_user_data
-from nodepool_operator.scheduling import removal_order
+from nodepool_operator.scheduling import (
+    ScaleDownNode,
+    Unremovable,
+    needs_budgets,
+    node_view,
+    removal_order,
+)
 from nodepool_operator.settings import OperatorSettings
 
 NAME: Final = "nodepool"
@@ -141,6 +180,28 @@ def _pod_node(pod: Object) -> list[str]:
 def _node_pool(node: Object) -> list[str]:
     pool = (node["metadata"].get("labels") or {}).get(POOL_LABEL)
     return [pool] if pool else []
+
+
+def _untainted(node: ScaleDownNode) -> ScaleDownNode:
+    """``node`` without the disrupting taint: as it would be if kept."""
+    taints = tuple(t for t in node.taints if t.key != DISRUPTING_TAINT.key)
+    return replace(node, taints=taints)
+
+
+def _scaling_down(node: Object) -> bool:
+    """Whether a Node being removed goes by a scale-down (voluntary: the blockers apply), not
+    because someone deleted it (``kubectl delete node``: only the pods' own holds apply)."""
+    return not node["metadata"].get("deletionTimestamp") and is_ready(node)
+
+
+def _waiting_for(node_name: str, status: DrainStatus) -> str:
+    """What a drain waits for, in words that do not change from one pass to the next while
+    it waits for the same thing (the pool's Deleting condition is not rewritten each pass)."""
+    if status.blocked_by is not None:
+        return status.message
+    if status.pdb_blocked:
+        return f"node {node_name}: {status.pdb_blocked} pod(s) held by a PodDisruptionBudget"
+    return f"node {node_name}: pods terminating"
 
 
 def _pool_of_node(node: Object) -> list[Request]:
@@ -176,6 +237,16 @@ class _Pass:
     """Records whose Node is still draining."""
     waits: list[float] = field(default_factory=list)
     """Seconds until something this pass saw is due (a registration or repair deadline)."""
+    blocked: dict[str, Unremovable] = field(default_factory=dict)
+    """What keeps each blocked Node of the pool from a scale-down, by record name."""
+    removable: list[str] = field(default_factory=list)
+    """Live records whose Node can go now without leaving a pod without a place, best first."""
+    held: list[str] = field(default_factory=list)
+    """What holds each drain a blocker stopped in this pass (for the Ready condition)."""
+    resting: set[str] = field(default_factory=set)
+    """Live records whose Node's scale-down drain timed out a short while ago: not chosen."""
+    kept: set[str] = field(default_factory=set)
+    """Records whose scale-down drain this pass gave up (the Node stays)."""
 
     @property
     def name(self) -> str:
@@ -259,8 +330,7 @@ class NodePoolController:
         if obj is None:
             return Result()
         if obj["metadata"].get("deletionTimestamp"):
-            await self._finalize(obj)
-            return Result()
+            return await self._finalize(obj)
         if not has_finalizer(obj, FINALIZER):
             obj = await add_finalizer(self.mgr.client, NODEPOOLS, obj, FINALIZER)
         try:
@@ -297,20 +367,39 @@ class NodePoolController:
         )
         return {n["metadata"]["name"]: n for n in nodes}
 
-    async def _removal_order(self, p: _Pass) -> list[str]:
+    async def _removal_order(self, p: _Pass, *, keeping: bool = False) -> list[str]:
         """The live records that have a Node, best to remove first (one rule with the
-        Autoscaler's scale-down: :func:`~nodepool_operator.scheduling.removal_order`)."""
+        Autoscaler's scale-down: :func:`~nodepool_operator.scheduling.removal_order`, blocked
+        Nodes last). Also notes in ``p`` what blocks each Node, the scale-down's own choices
+        included (a blocker may turn up after the choice), and which live ones can go now.
+
+        ``keeping``: as if the blocked Nodes being scaled down were kept (untainted, their
+        room there for the pods of the others), to find what can go instead of them."""
+        live = {r.name for r in p.live()}
         record_of: dict[str, str] = {}
-        for r in p.live():
+        for r in p.records:
             node = p.node_of(r)
-            if node is not None:
+            if node is not None and (r.name in live or self._scaled_down(p, r)):
                 record_of[node["metadata"]["name"]] = r.name
-        candidates = []
+        nodes = []
         for name, node in p.nodes.items():
             if name in record_of:
-                pods = await self.mgr.cache.list(PODS, index=(_POD_NODE_INDEX, name))
-                candidates.append(scale_down_node(node, pods))
-        return [record_of[d.node] for d in removal_order(candidates, threshold=1.0)]
+                bound = await self.mgr.cache.list(PODS, index=(_POD_NODE_INDEX, name))
+                nodes.append(scale_down_node(node, bound))
+        rules = switches(p.pool)
+        views = [pod for node in nodes for pod in node.pods]
+        budgets = await kube_system_budgets(self.mgr.client) if needs_budgets(views, rules) else []
+        holds = {name: node_view(node).hold for name, node in p.nodes.items()}
+        blocked = blocked_nodes(nodes, holds, switches=rules, budgets=budgets)
+        p.blocked = {record_of[name]: why for name, why in blocked.items()}
+        candidates = [n for n in nodes if record_of[n.name] in live]
+        if keeping:
+            candidates += [
+                _untainted(n) for n in nodes if record_of[n.name] not in live and n.name in blocked
+            ]
+        order = removal_order(candidates, threshold=1.0, blockers=blocked)
+        p.removable = [record_of[d.node] for d in order if d.removable]
+        return [record_of[d.node] for d in order if record_of[d.node] in live]
 
     async def _observe(self, p: _Pass) -> None:
         try:
@@ -389,10 +478,12 @@ class NodePoolController:
         """Decide what changes and record it before acting, in one status write."""
         adopted = self._adopt_unknown(p)
         leaving = self._leaving(p)
+        self._find_resting(p)
+        kept = await self._keep_blocked(p)
         order = await self._removal_order(p) if len(p.live()) > p.desired else []
-        decided = plan(p.records, p.desired, gone=leaving, order=order)
+        decided = plan(p.records, p.desired, gone=leaving, order=order, keep=p.resting)
         if decided.empty:
-            if adopted:
+            if adopted or kept:
                 await self._write_status(p)
             return
         # The chosen Nodes are tainted before anything else (the record included), so no
@@ -427,6 +518,50 @@ class NodePoolController:
             },
         )
         await self._write_status(p)
+
+    @staticmethod
+    def _find_resting(p: _Pass) -> None:
+        """Note the live records whose Node's scale-down drain timed out less than
+        :data:`RECHECK_SECONDS` ago, and when the first of them may be chosen again."""
+        now = time.time()
+        for r in p.live():
+            node = p.node_of(r)
+            annotations = (node["metadata"].get("annotations") or {}) if node else {}
+            rest = resting_for(annotations, now)
+            if rest > 0:
+                p.resting.add(r.name)
+                p.waits.append(rest)
+
+    @staticmethod
+    def _scaled_down(p: _Pass, r: InstanceRecord) -> bool:
+        """Whether ``r`` is being removed by a scale-down: marked deleting, its VM alive and
+        its Node Ready and not deleted by someone (the other reasons to go: VM gone, Node
+        deleted, never registered, not Ready)."""
+        node = p.node_of(r)
+        alive = r.instance_id is not None and r.instance_id in p.vms
+        return r.state == DELETING and alive and node is not None and _scaling_down(node)
+
+    async def _keep_blocked(self, p: _Pass) -> bool:
+        """Nodes chosen for a scale-down that a blocker now holds go back to the pool when
+        another Node can go instead (:func:`._blocked.keep_blocked`); the plan that follows
+        then picks that one. Whether any was kept."""
+        retiring = [r.name for r in p.records if self._scaled_down(p, r)]
+        if not retiring:
+            return False
+        await self._removal_order(p, keeping=True)
+        alternatives = [name for name in p.removable if name not in p.resting]
+        kept = keep_blocked(retiring, p.blocked, alternatives)
+        records = {r.name: r for r in p.records}
+        for name in kept:
+            r = records[name]
+            vm = p.vms.get(r.instance_id or "")
+            p.update(name, state=vm.state if vm is not None else "running")
+            note = f"{p.blocked[name].note}; kept, another node is removed instead"
+            self._event(p, "Warning", SCALE_DOWN_BLOCKED, note)
+            node = p.node_of(r)
+            if node is not None:
+                self.mgr.recorder.warning(node, SCALE_DOWN_BLOCKED, note, action="ScaleDown")
+        return bool(kept)
 
     # -- act ------------------------------------------------------------------------------
 
@@ -517,7 +652,7 @@ class NodePoolController:
                 return
             if done:
                 p.drop(r.name)
-            else:
+            elif r.name not in p.kept:
                 p.draining.add(r.name)
 
     async def _terminate(self, p: _Pass, r: InstanceRecord) -> bool:
@@ -548,16 +683,59 @@ class NodePoolController:
         PodDisruptionBudgets, do-not-disrupt pods holding it); whether it is drained. Called
         on every pass until it is; it never waits itself."""
         client = self.mgr.client
+        voluntary = _scaling_down(node)
+        annotations = node["metadata"].get("annotations") or {}
+        if voluntary and not has_disrupting_taint(node) and resting_for(annotations, time.time()):
+            # Given up already, the record's write lost (a crash): keep it, do not re-taint.
+            await self._give_up(p, r, node, "")
+            return False
         if not has_disrupting_taint(node):
             await taint_disrupting(client, node)
 
         def warn(reason: str, note: str) -> None:
             self._event(p, "Warning", reason, note)
+            if reason == "DisruptionBlocked":
+                self.mgr.recorder.warning(node, reason, note, action="Drain")
 
-        status = await drain_node(client, node["metadata"]["name"], warn=warn)
+        status = await drain_node(
+            client,
+            node["metadata"]["name"],
+            warn=warn,
+            voluntary=voluntary,
+            switches=switches(p.pool),
+            hold=node_view(node).hold,
+        )
+        timeout = p.pool.spec.disruption.drain_timeout
+        overdue = remaining(disrupting_since(node), timeout, time.time()) <= 0
+        if voluntary and not status.done and overdue:
+            await self._give_up(p, r, node, status.message)
+            return False
         if not status.done:
             p.drain_wait = min(p.drain_wait or math.inf, status.retry_after)
+        if status.blocked_by is not None:
+            p.held.append(status.message)
         return status.done
+
+    async def _give_up(self, p: _Pass, r: InstanceRecord, node: Object, waiting: str) -> None:
+        """End a scale-down drain that ran past ``drainTimeout``: the Node is annotated with
+        the time (so it is not chosen again at once, even after a restart), untainted, and
+        its record is live again; another candidate is chosen on the next pass."""
+        name = node["metadata"]["name"]
+        client = self.mgr.client
+        stamp = {"metadata": {"annotations": {DRAIN_TIMED_OUT_AT: format_time(time.time())}}}
+        try:
+            await client.patch(NODES, name, stamp)
+        except NotFound:
+            return
+        await untaint_disrupting(client, node)  # refused (changed meanwhile): _untaint_kept
+        vm = p.vms.get(r.instance_id or "")
+        p.update(r.name, state=vm.state if vm is not None else "running")
+        p.kept.add(r.name)
+        if waiting:
+            note = drain_timeout_note(name, p.pool.spec.disruption.drain_timeout, waiting)
+            self._event(p, "Warning", DRAIN_TIMED_OUT, note)
+            self.mgr.recorder.warning(node, DRAIN_TIMED_OUT, note, action="Drain")
+            log.warning("drain timed out", extra={"pool": p.name, "node": name})
 
     async def _untaint_kept(self, p: _Pass) -> None:
         """Nodes tainted for removal whose record is not being retired (a crash between the
@@ -714,6 +892,7 @@ class NodePoolController:
             ready=p.ready(),
             failure=p.failure,
             dropped=frozenset(p.dropped),
+            held=p.held,
         )
         p.obj = await update_status(self.mgr.client, NODEPOOLS, p.obj, status.apply)
 
@@ -754,20 +933,22 @@ class NodePoolController:
             waits.append(max(p.gc_wait, _MIN_POLL))
         if remaining is not None:
             waits.append(max(remaining, _MIN_POLL))
-        elif not booting and len(p.live()) != p.desired:
+        elif not booting and len(p.live()) != p.desired and not p.resting:
             waits.append(_SOON)  # e.g. an intent dropped for a spent token
         return Result(requeue_after=min(waits))
 
     # -- deletion ---------------------------------------------------------------------------
 
-    async def _finalize(self, obj: Object) -> None:
-        """Delete the pool's Nodes, then every VM tagged with its uid, then the finalizer."""
+    async def _finalize(self, obj: Object) -> Result:
+        """Drain the pool's Nodes, then delete each Node and its VM, then every VM tagged
+        with the pool's uid, then the finalizer; see :meth:`_drain_for_deletion`."""
         if not has_finalizer(obj, FINALIZER):
-            return
+            return Result()
         meta = obj["metadata"]
         name, uid = meta["name"], meta["uid"]
         listed = await self.cloud.list({POOL_UID_TAG: uid})
-        ids = {vm.id for vm in listed}
+        alive = {vm.id for vm in listed if vm.state != "terminated"}
+        ids = set(alive)
         by_name = {vm.name: vm for vm in listed}
         for entry in (obj.get("status") or {}).get("instances") or ():
             if entry.get("instanceId"):
@@ -779,17 +960,108 @@ class NodePoolController:
             if vm is not None:
                 ids.add(vm.id)
         nodes, _ = await self.mgr.client.list_all(NODES, label_selector=f"{POOL_LABEL}={name}")
-        for node in nodes:
-            with contextlib.suppress(NotFound):
-                deleted = await self.mgr.client.delete(NODES, node["metadata"]["name"])
-                if deleted.get("kind") == "Node":
-                    node = deleted
-                await remove_finalizer(self.mgr.client, NODES, node, NODE_FINALIZER)
-        for instance_id in sorted(ids):
-            await self.cloud.delete(instance_id)
+        grace = self._disruption(obj).termination_grace_period
+        left = remaining(parse_time(meta.get("deletionTimestamp")), grace, time.time())
+        draining, waits, forced = await self._drain_for_deletion(obj, nodes, alive, left <= 0)
+        keep = {instance_id for instance_id, _ in draining.values()}
+        for instance_id in sorted(ids - keep):
+            with contextlib.suppress(InstanceNotFound):
+                await self.cloud.delete(instance_id)
+        if draining:
+            notes = {node: note for node, (_, note) in draining.items()}
+            condition = deletion_condition(notes, grace, expired=False)
+            await self._deletion_status(obj, condition)
+            return Result(requeue_after=max(min([*waits, left]), _MIN_POLL))
+        if forced:
+            note = grace_expired_note(grace, forced)
+            self.mgr.recorder.warning(obj, GRACE_EXPIRED, note, action="Delete")
+            notes = {node: f"node {node}: {n} pod(s) not evicted" for node, n in forced.items()}
+            obj = await self._deletion_status(obj, deletion_condition(notes, grace, expired=True))
+            log.warning("pool deletion stopped waiting", extra={"pool": name, "forced": forced})
         self.mgr.recorder.normal(
             obj, "Deleted", f"deleted {len(nodes)} node(s) and {len(ids)} VM(s)", action="Delete"
         )
         with contextlib.suppress(NotFound):
             await remove_finalizer(self.mgr.client, NODEPOOLS, obj, FINALIZER)
         self._gate.forget(uid)
+        return Result()
+
+    async def _drain_for_deletion(
+        self, obj: Object, nodes: list[Object], alive: set[str], expired: bool
+    ) -> tuple[dict[str, tuple[str, str]], list[float], dict[str, int]]:
+        """One pass over a deleted pool's Nodes, all at once (each Node's pods are paced by
+        their PodDisruptionBudgets, not by the pool): taint, evict, and delete each Node and
+        its VM once no workload pod is left, as a scale-down does. Only the pods' own holds
+        apply (do-not-disrupt, safe-to-evict "false"), as for ``kubectl delete node``: the
+        pool's default blockers are for voluntary removals. A Node that is not Ready or
+        whose VM is gone is not drained (its pods could never finish terminating).
+
+        Once the grace period is ``expired``, the Node and its VM go at once with the workload
+        pods left on it (the pod garbage collector deletes pods bound to a Node that is gone,
+        and their controllers replace them). Returns the Nodes still draining (their VM's id
+        and what they wait for), when to look again, and the pods left per Node past the
+        grace period.
+        """
+        client = self.mgr.client
+        draining: dict[str, tuple[str, str]] = {}
+        waits: list[float] = []
+        forced: dict[str, int] = {}
+        pool_name = obj["metadata"]["name"]
+
+        def warn(reason: str, note: str) -> None:
+            self.mgr.recorder.warning(obj, reason, note, action="Delete")
+
+        for node in nodes:
+            node_name = node["metadata"]["name"]
+            provider = (node.get("spec") or {}).get("providerID") or ""
+            instance_id = instance_id_of(provider) if provider else ""
+            drainable = instance_id in alive and is_ready(node)
+            if drainable and expired:
+                # Not deleted one by one (the operator never deletes pods, only evicts):
+                # they go with their VM, and the pod garbage collector removes them.
+                left = [p for p in await pods_on(client, node_name) if p.workload]
+                if left:
+                    forced[node_name] = len(left)
+            elif drainable:
+                if not has_disrupting_taint(node):
+                    await taint_disrupting(client, node)
+                status = await drain_node(client, node_name, warn=warn, voluntary=False)
+                if not status.done:
+                    draining[node_name] = (instance_id, _waiting_for(node_name, status))
+                    waits.append(status.retry_after)
+                    continue
+            if instance_id:
+                with contextlib.suppress(InstanceNotFound):
+                    await self.cloud.delete(instance_id)
+            with contextlib.suppress(NotFound):
+                deleted = await client.delete(NODES, node_name)
+                if deleted.get("kind") == "Node":
+                    node = deleted
+                await remove_finalizer(client, NODES, node, NODE_FINALIZER)
+            log.info("pool node removed", extra={"pool": pool_name, "node": node_name})
+        return draining, waits, forced
+
+    def _disruption(self, obj: Object) -> Disruption:
+        """The pool's ``spec.disruption``; the defaults when its spec is invalid (a pool that
+        bypassed admission must still be deletable)."""
+        try:
+            return parse_nodepool(obj).spec.disruption
+        except InvalidField:
+            return Disruption()
+
+    async def _deletion_status(self, obj: Object, condition: DeletionCondition) -> Object:
+        """Write the pool's ``Deleting`` condition; the pool as written (or as given, if it
+        is gone)."""
+        type_, state, reason, message = condition
+
+        def mutate(status: dict[str, Any]) -> None:
+            conditions = status.get("conditions")
+            if not isinstance(conditions, list):
+                conditions = status["conditions"] = []
+            generation = int(obj["metadata"].get("generation") or 0)
+            set_condition(conditions, type_, state, reason, message, generation)
+
+        try:
+            return await update_status(self.mgr.client, NODEPOOLS, obj, mutate)
+        except NotFound:
+            return obj

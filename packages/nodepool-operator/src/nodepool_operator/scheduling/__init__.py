@@ -14,6 +14,14 @@ from ._binpack import UnschedulableGroup as UnschedulableGroup
 from ._binpack import crowded_out as crowded_out
 from ._binpack import lower_bound as lower_bound
 from ._binpack import plan_scale_up as plan_scale_up
+from ._blockers import DefaultBlockers as DefaultBlockers
+from ._blockers import PdbView as PdbView
+from ._blockers import Unremovable as Unremovable
+from ._blockers import UnremovableReason as UnremovableReason
+from ._blockers import needs_budgets as needs_budgets
+from ._blockers import node_blocker as node_blocker
+from ._blockers import pdb_view as pdb_view
+from ._blockers import pod_blocker as pod_blocker
 from ._daemonset import DaemonSetView as DaemonSetView
 from ._daemonset import daemonset_overhead as daemonset_overhead
 from ._daemonset import daemonset_view as daemonset_view
@@ -59,6 +67,7 @@ __all__ = [
     "DEFAULT_MAX_PODS",
     "DO_NOT_DISRUPT",
     "DaemonSetView",
+    "DefaultBlockers",
     "Disposal",
     "FitReason",
     "FitResult",
@@ -66,6 +75,7 @@ __all__ = [
     "NodeState",
     "NodeTemplate",
     "NodeView",
+    "PdbView",
     "Placement",
     "PlanReason",
     "Pod",
@@ -79,6 +89,8 @@ __all__ = [
     "ScaleUpPlan",
     "SearchBudget",
     "Taint",
+    "Unremovable",
+    "UnremovableReason",
     "UnschedulableGroup",
     "classify",
     "crowded_out",
@@ -91,12 +103,16 @@ __all__ = [
     "get_text",
     "is_workload",
     "lower_bound",
+    "needs_budgets",
+    "node_blocker",
     "node_shape",
     "node_view",
     "parse_bytes",
     "parse_cpu",
     "parse_quantity",
+    "pdb_view",
     "plan_scale_up",
+    "pod_blocker",
     "pod_fits_node",
     "pod_fits_template",
     "pod_ref",

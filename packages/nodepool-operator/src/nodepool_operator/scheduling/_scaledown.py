@@ -6,7 +6,8 @@ controller (which node goes when the target drops), so they pick the same nodes.
 cluster-autoscaler's scale-down, candidates are taken greedily: each one's pods are placed on
 the nodes left after the earlier picks, with the room those pods took, so the chosen nodes can go
 *together*. DaemonSet and mirror pods do not make a node busy (:func:`~._views.is_workload`),
-and a pod annotated ``kubeloop.dev/do-not-disrupt`` keeps its node.
+and a blocked node (:mod:`._blockers`: a do-not-disrupt pod always, the default blockers when
+the caller passes them) is never unneeded: it is ranked last, with what blocks it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ._binpack import NodeState, _order_key, _Packer, _Pending
+from ._blockers import Unremovable, node_blocker
 from ._quantity import Resources
 from ._template import NodeTemplate, Taint
 from ._views import PodView
@@ -30,8 +32,9 @@ class RemovalReason(StrEnum):
     """Below the utilisation threshold, and its pods fit on the nodes that stay."""
     BUSY = "Busy"
     """Its pods would not fit elsewhere, or it is above the threshold."""
-    DO_NOT_DISRUPT = "DoNotDisrupt"
-    """A pod on it is annotated ``kubeloop.dev/do-not-disrupt: "true"``."""
+    BLOCKED = "Blocked"
+    """A pod on it, or the node itself, blocks its removal (:attr:`Disposal.blocked` says
+    which and why)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,8 @@ class Disposal:
     node: str
     reason: RemovalReason
     utilization: float
+    blocked: Unremovable | None = None
+    """What blocks it, for :attr:`RemovalReason.BLOCKED`."""
 
     @property
     def removable(self) -> bool:
@@ -77,19 +82,29 @@ class Disposal:
 
 
 def removal_order(
-    nodes: Sequence[ScaleDownNode], *, threshold: float = 0.5
+    nodes: Sequence[ScaleDownNode],
+    *,
+    threshold: float = 0.5,
+    blockers: Mapping[str, Unremovable] | None = None,
 ) -> tuple[Disposal, ...]:
     """Every node of ``nodes``, best to remove first.
 
     Empty nodes (by name), then those below ``threshold`` whose workload pods all fit on the
     nodes not picked before them (least utilised first), then the busy ones (least utilised
-    first), then those holding a do-not-disrupt pod. Ties are broken by name.
+    first), then the blocked ones: those in ``blockers`` (by node name, from
+    :func:`~._blockers.node_blocker`) and those holding a do-not-disrupt pod. Ties are broken
+    by name. A blocked node stays, so the others' pods may be placed on it.
     """
     usage = {n.name: n.utilization() for n in nodes}
+    why: dict[str, Unremovable] = {}
+    for n in nodes:
+        found = (blockers or {}).get(n.name) or node_blocker(n.name, n.pods, voluntary=False)
+        if found is not None:
+            why[n.name] = found
+    blocked = [n for n in nodes if n.name in why]
     rest: dict[str, NodeState] = {n.name: _state(n) for n in nodes}
     order: list[Disposal] = []
-    blocked = [n for n in nodes if any(p.do_not_disrupt for p in n.workload)]
-    open_nodes = [n for n in nodes if n not in blocked]
+    open_nodes = [n for n in nodes if n.name not in why]
     for node in sorted(open_nodes, key=lambda n: n.name):
         if not node.workload:
             order.append(Disposal(node.name, RemovalReason.EMPTY, 0.0))
@@ -113,7 +128,7 @@ def removal_order(
         rest.update(moved)
     order += [Disposal(n.name, RemovalReason.BUSY, usage[n.name]) for n in busy]
     order += [
-        Disposal(n.name, RemovalReason.DO_NOT_DISRUPT, usage[n.name])
+        Disposal(n.name, RemovalReason.BLOCKED, usage[n.name], why[n.name])
         for n in sorted(blocked, key=lambda n: (usage[n.name], n.name))
     ]
     return tuple(order)

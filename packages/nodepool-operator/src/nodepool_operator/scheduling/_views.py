@@ -26,6 +26,9 @@ from ._template import Taint
 __all__ = [
     "DO_NOT_DISRUPT",
     "HOSTNAME_KEY",
+    "KARPENTER_DO_NOT_DISRUPT",
+    "SAFE_TO_EVICT",
+    "SCALE_DOWN_DISABLED",
     "ZONE_KEY",
     "HostPort",
     "LabelSelector",
@@ -36,6 +39,7 @@ __all__ = [
     "Requirement",
     "SpreadConstraint",
     "Toleration",
+    "hold_annotation",
     "is_workload",
     "node_view",
     "pod_view",
@@ -45,6 +49,14 @@ __all__ = [
 #: node stays until the pod ends or the annotation goes (Karpenter's
 #: ``karpenter.sh/do-not-disrupt``).
 DO_NOT_DISRUPT: Final = "kubeloop.dev/do-not-disrupt"
+#: Karpenter's spelling of the same hold, honoured alike on pods and nodes, so workloads
+#: annotated for Karpenter keep their meaning here.
+KARPENTER_DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
+#: cluster-autoscaler's per-pod switch: ``"false"`` holds the pod's node like do-not-disrupt;
+#: ``"true"`` lifts the default blockers (no controller, local storage, kube-system).
+SAFE_TO_EVICT: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+#: cluster-autoscaler's per-node switch: ``"true"`` keeps the node from scale-down.
+SCALE_DOWN_DISABLED: Final = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 HOSTNAME_KEY: Final = "kubernetes.io/hostname"
 ZONE_KEY: Final = "topology.kubernetes.io/zone"
 _MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
@@ -344,7 +356,14 @@ class PodView:
         spread: ``DoNotSchedule`` topology spread constraints.
         host_ports: ports bound on the node.
         workload: :func:`is_workload`.
-        do_not_disrupt: annotated :data:`DO_NOT_DISRUPT` ``"true"``.
+        do_not_disrupt: an annotation forbids evicting it (:attr:`hold` names it).
+        hold: the annotation that forbids evicting it: :data:`DO_NOT_DISRUPT` or
+            :data:`KARPENTER_DO_NOT_DISRUPT` ``"true"``, or :data:`SAFE_TO_EVICT` ``"false"``;
+            ``""`` if none.
+        safe_to_evict: annotated :data:`SAFE_TO_EVICT` ``"true"``.
+        controlled: an ownerReference with ``controller: true`` (something recreates it).
+        local_storage: the names of its volumes whose data lives on the node and dies with
+            it: ``emptyDir`` not backed by memory, ``hostPath``.
         grace_seconds: ``terminationGracePeriodSeconds`` (30 when unset).
         owner_uid: the uid of its controlling owner (e.g. its DaemonSet), ``""`` if none.
         constraints: a key equal for pods that pass or fail the same node label and taint
@@ -370,6 +389,10 @@ class PodView:
     grace_seconds: int = 30
     constraints: str = ""
     owner_uid: str = ""
+    hold: str = ""
+    safe_to_evict: bool = False
+    controlled: bool = True
+    local_storage: tuple[str, ...] = ()
 
     @property
     def interpod(self) -> bool:
@@ -438,6 +461,8 @@ def _read_pod(pod: Pod) -> PodView:
         sorted((k, v) for k, v in get_mapping(spec, "nodeSelector").items() if isinstance(v, str))
     )
     tolerations = tuple(Toleration.from_api(t) for t in get_list(spec, "tolerations"))
+    annotations = get_mapping(meta, "annotations")
+    hold = hold_annotation(annotations)
     constraints = json.dumps(
         [spec.get("nodeSelector"), node_affinity, spec.get("tolerations")],
         sort_keys=True,
@@ -459,11 +484,41 @@ def _read_pod(pod: Pod) -> PodView:
         spread=tuple(c for c in spread if c.topology_key),
         host_ports=_host_ports(spec),
         workload=is_workload(pod),
-        do_not_disrupt=get_text(get_mapping(meta, "annotations"), DO_NOT_DISRUPT) == "true",
+        do_not_disrupt=bool(hold),
+        hold=hold,
+        safe_to_evict=get_text(annotations, SAFE_TO_EVICT) == "true",
+        controlled=any(
+            isinstance(o, Mapping) and o.get("controller") is True
+            for o in get_list(meta, "ownerReferences")
+        ),
+        local_storage=_local_storage(spec),
         grace_seconds=grace if isinstance(grace, int) and grace >= 0 else 30,
         constraints=constraints,
         owner_uid=_owner_uid(meta),
     )
+
+
+def hold_annotation(annotations: Mapping[str, object], *, node: bool = False) -> str:
+    """The annotation among ``annotations`` that forbids disrupting its object, ``""`` if none:
+    do-not-disrupt ``"true"`` (kubeloop's, Karpenter's); on a pod also safe-to-evict
+    ``"false"``, on a node scale-down-disabled ``"true"`` (cluster-autoscaler's)."""
+    for key in (DO_NOT_DISRUPT, KARPENTER_DO_NOT_DISRUPT):
+        if get_text(annotations, key) == "true":
+            return key
+    if node:
+        return SCALE_DOWN_DISABLED if get_text(annotations, SCALE_DOWN_DISABLED) == "true" else ""
+    return SAFE_TO_EVICT if get_text(annotations, SAFE_TO_EVICT) == "false" else ""
+
+
+def _local_storage(spec: Mapping[str, object]) -> tuple[str, ...]:
+    """Volumes whose data is on the node (cluster-autoscaler's local-storage blocker)."""
+    names = []
+    for volume in get_list(spec, "volumes"):
+        empty_dir = volume.get("emptyDir") if isinstance(volume, Mapping) else None
+        on_disk = isinstance(empty_dir, Mapping) and get_text(empty_dir, "medium") != "Memory"
+        if on_disk or isinstance(get_mapping(volume, "hostPath").get("path"), str):
+            names.append(get_text(volume, "name"))
+    return tuple(names)
 
 
 def _owner_uid(meta: Mapping[str, object]) -> str:
@@ -497,6 +552,8 @@ class NodeView:
         unschedulable: ``spec.unschedulable`` (cordoned).
         deleting: ``metadata.deletionTimestamp`` is set.
         provider_id: ``spec.providerID``.
+        hold: the do-not-disrupt annotation on the Node (:func:`hold_annotation`), ``""``
+            if none.
     """
 
     name: str
@@ -507,6 +564,7 @@ class NodeView:
     unschedulable: bool = False
     deleting: bool = False
     provider_id: str = ""
+    hold: str = ""
 
 
 def node_view(node: Mapping[str, object]) -> NodeView:
@@ -539,4 +597,5 @@ def node_view(node: Mapping[str, object]) -> NodeView:
         unschedulable=spec.get("unschedulable") is True,
         deleting=bool(meta.get("deletionTimestamp")),
         provider_id=get_text(spec, "providerID"),
+        hold=hold_annotation(get_mapping(meta, "annotations"), node=True),
     )
