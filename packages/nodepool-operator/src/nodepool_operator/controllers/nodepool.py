@@ -2,9 +2,10 @@
 
 It never creates a Node: it launches VMs whose user data says how their kubelet registers
 (:mod:`._userdata`: a nodeadm NodeConfig, Bottlerocket settings, or the simulated bootstrap),
-adopts each Node that registers by its providerID, and from then on keeps the labels and taints the pool owns on it
-in line with the spec (:mod:`._node_sync`), with its own finalizer on the Node. One pass over
-a pool:
+adopts each Node that registers by its providerID (on EC2 it is named after the instance's
+private DNS name, not the VM's), and from then on keeps the labels and taints the pool owns on
+it in line with the spec (:mod:`._node_sync`), with its own finalizer on the Node. One pass
+over a pool:
 
 1. read it from the cache (scoped by ``settings.label_selector``); a pool being deleted
    drains its Nodes (:meth:`NodePoolController._drain_for_deletion`, bounded by
