@@ -4,11 +4,11 @@ export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := .venv/bin/python
 
-.PHONY: setup controlplane monitoring helm chart test lint typecheck pytest docs demo manifests bench faults clean dist \
+.PHONY: setup controlplane monitoring nodeadm helm chart test lint typecheck pytest docs demo manifests bench faults clean dist \
 	docker-build image install uninstall deploy undeploy
 
 ## setup: the venv with dev dependencies, and the control-plane binaries (built once, cached)
-setup: .venv/.synced controlplane monitoring helm
+setup: .venv/.synced controlplane monitoring nodeadm helm
 
 $(UV):
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
@@ -23,6 +23,11 @@ controlplane: .venv/.synced
 ## monitoring: promtool and the Prometheus Operator CRDs for the deploy test (built once, cached)
 monitoring:
 	@bash tools/monitoring/build.sh >/dev/null
+
+## nodeadm: the AL2023 node bootstrapper whose offline config check judges every user data the
+## tests generate (built once from the Go module proxy, cached)
+nodeadm:
+	@bash tools/nodeadm/build.sh >/dev/null
 
 ## helm: helm for the chart tests and `make chart` (built once from the Go module proxy, cached)
 helm:

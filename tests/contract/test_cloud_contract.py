@@ -289,6 +289,30 @@ async def test_aws_an_ssm_parameter_that_does_not_exist_is_invalid(moto: MotoSer
         assert await aws.list({}) == []
 
 
+async def test_aws_describe_cluster_reads_eks_and_an_unknown_cluster_is_invalid(
+    moto: MotoServer,
+) -> None:
+    from aiobotocore.session import AioSession
+
+    async with AioSession().create_client("eks", endpoint_url=moto.endpoint_url) as eks:
+        await eks.create_cluster(
+            name="prod",
+            roleArn="arn:aws:iam::123456789012:role/eks",
+            resourcesVpcConfig={"subnetIds": []},
+            kubernetesNetworkConfig={"serviceIpv4Cidr": "10.100.0.0/16"},
+        )
+        created = (await eks.describe_cluster(name="prod"))["cluster"]
+    async with AwsCloud(endpoint_url=moto.endpoint_url) as aws:
+        info = await aws.describe_cluster("prod")
+        assert info.name == "prod"
+        assert info.endpoint == created["endpoint"]
+        assert info.certificate_authority == created["certificateAuthority"]["data"]
+        assert info.service_cidr == created["kubernetesNetworkConfig"]["serviceIpv4Cidr"]
+        assert await aws.describe_cluster("prod") == info  # cached
+        with pytest.raises(InvalidRequest, match="no EKS cluster 'nope'"):
+            await aws.describe_cluster("nope")
+
+
 # -- simulated only: faults moto's server cannot produce ----------------------------------------
 
 

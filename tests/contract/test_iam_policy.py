@@ -19,7 +19,7 @@ from nodepool_operator.cloud import AwsCloud, CreateRequest, LaunchSettings
 from nodepool_operator.testbed import MotoServer
 
 POLICY = Path(__file__).resolve().parents[2] / "config" / "iam" / "nodepool-operator-policy.json"
-_PREFIX = {"ec2": "ec2", "ssm": "ssm"}
+_PREFIX = {"ec2": "ec2", "ssm": "ssm", "eks": "eks"}
 
 
 def policy_actions() -> set[str]:
@@ -47,12 +47,18 @@ async def test_the_policy_allows_exactly_the_actions_awscloud_makes(moto: MotoSe
         session.create_client("ssm", endpoint_url=moto.endpoint_url) as ssm,
         session.create_client("iam", endpoint_url=moto.endpoint_url) as iam,
         session.create_client("ec2", endpoint_url=moto.endpoint_url) as ec2,
+        session.create_client("eks", endpoint_url=moto.endpoint_url) as eks,
     ):
+        await eks.create_cluster(
+            name="demo",
+            roleArn="arn:aws:iam::123456789012:role/eks",
+            resourcesVpcConfig={"subnetIds": []},
+        )
         ami = (await ec2.describe_images(Owners=["amazon"]))["Images"][0]["ImageId"]
         await ssm.put_parameter(Name="/nodes/ami", Value=ami, Type="String")
         await iam.create_instance_profile(InstanceProfileName="nodes")
     async with AwsCloud(endpoint_url=moto.endpoint_url, instance_types=["m5.large"]) as aws:
-        for client in (aws._client, aws._ssm):
+        for client in (aws._client, aws._ssm, aws._eks):
             assert client is not None
             client.meta.events.register("before-call", record)
         assert aws._client is not None
@@ -73,6 +79,7 @@ async def test_the_policy_allows_exactly_the_actions_awscloud_makes(moto: MotoSe
         await aws.start(vm.id)
         await aws.delete(vm.id)
         await aws.instance_types()
+        await aws.describe_cluster("demo")
         await aws.create(request)  # a repeat: answered from the token lookup
 
     assert run_params, "RunInstances was called"

@@ -5,6 +5,7 @@ record of the pool's instances as the oracle (never the operator's view).
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from aiobotocore.session import AioSession
@@ -43,3 +44,20 @@ async def ec2_states(endpoint_url: str, pool: str) -> list[str]:
             Filters=[{"Name": f"tag:{POOL_LABEL}", "Values": [pool]}]
         )
     return sorted(i["State"]["Name"] for r in reply["Reservations"] for i in r["Instances"])
+
+
+async def ec2_boots(endpoint_url: str, pool: str) -> dict[str, str]:
+    """Each instance of the pool's private DNS name (its Node's name on EKS) and the user
+    data EC2 holds for it (decoded), for nodeadm's check."""
+    out: dict[str, str] = {}
+    async with AioSession().create_client("ec2", endpoint_url=endpoint_url) as ec2:
+        reply = await ec2.describe_instances(
+            Filters=[{"Name": f"tag:{POOL_LABEL}", "Values": [pool]}]
+        )
+        for raw in (i for r in reply["Reservations"] for i in r["Instances"]):
+            attribute = await ec2.describe_instance_attribute(
+                InstanceId=raw["InstanceId"], Attribute="userData"
+            )
+            text = base64.b64decode(attribute["UserData"]["Value"]).decode()
+            out[str(raw["PrivateDnsName"])] = text
+    return out

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 
 from kubeloop import NODES
-from nodepool_operator.api import NODEPOOLS
+from nodepool_operator.api import AWSNODECLASSES, NODEPOOLS
 from nodepool_operator.cloud import AwsCloud, CloudSnapshot
 from nodepool_operator.failpoints import ENV as FAILPOINTS_ENV
-from nodepool_operator.testbed import MotoKubelets, MotoServer
+from nodepool_operator.testbed import MotoKubelets, MotoServer, seed_launch_environment
 from tests.e2e.conftest import LABEL, OperatorEnv
 
 pytestmark = pytest.mark.integration
@@ -58,6 +58,23 @@ class _Cloud:
     @property
     def name(self) -> str:
         return "aws" if self.aws is not None else "simulated"
+
+    async def node_class(self, name: str) -> str | None:
+        """On moto, an AL2023 AwsNodeClass ``name`` in a freshly seeded account (as a pool on
+        EC2 has: its instances join through the NodeConfig the operator writes)."""
+        if self.moto is None:
+            return None
+        seeded = await seed_launch_environment(self.moto.endpoint_url, name=name)
+        await self.env.create(
+            AWSNODECLASSES,
+            {
+                "apiVersion": AWSNODECLASSES.api_version,
+                "kind": AWSNODECLASSES.kind,
+                "metadata": {"name": name},
+                "spec": seeded.node_class_spec(),
+            },
+        )
+        return name
 
     def process_env(self) -> dict[str, str]:
         return self.moto.env() if self.moto is not None else {}
@@ -94,12 +111,15 @@ async def cloud(request: pytest.FixtureRequest, operator_env: OperatorEnv) -> As
         await operator_env.cleanup()
 
 
-def _pool(name: str, target: int) -> dict[str, Any]:
+def _pool(name: str, target: int, node_class: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"targetNodes": target, "instanceType": "m5.large", "maxNodes": 5}
+    if node_class is not None:
+        spec["nodeClassRef"] = {"name": node_class}
     return {
         "apiVersion": "kubeloop.dev/v1alpha1",
         "kind": "NodePool",
         "metadata": {"name": name},
-        "spec": {"targetNodes": target, "instanceType": "m5.large", "maxNodes": 5},
+        "spec": spec,
     }
 
 
@@ -108,7 +128,7 @@ async def test_sigkill_between_cloud_create_and_status_write(
 ) -> None:
     env = operator_env
     name = f"crash-{env.run_id}"
-    await env.create(NODEPOOLS, _pool(name, 3))
+    await env.create(NODEPOOLS, _pool(name, 3, await cloud.node_class(name)))
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -40,8 +40,9 @@ from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import NODEPOOLS
 from nodepool_operator.controllers import POOL_LABEL
 from nodepool_operator.testbed import MotoServer, moto_vms
+from tests._nodeadm import nodeadm_check
 from tests.e2e.conftest import LABEL, OperatorEnv
-from tests.e2e.moto_pool import INSTANCE_TYPE, create_moto_pool, ec2_states
+from tests.e2e.moto_pool import INSTANCE_TYPE, create_moto_pool, ec2_boots, ec2_states
 
 pytestmark = pytest.mark.integration
 
@@ -253,6 +254,10 @@ async def test_the_container_leads_and_scales_a_pool_with_its_service_account(
     ids = sorted(n["spec"]["providerID"].rsplit("/", 1)[1] for n in nodes)
     assert sorted(i.get("instanceId") for i in scaled["instances"]) == ids
     assert len(ids) == 2
+    boots = await ec2_boots(moto.endpoint_url, name)
+    assert sorted(boots) == sorted(n["metadata"]["name"] for n in nodes), "named as on EKS"
+    for user_data in boots.values():
+        nodeadm_check(user_data)
 
     await env.client.patch(NODEPOOLS, name, {"spec": {"targetNodes": 1}})
 

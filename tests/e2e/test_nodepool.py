@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 
 from kubeloop import NODES, PODS, NotFound, Object, RuntimeMetrics
-from nodepool_operator.api import NODEPOOLS
+from nodepool_operator.api import AWSNODECLASSES, NODEPOOLS
 from nodepool_operator.cloud import (
     CreateRequest,
     Instance,
     SimulatedCloud,
     TransientCloudError,
 )
+from tests._nodeadm import nodeadm_check
 from tests.e2e.conftest import LABEL, OperatorEnv
 
 pytestmark = pytest.mark.integration
@@ -456,3 +457,37 @@ async def test_a_slow_pool_does_not_block_another(operator_env: OperatorEnv) -> 
     cloud.gate.set()
     await _wait_converged(env, slow, 2)
     assert env.cloud.duplicates() == 0
+
+
+async def test_a_pool_with_an_al2023_class_joins_through_its_nodeconfig_on_the_simulated_cloud(
+    operator_env: OperatorEnv,
+) -> None:
+    """The simulated VMs read the same NodeConfig the moto kubelets do: a pool naming an
+    AL2023 class converges, its Node sized by what the NodeConfig reserves, and the real
+    nodeadm takes the VM's user data."""
+    env = operator_env
+    name = f"al2023-{env.run_id}"
+    await env.create(
+        AWSNODECLASSES,
+        {
+            "apiVersion": AWSNODECLASSES.api_version,
+            "kind": AWSNODECLASSES.kind,
+            "metadata": {"name": name},
+            "spec": {"amiId": "ami-0123456789abcdef0", "cluster": {"name": "sim"}},
+        },
+    )
+    await env.create(
+        NODEPOOLS,
+        _pool(name, 1, labels={"team": "a"}, nodeClassRef={"name": name}),
+    )
+    await env.start(controllers=ONLY_NODEPOOL)
+    await _wait_converged(env, name, 1)
+    [vm] = await _vms(env, name)
+    nodeadm_check(next(i for i in env.cloud.snapshot().instances if i.id == vm.id).user_data)
+    [node] = await _nodes(env, name)
+    assert node["metadata"]["name"] == vm.name
+    assert node["metadata"]["labels"]["team"] == "a"
+    # m5.large in the simulated catalogue: 2 vCPUs, 8Gi; 29 pods; 70m and 574Mi reserved
+    assert node["status"]["allocatable"]["cpu"] == "1930m"
+    assert node["status"]["allocatable"]["memory"] == f"{8192 - 574 - 100}Mi"
+    assert node["status"]["allocatable"]["pods"] == "29"

@@ -31,14 +31,15 @@ from typing import Any
 import pytest
 
 import kubeloop
-from kubeloop import LEASES, NODES, PODS, load_kubeconfig
+from kubeloop import LEASES, NODES, PODS, NotFound, load_kubeconfig
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.controllers import POOL_LABEL
 from nodepool_operator.testbed import MotoServer, moto_vms
 from tests._dist import LEAKY, fresh_venv, requirement
+from tests._nodeadm import nodeadm_check
 from tests.e2e.conftest import LABEL, OperatorEnv
-from tests.e2e.moto_pool import INSTANCE_TYPE, create_moto_pool, ec2_states
+from tests.e2e.moto_pool import INSTANCE_TYPE, create_moto_pool, ec2_boots, ec2_states
 from tests.e2e.test_autoscaler import autoscaler_manifest, pod_manifest
 
 pytestmark = pytest.mark.integration
@@ -191,7 +192,10 @@ async def test_run_cloud_aws_from_the_bare_venv_leads_and_gets_a_pending_pod_its
     await env.create(AUTOSCALERS, autoscaler_manifest(name, name, ns))
 
     async def leader() -> str:
-        lease = await env.client.get(LEASES, LEASE, ns)
+        try:
+            lease = await env.client.get(LEASES, LEASE, ns)
+        except NotFound:  # not taken yet (the operator may still be starting)
+            return ""
         return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
     holder = await env.eventually(leader, "the operator to take the Lease", timeout=90)
@@ -208,6 +212,9 @@ async def test_run_cloud_aws_from_the_bare_venv_leads_and_gets_a_pending_pod_its
     assert node["metadata"]["labels"][POOL_LABEL] == name
     assert node["spec"]["providerID"].startswith("aws:///")
     assert await ec2_states(moto.endpoint_url, name) == ["running"]
+    boots = await ec2_boots(moto.endpoint_url, name)
+    assert list(boots) == [node_name], "the Node is named after the instance's private DNS name"
+    nodeadm_check(boots[node_name])  # the AL2023 user data the real nodeadm takes
 
     async def pool_ready() -> dict[str, Any]:
         pool = await env.client.get(NODEPOOLS, name)

@@ -70,6 +70,14 @@ BAD = [
         id="both-amis",
     ),
     pytest.param({"amiId": "ubuntu-22.04"}, ["spec.amiId"], id="ami-not-an-id"),
+    pytest.param({"amiFamily": "AL2"}, ["spec.amiFamily", "AL2023"], id="unknown-ami-family"),
+    pytest.param({"cluster": {"name": ""}}, ["spec.cluster.name"], id="empty-cluster-name"),
+    pytest.param(
+        {"cluster": {"name": "prod", "endpoint": "http://plain"}},
+        ["spec.cluster.endpoint"],
+        id="cluster-endpoint-not-https",
+    ),
+    pytest.param({"kubelet": {"maxPods": 0}}, ["spec.kubelet.maxPods"], id="max-pods-zero"),
     pytest.param(
         {"amiId": None, "amiSsmParameter": "aws/service/x"},
         ["spec.amiSsmParameter"],
@@ -146,7 +154,15 @@ def test_full_nodeclass_is_accepted_as_written(rest: RestClient, name: str) -> N
         "subnetIds": ["subnet-0123abcd", "subnet-4567ef01"],
         "securityGroupIds": ["sg-0123abcd"],
         "instanceProfile": "kubeloop-nodes",
-        "userData": "#!/bin/sh\n/etc/eks/bootstrap.sh --node-name ${nodeName} "
+        "amiFamily": "Custom",
+        "cluster": {
+            "name": "prod",
+            "endpoint": "https://ABC.gr7.eu-west-1.eks.amazonaws.com",
+            "certificateAuthority": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==",
+            "serviceCidr": "10.100.0.0/16",
+        },
+        "kubelet": {"maxPods": 58, "systemReserved": {"cpu": "100m"}},
+        "userData": "#!/bin/sh\n/usr/local/bin/join --node-name ${nodeName} "
         "--kubelet-extra-args '--node-labels=pool=${poolName},type=${instanceType}'\n$HOME\n",
         "tags": {"team": "platform", "cost-center": "42"},
     }

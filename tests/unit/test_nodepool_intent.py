@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from nodepool_operator.api import parse_nodeclass
 from nodepool_operator.cloud import MAX_TOKEN_LENGTH
@@ -66,6 +67,7 @@ def test_a_node_class_gives_the_request_its_image_launch_settings_and_tags() -> 
         {
             "spec": {
                 "amiSsmParameter": "/eks/ami",
+                "amiFamily": "Custom",
                 "subnetIds": ["subnet-0123abcd"],
                 "securityGroupIds": ["sg-0123abcd"],
                 "instanceProfile": "nodes",
@@ -85,7 +87,7 @@ def test_a_node_class_gives_the_request_its_image_launch_settings_and_tags() -> 
     assert first.launch.subnets == ("subnet-0123abcd",)
     assert first.launch.security_groups == ("sg-0123abcd",)
     assert first.launch.instance_profile == "nodes"
-    assert first.user_data == "join web-1 web m5.large $HOME", "the class's script wins"
+    assert first.user_data == "join web-1 web m5.large $HOME", "a Custom class's script wins"
     assert first.tags == {
         "team": "a",
         "kubeloop.dev/nodepool": "web",
@@ -99,3 +101,12 @@ def test_a_node_class_gives_the_request_its_image_launch_settings_and_tags() -> 
         pool_name="web", pool_uid="u-1", instance_type="m5.large", name="web-3", user_data="boot"
     )
     assert plain.user_data == "boot", "without a class, the node bootstrap is the user data"
+    al2023 = create_request(
+        pool_name="web",
+        pool_uid="u-1",
+        instance_type="m5.large",
+        name="web-4",
+        user_data="merged",
+        node_class=replace(spec, ami_family="AL2023"),
+    )
+    assert al2023.user_data == "merged", "AL2023: the class's script is merged already"

@@ -11,14 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from nodepool_operator.api._schema import (
     CEL,
     ListSet,
+    Maximum,
     MaxItems,
     MaxLength,
     MaxProperties,
+    Minimum,
     MinLength,
     ObjectMeta,
     Pattern,
@@ -35,6 +37,9 @@ MAX_USER_TAGS: Final = 40
 #: Tag keys users may not set: AWS's own prefix, the operator's, and the VM's name.
 RESERVED_TAG_PREFIXES: Final = ("aws:", "kubeloop.dev/")
 RESERVED_TAG_KEYS: Final = ("Name",)
+
+#: How the AMI bootstraps its kubelet, which decides what user data the operator writes.
+AmiFamily = Literal["AL2023", "Bottlerocket", "Custom"]
 
 _PLACEHOLDER = r"\$\{[^}]*\}"
 _ALLOWED_PLACEHOLDERS = [f"${{{v}}}" for v in USER_DATA_VARIABLES]
@@ -62,6 +67,44 @@ _TAG_KEY_LENGTH = CEL(
 )
 
 
+@dataclass(frozen=True, kw_only=True)
+class EksCluster:
+    """The EKS cluster the nodes join. Fields left out are read with EKS DescribeCluster
+    (the operator then needs eks:DescribeCluster on the cluster)."""
+
+    name: Annotated[str, MinLength(1), MaxLength(100), Pattern(r"^[0-9A-Za-z][A-Za-z0-9\-_]*$")]
+    """The cluster's name."""
+    endpoint: Annotated[str, MaxLength(2048), Pattern(r"^https://")] | None = None
+    """The API server's URL. Omitted: DescribeCluster's."""
+    certificate_authority: (
+        Annotated[str, MaxLength(65536), Pattern(r"^[A-Za-z0-9+/=]+$")] | None
+    ) = None
+    """The cluster's CA bundle, base64-encoded. Omitted: DescribeCluster's."""
+    service_cidr: Annotated[str, MaxLength(64), Pattern(r"^[0-9a-fA-F.:]+/[0-9]{1,3}$")] | None = (
+        None
+    )
+    """The Service CIDR (nodeadm derives the cluster DNS address from it). Omitted:
+    DescribeCluster's."""
+
+    @property
+    def complete(self) -> bool:
+        """Whether nothing is left to discover."""
+        return None not in (self.endpoint, self.certificate_authority, self.service_cidr)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KubeletOptions:
+    """Kubelet settings of the nodes beyond what the operator derives from the type."""
+
+    max_pods: Annotated[int, Minimum(1), Maximum(1024)] | None = None
+    """Pods per node. Omitted: the type's ENI limit (EKS's max pods)."""
+    system_reserved: Annotated[dict[str, Annotated[str, MaxLength(64)]], MaxProperties(8)] = field(
+        default_factory=dict
+    )
+    """Resources reserved for the OS daemons, e.g. {cpu: 100m, memory: 100Mi}. Default none,
+    as on EKS."""
+
+
 @rules(
     CEL(
         "has(self.amiId) != has(self.amiSsmParameter)",
@@ -81,6 +124,17 @@ class AwsNodeClassSpec:
     ) = None
     """An SSM parameter holding the AMI id, read at each launch, e.g.
     /aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended/image_id."""
+    ami_family: AmiFamily = "AL2023"
+    """How the AMI bootstraps the kubelet. AL2023: the operator writes a nodeadm NodeConfig
+    (cluster, max pods, reservations, the pool's labels and taints) as a MIME part after
+    the parts of userData. Bottlerocket: the same as TOML settings.kubernetes, merged into
+    userData's TOML. Custom: userData is sent as it is (placeholders filled in) and must
+    join the node itself."""
+    cluster: EksCluster | None = None
+    """The EKS cluster the nodes join; a NodePool naming an AL2023 or Bottlerocket class
+    needs it (an Instance, which is no node, does not)."""
+    kubelet: KubeletOptions | None = None
+    """Kubelet settings (AL2023, Bottlerocket)."""
     subnet_ids: Annotated[
         list[Annotated[str, Pattern(r"^subnet-[0-9a-f]{8,17}$")]], MaxItems(16), ListSet()
     ] = field(default_factory=list)
@@ -96,10 +150,13 @@ class AwsNodeClassSpec:
     """The IAM instance profile the VM runs as, by name or ARN (its role is what the
     kubelet uses to join). The operator needs iam:PassRole on its role."""
     user_data: Annotated[str, MaxLength(MAX_USER_DATA), _ONLY_KNOWN_PLACEHOLDERS] | None = None
-    """User data (a boot script or cloud-init) with which the VM's kubelet joins the
-    cluster; ${nodeName}, ${poolName} and ${instanceType} are replaced per VM. It replaces
-    the operator's node bootstrap, so it must register the Node under ${nodeName} with the
-    pool's labels and taints itself. Omitted: the operator's node bootstrap."""
+    """User data; ${nodeName} (the VM's name), ${poolName} and ${instanceType} are replaced
+    per VM. With AL2023 it is merged with the operator's NodeConfig: a MIME multi-part
+    document keeps its parts, a NodeConfig becomes one part (the operator's comes after it,
+    so its cluster, labels and taints win), anything else a shell script part. With
+    Bottlerocket it is TOML settings, the operator's settings.kubernetes merged in. With Custom
+    it is the whole user data and must join the node with the pool's labels and taints
+    itself."""
     tags: Annotated[
         dict[str, Annotated[str, MaxLength(256)]],
         MaxProperties(MAX_USER_TAGS),

@@ -15,13 +15,26 @@ from ._bootstrap import (
     provider_id,
     registered_node,
 )
+from ._bottlerocket import bottlerocket_user_data
 from ._catalogue import CATALOGUE, GiB
 from ._metered import MeteredCloud
+from ._nodeconfig import (
+    DEFAULT_EVICTION_HARD,
+    NODECONFIG_API_VERSION,
+    NODECONFIG_MEDIA_TYPE,
+    KubeletSettings,
+    al2023_user_data,
+    kube_reserved,
+    kubelet_may_set_label,
+    kubelet_settings,
+    node_config,
+)
 from ._port import (
     MAX_TOKEN_LENGTH,
     CapacityUnavailable,
     CloudError,
     CloudProvider,
+    ClusterInfo,
     CreateRequest,
     IdempotencyMismatch,
     Instance,
@@ -47,8 +60,11 @@ from ._simulated import (
 
 __all__ = [
     "CATALOGUE",
+    "DEFAULT_EVICTION_HARD",
     "MAX_TOKEN_LENGTH",
     "METHODS",
+    "NODECONFIG_API_VERSION",
+    "NODECONFIG_MEDIA_TYPE",
     "PROVIDER_ID_PREFIX",
     "SSM_IMAGE_PREFIX",
     "AwsCloud",
@@ -56,6 +72,7 @@ __all__ = [
     "CloudError",
     "CloudProvider",
     "CloudSnapshot",
+    "ClusterInfo",
     "CreateRequest",
     "FailNext",
     "FailRandomly",
@@ -67,6 +84,7 @@ __all__ = [
     "InstanceState",
     "InstanceType",
     "InvalidRequest",
+    "KubeletSettings",
     "LaunchSettings",
     "MeteredCloud",
     "Method",
@@ -75,10 +93,16 @@ __all__ = [
     "QuotaExceeded",
     "SimulatedCloud",
     "TransientCloudError",
+    "al2023_user_data",
     "aws_environment_problems",
+    "bottlerocket_user_data",
     "check_request",
     "instance_id_of",
+    "kube_reserved",
+    "kubelet_may_set_label",
+    "kubelet_settings",
     "max_pods",
+    "node_config",
     "provider_id",
     "registered_node",
 ]

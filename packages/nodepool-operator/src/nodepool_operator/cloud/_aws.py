@@ -43,6 +43,7 @@ from botocore.exceptions import BotoCoreError, ClientError, ProfileNotFound
 from ._aws_errors import TOKEN_TERMINATED_CODE, error_code, translate
 from ._catalogue import GiB
 from ._port import (
+    ClusterInfo,
     CreateRequest,
     IdempotencyMismatch,
     Instance,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
         RunInstancesRequestTypeDef,
         TagSpecificationTypeDef,
     )
+    from types_aiobotocore_eks import EKSClient
     from types_aiobotocore_ssm import SSMClient
 
 #: The VM's name, as the EC2 console shows it.
@@ -81,6 +83,8 @@ SSM_IMAGE_PREFIX: Final = "resolve:ssm:"
 
 #: How long after launching an id its NotFound means "not visible yet" rather than "gone".
 DEFAULT_CONSISTENCY_SECONDS: Final = 120.0
+#: How long DescribeCluster's answer is reused (a cluster's endpoint and CA rarely change).
+CLUSTER_TTL_SECONDS: Final = 3600.0
 #: How long the catalogue from DescribeInstanceTypes is reused.
 CATALOGUE_TTL_SECONDS: Final = 3600.0
 #: Root disk assumed for EBS-only types: the AMI decides it, and disk is not scaled on.
@@ -146,6 +150,8 @@ class AwsCloud:
         self._stack = contextlib.AsyncExitStack()
         self._ec2: EC2Client | None = None
         self._ssm: SSMClient | None = None
+        self._eks: EKSClient | None = None
+        self._clusters: dict[str, tuple[float, ClusterInfo]] = {}
 
     async def __aenter__(self) -> Self:
         config = AioConfig(
@@ -170,6 +176,14 @@ class AwsCloud:
                     config=config,
                 )
             )
+            self._eks = await self._stack.enter_async_context(
+                self._session.create_client(
+                    "eks",
+                    region_name=self._region,
+                    endpoint_url=self._endpoint_url,
+                    config=config,
+                )
+            )
         except BaseException:
             await self._stack.aclose()
             raise
@@ -181,7 +195,7 @@ class AwsCloud:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._ec2 = self._ssm = None
+        self._ec2 = self._ssm = self._eks = None
         await self._stack.aclose()
 
     @property
@@ -299,6 +313,49 @@ class AwsCloud:
         found.sort(key=lambda t: t.name)
         self._catalogue = (now, found)
         return builtins.list(found)
+
+    async def describe_cluster(self, name: str) -> ClusterInfo:
+        now = self._clock()
+        cached = self._clusters.get(name)
+        if cached is not None and now - cached[0] < CLUSTER_TTL_SECONDS:
+            return cached[1]
+        if self._eks is None:
+            raise RuntimeError("AwsCloud is not open; use `async with AwsCloud(...)`")
+        try:
+            reply = await self._eks.describe_cluster(name=name)
+        except ClientError as err:
+            if error_code(err) == "ResourceNotFoundException":
+                raise InvalidRequest(f"eks:DescribeCluster: no EKS cluster {name!r}") from err
+            raise translate(err, operation=f"eks:DescribeCluster {name}") from err
+        except Exception as err:
+            raise translate(err, operation=f"eks:DescribeCluster {name}") from err
+        cluster = reply.get("cluster", {})
+        network = cluster.get("kubernetesNetworkConfig", {})
+        info = ClusterInfo(
+            name=name,
+            endpoint=str(cluster.get("endpoint") or ""),
+            certificate_authority=str(cluster.get("certificateAuthority", {}).get("data") or ""),
+            service_cidr=str(
+                network.get("serviceIpv4Cidr") or network.get("serviceIpv6Cidr") or ""
+            ),
+        )
+        missing = [
+            k
+            for k, v in (
+                ("endpoint", info.endpoint),
+                ("certificate authority", info.certificate_authority),
+                ("service CIDR", info.service_cidr),
+            )
+            if not v
+        ]
+        if missing:
+            # a cluster still being created has no endpoint yet: retry later
+            raise TransientCloudError(
+                f"eks:DescribeCluster {name}: no {', '.join(missing)} yet (status "
+                f"{cluster.get('status', 'unknown')})"
+            )
+        self._clusters[name] = (now, info)
+        return info
 
     # -- inspection (tests, the demo's figures); not part of the port ---------------------
 

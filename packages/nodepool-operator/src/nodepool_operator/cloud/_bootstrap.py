@@ -1,11 +1,12 @@
-"""What a VM's kubelet registers its Node with, carried in the VM's launch settings.
+"""What a simulated VM's kubelet registers its Node with, carried in the VM's user data.
 
-On a real cloud the operator never creates Nodes: it launches a VM whose user data tells the
-kubelet how to join (EKS's bootstrap passes ``--node-labels``, ``--register-with-taints`` and
-``--max-pods``), and the kubelet registers the Node. :class:`NodeBootstrap` is that user data:
-the operator encodes it into :attr:`CreateRequest.user_data`; the simulated VM side
-(:mod:`nodepool_operator.testbed`) decodes it and registers the Node from it and the VM
-(:func:`registered_node`).
+The operator never creates Nodes: it launches a VM whose user data tells the kubelet how to
+join, and the kubelet registers the Node. On EC2 that user data is nodeadm's NodeConfig
+(:mod:`._nodeconfig`), which the moto kubelets read too. :class:`NodeBootstrap` is the
+simulated cloud's own, for pools without a node class: the operator encodes it into
+:attr:`CreateRequest.user_data`; the simulated VM side (:mod:`nodepool_operator.testbed`)
+decodes it and registers the Node from it and the VM (:func:`registered_node`). It never goes
+to EC2's kubelets (a real AMI would ignore it).
 
 ``capacity`` stands in for what a kubelet reads from its machine; a simulated VM has only its
 instance type (and a pool's cpu/memory overrides), so the operator states it.

@@ -17,7 +17,14 @@ from typing import TypeVar
 
 from kubeloop import Registry
 
-from ._port import CloudError, CloudProvider, CreateRequest, Instance, InstanceType
+from ._port import (
+    CloudError,
+    CloudProvider,
+    ClusterInfo,
+    CreateRequest,
+    Instance,
+    InstanceType,
+)
 
 T = TypeVar("T")
 
@@ -80,3 +87,6 @@ class MeteredCloud:
 
     async def instance_types(self) -> builtins.list[InstanceType]:
         return await self._call("instance_types", self.inner.instance_types)
+
+    async def describe_cluster(self, name: str) -> ClusterInfo:
+        return await self._call("describe_cluster", lambda: self.inner.describe_cluster(name))

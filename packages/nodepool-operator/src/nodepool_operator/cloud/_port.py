@@ -27,6 +27,19 @@ class InstanceType:
     """How many pods the kubelet on this type may run (EC2's ENI-derived max-pods)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterInfo:
+    """The coordinates a node needs to join its cluster (EKS ``DescribeCluster``)."""
+
+    name: str
+    endpoint: str
+    """The API server's URL."""
+    certificate_authority: str
+    """The cluster's CA bundle, base64-encoded (as DescribeCluster returns it)."""
+    service_cidr: str
+    """The Service CIDR; nodeadm derives the cluster DNS address from it."""
+
+
 #: EC2's limit on a ClientToken; every provider holds tokens to it, so one intent's token
 #: works against any of them.
 MAX_TOKEN_LENGTH = 64
@@ -161,6 +174,16 @@ class CloudProvider(Protocol):
 
     async def instance_types(self) -> builtins.list[InstanceType]:
         """The catalogue of instance types this provider can launch."""
+        ...
+
+    async def describe_cluster(self, name: str) -> ClusterInfo:
+        """The coordinates of the Kubernetes cluster ``name`` that nodes join (EKS:
+        DescribeCluster). May be cached by the provider.
+
+        Raises:
+            InvalidRequest: no cluster of that name.
+            PermissionDenied: the credentials may not describe it.
+        """
         ...
 
 

@@ -31,6 +31,7 @@ from ._catalogue import CATALOGUE
 from ._port import (
     CapacityUnavailable,
     CloudError,
+    ClusterInfo,
     CreateRequest,
     IdempotencyMismatch,
     Instance,
@@ -48,6 +49,9 @@ Method = Literal["create", "delete", "describe", "list", "start", "stop", "insta
 """The counted (and fault-injectable) methods of the port."""
 
 METHODS: tuple[Method, ...] = get_args(Method)
+
+#: A simulated cluster's CA: base64, as EKS returns one, of no certificate.
+SIMULATED_CA = "c2ltdWxhdGVkIGNsdXN0ZXIgQ0E="
 
 # Faults are stored by class name so another process can raise them.
 _ERRORS: dict[str, type[CloudError]] = {
@@ -297,7 +301,22 @@ class SimulatedCloud:
             "instance_types", lambda conn, now: builtins.list(self._types.values())
         )
 
+    async def describe_cluster(self, name: str) -> ClusterInfo:
+        """A simulated cluster's coordinates (not counted: no fault is injected here; the
+        simulated kubelets join the test's own cluster whatever the user data says)."""
+        return ClusterInfo(
+            name=name,
+            endpoint=f"https://{name}.cluster.simulated.invalid",
+            certificate_authority=SIMULATED_CA,
+            service_cidr="10.100.0.0/16",
+        )
+
     # -- behind the operator's back (drift and GC tests); not counted as calls --------------
+
+    def machine(self, instance_type: str) -> InstanceType | None:
+        """What a VM of this type has, as its kubelet reads it off the machine (the VM
+        side's view, not a call)."""
+        return self._types.get(instance_type)
 
     def stop_behind_the_back(self, instance_id: str) -> None:
         """Stop a VM as a person with console access would."""

@@ -63,8 +63,9 @@ def create_request(
     taints; a create repeated after those changed gets :class:`IdempotencyMismatch`, as it
     does after an edit of the node class: the controller then adopts the VM it finds).
 
-    With a node class, the VM boots its AMI in its network with its tags, and its
-    ``userData`` template (rendered for this VM) replaces ``user_data`` when it has one.
+    With a node class, the VM boots its AMI in its network with its tags; with amiFamily
+    Custom its ``userData`` template (rendered for this VM) replaces ``user_data`` (other
+    families merge it into ``user_data``: :mod:`._userdata`).
     """
     return CreateRequest(
         name=name,
@@ -101,8 +102,8 @@ def _user_data(
     pool_name: str,
     instance_type: str,
 ) -> str:
-    if node_class is None or node_class.user_data is None:
-        return bootstrap
+    if node_class is None or node_class.user_data is None or node_class.ami_family != "Custom":
+        return bootstrap  # none, or merged into the bootstrap already (AL2023, Bottlerocket)
     rendered = node_class.render_user_data(
         node_name=name, pool_name=pool_name, instance_type=instance_type
     )

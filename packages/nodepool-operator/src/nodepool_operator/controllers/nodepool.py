@@ -1,10 +1,11 @@
 """The NodePool controller: a pool's VMs and Nodes converge to ``spec.targetNodes``.
 
 It never creates a Node: it launches VMs whose user data says how their kubelet registers
-(:func:`~nodepool_operator.controllers._node_manifest.node_bootstrap`), adopts each Node that
-registers by its providerID, and from then on keeps the labels and taints the pool owns on it
-in line with the spec (:mod:`._node_sync`), with its own finalizer on the Node. One pass over
-a pool:
+(:mod:`._userdata`: a nodeadm NodeConfig, Bottlerocket settings, or the simulated bootstrap),
+adopts each Node that registers by its providerID (on EC2 it is named after the instance's
+private DNS name, not the VM's), and from then on keeps the labels and taints the pool owns on
+it in line with the spec (:mod:`._node_sync`), with its own finalizer on the Node. One pass
+over a pool:
 
 1. read it from the cache (scoped by ``settings.label_selector``); a pool being deleted
    drains its Nodes (:meth:`NodePoolController._drain_for_deletion`, bounded by
@@ -128,7 +129,6 @@ from nodepool_operator.controllers._intent import (
 )
 from nodepool_operator.controllers._node_manifest import (
     is_ready,
-    node_bootstrap,
     pool_taints,
     ready_for,
     ready_since,
@@ -143,6 +143,7 @@ from nodepool_operator.controllers._pool_status import (
 )
 from nodepool_operator.controllers._reserve import RESERVATION_BACKSTOP, lift_patch, reserved_for
 from nodepool_operator.controllers._scope import POOL_LABEL, equality_labels, node_selector
+from nodepool_operator.controllers._userdata import pool_user_data
 from nodepool_operator.scheduling import (
     ScaleDownNode,
     Unremovable,
@@ -446,7 +447,8 @@ class NodePoolController:
                 continue
             node = p.node_of(r)
             if node is not None and node["metadata"].get("deletionTimestamp"):
-                leaving[r.name] = ("NodeDeleted", f"node {r.name} was deleted; replacing it")
+                note = f"node {node['metadata']['name']} of {r.name} was deleted; replacing it"
+                leaving[r.name] = ("NodeDeleted", note)
             elif node is None and vm.state == "running":
                 since = vm.launched_at or vm.created_at
                 due = since + self.settings.registration_timeout_seconds - now
@@ -465,8 +467,8 @@ class NodePoolController:
                 due = changed + self.settings.node_repair_seconds - now
                 if due <= 0:
                     note = (
-                        f"node {r.name} not Ready for {self.settings.node_repair_seconds:g}s; "
-                        "replacing it"
+                        f"node {node['metadata']['name']} of {r.name} not Ready for "
+                        f"{self.settings.node_repair_seconds:g}s; replacing it"
                     )
                     leaving[r.name] = ("NodeRepair", note)
                 else:
@@ -593,16 +595,25 @@ class NodePoolController:
             self._failed(p, err)
             return
         for r in intents:
-            bootstrap = node_bootstrap(
-                p.pool, r.name, type_name, instance_type, run_labels=self._run_labels
-            )
+            try:
+                user_data = await pool_user_data(
+                    self.cloud,
+                    p.pool,
+                    r.name,
+                    instance_type,
+                    node_class,
+                    run_labels=self._run_labels,
+                )
+            except CloudError as err:
+                self._failed(p, err)
+                return
             request = create_request(
                 pool_name=p.name,
                 pool_uid=p.uid,
                 instance_type=type_name,
                 name=r.name,
                 node_class=node_class,
-                user_data=bootstrap.encode(),
+                user_data=user_data,
             )
             try:
                 vm = await self.cloud.create(request)
@@ -783,7 +794,8 @@ class NodePoolController:
                 await self._sync_node(p, node, labels, taints)
                 await self._end_stale_reservation(p, p.nodes.get(node["metadata"]["name"], node))
                 if r.node_name is None:
-                    self._event(p, "Normal", "Registered", f"node {r.name} of VM {vm.id}")
+                    note = f"node {node['metadata']['name']} of VM {vm.id} ({r.name})"
+                    self._event(p, "Normal", "Registered", note)
             name = node["metadata"]["name"] if node is not None else None
             p.update(r.name, state=vm.state, node_name=name)
 

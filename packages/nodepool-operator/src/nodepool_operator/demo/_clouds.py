@@ -95,8 +95,9 @@ async def moto_cloud(workdir: Path) -> AsyncIterator[MotoDemoCloud]:
         # The standard chain reads these; moto accepts any key.
         os.environ.update(moto.env())
         seeded = await seed_launch_environment(moto.endpoint_url)
-        # no userData: the instances boot with the operator's node bootstrap (labels,
-        # taints, capacity), which MotoKubelets registers their Nodes from
+        # AL2023 in the seeded EKS cluster: the instances boot with the operator's nodeadm
+        # NodeConfig, which MotoKubelets registers their Nodes from (named after their
+        # private DNS names)
         spec = {**seeded.node_class_spec(), "tags": {"demo": "kubeloop"}}
         async with AwsCloud(endpoint_url=moto.endpoint_url) as census:
             yield MotoDemoCloud(

@@ -11,6 +11,7 @@ image with no extras) must never import it; the import contract in ``.importlint
 and ``make lint`` checks it.
 """
 
+from ._boot import KubeletBoot, read_boot
 from ._kubelet import FIELD_MANAGER as KUBELET_FIELD_MANAGER
 from ._kubelet import KWOK_ANNOTATIONS, SimulatedKubelets
 from ._moto import LaunchEnvironment, MotoServer, MotoUnavailable, seed_launch_environment
@@ -21,6 +22,7 @@ __all__ = [
     "AWS_PROVIDER_PREFIX",
     "KUBELET_FIELD_MANAGER",
     "KWOK_ANNOTATIONS",
+    "KubeletBoot",
     "LaunchEnvironment",
     "MotoKubelets",
     "MotoServer",
@@ -28,6 +30,7 @@ __all__ = [
     "SimulatedKubelets",
     "aws_provider_id",
     "moto_vms",
+    "read_boot",
     "seed_launch_environment",
     "simulated_vms",
 ]

@@ -6,9 +6,10 @@ cloud's file directly, as the VMs themselves would know their state; these reads
 counted as cloud calls) and
 
 - registers a Node for every running VM launched with node settings in its user data
-  (:class:`NodeBootstrap`): the VM's name, its providerID, the labels, taints and capacity of
-  its launch, and the annotation by which kwok takes over as that Node's kubelet
-  (heartbeats, Lease, running its pods);
+  (:class:`NodeBootstrap`, or a node class's NodeConfig or Bottlerocket settings, read as
+  the moto kubelets read them): the VM's name, its providerID, the labels, taints and
+  capacity of its launch, and the annotation by which kwok takes over as that Node's
+  kubelet (heartbeats, Lease, running its pods);
 - when a VM stops or is terminated, its kubelet is gone: the Node's heartbeats stop (the
   annotation goes, and the Lease is silenced, see
   :func:`kubeloop.envtest.silenced_lease_patch`) and the node lifecycle controller marks it
@@ -26,11 +27,19 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 from kubeloop import LEASES, NODES, AlreadyExists, Client, NotFound
 from kubeloop.envtest import NODE_LEASE_NAMESPACE, silenced_lease_patch
-from nodepool_operator.cloud import Instance, NodeBootstrap, SimulatedCloud, registered_node
+from nodepool_operator.cloud import (
+    Instance,
+    NodeBootstrap,
+    SimulatedCloud,
+    provider_id,
+    registered_node,
+)
+
+from ._boot import kubelet_resources, read_boot
 
 log = logging.getLogger("nodepool_operator.kubelet")
 
@@ -84,58 +93,97 @@ class SimulatedKubelets:
         assert self.cloud is not None, "subclasses without a SimulatedCloud override sync()"
         snapshot = await asyncio.to_thread(self.cloud.snapshot)
         for vm in snapshot.instances:
-            bootstrap = NodeBootstrap.decode(vm.user_data)
-            if bootstrap is None:
+            node = self._registration(vm)
+            if node is None:
                 continue
             if vm.state == "running":
                 if vm.id not in self._up:
-                    await self._start(vm, bootstrap)
+                    await self._start(vm.id, node)
                     self._up.add(vm.id)
                     self._down.discard(vm.id)
             elif vm.id not in self._down:
-                await self._stop(bootstrap)
+                await self._stop(node["metadata"]["name"])
                 self._down.add(vm.id)
                 self._up.discard(vm.id)
 
-    async def _start(
-        self, vm: Instance, bootstrap: NodeBootstrap, provider: str | None = None
-    ) -> None:
-        node = registered_node(
-            bootstrap,
-            instance_id=vm.id,
-            private_ip=vm.private_ip,
-            public_ip=vm.public_ip,
-            annotations=KWOK_ANNOTATIONS,
-            provider=provider,
+    def _registration(self, vm: Instance) -> dict[str, Any] | None:
+        """The Node ``vm``'s kubelet would register, or None if its user data joins none:
+        the simulated bootstrap (:class:`NodeBootstrap`), or a node class's NodeConfig or
+        Bottlerocket settings (the Node named after the VM, which has no DNS name here,
+        sized by its type as the kubelet reads its machine)."""
+        bootstrap = NodeBootstrap.decode(vm.user_data)
+        if bootstrap is not None:
+            return _simulated_node(vm, bootstrap)
+        boot = read_boot(vm.user_data)
+        machine = self.cloud.machine(vm.instance_type) if self.cloud is not None else None
+        if boot is None or machine is None:
+            return None
+        capacity, allocatable = kubelet_resources(
+            boot,
+            cpu_millis=machine.cpu_cores * 1000,
+            memory=machine.memory_bytes,
+            disk=machine.disk_bytes,
         )
+        labels = {
+            **boot.labels,
+            "kubernetes.io/hostname": vm.name,
+            "kubernetes.io/os": "linux",
+            "node.kubernetes.io/instance-type": vm.instance_type,
+        }
+        labels.setdefault("kubernetes.io/arch", "amd64")
+        addresses = [{"type": "InternalIP", "address": vm.private_ip}]
+        if vm.public_ip:
+            addresses.append({"type": "ExternalIP", "address": vm.public_ip})
+        addresses.append({"type": "Hostname", "address": vm.name})
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": vm.name, "labels": labels},
+            "spec": {"providerID": provider_id(vm.id), "taints": [dict(t) for t in boot.taints]},
+            "status": {"capacity": capacity, "allocatable": allocatable, "addresses": addresses},
+        }
+
+    async def _start(self, instance_id: str, node: dict[str, Any]) -> None:
+        """Register ``node`` (its annotations get kwok's), or bring a registered one back."""
+        name = node["metadata"]["name"]
+        node["metadata"]["annotations"] = {
+            **(node["metadata"].get("annotations") or {}),
+            **KWOK_ANNOTATIONS,
+        }
         try:
             await self.client.create(NODES, node)
         except AlreadyExists:
             # registered before (another process, or before a stop): the kubelet is back
             with contextlib.suppress(NotFound):
                 await self.client.patch(
-                    NODES, bootstrap.node_name, {"metadata": {"annotations": KWOK_ANNOTATIONS}}
+                    NODES, name, {"metadata": {"annotations": KWOK_ANNOTATIONS}}
                 )
             with contextlib.suppress(NotFound):  # kwok re-creates it and heartbeats again
-                lease = await self.client.get(LEASES, bootstrap.node_name, NODE_LEASE_NAMESPACE)
+                lease = await self.client.get(LEASES, name, NODE_LEASE_NAMESPACE)
                 holder = (lease.get("spec") or {}).get("holderIdentity")
                 if holder == silenced_lease_patch()["spec"]["holderIdentity"]:
-                    await self.client.delete(LEASES, bootstrap.node_name, NODE_LEASE_NAMESPACE)
+                    await self.client.delete(LEASES, name, NODE_LEASE_NAMESPACE)
             return
         self.registered += 1
-        log.info("registered node", extra={"node": bootstrap.node_name, "instance": vm.id})
+        log.info("registered node", extra={"node": name, "instance": instance_id})
 
     async def kill(self, node_name: str) -> None:
         """The kubelet of ``node_name`` dies while its VM keeps running: no more heartbeats
         (the node lifecycle controller marks the Node ``Unknown`` after its grace period)."""
         await self._silence(node_name)
 
-    async def _stop(self, bootstrap: NodeBootstrap) -> None:
+    async def _stop(self, node_name: str) -> None:
         gone = dict.fromkeys(KWOK_ANNOTATIONS)  # merge patch: null removes the key
         with contextlib.suppress(NotFound):
-            await self.client.patch(NODES, bootstrap.node_name, {"metadata": {"annotations": gone}})
-        await self._silence(bootstrap.node_name)
+            await self.client.patch(NODES, node_name, {"metadata": {"annotations": gone}})
+        await self._silence(node_name)
 
     async def _silence(self, node_name: str) -> None:
         with contextlib.suppress(NotFound):
             await self.client.patch(LEASES, node_name, silenced_lease_patch(), NODE_LEASE_NAMESPACE)
+
+
+def _simulated_node(vm: Instance, bootstrap: NodeBootstrap) -> dict[str, Any]:
+    return registered_node(
+        bootstrap, instance_id=vm.id, private_ip=vm.private_ip, public_ip=vm.public_ip
+    )

@@ -141,12 +141,16 @@ class LaunchEnvironment:
     subnet_ids: tuple[str, ...]
     security_group_id: str
     instance_profile: str
+    cluster_name: str
+    """An EKS cluster (moto's: an endpoint and a CA that are no real ones) the nodes join."""
 
     def node_class_spec(self) -> dict[str, Any]:
-        """An AwsNodeClass ``spec`` that launches into this environment (no ``userData``:
-        instances boot with the operator's node bootstrap, which the moto kubelets register
-        their Nodes from)."""
+        """An AwsNodeClass ``spec`` that launches into this environment: AL2023 (the
+        operator writes the nodeadm NodeConfig the moto kubelets register their Nodes from)
+        in the seeded EKS cluster, whose coordinates the operator reads with DescribeCluster."""
         return {
+            "amiFamily": "AL2023",
+            "cluster": {"name": self.cluster_name},
             "amiSsmParameter": self.ami_parameter,
             "subnetIds": list(self.subnet_ids),
             "securityGroupIds": [self.security_group_id],
@@ -157,8 +161,9 @@ class LaunchEnvironment:
 async def seed_launch_environment(
     endpoint_url: str, *, name: str = "kubeloop-nodes"
 ) -> LaunchEnvironment:
-    """Make the AMI parameter, security group and instance profile a node class names, in
-    moto's default VPC (as an account's administrator would before installing the operator).
+    """Make the AMI parameter, security group, instance profile and EKS cluster (all called
+    ``name``) a node class names, in moto's default VPC (as an account's administrator would
+    before installing the operator).
 
     Uses the standard chain for credentials (see :meth:`MotoServer.env`).
     """
@@ -169,6 +174,7 @@ async def seed_launch_environment(
         session.create_client("ec2", endpoint_url=endpoint_url) as ec2,
         session.create_client("ssm", endpoint_url=endpoint_url) as ssm,
         session.create_client("iam", endpoint_url=endpoint_url) as iam,
+        session.create_client("eks", endpoint_url=endpoint_url) as eks,
     ):
         images = (await ec2.describe_images(Owners=["amazon"]))["Images"]
         ami = sorted(i["ImageId"] for i in images)[0]
@@ -181,15 +187,21 @@ async def seed_launch_environment(
         group = await ec2.create_security_group(
             GroupName=name, Description="kubeloop nodes", VpcId=vpc
         )
-        await iam.create_role(RoleName=name, AssumeRolePolicyDocument=_EC2_TRUST)
+        role = await iam.create_role(RoleName=name, AssumeRolePolicyDocument=_EC2_TRUST)
         await iam.create_instance_profile(InstanceProfileName=name)
         await iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
+        await eks.create_cluster(
+            name=name,
+            roleArn=role["Role"]["Arn"],
+            resourcesVpcConfig={"subnetIds": [s["SubnetId"] for s in subnets][:3]},
+        )
         return LaunchEnvironment(
             ami_id=ami,
             ami_parameter=parameter,
             subnet_ids=tuple(sorted(s["SubnetId"] for s in subnets)[:3]),
             security_group_id=group["GroupId"],
             instance_profile=name,
+            cluster_name=name,
         )
 
 
