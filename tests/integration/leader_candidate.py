@@ -86,8 +86,12 @@ async def main(args: argparse.Namespace) -> int:
     runner = asyncio.create_task(mgr.run())
 
     async def note_leadership() -> None:
-        informers = mgr.cache.informers
-        await eventually(lambda: all(i.has_synced for i in informers), "warm caches", 600)
+        # the manager creates its informers once run() has started: an empty list is not warm
+        await eventually(
+            lambda: bool(mgr.cache.informers) and all(i.has_synced for i in mgr.cache.informers),
+            "warm caches",
+            600,
+        )
         print(json.dumps({"warm": args.identity}), flush=True)
         await eventually(lambda: mgr.elector is not None, "an elector", 600)
         assert mgr.elector is not None
