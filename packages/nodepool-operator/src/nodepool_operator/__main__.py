@@ -20,7 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubeloop import ConfigError, KubeloopError, LeaderElectionLost, configure_logging
+from kubeloop import (
+    CertificateError,
+    ConfigError,
+    KubeloopError,
+    LeaderElectionLost,
+    configure_logging,
+)
 from nodepool_operator import operator
 from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.demo import (
@@ -168,6 +174,23 @@ def _parser() -> argparse.ArgumentParser:
         f"(default: {_DEFAULTS.health_probe_bind_address or _DISABLED})",
     )
     run.add_argument(
+        "--webhook-port",
+        type=_port,
+        default=None,
+        metavar="N",
+        help="serve the validating admission webhook (one Autoscaler per NodePool, node "
+        "classes that exist) over HTTPS on this port, every interface, on every replica "
+        "(default: off; the controllers' conditions still report both cases)",
+    )
+    run.add_argument(
+        "--webhook-cert-dir",
+        type=Path,
+        default=_DEFAULTS.webhook_cert_dir,
+        metavar="DIR",
+        help="directory of the webhook's tls.crt and tls.key (cert-manager's Secret layout), "
+        f"reloaded when they change (default: {_DEFAULTS.webhook_cert_dir})",
+    )
+    run.add_argument(
         "--leader-elect",
         action="store_true",
         default=_DEFAULTS.leader_election,
@@ -304,6 +327,16 @@ def _boot_seconds_flag(parser: argparse.ArgumentParser, default: float) -> None:
     )
 
 
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is not between 1 and 65535")
+    return port
+
+
 def _address(value: str) -> str | None:
     return None if value in (_DISABLED, "") else value
 
@@ -329,6 +362,8 @@ def _run(args: argparse.Namespace) -> int:
         registration_timeout_seconds=args.registration_timeout,
         node_repair_seconds=args.node_repair_seconds,
         simulated_kubelets=args.simulated_kubelets,
+        webhook_bind_address=None if args.webhook_port is None else f":{args.webhook_port}",
+        webhook_cert_dir=args.webhook_cert_dir,
     )
     kubeconfig = str(args.kubeconfig) if args.kubeconfig is not None else None
     try:
@@ -346,6 +381,10 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     except operator.CloudChoiceError as err:
         log.error("%s", err)
+        return 2
+    except CertificateError as err:
+        # --webhook-port with no usable certificate in --webhook-cert-dir
+        log.error("webhook: %s", err)
         return 2
     except LeaderElectionLost as err:
         # Exit so the supervisor restarts us as a standby (controller-runtime does the same).

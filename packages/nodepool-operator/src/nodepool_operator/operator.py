@@ -14,9 +14,11 @@ from kubeloop import (
     Manager,
     ManagerOptions,
     Registry,
+    WebhookServerOptions,
     load_config,
     load_kubeconfig,
 )
+from nodepool_operator.admission import PoolAdmission
 from nodepool_operator.api import crds
 from nodepool_operator.cloud import (
     AwsCloud,
@@ -104,7 +106,8 @@ def build_manager(
     registry: Registry | None = None,
     controllers: Collection[str] = CONTROLLERS,
 ) -> Manager:
-    """One manager with the NodePool, Autoscaler and Instance controllers (or a subset)."""
+    """One manager with the NodePool, Autoscaler and Instance controllers (or a subset),
+    and the validating webhook if ``settings.webhook_bind_address`` is set."""
     options = ManagerOptions(
         name="nodepool-operator",
         leader_election=settings.leader_election,
@@ -125,6 +128,14 @@ def build_manager(
         AutoscalerController(mgr, settings).register()
     if "instance" in controllers:
         InstanceController(mgr, cloud, settings).register()
+    if settings.webhook_bind_address is not None:
+        # on every replica (the manager does not wait for leading to serve webhooks)
+        server = mgr.webhook_server(
+            WebhookServerOptions(
+                bind_address=settings.webhook_bind_address, cert_dir=settings.webhook_cert_dir
+            )
+        )
+        PoolAdmission(client).register(server)
     return mgr
 
 

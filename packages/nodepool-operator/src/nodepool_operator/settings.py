@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from kubeloop import WebhookServerOptions
+
 CloudName = Literal["simulated", "aws"]
 
 
@@ -79,5 +81,12 @@ class OperatorSettings:
     #: /metrics and /healthz,/readyz addresses (None disables).
     metrics_bind_address: str | None = "127.0.0.1:8080"
     health_probe_bind_address: str | None = "127.0.0.1:8081"
+    #: The validating admission webhook (``nodepool_operator.admission``): ``host:port`` to
+    #: serve it on, every replica (an empty host binds every interface); None (the default)
+    #: serves nothing, and the controllers' conditions report what the webhook would refuse.
+    webhook_bind_address: str | None = None
+    #: Where the webhook's ``tls.crt`` and ``tls.key`` are (a mounted cert-manager Secret);
+    #: re-read when they change. Default: controller-runtime's, where config/webhook mounts it.
+    webhook_cert_dir: Path = Path(WebhookServerOptions.cert_dir)
     #: Shut down gracefully on SIGTERM/SIGINT (off when embedded in tests or the demo).
     handle_signals: bool = True
