@@ -36,7 +36,13 @@ def test_certificate_covers_the_service_and_fills_the_mounted_secret() -> None:
         "kind": "Issuer",
         "name": certs["Issuer"]["metadata"]["name"],
     }
-    [service] = [d for d in render_kustomize(ROOT / "config" / "webhook") if d["kind"] == "Service"]
+    webhook_docs = render_kustomize(ROOT / "config" / "webhook")
+    [service] = [d for d in webhook_docs if d["kind"] == "Service"]
+    # cert-manager's CA injector fills the configuration's caBundle from this Certificate
+    [config] = [d for d in webhook_docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"{cert['metadata']['namespace']}/{cert['metadata']['name']}"
+    )
     name, ns = service["metadata"]["name"], service["metadata"]["namespace"]
     assert f"{name}.{ns}.svc" in cert["spec"]["dnsNames"]
     assert cert["metadata"]["namespace"] == ns == NAMESPACE
@@ -61,7 +67,8 @@ def test_the_apiserver_accepts_the_webhook_service_and_the_patched_deployment(
 ) -> None:
     overlay = tmp_path / "overlay"
     overlay.mkdir()
-    shutil.copy(ROOT / "config" / "webhook" / "manager_webhook_patch.yaml", overlay)
+    for patch in ("manager_webhook_patch.yaml", "manager_webhook_args_patch.yaml"):
+        shutil.copy(ROOT / "config" / "webhook" / patch, overlay)
     (overlay / "kustomization.yaml").write_text(
         yaml.safe_dump(
             {
@@ -71,7 +78,13 @@ def test_the_apiserver_accepts_the_webhook_service_and_the_patched_deployment(
                     os.path.relpath(ROOT / "config" / part, overlay)
                     for part in ("default", "webhook")
                 ],
-                "patches": [{"path": "manager_webhook_patch.yaml"}],
+                "patches": [
+                    {"path": "manager_webhook_patch.yaml"},
+                    {
+                        "path": "manager_webhook_args_patch.yaml",
+                        "target": {"kind": "Deployment", "name": "nodepool-operator"},
+                    },
+                ],
             }
         )
     )
@@ -79,6 +92,14 @@ def test_the_apiserver_accepts_the_webhook_service_and_the_patched_deployment(
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
     [manager] = deployment["spec"]["template"]["spec"]["containers"]
     assert {"name": "webhook-server", "containerPort": 9443, "protocol": "TCP"} in manager["ports"]
+    # the operator serves its webhook on that port (appended: the other flags stay)
+    assert manager["args"][-1] == "--webhook-port=9443"
+    assert "--leader-elect" in manager["args"]
+    [config] = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    [service] = [d for d in docs if d["kind"] == "Service" and "webhook" in d["metadata"]["name"]]
+    for hook in config["webhooks"]:
+        assert hook["clientConfig"]["service"]["name"] == service["metadata"]["name"]
+        assert hook["clientConfig"]["service"]["namespace"] == NAMESPACE
     assert any(
         v["name"] == "webhook-cert" for v in deployment["spec"]["template"]["spec"]["volumes"]
     )

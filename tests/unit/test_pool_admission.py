@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kubeloop import AdmissionRequest, Cause, UserInfo
-from nodepool_operator.__main__ import _parser
+from nodepool_operator.__main__ import _parser, main
 from nodepool_operator.admission import (
     NODE_CLASS_REF_FIELD,
     POOL_REF_FIELD,
@@ -124,3 +124,32 @@ def test_a_bad_webhook_port_is_a_usage_error(port: str, capsys: pytest.CaptureFi
         _parser().parse_args(["run", "--webhook-port", port])
     assert exit_.value.code == 2
     assert "--webhook-port" in capsys.readouterr().err
+
+
+def test_run_with_the_webhook_and_no_certificate_exits_2_naming_the_file(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Before anything reconciles (no apiserver is reached: none listens at the address)."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+    )
+    code = main(
+        [
+            "run",
+            f"--kubeconfig={kubeconfig}",
+            "--no-simulated-kubelets",
+            f"--cloud-state={tmp_path / 'cloud.sqlite'}",
+            "--metrics-bind-address=0",
+            "--health-probe-bind-address=0",
+            "--webhook-port=1",
+            f"--webhook-cert-dir={tmp_path / 'certs'}",
+        ]
+    )
+    assert code == 2
+    err = capfd.readouterr().err
+    assert f"no serving certificate at {tmp_path / 'certs' / 'tls.crt'}" in err
+    assert "Traceback" not in err
