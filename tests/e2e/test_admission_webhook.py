@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ from kubeloop import (
     ApiError,
     NotFound,
     Object,
+    Resource,
     generate_serving_certificates,
     inject_ca_bundle,
 )
@@ -81,17 +84,15 @@ def autoscaler(env: OperatorEnv, name: str, pool_name: str, *ns: str) -> dict[st
     )  # fmt: skip
 
 
-async def install_webhook(env: OperatorEnv, ca_pem: bytes) -> str:
-    """config/webhook's configuration, pointed at the in-process server; returns its name."""
-    assert env.mgr is not None
-    assert env.mgr.webhooks is not None
-    server = env.mgr.webhooks
+async def install_webhook(env: OperatorEnv, base_url: str, ca_pem: bytes) -> str:
+    """config/webhook's configuration, its Service swapped for ``base_url`` + each path;
+    returns its name (deleted by the caller)."""
     config = yaml.safe_load(MANIFEST.read_text())
     config["metadata"] = {"name": f"nodepool-operator-{env.run_id}"}
     paths = {hook["clientConfig"]["service"]["path"] for hook in config["webhooks"]}
-    assert paths == {AUTOSCALER_PATH, NODEPOOL_PATH} == set(server.paths)
+    assert paths == {AUTOSCALER_PATH, NODEPOOL_PATH}
     for hook in config["webhooks"]:
-        hook["clientConfig"] = {"url": server.url(hook["clientConfig"]["service"]["path"])}
+        hook["clientConfig"] = {"url": base_url + hook["clientConfig"]["service"]["path"]}
         hook["objectSelector"] = {"matchLabels": env.labels}
     await env.client.create(VALIDATING_WEBHOOK_CONFIGURATIONS, config)
     await inject_ca_bundle(env.client, ca_pem, validating=[config["metadata"]["name"]])
@@ -149,7 +150,10 @@ async def webhooked(
                       and env.mgr.webhooks.address is not None),
         "the webhook server to listen",
     )  # fmt: skip
-    name = await install_webhook(env, ca.cert_pem)
+    assert env.mgr is not None
+    assert env.mgr.webhooks is not None
+    assert set(env.mgr.webhooks.paths) == {AUTOSCALER_PATH, NODEPOOL_PATH}
+    name = await install_webhook(env, env.mgr.webhooks.url(), ca.cert_pem)
     try:
         probe = await until_enforced(env, f"probe-{env.run_id}")
         yield Webhooked(env, kube_control_plane, probe)
@@ -212,9 +216,9 @@ async def test_a_second_autoscaler_for_a_pool_is_refused_at_admission(webhooked:
     assert scaler_b["spec"]["nodePoolRef"]["name"] == name
 
 
-async def _gone(env: OperatorEnv, name: str) -> bool:
+async def _gone(env: OperatorEnv, name: str, res: Resource = AUTOSCALERS) -> bool:
     try:
-        await env.client.get(AUTOSCALERS, name)
+        await env.client.get(res, name)
     except NotFound:
         return True
     return False
@@ -278,3 +282,69 @@ async def test_without_the_webhook_a_missing_node_class_is_a_pool_condition(
     assert cond is not None
     assert f"spec.nodeClassRef: AwsNodeClass {name!r} not found" in cond["message"]
     assert len(env.cloud.snapshot().instances) == 0, "nothing is launched without the class"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_the_command_serves_the_webhook_with_webhook_port(
+    operator_env: OperatorEnv, kube_control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """``nodepool-operator run --webhook-port N --webhook-cert-dir DIR`` as a process: the
+    flags alone turn the webhook on (every interface, so 127.0.0.1 reaches it)."""
+    env = operator_env
+    ca, _pair = generate_serving_certificates(tmp_path / "certs", ["127.0.0.1"])
+    port = free_port()
+    log = (tmp_path / "operator.log").open("w")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "nodepool_operator",
+        "run",
+        f"--kubeconfig={kube_control_plane.kubeconfig}",
+        f"--cloud-state={tmp_path / 'cloud.sqlite'}",
+        "--no-simulated-kubelets",
+        f"--label-selector={LABEL}={env.run_id}",
+        "--metrics-bind-address=0",
+        "--health-probe-bind-address=0",
+        f"--webhook-port={port}",
+        f"--webhook-cert-dir={tmp_path / 'certs'}",
+        stdout=log,
+        stderr=log,
+    )
+    name = await install_webhook(env, f"https://127.0.0.1:{port}", ca.cert_pem)
+    try:
+        name_pool = f"cli-{env.run_id}"
+        probe = await until_enforced(env, name_pool)
+        assert probe.message.startswith(
+            'admission webhook "vnodepool.kubeloop.dev" denied the request: '
+            f"spec.nodeClassRef.name: AwsNodeClass {name_pool}-missing not found"
+        )
+        await env.create(NODEPOOLS, pool(env, name_pool))
+        await env.create(AUTOSCALERS, autoscaler(env, f"{name_pool}-a", name_pool))
+        refused = await kubectl(
+            kube_control_plane,
+            "apply",
+            stdin=json.dumps(autoscaler(env, f"{name_pool}-b", name_pool)),
+        )
+        denied(
+            refused,
+            "vautoscaler",
+            f"NodePool {name_pool} is already scaled by Autoscaler {name_pool}-a",
+        )
+        assert proc.returncode is None, "the operator is still running"
+    finally:
+        with contextlib.suppress(NotFound):
+            await env.client.delete(VALIDATING_WEBHOOK_CONFIGURATIONS, name)
+        # while the operator runs: it removes the finalizer it put on the pool
+        await env.cleanup()
+        await env.eventually(lambda: _gone(env, f"cli-{env.run_id}", NODEPOOLS), "the pool to go")
+        if proc.returncode is None:
+            proc.terminate()
+        await asyncio.wait_for(proc.wait(), timeout=60)
+        log.close()
+    # SIGTERM: a graceful stop
+    assert proc.returncode == 0, (tmp_path / "operator.log").read_text()[-2000:]
