@@ -63,6 +63,9 @@ class Recorder:
 
     async def list(self, res: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         self.calls.append(f"list {res.plural}")
+        # every Autoscaler counts, not only the operator's shard
+        assert not args
+        assert not kwargs.get("label_selector")
         return {"items": [scaler("first", "web")]}
 
     async def get(self, res: Any, name: str, *args: Any) -> dict[str, Any]:

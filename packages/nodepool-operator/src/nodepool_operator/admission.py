@@ -18,6 +18,9 @@ time: each may pass before the other is stored. The controllers' conditions stay
 case and for clusters without the webhook installed (``ConflictingAutoscaler`` on the
 younger Autoscaler; ``NodeClassUnavailable`` on the pool).
 
+The Autoscaler rule counts every Autoscaler in the cluster, whatever the operator's
+``--label-selector``: a pool scaled from two shards is as contested as one scaled twice in one.
+
 UPDATEs are checked only when the reference itself changes, so a pool whose class was
 deleted later, or an Autoscaler that predates the webhook, can still be edited, scaled and
 finalized (the operator's own writes included).
