@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -262,10 +263,12 @@ async def test_a_pool_naming_a_missing_node_class_is_refused_naming_the_field(
 
 
 async def test_without_the_webhook_a_missing_node_class_is_a_pool_condition(
-    operator_env: OperatorEnv,
+    operator_env: OperatorEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The fallback: no webhook configuration, the pool is stored, and the NodePool
-    controller says why it launches nothing."""
+    controller says why it launches nothing; it retries with backoff as a failure, not a
+    crash (no traceback for a user's missing object)."""
+    caplog.set_level(logging.WARNING, logger="kubeloop.controller")
     env = operator_env
     name = f"ncfall-{env.run_id}"
     created = await env.create(NODEPOOLS, {**pool(env, name, name), "spec": {
@@ -282,6 +285,17 @@ async def test_without_the_webhook_a_missing_node_class_is_a_pool_condition(
     assert cond is not None
     assert f"spec.nodeClassRef: AwsNodeClass {name!r} not found" in cond["message"]
     assert len(env.cloud.snapshot().instances) == 0, "nothing is launched without the class"
+
+    def retries() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "retrying with backoff" in r.getMessage()]
+
+    async def retried() -> bool:
+        return bool(retries())
+
+    await env.eventually(retried, "a retry with backoff")
+    assert all("reconcile failed" in r.getMessage() and r.exc_info is None for r in retries()), [
+        r.getMessage() for r in retries()
+    ]
 
 
 def free_port() -> int:

@@ -55,6 +55,7 @@ from kubeloop import (
     Controller,
     ControllerOptions,
     Invalid,
+    KubeloopError,
     Manager,
     NotFound,
     Object,
@@ -916,7 +917,10 @@ class NodePoolController:
         remaining = self._gate.remaining(p.uid, p.generation)
         if p.failure is not None and remaining is None:
             # Errors that name no wait (transient ones): the per-item backoff spaces retries.
-            raise p.failure.error
+            # Raised as a kubeloop error: a cloud's refusal (a missing node class, a
+            # throttled API) is the world's doing, reported in the Degraded condition and
+            # an Event; the runtime would log any other exception as a crash with a traceback.
+            raise KubeloopError(f"{p.failure.reason}: {p.failure.message}") from p.failure.error
         # Idle, look for leaked VMs again after one grace period.
         waits = [self.settings.gc_grace_seconds, *(max(w, _MIN_POLL) for w in p.waits)]
         if p.draining:
