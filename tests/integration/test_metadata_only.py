@@ -266,3 +266,21 @@ async def test_per_kind_transforms_beside_the_cache_wide_one(
     assert plain is not None
     assert "managedFields" not in plain["metadata"]
     assert plain["data"] == {"payload": "x" * 100}
+
+
+async def test_an_unsupported_field_selector_is_refused_naming_it(
+    kube_client: Client, kube_namespace: str
+) -> None:
+    cache = Cache(kube_client)
+    inf = cache.informer(CONFIGMAPS, namespace=kube_namespace, field_selector="spec.nope=1")
+    cache.start()
+    try:
+        await inf.reflector.wait_synced_or_failed()
+    finally:
+        await cache.stop()
+    assert not inf.has_synced
+    assert inf.reflector.last_failure_verb == "list"
+    why = inf.reflector.last_error or ""
+    assert "refuses list on configmaps" in why, why
+    assert "spec.nope" in why, why
+    assert "field_selector" in why, why
