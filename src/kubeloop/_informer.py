@@ -1,8 +1,8 @@
 """Shared informers and the cache that readers use.
 
 An :class:`Informer` is a reflector, its store and a list of event handlers.
-The :class:`Cache` hands out one informer per (resource, namespace, selector),
-so any number of controllers watching Pods cost one watch, and serves reads
+The :class:`Cache` hands out one informer per (resource, namespace, selectors,
+metadata-only or not), so any number of controllers watching Pods cost one watch, and serves reads
 from memory; a read with a label selector no informer has is filtered in memory
 from the kind's unselected informer (``_labelselector.py``), not given a watch.
 Reads right after our own write wait for the watch to deliver
