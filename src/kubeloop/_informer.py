@@ -526,13 +526,22 @@ class Cache:
             inf = self._covering(resource, ns, None, meta)
         if inf is None:
             self._check(resource, ns)  # never wider than the read, never out of scope
-            others = sorted(
-                k.label_selector or ""
-                for k in self._informers
-                if k.resource == resource and k.namespace in (None, ns) and k.metadata_only == meta
-            )
+            same_kind = [
+                k for k in self._informers if k.resource == resource and k.namespace in (None, ns)
+            ]
+            others = sorted(k.label_selector or "" for k in same_kind if k.metadata_only == meta)
             extra = {"resource": resource.key, "namespace": ns or "", "selector": label_selector}
-            if others:
+            if not others and same_kind:
+                # the kind is watched, in the other form: this read costs a second watch
+                log.warning(
+                    "starting a %s informer for a read of a kind watched only %s (pass "
+                    "metadata_only=%s to read from the watched one)",
+                    "metadata-only" if meta else "full",
+                    "as full objects" if meta else "as metadata",
+                    not meta,
+                    extra=extra,
+                )
+            elif others:
                 # A second informer of a kind already watched lags the first: a reconcile
                 # triggered by one and reading the other can see data older than its event.
                 log.warning(

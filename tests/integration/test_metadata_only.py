@@ -150,7 +150,10 @@ async def test_owns_metadata_only_sees_names_labels_and_owners_but_no_data(
 
 
 async def test_a_metadata_only_read_starts_its_own_informer(
-    kube_fault_proxy: FaultProxy, kube_client: Client, kube_namespace: str
+    kube_fault_proxy: FaultProxy,
+    kube_client: Client,
+    kube_namespace: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     ns, proxy = kube_namespace, kube_fault_proxy
     owner = await kube_client.create(SECRETS, secret("owner"), ns)
@@ -169,6 +172,9 @@ async def test_a_metadata_only_read_starts_its_own_informer(
     assert "data" not in web[0]
     assert sorted(o["metadata"]["name"] for o in full) == ["a", "b"]
     assert all(o["data"] == {"payload": "x" * 100} for o in full)
+    # the full read found the kind watched as metadata only, and said what it costs
+    warned = [r.getMessage() for r in caplog.records if r.name == "kubeloop.cache"]
+    assert any("starting a full informer" in m and "metadata_only=True" in m for m in warned)
     assert live["kind"] == "PartialObjectMetadata"
     assert "data" not in live
     gets = proxy.log.entries(client="reader", verb="get")
