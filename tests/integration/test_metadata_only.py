@@ -290,3 +290,47 @@ async def test_an_unsupported_field_selector_is_refused_naming_it(
     assert "refuses list on configmaps" in why, why
     assert "spec.nope" in why, why
     assert "field_selector" in why, why
+
+
+async def test_for_and_watches_metadata_only(
+    kube_fault_proxy: FaultProxy, kube_client: Client, kube_namespace: str
+) -> None:
+    ns, proxy = kube_namespace, kube_fault_proxy
+    owner = await kube_client.create(SECRETS, secret("owner"), ns)
+    await kube_client.create(CONFIGMAPS, child("a", owner), ns)
+    mapped: list[Object] = []
+    reconciled: dict[str, Object | None] = {}
+
+    def to_owner(obj: Object) -> list[Request]:
+        mapped.append(obj)
+        return [Request("owner", ns)]
+
+    async with Client(proxy.client_config("op")) as client:
+        mgr = new_manager(client)
+
+        async def reconcile(req: Request) -> Result:
+            reconciled[req.name] = await mgr.cache.get(SECRETS, req.name, ns, metadata_only=True)
+            return Result()
+
+        (
+            mgr.controller("m")
+            .for_(SECRETS, namespace=ns, metadata_only=True)
+            .watches(CONFIGMAPS, to_owner, metadata_only=True)
+            .complete(reconcile)
+        )
+        async with running(mgr):
+            await eventually(lambda: "owner" in reconciled and mapped, "a reconcile")
+    got = reconciled["owner"]
+    assert got is not None
+    assert got["kind"] == "PartialObjectMetadata"
+    assert got["metadata"]["uid"] == owner["metadata"]["uid"]
+    assert mapped[0]["kind"] == "PartialObjectMetadata"
+    assert "data" not in mapped[0]
+    # one informer per kind, both metadata-only: the reconcile's read started no other
+    assert sorted((i.resource.plural, i.metadata_only) for i in mgr.cache.informers) == [
+        ("configmaps", True),
+        ("secrets", True),
+    ]
+    watches = proxy.log.entries(client="op", verb="watch")
+    assert {e.resource for e in watches} == {"configmaps", "secrets"}
+    assert all(AS_ONE in e.accept for e in watches)
