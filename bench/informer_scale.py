@@ -1,5 +1,6 @@
 """Informer scale: N objects: initial sync time, memory per cached object, watch events per
-second the cache absorbs, and the longest event-loop stall during sync.
+second the cache absorbs, and the longest event-loop stall during sync; then memory per
+cached Pod, whole and metadata-only.
 
 The parent side (:func:`run`, called by ``bench/run.py``) creates N ``Sample`` objects in a
 fresh namespace (concurrent creates, not measured), then starts the observer in its own
@@ -43,7 +44,10 @@ from bench._raw import connect
 from bench.throughput import SAMPLES, delete_all, install_crd, populate
 from kubeloop import (
     LEASES,
+    NAMESPACES,
+    PODS,
     Added,
+    AlreadyExists,
     Cache,
     Client,
     Deleted,
@@ -55,6 +59,7 @@ from kubeloop import (
     ReflectorOptions,
     Registry,
     Request,
+    Resource,
     Result,
     Updated,
 )
@@ -245,6 +250,42 @@ async def observe(
     }
 
 
+async def observe_pods(
+    kubeconfig: str, namespace: str, objects: int, metadata_only: bool, timeout: float
+) -> dict[str, Any]:
+    """Sync one informer of the namespace's Pods, whole or metadata only
+    (``PartialObjectMetadata``), and measure what it holds: the RSS delta across the sync
+    per cached Pod, and the JSON size of what a read returns. One process per variant, so
+    neither inherits the other's freed memory."""
+    client = Client.from_kubeconfig(kubeconfig)
+    await client.server_version()  # TLS connection open: not in the RSS delta
+    cache = Cache(client)
+    informer = cache.informer(PODS, namespace=namespace, metadata_only=metadata_only)
+    gc.collect()
+    rss_before = rss_mib()
+    start = time.perf_counter()
+    cache.start()
+    await cache.wait_for_sync(timeout)
+    sync_s = time.perf_counter() - start
+    gc.collect()
+    rss_after = rss_mib()
+    items = informer.store.list()
+    kinds = sorted({o.get("kind", "") for o in items})
+    json_bytes = sum(len(msgspec.json.encode(o)) for o in items) / max(1, len(items))
+    del items
+    await cache.stop()
+    await client.close()
+    return {
+        "objects": objects,
+        "metadata_only": metadata_only,
+        "cached": len(informer.store),
+        "kinds": kinds,
+        "sync_s": sync_s,
+        "rss_delta_mib": rss_after - rss_before,
+        "json_bytes_per_object": json_bytes,
+    }
+
+
 def _held_bytes(det: object) -> tuple[int, int]:
     """Bytes (``sys.getsizeof``, each object once) of what the loop detector's own tables
     reach, and how many decoded API objects among them. Requests are left out: the
@@ -389,7 +430,18 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="write cProfile stats of the sync")
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--compact", action="store_true", help="intern strings (opt-in)")
+    parser.add_argument(
+        "--pods",
+        choices=("full", "metadata"),
+        help="only sync the namespace's Pods (whole or metadata-only) and report memory",
+    )
     args = parser.parse_args()
+    if args.pods:
+        pods = observe_pods(
+            args.kubeconfig, args.namespace, args.objects, args.pods == "metadata", args.timeout
+        )
+        print(json.dumps(asyncio.run(pods)), flush=True)
+        return
     result = asyncio.run(
         observe(
             args.kubeconfig,
@@ -444,14 +496,17 @@ async def burst(
     return {"start": start, "end": end, "answered": answered}
 
 
-async def _observer(
-    ctx: Context, namespace: str, objects: int, updates: int, concurrency: int
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run the observer, patch when it is READY; its result and the burst's."""
+def _observer_timeout(objects: int) -> float:
+    return 300.0 + objects * 0.02
+
+
+async def _spawn(
+    ctx: Context, namespace: str, objects: int, *args: str
+) -> asyncio.subprocess.Process:
+    """This module's observer in a process of its own, its stdout piped."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    timeout = 300.0 + objects * 0.02
-    proc = await asyncio.create_subprocess_exec(
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "bench.informer_scale",
@@ -461,15 +516,22 @@ async def _observer(
         namespace,
         "--objects",
         str(objects),
-        "--updates",
-        str(updates),
         "--timeout",
-        str(timeout),
-        *(["--compact"] if ctx.param("compact", 0, 0) else []),
+        str(_observer_timeout(objects)),
+        *args,
         stdout=asyncio.subprocess.PIPE,
         env=env,
         cwd=ROOT,
     )
+
+
+async def _observer(
+    ctx: Context, namespace: str, objects: int, updates: int, concurrency: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run the observer, patch when it is READY; its result and the burst's."""
+    timeout = _observer_timeout(objects)
+    compact = ["--compact"] if ctx.param("compact", 0, 0) else []
+    proc = await _spawn(ctx, namespace, objects, "--updates", str(updates), *compact)
     assert proc.stdout is not None
     try:
         async with asyncio.timeout(2 * timeout):
@@ -494,6 +556,131 @@ async def _observer(
     return result, patched
 
 
+#: ServiceAccounts (not in kubeloop's curated exports): a Pod needs its namespace's
+#: ``default`` one, which kube-controller-manager would create.
+_SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+#: No scheduler serves this name: the Pods stay Pending and nothing writes their status,
+#: so both syncs see the same objects.
+_NO_SCHEDULER = "bench-informer-unscheduled"
+_POD_CONCURRENCY = 32
+
+
+def bench_pod(i: int) -> dict[str, Any]:
+    """A Pod shaped like a typical workload's (one container, env, ports, probes,
+    resources, labels and an owner-like annotation), never scheduled."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"p{i:06d}",
+            "labels": {"app": "bench-web", "tier": "frontend", "shard": str(i % 16)},
+            "annotations": {"bench.kubeloop.dev/revision": "7d9f5c6b8"},
+        },
+        "spec": {
+            "schedulerName": _NO_SCHEDULER,
+            "automountServiceAccountToken": False,
+            "containers": [
+                {
+                    "name": "web",
+                    "image": "registry.example/bench/web:1.27.3",
+                    "args": ["--listen=:8080", "--metrics=:9090", "--log-format=json"],
+                    "env": [
+                        {"name": "POOL", "value": f"pool-{i % 16}"},
+                        {"name": "REGION", "value": "eu-west-1"},
+                        {"name": "LOG_LEVEL", "value": "info"},
+                    ],
+                    "ports": [
+                        {"name": "http", "containerPort": 8080},
+                        {"name": "metrics", "containerPort": 9090},
+                    ],
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "128Mi"},
+                        "limits": {"memory": "256Mi"},
+                    },
+                    "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}},
+                }
+            ],
+        },
+    }
+
+
+async def populate_pods(client: Client, objects: int) -> str:
+    """A fresh namespace holding ``objects`` unscheduled Pods; returns its name."""
+    namespace = f"bench-informer-pods-{os.urandom(3).hex()}"
+    await client.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    )
+    with contextlib.suppress(AlreadyExists):
+        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+        await client.create(_SERVICEACCOUNTS, account, namespace)
+    gate = asyncio.Semaphore(_POD_CONCURRENCY)
+
+    async def create(i: int) -> None:
+        async with gate:
+            await client.create(PODS, bench_pod(i), namespace)
+
+    await asyncio.gather(*(create(i) for i in range(objects)))
+    return namespace
+
+
+async def _pod_observer(ctx: Context, namespace: str, objects: int, variant: str) -> dict[str, Any]:
+    proc = await _spawn(ctx, namespace, objects, "--pods", variant)
+    try:
+        async with asyncio.timeout(2 * _observer_timeout(objects)):
+            out, _ = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    if proc.returncode != 0:
+        raise RuntimeError(f"pod observer ({variant}) exited with {proc.returncode}")
+    lines = [x for x in out.decode().splitlines() if x.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"pod observer ({variant}) printed no JSON result")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+async def measure_pods(ctx: Context, pods: int) -> dict[str, Any]:
+    """Bytes per cached Pod, whole and metadata-only, each synced in its own process."""
+    async with Client.from_kubeconfig(ctx.kubeconfig) as client:
+        ctx.log(f"informer_scale: creating {pods} Pods (not measured)")
+        namespace = await populate_pods(client, pods)
+    cleanup_error = None
+    try:
+        full = await _pod_observer(ctx, namespace, pods, "full")
+        meta = await _pod_observer(ctx, namespace, pods, "metadata")
+    finally:
+        ctx.log(f"informer_scale: deleting the {pods} Pods (not measured)")
+        try:
+            await delete_all(str(ctx.kubeconfig), namespace, resource=PODS)
+        except (KubeloopError, RuntimeError, TimeoutError) as err:
+            cleanup_error = f"{type(err).__name__}: {str(err)[:200]}"
+            ctx.log(f"informer_scale: Pod clean-up failed ({cleanup_error}); continuing")
+
+    def per_object(out: dict[str, Any]) -> float:
+        return rounded(out["rss_delta_mib"] * 1024 * 1024 / max(1, out["cached"]))
+
+    full_b, meta_b = per_object(full), per_object(meta)
+    return {
+        "namespace": namespace,
+        "objects": pods,
+        "full_cached": full["cached"],
+        "metadata_only_cached": meta["cached"],
+        "full_kinds": full["kinds"],
+        "metadata_only_kinds": meta["kinds"],
+        "full_bytes_per_cached_object": full_b,
+        "metadata_only_bytes_per_cached_object": meta_b,
+        "full_json_bytes_per_object": rounded(full["json_bytes_per_object"]),
+        "metadata_only_json_bytes_per_object": rounded(meta["json_bytes_per_object"]),
+        "full_sync_s": rounded(full["sync_s"]),
+        "metadata_only_sync_s": rounded(meta["sync_s"]),
+        "metadata_only_over_full": rounded(meta_b / full_b) if full_b > 0 else None,
+        "cleaned_up": cleanup_error is None,
+        "cleanup_error": cleanup_error,
+    }
+
+
 def _ms(seconds: float) -> float:
     return rounded(seconds * 1000)
 
@@ -511,6 +698,7 @@ async def run(ctx: Context) -> BenchResult:
         namespace = await populate(client, "bench-informer", objects)
         ctx.log(f"informer_scale: created in {time.perf_counter() - t:.1f} s; observing")
     cleanup_error = None
+    pods = int(ctx.param("pods", objects, objects))
     try:
         out, patched = await _observer(ctx, namespace, objects, updates, concurrency)
     finally:
@@ -524,6 +712,9 @@ async def run(ctx: Context) -> BenchResult:
             # the figures are measured already: report them, and say the clean-up failed
             cleanup_error = f"{type(err).__name__}: {str(err)[:200]}"
             ctx.log(f"informer_scale: clean-up failed ({cleanup_error}); continuing")
+    # Pods, whole and metadata-only (issue 23): after the Samples are gone, so the
+    # apiserver and etcd hold one population at a time
+    pod_memory = await measure_pods(ctx, pods) if pods > 0 else None
 
     # delivery lag per patch: event received by the handler minus the patch's response
     # (both CLOCK_MONOTONIC, which is system-wide on Linux); negative when the watch wins
@@ -590,6 +781,7 @@ async def run(ctx: Context) -> BenchResult:
             "loop_detector_decoded_objects": out["standby"]["detector_api_objects"],
             "rss_delta_mib": rounded(out["standby"]["rss_delta_mib"]),
         },
+        "pods": pod_memory,
     }
     ctx.log(
         f"informer_scale: sync {figures['sync_s']} s, {figures['bytes_per_cached_object']:.0f} "
@@ -613,6 +805,7 @@ async def run(ctx: Context) -> BenchResult:
             "stall_ticker_ms": 1,
             "stall_budget_ms": STALL_BUDGET_MS,
             "memory": "RSS delta across the sync, after gc.collect(), divided by cached objects",
+            "pods": pods,
         },
         "figures": {
             **figures,
@@ -671,6 +864,19 @@ def markdown(result: BenchResult) -> str:
         f"{f['standby']['loop_detector_decoded_objects']} decoded objects kept; RSS delta of "
         f"the standby manager, its own cache included: {f['standby']['rss_delta_mib']} MiB) |",
     ]
+    pods = f.get("pods")
+    if pods:
+        ratio = pods["metadata_only_over_full"]
+        rows += [
+            f"| {pods['objects']} unscheduled Pods, whole: memory per cached Pod "
+            f"| **{pods['full_bytes_per_cached_object']:.0f} B** "
+            f"({pods['full_json_bytes_per_object']:.0f} B of JSON each) |",
+            f"| the same Pods, metadata only (`PartialObjectMetadata`) "
+            f"| **{pods['metadata_only_bytes_per_cached_object']:.0f} B** "
+            f"({pods['metadata_only_json_bytes_per_object']:.0f} B of JSON each"
+            + (f"; {ratio:.2f}x the whole Pod's memory" if ratio is not None else "")
+            + ") |",
+        ]
     over = f["sync_longest_stall_ms"] > p["stall_budget_ms"]
     return "\n".join(
         [
@@ -718,7 +924,14 @@ BENCHMARK = Benchmark(
         "the harness with the time its event reached the handler (CLOCK_MONOTONIC, shared by "
         "the processes). Finally a live LIST checks that every cached resourceVersion is the "
         "server's. The objects are deleted afterwards, one deletecollection of 2,000 at a time "
-        "(retried on a 5xx or timeout), until a LIST finds none."
+        "(retried on a 5xx or timeout), until a LIST finds none. Then as many Pods (param "
+        "`pods`; one container with env, ports, resources and a probe; a scheduler name no "
+        "scheduler serves, so they stay Pending and nobody writes their status) are created "
+        "in another namespace, and two more observer processes each sync one informer of "
+        "them: whole Pods, and metadata only (`PartialObjectMetadata`, the `Accept` header "
+        "of `for_`/`owns`/`watches(..., metadata_only=True)`); memory per cached Pod is "
+        "measured as above. At a few hundred objects the RSS delta is mostly fixed costs; "
+        "the per-object figures mean something from some ten thousand on."
     ),
     run=run,
     markdown=markdown,

@@ -177,9 +177,11 @@ async def delete_all(
     page: int = DELETE_PAGE,
     backoff: Backoff = DELETE_RETRY,
     timeout: float | None = None,
+    resource: Resource = SAMPLES,
 ) -> int:
-    """Delete the namespace's Samples, keeping etcd's size steady from one configuration to
-    the next; returns how many the deletecollection calls reported deleted.
+    """Delete the namespace's Samples (or another ``resource``'s objects), keeping etcd's
+    size steady from one configuration to the next; returns how many the deletecollection
+    calls reported deleted.
 
     One deletecollection of ``page`` objects (``limit``) at a time, each retried on
     transient failures with the runtime's one retry loop (:func:`kubeloop.retry_transient`),
@@ -188,7 +190,7 @@ async def delete_all(
     ever), TimeoutError after ``timeout`` seconds if given (the apiserver deletes some
     200-1,000 objects a second here: 100,000 take minutes). The namespace itself stays:
     without kube-controller-manager it would never finish terminating."""
-    collection = SAMPLES.path(namespace)
+    collection = resource.path(namespace)
     deleted = 0
     async with connect(kubeconfig, 1) as api, asyncio.timeout(timeout):
 
@@ -216,7 +218,9 @@ async def delete_all(
             deleted += await retry_transient(delete_page, backoff=backoff)
             before, remaining = remaining, await retry_transient(left, backoff=backoff)
             if remaining >= before:  # e.g. held by a finalizer: no point asking again
-                raise RuntimeError(f"{namespace}: {remaining} Samples left after deleting")
+                raise RuntimeError(
+                    f"{namespace}: {remaining} {resource.plural} left after deleting"
+                )
     return deleted
 
 

@@ -53,13 +53,28 @@ class Builder:
         predicates: Sequence[Predicate] = (),
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> Builder:
-        """The kind this controller reconciles; its events enqueue the object itself."""
+        """The kind this controller reconciles; its events enqueue the object itself.
+
+        ``label_selector``/``field_selector`` are passed to the LIST and WATCH.
+        ``metadata_only`` (controller-runtime's ``OnlyMetadata``) watches the kind's
+        ``PartialObjectMetadata``: names, labels, annotations, ownerReferences,
+        finalizers, no spec, status or data, for a fraction of the memory; read it in
+        the reconcile with ``cache.get(..., metadata_only=True)``.
+        """
         if self._for is not None:
             raise ValueError(f"controller {self._name}: for_() may be called once")
         self._manager.cache.scope(resource, namespace)  # OutOfScope now, not at start
         self._for = KindSource(
-            resource, enqueue_object, list(predicates), namespace, label_selector
+            resource,
+            enqueue_object,
+            list(predicates),
+            namespace,
+            label_selector,
+            field_selector,
+            metadata_only,
         )
         self._sources.append(self._for)
         return self
@@ -70,11 +85,17 @@ class Builder:
         *,
         predicates: Sequence[Predicate] = (),
         namespace: str | _Follow | None = FOLLOW_FOR,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> Builder:
         """A kind this controller creates; its events enqueue the controlling owner.
 
         Watched in ``for_``'s namespace by default: an operator scoped to namespace A
         never watches (nor reconciles because of) children in namespace B.
+        ``label_selector``, ``field_selector`` and ``metadata_only`` as for
+        :meth:`for_` (the owner is found from ``ownerReferences``, which a
+        metadata-only child has).
         """
         if self._for is None:
             raise ValueError(f"controller {self._name}: call for_() before owns()")
@@ -84,7 +105,17 @@ class Builder:
         ns = self._for.namespace if namespace is FOLLOW_FOR else namespace
         ns = ns if resource.namespaced else None
         self._manager.cache.scope(resource, ns)
-        self._sources.append(KindSource(resource, handler, list(predicates), ns))
+        self._sources.append(
+            KindSource(
+                resource,
+                handler,
+                list(predicates),
+                ns,
+                label_selector,
+                field_selector,
+                metadata_only,
+            )
+        )
         return self
 
     def watches(
@@ -95,11 +126,15 @@ class Builder:
         predicates: Sequence[Predicate] = (),
         namespace: str | _Follow | None = FOLLOW_FOR,
         label_selector: str | None = None,
+        field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> Builder:
         """Any other kind; ``map_fn`` says which requests an object concerns.
 
         ``namespace`` defaults to ``for_``'s (all namespaces without ``for_``);
-        ``None`` watches every namespace the manager may see.
+        ``None`` watches every namespace the manager may see. ``label_selector``,
+        ``field_selector`` and ``metadata_only`` as for :meth:`for_` (``map_fn`` then
+        gets ``PartialObjectMetadata``).
         """
         if namespace is FOLLOW_FOR:
             namespace = self._for.namespace if self._for is not None else None
@@ -107,7 +142,13 @@ class Builder:
         self._manager.cache.scope(resource, namespace)
         self._sources.append(
             KindSource(
-                resource, enqueue_mapped(map_fn), list(predicates), namespace, label_selector
+                resource,
+                enqueue_mapped(map_fn),
+                list(predicates),
+                namespace,
+                label_selector,
+                field_selector,
+                metadata_only,
             )
         )
         return self

@@ -170,11 +170,27 @@ class ListPage:
     restart: bool
 
 
+#: ``Accept`` for a metadata-only LIST: the apiserver answers a
+#: ``PartialObjectMetadataList`` of ``PartialObjectMetadata`` items (apiVersion
+#: ``meta.k8s.io/v1``: metadata only, no spec, status or data). The plain JSON after the
+#: comma is what a server that cannot convert would send instead (never, since 1.15).
+ACCEPT_METADATA_LIST = (
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+)
+#: ``Accept`` for a metadata-only GET or WATCH (each object, each event's object).
+ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+#: The ``kind`` and ``apiVersion`` of a metadata-only object.
+PARTIAL_OBJECT_METADATA = "PartialObjectMetadata"
+META_API_VERSION = "meta.k8s.io/v1"
+
+
 def _page(res: Resource, page: Object, *, restart: bool) -> ListPage:
     items: builtins.list[Object] = page.get("items") or []
+    partial = page.get("kind") == "PartialObjectMetadataList"
     for item in items:
-        item.setdefault("apiVersion", res.api_version)
-        item.setdefault("kind", res.kind)
+        # a metadata-only list's items say what they are (PartialObjectMetadata)
+        item.setdefault("apiVersion", META_API_VERSION if partial else res.api_version)
+        item.setdefault("kind", PARTIAL_OBJECT_METADATA if partial else res.kind)
     meta = page.get("metadata") or {}
     return ListPage(items, str(meta.get("resourceVersion") or ""), restart)
 
@@ -379,11 +395,14 @@ class Client:
         params: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        accept: str | None = None,
     ) -> Any:
         payload = None if body is None else _encoder.encode(body)
         headers = (
             self._headers if payload is None else {**self._headers, "Content-Type": content_type}
         )
+        if accept is not None:
+            headers = {**headers, "Accept": accept}
         idempotent = method == "GET"
         failures = throttled = 0
         throttle = res is None or (res.group, res.plural) not in _UNTHROTTLED
@@ -448,10 +467,14 @@ class Client:
         namespace: str | None = None,
         *,
         subresource: str | None = None,
+        metadata_only: bool = False,
     ) -> Object:
-        """GET one object (or one of its subresources) straight from the server."""
+        """GET one object (or one of its subresources) straight from the server.
+
+        ``metadata_only``: a ``PartialObjectMetadata`` (metadata, no spec/status/data)."""
         path = res.path(_namespace(res, namespace), _required_name(name), subresource)
-        return cast(Object, await self._call("get", res, subresource, "GET", path))
+        accept = ACCEPT_METADATA if metadata_only else None
+        return cast(Object, await self._call("get", res, subresource, "GET", path, accept=accept))
 
     async def list(
         self,
@@ -464,10 +487,12 @@ class Client:
         continue_: str | None = None,
         resource_version: str | None = None,
         resource_version_match: str | None = None,
+        metadata_only: bool = False,
     ) -> Object:
         """One LIST request; returns the List object itself, whose ``metadata`` has the
         ``resourceVersion`` to watch from and the ``continue`` token of the next page.
-        ``namespace=None`` lists across all namespaces."""
+        ``namespace=None`` lists across all namespaces. ``metadata_only``: a
+        ``PartialObjectMetadataList`` (each item's metadata only)."""
         params = _params(
             labelSelector=label_selector,
             fieldSelector=field_selector,
@@ -478,7 +503,10 @@ class Client:
         if continue_:
             params["continue"] = continue_
         path = res.path(namespace if res.namespaced else None)
-        return cast(Object, await self._call("list", res, None, "GET", path, params=params))
+        accept = ACCEPT_METADATA_LIST if metadata_only else None
+        return cast(
+            Object, await self._call("list", res, None, "GET", path, params=params, accept=accept)
+        )
 
     async def list_all(
         self,
@@ -519,6 +547,7 @@ class Client:
         limit: int = _DEFAULT_PAGE,
         resource_version: str | None = None,
         resource_version_match: str | None = None,
+        metadata_only: bool = False,
     ) -> AsyncGenerator[ListPage, None]:
         """The objects one page at a time, so a large list need not be held whole (an
         informer stores each page as it comes).
@@ -528,7 +557,7 @@ class Client:
         expires mid-way (410 on a page after the first), the list is made once more
         in one unpaged request, which has no token to expire (client-go's pager
         ``FullListIfExpired``); that page comes with ``restart`` set: drop the pages
-        before it.
+        before it. ``metadata_only``: ``PartialObjectMetadata`` items (see :meth:`list`).
         """
         token: str | None = None
         try:
@@ -544,6 +573,7 @@ class Client:
                     # the continue token pins the snapshot; the server rejects both
                     resource_version=resource_version if first else None,
                     resource_version_match=resource_version_match if first else None,
+                    metadata_only=metadata_only,
                 )
                 meta = page.get("metadata") or {}
                 token = meta.get("continue") or None
@@ -561,6 +591,7 @@ class Client:
             field_selector=field_selector,
             resource_version=resource_version,
             resource_version_match=resource_version_match,
+            metadata_only=metadata_only,
         )
         yield _page(res, page, restart=True)
 
@@ -794,6 +825,7 @@ class Client:
         label_selector: str | None = None,
         field_selector: str | None = None,
         read_timeout: float | None = None,
+        metadata_only: bool = False,
     ) -> AsyncGenerator[WatchEvent, None]:
         """Events after ``resource_version`` until the server ends the watch.
 
@@ -802,6 +834,7 @@ class Client:
         the version is too old: re-list). No data for ``read_timeout`` seconds
         raises :class:`~kubeloop._errors.RequestTimeout`: the connection has
         stalled. Close the iterator (``contextlib.aclosing``) when stopping early.
+        ``metadata_only``: each event's object is a ``PartialObjectMetadata``.
         """
         params = _params(
             watch=True,
@@ -812,11 +845,12 @@ class Client:
             fieldSelector=field_selector,
         )
         path = res.path(namespace if res.namespaced else None)
+        headers = {**self._headers, "Accept": ACCEPT_METADATA} if metadata_only else self._headers
         start = time.monotonic()
         answered = False
         try:
             async with self._transport.stream(
-                "GET", path, params=params, headers=self._headers, read_timeout=read_timeout
+                "GET", path, params=params, headers=headers, read_timeout=read_timeout
             ) as resp:
                 answered = True
                 self._observe("watch", res, None, resp.status, start)

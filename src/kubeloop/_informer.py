@@ -1,8 +1,8 @@
 """Shared informers and the cache that readers use.
 
 An :class:`Informer` is a reflector, its store and a list of event handlers.
-The :class:`Cache` hands out one informer per (resource, namespace, selector),
-so any number of controllers watching Pods cost one watch, and serves reads
+The :class:`Cache` hands out one informer per (resource, namespace, selectors,
+metadata-only or not), so any number of controllers watching Pods cost one watch, and serves reads
 from memory; a read with a label selector no informer has is filtered in memory
 from the kind's unselected informer (``_labelselector.py``), not given a watch.
 Reads right after our own write wait for the watch to deliver
@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import gc
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -79,9 +79,12 @@ class Informer:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        metadata_only: bool = False,
         options: ReflectorOptions | None = None,
     ) -> None:
         self.resource = resource
+        #: Whether this informer holds ``PartialObjectMetadata`` (metadata only).
+        self.metadata_only = metadata_only
         self.store = Store(namespace=namespace if resource.namespaced else None)
         self._handlers: list[Handler] = []
         # the client's log, so its update_status can name who changed an object since
@@ -97,6 +100,7 @@ class Informer:
             namespace=namespace,
             label_selector=label_selector,
             field_selector=field_selector,
+            metadata_only=metadata_only,
             options=dataclasses.replace(options, transform=self._summarizing(options.transform)),
         )
         self._task: asyncio.Task[None] | None = None
@@ -231,6 +235,9 @@ class _InformerKey:
     namespace: str | None
     label_selector: str | None
     field_selector: str | None
+    # a metadata-only informer is another informer: a reader of full objects never
+    # gets a PartialObjectMetadata, nor the other way round
+    metadata_only: bool = False
 
 
 class OutOfScope(TerminalError):
@@ -295,6 +302,15 @@ class Cache:
     seconds (default 60), and not at all once the apiserver has refused the LIST
     (403/401, or 404: a kind it does not serve): both raise :class:`CacheReadError`,
     naming the kind and the verb.
+
+    ``transforms`` maps a kind to its own transform (None: store its objects
+    untouched), in place of ``options.transform`` for that kind's informers, full and
+    metadata-only alike (controller-runtime's ``ByObject`` transforms);
+    :meth:`set_transform` adds one later, before the kind's first informer.
+
+    Reads with ``metadata_only=True`` are served from a metadata-only informer of the
+    kind (``PartialObjectMetadata``: metadata, no spec, status or data), a separate
+    list and watch from the full one.
     """
 
     def __init__(
@@ -305,9 +321,11 @@ class Cache:
         read_your_writes_timeout: float = 5.0,
         namespaces: Iterable[str] | None = None,
         read_sync_timeout: float = READ_SYNC_TIMEOUT,
+        transforms: Mapping[Resource, Transform | None] | None = None,
     ) -> None:
         self.client = client
         self.options = options or ReflectorOptions()
+        self._transforms: dict[Resource, Transform | None] = dict(transforms or {})
         self.read_your_writes_timeout = read_your_writes_timeout
         self.read_sync_timeout = read_sync_timeout
         self.namespaces: frozenset[str] | None = (
@@ -364,6 +382,22 @@ class Cache:
             (namespace,) = self.namespaces
         return namespace
 
+    def set_transform(self, resource: Resource, transform: Transform | None) -> None:
+        """Give ``resource`` its own transform (None: none, managedFields kept) in place of
+        the cache-wide ``options.transform``. Only before the kind's first informer: its
+        store already holds objects transformed the other way."""
+        if any(k.resource == resource for k in self._informers):
+            raise ValueError(
+                f"set_transform({resource.key}): the kind already has an informer; "
+                "set its transform before any controller or read uses it"
+            )
+        self._transforms[resource] = transform
+
+    def _options_for(self, resource: Resource) -> ReflectorOptions:
+        if resource not in self._transforms:
+            return self.options
+        return dataclasses.replace(self.options, transform=self._transforms[resource])
+
     def informer(
         self,
         resource: Resource,
@@ -371,16 +405,19 @@ class Cache:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> Informer:
         """The shared informer for this scope (created, and started if the cache runs).
 
         On a cache restricted to one namespace, ``namespace=None`` means that one;
         with several, a namespaced kind needs an explicit namespace
         (:meth:`scope` lists them) or :class:`OutOfScope` is raised.
+        ``metadata_only``: one that lists and watches ``PartialObjectMetadata``
+        (separate from the kind's full informer).
         """
         namespace = self._default_namespace(resource, namespace)
         self._check(resource, namespace)
-        key = _InformerKey(resource, namespace, label_selector, field_selector)
+        key = _InformerKey(resource, namespace, label_selector, field_selector, metadata_only)
         inf = self._informers.get(key)
         if inf is None:
             inf = Informer(
@@ -389,7 +426,8 @@ class Cache:
                 namespace=namespace,
                 label_selector=label_selector,
                 field_selector=field_selector,
-                options=self.options,
+                metadata_only=metadata_only,
+                options=self._options_for(resource),
             )
             self._informers[key] = inf
             inf.add_handler(functools.partial(self._settle, resource))
@@ -453,17 +491,22 @@ class Cache:
 
     # -- reads ----------------------------------------------------------------------
     def _covering(
-        self, resource: Resource, ns: str | None, label_selector: str | None
+        self, resource: Resource, ns: str | None, label_selector: str | None, meta: bool
     ) -> Informer | None:
-        """An informer of ``resource`` covering namespace ``ns`` with exactly this selector:
-        a cluster-wide one first, else the namespace's."""
-        inf = self._informers.get(_InformerKey(resource, None, label_selector, None))
+        """An informer of ``resource`` covering namespace ``ns`` with exactly this selector
+        (full, or metadata-only with ``meta``): a cluster-wide one first, else the
+        namespace's."""
+        inf = self._informers.get(_InformerKey(resource, None, label_selector, None, meta))
         if inf is None and ns is not None:
-            inf = self._informers.get(_InformerKey(resource, ns, label_selector, None))
+            inf = self._informers.get(_InformerKey(resource, ns, label_selector, None, meta))
         return inf
 
     async def _reader(
-        self, resource: Resource, namespace: str | None, label_selector: str | None
+        self,
+        resource: Resource,
+        namespace: str | None,
+        label_selector: str | None,
+        meta: bool = False,
     ) -> tuple[Informer, Selector | None]:
         """A synced informer that covers the read, and the selector to filter it by in
         memory (None: no filter).
@@ -476,20 +519,29 @@ class Cache:
         namespace, not one per distinct selector, as controller-runtime's cache)."""
         ns = self._default_namespace(resource, namespace)
         selector = parse_selector(label_selector) if label_selector else None
-        inf = self._covering(resource, ns, label_selector) if label_selector else None
+        inf = self._covering(resource, ns, label_selector, meta) if label_selector else None
         if inf is not None:
             selector = None  # its watch already filters
         else:
-            inf = self._covering(resource, ns, None)
+            inf = self._covering(resource, ns, None, meta)
         if inf is None:
             self._check(resource, ns)  # never wider than the read, never out of scope
-            others = sorted(
-                k.label_selector or ""
-                for k in self._informers
-                if k.resource == resource and k.namespace in (None, ns)
-            )
+            same_kind = [
+                k for k in self._informers if k.resource == resource and k.namespace in (None, ns)
+            ]
+            others = sorted(k.label_selector or "" for k in same_kind if k.metadata_only == meta)
             extra = {"resource": resource.key, "namespace": ns or "", "selector": label_selector}
-            if others:
+            if not others and same_kind:
+                # the kind is watched, in the other form: this read costs a second watch
+                log.warning(
+                    "starting a %s informer for a read of a kind watched only %s (pass "
+                    "metadata_only=%s to read from the watched one)",
+                    "metadata-only" if meta else "full",
+                    "as full objects" if meta else "as metadata",
+                    not meta,
+                    extra=extra,
+                )
+            elif others:
                 # A second informer of a kind already watched lags the first: a reconcile
                 # triggered by one and reading the other can see data older than its event.
                 log.warning(
@@ -503,7 +555,7 @@ class Cache:
                     "starting an informer for a read (declare it with owns() or watches())",
                     extra=extra,
                 )
-            inf = self.informer(resource, namespace=ns)
+            inf = self.informer(resource, namespace=ns, metadata_only=meta)
         if not inf.has_synced:
             if not self._started:
                 inf.start()
@@ -554,9 +606,13 @@ class Cache:
         namespace: str | None = None,
         *,
         label_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> Object | None:
         """The cached object (the caller's own copy), or None. Never older than our own
         last write to it.
+
+        ``metadata_only``: its ``PartialObjectMetadata`` (metadata only), from the
+        kind's metadata-only informer (started for the read if there is none, as below).
 
         ``label_selector``: an object outside it is None. It is read from the informer
         with that selector if there is one (the one a ``for_``/``watches`` with the same
@@ -567,11 +623,11 @@ class Cache:
         """
         # on a one-namespace cache "no namespace" is that namespace, for the key too
         ns = self._default_namespace(resource, namespace)
-        inf, selector = await self._reader(resource, ns, label_selector)
+        inf, selector = await self._reader(resource, ns, label_selector, metadata_only)
         key = f"{ns}/{name}" if ns else name
         lagging = await self._caught_up(resource, inf, [key])
         if lagging:
-            live = await self._live(resource, lagging)
+            live = await self._live(resource, lagging, metadata_only)
             obj = live.get(key)  # straight from the server: nobody else holds it
         else:
             obj = inf.store.get(key)  # decoded for this read: the caller's own
@@ -586,13 +642,15 @@ class Cache:
         *,
         index: tuple[str, str] | None = None,
         label_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> list[Object]:
         """The cached objects of a kind (the caller's own copies), optionally in one
         namespace or under one index value; ``label_selector`` filters them, served as
         for :meth:`get` (no new watch per selector). Objects we wrote are never older
-        than our write."""
+        than our write. ``metadata_only``: ``PartialObjectMetadata``, as for :meth:`get`
+        (an ``index`` is the metadata-only informer's own)."""
         ns = self._default_namespace(resource, namespace)
-        inf, selector = await self._reader(resource, ns, label_selector)
+        inf, selector = await self._reader(resource, ns, label_selector, metadata_only)
         lagging: builtins.list[str] = []
         pending = self._expected.get(resource)
         if pending:
@@ -634,7 +692,9 @@ class Cache:
                 lagging.append(key)
         return lagging
 
-    async def _live(self, resource: Resource, keys: builtins.list[str]) -> dict[str, Object | None]:
+    async def _live(
+        self, resource: Resource, keys: builtins.list[str], metadata_only: bool = False
+    ) -> dict[str, Object | None]:
         from kubeloop._errors import NotFound
 
         self.live_read_fallbacks += len(keys)
@@ -643,7 +703,7 @@ class Cache:
         for key in keys:
             ns, name = split_key(key)
             try:
-                out[key] = await self.client.get(resource, name, ns)
+                out[key] = await self.client.get(resource, name, ns, metadata_only=metadata_only)
             except NotFound:
                 out[key] = None
         return out
@@ -656,7 +716,7 @@ class Cache:
         lagging: builtins.list[str],
         index: tuple[str, str] | None,
     ) -> builtins.list[Object]:
-        live = await self._live(resource, lagging)
+        live = await self._live(resource, lagging, inf.metadata_only)
         by_key = {object_key(o): o for o in objs}
         for key, obj in live.items():
             if obj is None:

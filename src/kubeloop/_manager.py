@@ -22,7 +22,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -35,7 +35,7 @@ from kubeloop._informer import Cache
 from kubeloop._leader import LeaderElectionOptions, LeaderElector
 from kubeloop._metrics import REGISTRY, CounterChild, HistogramChild, Registry, RuntimeMetrics
 from kubeloop._recorder import EventRecorder
-from kubeloop._reflector import ReflectorOptions
+from kubeloop._reflector import ReflectorOptions, Transform
 from kubeloop._resource import Object, Resource
 from kubeloop._serving import Endpoints
 from kubeloop.webhook import WebhookServer, WebhookServerOptions
@@ -105,6 +105,9 @@ class ManagerOptions:
     handle_signals: bool = True
     #: Informer tuning.
     reflector: ReflectorOptions = field(default_factory=ReflectorOptions)
+    #: A transform per kind, in place of ``reflector.transform`` for that kind's
+    #: informers (None: store the kind's objects untouched); see ``Cache.set_transform``.
+    transforms: Mapping[Resource, Transform | None] = field(default_factory=dict)
     #: The namespaces this manager may see (controller-runtime's cache
     #: ``DefaultNamespaces``); default None: all. Sources without a namespace watch
     #: each of them; any informer or cache read outside them raises OutOfScope.
@@ -120,7 +123,12 @@ class Manager:
         self.options = opts = options or ManagerOptions()
         self.client = client
         self.metrics = RuntimeMetrics(opts.registry)
-        self.cache = Cache(client, options=opts.reflector, namespaces=opts.namespaces)
+        self.cache = Cache(
+            client,
+            options=opts.reflector,
+            namespaces=opts.namespaces,
+            transforms=opts.transforms,
+        )
         self.recorder = EventRecorder(client, reporting_controller=opts.name)
         self.controllers: list[Controller] = []
         self.elector: LeaderElector | None = None

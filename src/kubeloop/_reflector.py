@@ -116,6 +116,7 @@ class Reflector:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        metadata_only: bool = False,
         options: ReflectorOptions | None = None,
     ) -> None:
         self.client = client
@@ -125,6 +126,8 @@ class Reflector:
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
+        #: List and watch ``PartialObjectMetadata`` (metadata only) instead of objects.
+        self.metadata_only = metadata_only
         self.options = options or ReflectorOptions()
         self.synced = asyncio.Event()
         self.resource_version = ""
@@ -155,8 +158,13 @@ class Reflector:
     @property
     def name(self) -> str:
         scope = f"/{self.namespace}" if self.namespace else ""
-        sel = f"?{self.label_selector}" if self.label_selector else ""
-        return f"{self.resource.key}{scope}{sel}"
+        query = [
+            *([self.label_selector] if self.label_selector else []),
+            *([f"fields:{self.field_selector}"] if self.field_selector else []),
+        ]
+        sel = f"?{'&'.join(query)}" if query else ""
+        meta = "[metadata]" if self.metadata_only else ""
+        return f"{self.resource.key}{meta}{scope}{sel}"
 
     def stalled_for(self) -> float:
         """Seconds since the watch last showed life."""
@@ -238,6 +246,7 @@ class Reflector:
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             limit=self.options.page_size,
+            metadata_only=self.metadata_only,
         ):
             self.last_activity = time.monotonic()
             if page.restart:
@@ -312,6 +321,7 @@ class Reflector:
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             read_timeout=self.options.read_timeout,
+            metadata_only=self.metadata_only,
         ):
             self.last_activity = time.monotonic()
             lines += 1

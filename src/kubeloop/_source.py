@@ -35,7 +35,9 @@ class KindSource:
 
     ``namespace=None`` means every namespace the cache may see: one cluster-wide
     informer, or one per namespace of a manager restricted to several
-    (``ManagerOptions.namespaces``).
+    (``ManagerOptions.namespaces``). ``field_selector`` is passed to the LIST and
+    WATCH; ``metadata_only`` watches ``PartialObjectMetadata`` (names, labels,
+    annotations, ownerReferences: no spec, status or data) in an informer of its own.
     """
 
     resource: Resource
@@ -43,13 +45,21 @@ class KindSource:
     predicates: Sequence[Predicate] = ()
     namespace: str | None = None
     label_selector: str | None = None
+    field_selector: str | None = None
+    metadata_only: bool = False
     #: the first of :attr:`informers` (the only one unless the cache has several namespaces)
     informer: Informer | None = field(default=None, init=False)
     informers: list[Informer] = field(default_factory=list, init=False)
 
     async def start(self, cache: Cache, enqueue: Enqueue) -> None:
         self.informers = [
-            cache.informer(self.resource, namespace=ns, label_selector=self.label_selector)
+            cache.informer(
+                self.resource,
+                namespace=ns,
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+                metadata_only=self.metadata_only,
+            )
             for ns in cache.scope(self.resource, self.namespace)
         ]
         self.informer = self.informers[0]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from bench.throughput import SAMPLES
 
-from kubeloop import Client
+from kubeloop import PODS, Client, Resource
 from kubeloop.envtest import ControlPlane
 from tests.integration.bench_support import run_quick
 
@@ -82,15 +82,29 @@ def test_informer_scale_quick_smoke(kube_control_plane: ControlPlane, tmp_path: 
     assert 0 < standby["loop_detector_bytes_per_object"] < 1024
     # the objects are gone afterwards: the apiserver's LIST says so, not only the figures
     assert figures["cleaned_up"] is True
-    left = asyncio.run(_samples_left(kube_control_plane, result["params"]["namespace"]))
+    left = asyncio.run(_left(kube_control_plane, SAMPLES, result["params"]["namespace"]))
     assert left == 0
+    # Pods cached whole and metadata-only (issue 23, item 3), as many as the Samples
+    pods = figures["pods"]
+    assert result["params"]["pods"] == 200
+    assert (pods["objects"], pods["full_cached"], pods["metadata_only_cached"]) == (200, 200, 200)
+    assert pods["full_kinds"] == ["Pod"]
+    assert pods["metadata_only_kinds"] == ["PartialObjectMetadata"]
+    # a Pod's metadata is a fraction of it (the spec is most of it); memory is RSS: a
+    # number at this size, compared only at scale
+    assert 0 < pods["metadata_only_json_bytes_per_object"] < pods["full_json_bytes_per_object"] / 2
+    assert isinstance(pods["metadata_only_bytes_per_cached_object"], float)
+    assert isinstance(pods["full_bytes_per_cached_object"], float)
+    assert pods["cleaned_up"] is True
+    assert asyncio.run(_left(kube_control_plane, PODS, pods["namespace"])) == 0
     text = docs.read_text()
     assert "<!-- bench:informer_scale:begin -->" in text
     assert "memory per cached object" in text
     assert "loop detector's tables" in text
+    assert "metadata only (`PartialObjectMetadata`)" in text
 
 
-async def _samples_left(control_plane: ControlPlane, namespace: str) -> int:
+async def _left(control_plane: ControlPlane, resource: Resource, namespace: str) -> int:
     async with Client.from_kubeconfig(control_plane.kubeconfig, qps=None) as client:
-        items, _ = await client.list_all(SAMPLES, namespace)
+        items, _ = await client.list_all(resource, namespace)
     return len(items)

@@ -76,6 +76,9 @@ class LogEntry:
     ended: str | None = None
     #: The resource's API group (``""`` for the core group, as in :class:`RequestInfo`).
     group: str = ""
+    #: The request's ``Accept`` header (say, ``as=PartialObjectMetadataList`` for a
+    #: metadata-only LIST).
+    accept: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

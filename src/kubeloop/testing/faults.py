@@ -655,6 +655,7 @@ class FaultProxy:
             started=time.monotonic(),
             started_wall=time.time(),
             group=info.group,
+            accept=request.headers.get("Accept", ""),
         )
         self.log._append(entry)  # visible at once: a request that hangs is in the log
         flight = _Flight(entry, info, request.transport)
