@@ -62,6 +62,7 @@ def test_every_fitting_pod_is_scheduled_on_the_fewest_nodes(
         "nodes_drained",
         "evictions",
         "pdb_blocked_s",
+        "evictions_refused",
     }
     assert (figures["pods"], figures["pods_fitting"]) == (17, 13)
     assert figures["pods_scheduled"] == figures["pods_fitting"]
@@ -76,12 +77,32 @@ def test_every_fitting_pod_is_scheduled_on_the_fewest_nodes(
 def test_the_second_act_drains_and_shrinks_the_pool(demo: tuple[dict[str, Any], Path]) -> None:
     figures, report = demo
     assert figures["nodes_drained"] >= 1
+    # The drained node still held the Deployment's pods: evicted, not deleted with the node.
+    assert figures["evictions"] >= 2
+    # The PodDisruptionBudget held the drain: the API server refused an eviction (429), seen
+    # in the drain's Events, and the budget allowed no disruption while the node drained.
+    assert figures["evictions_refused"] >= 1
+    assert figures["pdb_blocked_s"] > 0
     # The report's timeline marks the act, and the pool's shrinking comes after the mark.
     rows = [x for x in (report / "summary.md").read_text().splitlines() if x.startswith("| ")]
     (act,) = (i for i, row in enumerate(rows) if "| second act: " in row)
     after = rows[act + 1 :]
     assert any("targetNodes 3 -> 2" in row for row in after), rows
     assert any("ready nodes 3 -> 2" in row for row in after), rows
+
+
+def test_the_summary_reports_the_budget_and_the_blockers(
+    demo: tuple[dict[str, Any], Path],
+) -> None:
+    figures, report = demo
+    summary = (report / "summary.md").read_text()
+    section = summary.split("## Scale-down: budgets and blockers", 1)[1].split("## ", 1)[0]
+    assert "PodDisruptionBudget prod/demo-web (minAvailable 2)" in section
+    assert f"{figures['evictions_refused']} refused (429)" in section
+    # The other nodes hold bare pods: the Autoscaler reports them kept by NotReplicated.
+    kept = [x for x in section.splitlines() if ": NotReplicated (pod " in x]
+    assert len(kept) >= 1, section
+    assert "pool drain settings: drainTimeout" in section
 
 
 def test_pods_that_must_not_trigger_did_not(demo: tuple[dict[str, Any], Path]) -> None:

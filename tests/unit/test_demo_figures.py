@@ -220,6 +220,7 @@ def test_compute_figures_of_a_perfect_run() -> None:
         "nodes_drained": 1,
         "evictions": 2,
         "pdb_blocked_s": 1.3,
+        "evictions_refused": 0,
     }
     assert figures.problems() == []
 

@@ -105,6 +105,9 @@ def figures(**overrides: Any) -> Figures:
         "seconds": 5.0,
         "pods_running": 13,
         "nodes_drained": 1,
+        "evictions": 2,
+        "pdb_blocked_s": 0.5,
+        "evictions_refused": 1,
     }
     return Figures(**{**values, **overrides})
 
@@ -263,9 +266,52 @@ def test_the_timeline_says_where_the_second_act_began() -> None:
     assert told[act - 1] == "all 13 fitting pods scheduled"  # the first act ends at 5.0 s
     assert told[act + 1 :] == ["targetNodes 3 -> 2", "VMs 3 -> 2", "ready nodes 3 -> 2"]
     summary = terminal_summary(acted)
-    assert f"  {ACT2:6.1f} s  second act: the demo pods of one node deleted" in summary
+    assert f"  {ACT2:6.1f} s  second act: the bare pods of one node deleted" in summary
     assert "| 10.0 | second act: " in summary_markdown(acted)
     assert not any(m.text.startswith("second act") for m in story(result()))
+
+
+def test_the_summary_reports_the_budget_settings_and_the_blockers() -> None:
+    acted = DemoResult(
+        **{
+            **result().__dict__,
+            "samples": tuple(act_samples()),
+            "scale_down_at": ACT2,
+            "unremovable": ("mem96-a: NotReplicated (pod prod/web-28gi-0)",),
+            "disruption": {"drainTimeout": "10m", "terminationGracePeriod": "1h"},
+        }
+    )
+    summary = terminal_summary(acted)
+    assert (
+        "  PodDisruptionBudget prod/demo-web (minAvailable 2) over Deployment demo-web "
+        "(2 replicas, then 3 once it held the drain): 2 eviction(s), 1 refused (429), held the "
+        "drain about 0.5 s"
+    ) in summary
+    assert "  pool disruption budgets: none in spec.disruption" in summary
+    assert "  pool drain settings: drainTimeout 10m, terminationGracePeriod 1h" in summary
+    assert "    mem96-a: NotReplicated (pod prod/web-28gi-0)" in summary
+    markdown = summary_markdown(acted)
+    assert "## Scale-down: budgets and blockers" in markdown
+    assert "- kept by blockers (the Autoscaler's status.unremovableNodes):" in markdown
+    assert "  - mem96-a: NotReplicated (pod prod/web-28gi-0)" in markdown
+    unset = DemoResult(**{**acted.__dict__, "disruption": {}})
+    assert (
+        "pool drain settings: drainTimeout 10m (default), terminationGracePeriod 1h (default)"
+        in terminal_summary(unset)
+    )
+    budgeted = DemoResult(
+        **{**acted.__dict__, "disruption": {"budgets": [{"nodes": "10%"}, {"nodes": "1"}]}}
+    )
+    assert "pool disruption budgets (nodes at once): 10%, 1" in terminal_summary(budgeted)
+    # no second act, no such section
+    assert "budgets and blockers" not in summary_markdown(result())
+
+
+def test_a_drain_without_evictions_or_a_budget_that_held_none_is_a_problem() -> None:
+    assert "the drained node held no pod to evict" in summary_markdown(result(evictions=0))
+    held_none = result(pdb_blocked_s=0.0, evictions_refused=0)
+    assert "the PodDisruptionBudget held no eviction" in summary_markdown(held_none)
+    assert result(pdb_blocked_s=0.0).figures.problems() == []
 
 
 def test_summary_says_what_went_wrong() -> None:

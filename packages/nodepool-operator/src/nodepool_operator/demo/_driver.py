@@ -18,7 +18,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from kubeloop import (
     NAMESPACES,
@@ -69,6 +69,7 @@ FIELD_MANAGER = "nodepool-demo"
 #: How long the second act (scale-down) may take at most.
 SCALE_DOWN_SECONDS = 120.0
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
 
 log = logging.getLogger("nodepool_operator.demo")
 
@@ -139,6 +140,8 @@ class _Run:
         self.nodes_drained = 0
         self.pdb_blocked_s = 0.0
         self.act2_at: float | None = None
+        #: The Autoscaler's unremovable nodes, as last seen non-empty in the second act.
+        self.blockers: list[str] = []
 
     def say(self, message: str) -> None:
         print(message, file=self.stderr, flush=True)
@@ -189,7 +192,7 @@ class _Run:
         result = await self._result(view, cloud, converged_at)
         if converged_at is not None:
             await self._scale_down_act(client, view, cloud, running, started)
-            result = self._with_second_act(result)
+            result = self._with_second_act(result, view)
         # The cloud's own record at the very end, after the second act's terminations: the
         # summary's cloud calls and cloud.json both come from this one snapshot.
         snapshot = await cloud.snapshot()
@@ -347,8 +350,8 @@ class _Run:
         running: asyncio.Task[None],
         start: float,
     ) -> None:
-        """The second act (see :mod:`._scaledown`): empty the emptiest node, put a budget over
-        the pods that stay, turn scale-down on, and watch the pool drain and shrink."""
+        """The second act (see :mod:`._scaledown`): make room, run a Deployment under a budget
+        on the emptiest node, turn scale-down on, and watch the pool drain and shrink."""
         loop = asyncio.get_running_loop()
         victim = _scaledown.victim_node(view.nodes(), view.pods())
         if victim is None:
@@ -356,26 +359,57 @@ class _Run:
         before_nodes = {n["metadata"]["name"] for n in view.nodes()}
         target_before = self.samples[-1].target_nodes
         self.act2_at = loop.time() - start
-        doomed = _scaledown.pods_on(victim, view.pods())
+        doomed = _scaledown.making_room(victim, view.pods())
         self.say(
-            f"act 2: deleting the {len(doomed)} demo pod(s) on node {victim}, a "
-            f"PodDisruptionBudget over {_scaledown.PDB_NAMESPACE}'s pods, scale-down on"
+            f"act 2: deleting {len(doomed)} bare pod(s) (those on node {victim}, the ones that "
+            f"must not trigger, one per other node), a Deployment of {_scaledown.REPLICAS} on "
+            f"{victim} under a PodDisruptionBudget (minAvailable "
+            f"{_scaledown.PDB_MIN_AVAILABLE}), then scale-down on"
         )
-        with contextlib.suppress(AlreadyExists):
-            await client.create(PDBS, _scaledown.budget(), _scaledown.PDB_NAMESPACE)
         for namespace, name in doomed:
             with contextlib.suppress(NotFound):
                 await client.delete(PODS, name, namespace)
+        with contextlib.suppress(AlreadyExists):
+            await client.create(PDBS, _scaledown.budget(), _scaledown.PDB_NAMESPACE)
+        with contextlib.suppress(AlreadyExists):
+            await client.create(
+                DEPLOYMENTS, _scaledown.deployment(victim), _scaledown.PDB_NAMESPACE
+            )
+        await self._until(
+            lambda: _scaledown.replicas_on(victim, view.pods()) >= _scaledown.REPLICAS,
+            running,
+            f"the Deployment's {_scaledown.REPLICAS} pods to run on {victim}",
+        )
         await client.patch(AUTOSCALERS, POOL_NAME, _scaledown.scale_down_patch())
         deadline = loop.time() + SCALE_DOWN_SECONDS
         progress_at = -PROGRESS_EVERY
         rested_at: float | None = None
+        held_at: float | None = None  # when the budget was first seen holding the drain
+        surged = False
         while loop.time() < deadline:
             _raise_if_stopped(running)
             sample = await self._sample(view, cloud, loop.time() - start)
             self.samples.append(sample)
-            if _scaledown.pdb_blocked(view.nodes(), view.pods()):
+            pdb = await _get_or_none(client, PDBS, _scaledown.PDB_NAME, _scaledown.PDB_NAMESPACE)
+            if _scaledown.pdb_blocked(view.nodes(), view.pods(), pdb):
                 self.pdb_blocked_s += TICK
+                held_at = sample.t if held_at is None else held_at
+            refused = _scaledown.refused_evictions(view.events())
+            waited = held_at is not None and sample.t - held_at >= _scaledown.REFUSAL_WAIT
+            if not surged and held_at is not None and (refused or waited):
+                # The budget held the drain: the application's owner adds a spare replica.
+                self.say(
+                    f"act 2: the budget refused {refused} eviction(s); scaling Deployment "
+                    f"{_scaledown.DEPLOYMENT_NAME} to {_scaledown.REPLICAS + 1}"
+                )
+                await client.patch(
+                    DEPLOYMENTS,
+                    _scaledown.DEPLOYMENT_NAME,
+                    _scaledown.surge_patch(),
+                    _scaledown.PDB_NAMESPACE,
+                )
+                surged = True
+            self.blockers = _scaledown.blockers(view.autoscaler()) or self.blockers
             if sample.t - progress_at >= PROGRESS_EVERY:
                 progress_at = sample.t
                 self.say(status_line(sample))
@@ -453,7 +487,7 @@ class _Run:
             scale_down_at=self.act2_at,
         )
 
-    def _with_second_act(self, result: DemoResult) -> DemoResult:
+    def _with_second_act(self, result: DemoResult, view: ClusterView) -> DemoResult:
         final = self.samples[-1]
         figures = dataclasses.replace(
             result.figures,
@@ -462,9 +496,15 @@ class _Run:
             nodes_drained=self.nodes_drained,
             evictions=_scaledown.evictions(final.api.writes_by_target),
             pdb_blocked_s=round(self.pdb_blocked_s, 1),
+            evictions_refused=_scaledown.refused_evictions(view.events()),
         )
         return dataclasses.replace(
-            result, figures=figures, samples=tuple(self.samples), scale_down_at=self.act2_at
+            result,
+            figures=figures,
+            samples=tuple(self.samples),
+            scale_down_at=self.act2_at,
+            unremovable=tuple(self.blockers),
+            disruption=_scaledown.disruption_settings(view.pool()),
         )
 
     async def _until(
@@ -517,8 +557,11 @@ class _Run:
         for pod in self.workload.pods():
             with contextlib.suppress(NotFound):
                 await client.delete(PODS, pod["metadata"]["name"], pod["metadata"]["namespace"])
-        with contextlib.suppress(NotFound):  # the second act's budget
-            await client.delete(PDBS, _scaledown.PDB_NAME, _scaledown.PDB_NAMESPACE)
+        # The second act's Deployment (its pods go with it) and budget.
+        second_act = ((DEPLOYMENTS, _scaledown.DEPLOYMENT_NAME), (PDBS, _scaledown.PDB_NAME))
+        for resource, name in second_act:
+            with contextlib.suppress(NotFound):
+                await client.delete(resource, name, _scaledown.PDB_NAMESPACE)
         for resource in (AUTOSCALERS, NODEPOOLS, AWSNODECLASSES):
             with contextlib.suppress(NotFound):
                 await client.delete(resource, POOL_NAME)
@@ -530,6 +573,14 @@ class _Run:
                 return
             await asyncio.sleep(TICK)
         self.say(f"NodePool {POOL_NAME} still exists after {CLEANUP_SECONDS:.0f} s; left as is")
+
+
+async def _get_or_none(
+    client: Client, resource: Resource, name: str, namespace: str
+) -> dict[str, Any] | None:
+    with contextlib.suppress(NotFound):
+        return dict(await client.get(resource, name, namespace))
+    return None
 
 
 def _synced(mgr: Manager) -> bool:

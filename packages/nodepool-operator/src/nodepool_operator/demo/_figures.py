@@ -33,6 +33,7 @@ class Figures:
     nodes_drained: int = 0
     evictions: int = 0
     pdb_blocked_s: float = 0.0
+    evictions_refused: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,6 +47,10 @@ class Figures:
             found.append(f"{self.pods_fitting - self.pods_running} fitting pods not running")
         if self.nodes_drained < 1:
             found.append("no node was drained in the scale-down act")
+        if self.nodes_drained and self.evictions < 1:
+            found.append("the drained node held no pod to evict")
+        if self.evictions and not (self.pdb_blocked_s > 0 or self.evictions_refused):
+            found.append("the PodDisruptionBudget held no eviction")
         if self.nodes != self.nodes_lower_bound:
             found.append(f"{self.nodes} nodes where {self.nodes_lower_bound} would do")
         if self.duplicate_vms:
@@ -85,10 +90,18 @@ MEANINGS: dict[str, str] = {
         "pool Nodes there when the second act (scale-down) began and gone at its end: "
         "cordoned, drained, deleted, their VMs terminated"
     ),
-    "evictions": "pods the operator evicted through the Eviction API (create pods/eviction)",
+    "evictions": (
+        "pods the operator evicted through the Eviction API in the second act (its "
+        "create pods/eviction writes the API server accepted)"
+    ),
     "pdb_blocked_s": (
-        "about how long (in 0.25 s samples) a cordoned pool node still held a pod the "
-        "PodDisruptionBudget demo-fits covers: how long the budget held a drain up"
+        "about how long (in 0.25 s samples) a draining pool node held a pod of the "
+        "PodDisruptionBudget demo-web while that budget, as the API server held it, allowed "
+        "no disruption: how long the budget held the drain up"
+    ),
+    "evictions_refused": (
+        "evictions the API server refused (429) for the budget: the drain's EvictionBlocked "
+        "Warning Events, with their counts"
     ),
 }
 

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
+from datetime import timedelta
 from pathlib import Path
 
+from nodepool_operator.api import Disruption
 from nodepool_operator.demo._apiactivity import ApiActivity
 from nodepool_operator.demo._chart import caption, chart_png
 from nodepool_operator.demo._figures import MEANINGS, Figures
 from nodepool_operator.demo._result import DemoResult
-from nodepool_operator.demo._scaledown import PDB_NAMESPACE, UNNEEDED_TIME
+from nodepool_operator.demo._scaledown import (
+    DEPLOYMENT_NAME,
+    PDB_MIN_AVAILABLE,
+    PDB_NAME,
+    PDB_NAMESPACE,
+    REPLICAS,
+    UNNEEDED_TIME,
+)
 from nodepool_operator.demo._timeline import Milestone, milestones
 from nodepool_operator.demo._workload import POOL_NAME, WATCHED_NAMESPACES, Role
 
@@ -45,8 +54,8 @@ def story(result: DemoResult) -> list[Milestone]:
     if result.scale_down_at is not None:
         act = Milestone(
             result.scale_down_at,
-            f"second act: the demo pods of one node deleted, a PodDisruptionBudget over "
-            f"{PDB_NAMESPACE}'s pods, scale-down on (unneeded after {UNNEEDED_TIME})",
+            f"second act: the bare pods of one node deleted, a Deployment of {REPLICAS} there "
+            f"under a PodDisruptionBudget, scale-down on (unneeded after {UNNEEDED_TIME})",
         )
         # After what was seen at that instant: the act begins once its sample is taken.
         at = next((i for i, m in enumerate(found) if m.t > act.t), len(found))
@@ -60,9 +69,59 @@ def terminal_summary(result: DemoResult) -> str:
     width = max(len(f.name) for f in fields(Figures))
     for name, value in result.figures.to_json().items():
         lines.append(f"  {name:<{width}}  {value}")
+    if result.scale_down_at is not None:
+        lines += ["", "Scale-down, budgets and blockers:"]
+        lines += [f"  {line}" for line in disruption_lines(result)]
     lines += ["", "Timeline (the report has the Autoscaler's reasoning too):"]
     lines += [f"  {m.t:6.1f} s  {m.text}" for m in story(result) if not m.detail]
     return "\n".join(lines) + "\n"
+
+
+def disruption_lines(result: DemoResult) -> list[str]:
+    """What held the second act's scale-down: the PodDisruptionBudget and what it refused, the
+    pool's disruption settings, and the nodes the default blockers kept."""
+    f = result.figures
+    lines = [
+        f"PodDisruptionBudget {PDB_NAMESPACE}/{PDB_NAME} (minAvailable {PDB_MIN_AVAILABLE}) "
+        f"over Deployment {DEPLOYMENT_NAME} ({REPLICAS} replicas, then {REPLICAS + 1} once it "
+        f"held the drain): {f.evictions} eviction(s), "
+        f"{f.evictions_refused} refused (429), held the drain about {f.pdb_blocked_s} s",
+    ]
+    budgets = result.disruption.get("budgets")
+    if budgets:
+        shown = ", ".join(
+            str(b.get("nodes")) + (f" ({', '.join(b['reasons'])})" if b.get("reasons") else "")
+            for b in budgets
+        )
+        lines.append(f"pool disruption budgets (nodes at once): {shown}")
+    else:
+        lines.append("pool disruption budgets: none in spec.disruption")
+    defaults = Disruption()
+    settings = ", ".join(
+        f"{key} {result.disruption[key]}"
+        if key in result.disruption
+        else f"{key} {_duration(default)} (default)"
+        for key, default in (
+            ("drainTimeout", defaults.drain_timeout),
+            ("terminationGracePeriod", defaults.termination_grace_period),
+        )
+    )
+    lines.append(f"pool drain settings: {settings}")
+    if result.unremovable:
+        lines.append("kept by blockers (the Autoscaler's status.unremovableNodes):")
+        lines += [f"  {entry}" for entry in result.unremovable]
+    else:
+        lines.append("kept by blockers: none reported")
+    return lines
+
+
+def _duration(value: timedelta) -> str:
+    """A whole number of hours, minutes or seconds, as the pool's spec writes durations."""
+    seconds = int(value.total_seconds())
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def _scoring_sentence(scoring: str | None) -> str:
@@ -123,6 +182,21 @@ def summary_markdown(result: DemoResult) -> str:
     ]
     for name, value in f.to_json().items():
         out.append(f"| `{name}` | {value} | {MEANINGS[name]} |")
+    if result.scale_down_at is not None:
+        out += [
+            "",
+            "## Scale-down: budgets and blockers",
+            "",
+            "In the second act the pool's other nodes hold bare pods (no controller would "
+            "recreate them), so the default blocker `NotReplicated` keeps them; the node that "
+            "goes holds only the Deployment's pods. Its budget refuses their eviction until the "
+            "demo adds a spare replica, then lets them go one at a time.",
+            "",
+            *(
+                f"  - {line.strip()}" if line.startswith("  ") else f"- {line}"
+                for line in disruption_lines(result)
+            ),
+        ]
     out += ["", "## Timeline", "", "| t (s) | what |", "| ---: | --- |"]
     out += [f"| {m.t:.1f} | {m.text} |" for m in story(result)]
     api = result.samples[-1].api if result.samples else ApiActivity()

@@ -31,6 +31,10 @@ class DemoResult:
     timeout: float = 300.0
     #: Seconds after the burst when the second act (scale-down) began; None if it did not.
     scale_down_at: float | None = None
+    #: The Autoscaler's ``status.unremovableNodes`` in the second act, one line each.
+    unremovable: tuple[str, ...] = ()
+    #: The pool's ``spec.disruption`` as the API server held it at the end.
+    disruption: dict[str, Any] = field(default_factory=dict)
 
     @property
     def cloud_calls(self) -> dict[str, int]:
