@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodepool_operator.demo import _scaledown as act
+from nodepool_operator.demo._clusterview import evicted_by_api
 from nodepool_operator.demo._workload import DEMO_LABEL, Role
 
 
@@ -133,6 +134,12 @@ def test_blockers_read_the_autoscalers_unremovable_nodes() -> None:
     assert act.blockers(None) == []
 
 
-def test_evictions_are_read_from_the_write_counters() -> None:
-    writes = {"nodepool create pods/eviction": 3, "nodepool patch nodes": 5}
-    assert act.evictions(writes) == 3
+def test_evictions_are_the_pods_the_api_server_marked_evicted() -> None:
+    def pod(reason: str, status: str = "True") -> dict[str, Any]:
+        condition = {"type": "DisruptionTarget", "status": status, "reason": reason}
+        return {"status": {"conditions": [{"type": "Ready", "status": "True"}, condition]}}
+
+    assert evicted_by_api(pod("EvictionByEvictionAPI"))
+    assert not evicted_by_api(pod("EvictionByEvictionAPI", status="False"))
+    assert not evicted_by_api(pod("PreemptionByScheduler"))
+    assert not evicted_by_api({"status": {}})

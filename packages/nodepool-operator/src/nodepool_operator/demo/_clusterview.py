@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kubeloop import EVENTS, NODES, PODS, Client, Informer
+from kubeloop import EVENTS, NODES, PODS, Client, Event, Informer
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.demo._workload import DEMO_LABEL, POOL_LABEL, POOL_NAME
 
@@ -29,6 +29,14 @@ class ClusterView:
         # between versions; the demo's cluster has few, so watch them all and filter here.
         self._events = Informer(client, EVENTS)
         self._all = (self._pods, self._nodes, self._pools, self._autoscalers, self._events)
+        #: UIDs of the demo pods the API server marked evicted (see :func:`evicted_by_api`),
+        #: kept after the pods are gone: the store forgets a deleted pod, this does not.
+        self.evicted: set[str] = set()
+        self._pods.add_handler(self._note_eviction)
+
+    def _note_eviction(self, event: Event) -> None:
+        if evicted_by_api(event.obj):
+            self.evicted.add(str(event.obj.get("metadata", {}).get("uid", "")))
 
     async def start(self, timeout: float) -> None:
         """Start every watch and wait until each has listed once."""
@@ -54,3 +62,20 @@ class ClusterView:
 
     def autoscaler(self) -> dict[str, Any] | None:
         return self._autoscalers.store.get(POOL_NAME)
+
+
+#: The condition the API server puts on a pod it evicts through the Eviction API, before it
+#: deletes it (Kubernetes' pod disruption conditions, on by default since 1.31).
+DISRUPTION_TARGET = "DisruptionTarget"
+EVICTION_BY_API = "EvictionByEvictionAPI"
+
+
+def evicted_by_api(pod: dict[str, Any]) -> bool:
+    """The API server evicted this pod: its ``DisruptionTarget`` condition says the Eviction
+    API did (not, say, a taint manager or preemption)."""
+    return any(
+        c.get("type") == DISRUPTION_TARGET
+        and c.get("status") == "True"
+        and c.get("reason") == EVICTION_BY_API
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )

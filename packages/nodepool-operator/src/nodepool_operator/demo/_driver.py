@@ -494,7 +494,7 @@ class _Run:
             api_writes=final.api.writes,
             conflicts=final.api.conflicts,
             nodes_drained=self.nodes_drained,
-            evictions=_scaledown.evictions(final.api.writes_by_target),
+            evictions=len(view.evicted),
             pdb_blocked_s=round(self.pdb_blocked_s, 1),
             evictions_refused=_scaledown.refused_evictions(view.events()),
         )

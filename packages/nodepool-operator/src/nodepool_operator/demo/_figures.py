@@ -91,8 +91,8 @@ MEANINGS: dict[str, str] = {
         "cordoned, drained, deleted, their VMs terminated"
     ),
     "evictions": (
-        "pods the operator evicted through the Eviction API in the second act (its "
-        "create pods/eviction writes the API server accepted)"
+        "demo pods the API server evicted through the Eviction API (their DisruptionTarget "
+        "condition, reason EvictionByEvictionAPI, seen on the demo's watch)"
     ),
     "pdb_blocked_s": (
         "about how long (in 0.25 s samples) a draining pool node held a pod of the "

@@ -54,7 +54,6 @@ DISRUPTING_TAINT_KEY: Final = "kubeloop.dev/disrupting"
 EVICTION_BLOCKED: Final = "EvictionBlocked"
 #: How long a node must be unneeded before the Autoscaler scales it down, in the second act.
 UNNEEDED_TIME: Final = "3s"
-EVICTION_TARGET: Final = "create pods/eviction"
 
 
 def victim_node(
@@ -261,12 +260,6 @@ def disruption_settings(pool: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(((pool or {}).get("spec") or {}).get("disruption") or {})
 
 
-def evictions(writes_by_target: Mapping[str, int]) -> int:
-    """Evictions the operator made, from its write counters (``<controller> create
-    pods/eviction``)."""
-    return sum(n for key, n in writes_by_target.items() if key.endswith(EVICTION_TARGET))
-
-
 __all__ = [
     "PDB_NAME",
     "PDB_NAMESPACE",
@@ -276,7 +269,6 @@ __all__ = [
     "deployment",
     "disruption_settings",
     "draining",
-    "evictions",
     "making_room",
     "pdb_blocked",
     "pods_on",
