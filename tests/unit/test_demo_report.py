@@ -287,7 +287,11 @@ def test_the_summary_reports_the_budget_settings_and_the_blockers() -> None:
         "(2 replicas, then 3 once it held the drain): 2 eviction(s), 1 refused (429), held the "
         "drain about 0.5 s"
     ) in summary
-    assert "  pool disruption budgets: none in spec.disruption" in summary
+    # the API's default budget when the pool has none (a pool API without budgets: none)
+    assert (
+        "  pool disruption budgets: none in spec.disruption" in summary
+        or "  pool disruption budgets (nodes at once): 10% (default)" in summary
+    )
     assert "  pool drain settings: drainTimeout 10m, terminationGracePeriod 1h" in summary
     assert "    mem96-a: NotReplicated (pod prod/web-28gi-0)" in summary
     markdown = summary_markdown(acted)
@@ -303,6 +307,12 @@ def test_the_summary_reports_the_budget_settings_and_the_blockers() -> None:
         **{**acted.__dict__, "disruption": {"budgets": [{"nodes": "10%"}, {"nodes": "1"}]}}
     )
     assert "pool disruption budgets (nodes at once): 10%, 1" in terminal_summary(budgeted)
+    reported = DemoResult(
+        **{**acted.__dict__, "disruption_status": {"disrupting": 1, "allowed": 0}}
+    )
+    assert "pool status.disruption at the end: 1 disrupting, 0 more allowed" in (
+        terminal_summary(reported)
+    )
     # no second act, no such section
     assert "budgets and blockers" not in summary_markdown(result())
 

@@ -505,6 +505,9 @@ class _Run:
             scale_down_at=self.act2_at,
             unremovable=tuple(self.blockers),
             disruption=_scaledown.disruption_settings(view.pool()),
+            disruption_status=dict(
+                ((view.pool() or {}).get("status") or {}).get("disruption") or {}
+            ),
         )
 
     async def _until(

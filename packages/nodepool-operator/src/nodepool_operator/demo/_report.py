@@ -87,16 +87,27 @@ def disruption_lines(result: DemoResult) -> list[str]:
         f"held the drain): {f.evictions} eviction(s), "
         f"{f.evictions_refused} refused (429), held the drain about {f.pdb_blocked_s} s",
     ]
+    defaults = Disruption()
     budgets = result.disruption.get("budgets")
+    # The API's own default when the pool leaves them out (None where the API has no budgets).
+    default_budgets = getattr(defaults, "budgets", None)
     if budgets:
         shown = ", ".join(
             str(b.get("nodes")) + (f" ({', '.join(b['reasons'])})" if b.get("reasons") else "")
             for b in budgets
         )
         lines.append(f"pool disruption budgets (nodes at once): {shown}")
+    elif default_budgets:
+        shown = ", ".join(str(getattr(b, "nodes", b)) for b in default_budgets)
+        lines.append(f"pool disruption budgets (nodes at once): {shown} (default)")
     else:
         lines.append("pool disruption budgets: none in spec.disruption")
-    defaults = Disruption()
+    status = result.disruption_status
+    if status:
+        lines.append(
+            f"pool status.disruption at the end: {status.get('disrupting', 0)} disrupting, "
+            f"{status.get('allowed', 0)} more allowed"
+        )
     settings = ", ".join(
         f"{key} {result.disruption[key]}"
         if key in result.disruption

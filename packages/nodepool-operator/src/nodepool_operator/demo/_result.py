@@ -35,6 +35,8 @@ class DemoResult:
     unremovable: tuple[str, ...] = ()
     #: The pool's ``spec.disruption`` as the API server held it at the end.
     disruption: dict[str, Any] = field(default_factory=dict)
+    #: The pool's ``status.disruption`` at the end, when the operator reports one.
+    disruption_status: dict[str, Any] = field(default_factory=dict)
 
     @property
     def cloud_calls(self) -> dict[str, int]:
