@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kubeloop import NODES, PODS, Deleted, Informer, Manager, Object
+from kubeloop import NODES, PODS, Deleted, Informer, Invalid, Manager, Object
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
@@ -178,3 +178,20 @@ async def test_the_budget_holds_across_an_operator_restart(
         await watch.stop()
     assert len(watch.ever) == 2
     assert watch.most == 1
+
+
+@pytest.mark.parametrize(
+    ("budget", "said"),
+    [
+        ({"nodes": "1", "schedule": "@daily", "duration": "1h"}, "not supported yet"),
+        ({"nodes": "150%"}, "spec.disruption.budgets[0].nodes"),
+        ({"nodes": "1", "reasons": ["Bored"]}, "spec.disruption.budgets[0].reasons[0]"),
+    ],
+)
+async def test_the_apiserver_refuses_a_bad_budget_naming_it(
+    operator_env: OperatorEnv, budget: dict[str, Any], said: str
+) -> None:
+    env = operator_env
+    with pytest.raises(Invalid) as refused:
+        await env.create(NODEPOOLS, budgeted_pool(f"bad-{env.run_id}", 0, [budget]))
+    assert said in str(refused.value)
