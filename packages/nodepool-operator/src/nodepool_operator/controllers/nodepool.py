@@ -221,8 +221,12 @@ def _finished(pod: Object) -> bool:
 def _disrupting(p: _Pass) -> int:
     """The pool's Nodes being disrupted, as the cluster says (taint, deletionTimestamp) or
     as this pass just decided (a record marked deleting whose Node is not tainted yet)."""
-    chosen = {id(p.node_of(r)) for r in p.records if r.state == DELETING}
-    return sum(1 for n in p.nodes.values() if is_disrupting(n) or id(n) in chosen)
+    chosen = {
+        node["metadata"]["name"]
+        for r in p.records
+        if r.state == DELETING and (node := p.node_of(r)) is not None
+    }
+    return sum(1 for name, n in p.nodes.items() if is_disrupting(n) or name in chosen)
 
 
 def _disruption_status(p: _Pass) -> DisruptionStatus:
