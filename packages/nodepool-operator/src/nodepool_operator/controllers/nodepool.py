@@ -132,7 +132,6 @@ from nodepool_operator.controllers._node_manifest import (
     is_ready,
     pool_taints,
     ready_for,
-    ready_since,
 )
 from nodepool_operator.controllers._node_sync import sync_patch
 from nodepool_operator.controllers._plan import desired_nodes, plan
@@ -141,6 +140,13 @@ from nodepool_operator.controllers._pool_status import (
     cloud_failure,
     invalid_spec,
     pool_status,
+)
+from nodepool_operator.controllers._repair import (
+    REPAIR_DRAIN_TIMED_OUT,
+    Unhealthy,
+    decide_repair,
+    repair_drain_note,
+    unhealthy_since,
 )
 from nodepool_operator.controllers._reserve import RESERVATION_BACKSTOP, lift_patch, reserved_for
 from nodepool_operator.controllers._scope import POOL_LABEL, equality_labels, node_selector
@@ -249,6 +255,8 @@ class _Pass:
     """Live records whose Node's scale-down drain timed out a short while ago: not chosen."""
     kept: set[str] = field(default_factory=set)
     """Records whose scale-down drain this pass gave up (the Node stays)."""
+    repair_blocked: str = ""
+    """Why unhealthy nodes past their toleration are not replaced (empty: none held)."""
 
     @property
     def name(self) -> str:
@@ -441,6 +449,8 @@ class NodePoolController:
         """Records that must be replaced, with the Event (reason, note) that says why."""
         now = time.time()
         leaving: dict[str, tuple[str, str]] = {}
+        unhealthy: list[Unhealthy] = []
+        repair = p.pool.spec.disruption.repair
         for r in p.live():
             vm = p.vms.get(r.instance_id or "")
             if vm is None:
@@ -461,20 +471,54 @@ class NodePoolController:
                     leaving[r.name] = ("RegistrationTimeout", note)
                 else:
                     p.waits.append(due)
-            elif node is not None and vm.state == "running" and not is_ready(node):
-                changed = ready_since(node)
-                if changed is None:
-                    continue  # not reported yet: the registration is fresh
-                due = changed + self.settings.node_repair_seconds - now
-                if due <= 0:
-                    note = (
-                        f"node {node['metadata']['name']} of {r.name} not Ready for "
-                        f"{self.settings.node_repair_seconds:g}s; replacing it"
-                    )
-                    leaving[r.name] = ("NodeRepair", note)
-                else:
-                    p.waits.append(due)
+            elif node is not None and vm.state == "running":
+                sick = unhealthy_since(node, repair.unhealthy_conditions)
+                if sick is not None:
+                    unhealthy.append(Unhealthy(r.name, node["metadata"]["name"], *sick))
+        self._repair(p, unhealthy, leaving)
         return leaving
+
+    def _repair(
+        self, p: _Pass, unhealthy: list[Unhealthy], leaving: dict[str, tuple[str, str]]
+    ) -> None:
+        """Add to ``leaving`` the unhealthy node due for a repair (:mod:`._repair`), and note
+        in the pass the nodes the threshold holds back."""
+        repair = p.pool.spec.disruption.repair
+        for r in p.records:
+            node = p.node_of(r)
+            alive = r.instance_id is not None and r.instance_id in p.vms
+            if r.state != DELETING or node is None or not alive:
+                continue
+            if node["metadata"].get("deletionTimestamp"):
+                continue
+            sick = unhealthy_since(node, repair.unhealthy_conditions)
+            if sick is not None:  # being repaired: counts, and is the one at a time
+                unhealthy.append(Unhealthy(r.name, node["metadata"]["name"], *sick, repairing=True))
+        toleration = (
+            repair.toleration.total_seconds()
+            if repair.toleration is not None
+            else self.settings.node_repair_seconds
+        )
+        pool_nodes = sum(1 for r in p.live() if p.node_of(r) is not None)
+        pool_nodes += sum(1 for u in unhealthy if u.repairing)
+        decided = decide_repair(
+            unhealthy,
+            pool_nodes=pool_nodes,
+            toleration=toleration,
+            max_unhealthy_percent=repair.max_unhealthy_percent,
+            now=time.time(),
+        )
+        for u in decided.replace:
+            note = (
+                f"node {u.node} of {u.record} unhealthy ({u.why}) for more than "
+                f"{toleration:g}s; draining and replacing it"
+            )
+            leaving[u.record] = ("NodeRepair", note)
+        if decided.wait is not None:
+            p.waits.append(decided.wait)
+        if decided.held:
+            log.warning("repair blocked", extra={"pool": p.name, "nodes": list(decided.held)})
+        p.repair_blocked = decided.message
 
     async def _record_plan(self, p: _Pass) -> None:
         """Decide what changes and record it before acting, in one status write."""
@@ -669,7 +713,13 @@ class NodePoolController:
         """
         node = p.node_of(r) or p.nodes.get(r.name)
         alive = r.instance_id is not None and r.instance_id in p.vms
-        drainable = node is not None and alive and is_ready(node)
+        # A Node someone deleted while unreachable is not drained (nothing would finish); one
+        # being repaired is, for at most drainTimeout (:meth:`_drain`).
+        drainable = (
+            node is not None
+            and alive
+            and (is_ready(node) or not node["metadata"].get("deletionTimestamp"))
+        )
         if drainable and node is not None and not await self._drain(p, r, node):
             return False
         if r.instance_id:
@@ -712,6 +762,13 @@ class NodePoolController:
         if voluntary and not status.done and overdue:
             await self._give_up(p, r, node, status.message)
             return False
+        if not voluntary and not status.done and overdue and not is_ready(node):
+            # A repair: the kubelet is unreachable, so evicted pods may never finish
+            # terminating. Proceed as a pool deletion past its grace period does: the Node
+            # goes with them, and the pod garbage collector removes them.
+            note = repair_drain_note(node["metadata"]["name"], timeout, status.message)
+            self._event(p, "Warning", REPAIR_DRAIN_TIMED_OUT, note)
+            return True
         if not status.done:
             p.drain_wait = min(p.drain_wait or math.inf, status.retry_after)
         if status.blocked_by is not None:
@@ -895,6 +952,7 @@ class NodePoolController:
             failure=p.failure,
             dropped=frozenset(p.dropped),
             held=p.held,
+            repair_blocked=p.repair_blocked,
         )
         p.obj = await update_status(self.mgr.client, NODEPOOLS, p.obj, status.apply)
 
