@@ -544,7 +544,7 @@ class NodePoolController:
             p.update(name, state=DELETING)
             if name in leaving:
                 reason, note = leaving[name]
-                self._event(p, "Warning", reason, note)
+                self._event(p, "Warning", reason, note, about=name)
         if decided.add:
             p.records += new_intents(p.name, decided.add, taken={r.name for r in p.records})
             note = f"{before} -> {p.desired} nodes: creating {decided.add} VM(s)"
@@ -767,7 +767,7 @@ class NodePoolController:
             # terminating. Proceed as a pool deletion past its grace period does: the Node
             # goes with them, and the pod garbage collector removes them.
             note = repair_drain_note(node["metadata"]["name"], timeout, status.message)
-            self._event(p, "Warning", REPAIR_DRAIN_TIMED_OUT, note)
+            self._event(p, "Warning", REPAIR_DRAIN_TIMED_OUT, note, about=r.name)
             return True
         if not status.done:
             p.drain_wait = min(p.drain_wait or math.inf, status.retry_after)
@@ -964,11 +964,13 @@ class NodePoolController:
         self._event(p, "Warning", failure.reason, failure.message)
         return failure
 
-    def _event(self, p: _Pass, kind: str, reason: str, note: str) -> None:
+    def _event(self, p: _Pass, kind: str, reason: str, note: str, *, about: str = "") -> None:
+        """An Event on the pool; ``about`` keeps distinct findings (one per node) apart
+        instead of aggregating them as repeats of the first."""
         if kind == "Warning":
-            self.mgr.recorder.warning(p.obj, reason, note, action="Reconcile")
+            self.mgr.recorder.warning(p.obj, reason, note, action="Reconcile", aggregate_by=about)
         else:
-            self.mgr.recorder.normal(p.obj, reason, note, action="Reconcile")
+            self.mgr.recorder.normal(p.obj, reason, note, action="Reconcile", aggregate_by=about)
 
     def _next(self, p: _Pass) -> Result:
         """Requeue when there is something to look at; raise what needs the backoff."""
