@@ -15,8 +15,9 @@ over a pool:
    the list misses, since a list may lag), its Nodes and the pods bound to them (cache);
 3. plan (pure): adopt VMs tagged for the pool that no record knows, up to the desired
    count; retire what must go (VM gone, Node deleted by someone, Node never registered
-   within ``registration_timeout_seconds``, Node not Ready for ``node_repair_seconds``)
-   and the surplus (records with no Node yet first, then in
+   within ``registration_timeout_seconds``, Node unhealthy past the repair toleration:
+   :mod:`._repair`, one at a time, none while more than ``maxUnhealthyPercent`` of the
+   pool is unhealthy) and the surplus (records with no Node yet first, then in
    :func:`~nodepool_operator.scheduling.removal_order`: empty Nodes, then the least
    utilised whose pods fit on the others, blocked Nodes last: :mod:`._blocked`); add
    intents for the missing. The surplus Nodes chosen are tainted
@@ -28,7 +29,8 @@ over a pool:
    ones (:meth:`NodePoolController._terminate`: drain through the Eviction API honouring
    PodDisruptionBudgets and do-not-disrupt pods (:mod:`._drain`), VM, Node, finalizer),
    a scale-down drain past ``spec.disruption.drainTimeout`` is given up, the Node untainted
-   and kept (:mod:`._drain_deadline`), so the next pass removes another;
+   and kept (:mod:`._drain_deadline`), so the next pass removes another; a repair's drain
+   past it goes on without the pods left (the kubelet is unreachable);
    start stopped VMs, adopt registered Nodes, and delete VMs tagged for the pool that no
    record knows after a grace period, and Nodes whose VM is gone;
 6. write the status again (skipped when unchanged) and requeue while anything is in flight.
@@ -706,10 +708,11 @@ class NodePoolController:
         then terminate the VM, then let the Node go (delete it, drop its finalizer). True
         when done; False while the drain is still under way (call again on a later pass).
 
-        A Node whose VM is gone, or that is not Ready (its kubelet is unreachable, so an
-        evicted pod could never finish terminating), is not drained: its pods are removed
-        with it (the pod garbage collector deletes pods bound to a Node that no longer
-        exists, and their controllers replace them).
+        A Node whose VM is gone, or that someone deleted while it is not Ready, is not
+        drained: its pods are removed with it (the pod garbage collector deletes pods bound
+        to a Node that no longer exists, and their controllers replace them). A Node being
+        repaired (not Ready) is drained first, for at most drainTimeout: its kubelet is
+        unreachable, so an evicted pod may never finish terminating.
         """
         node = p.node_of(r) or p.nodes.get(r.name)
         alive = r.instance_id is not None and r.instance_id in p.vms
