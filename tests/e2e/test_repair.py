@@ -11,11 +11,23 @@ records, and the operator's requests (evictions accepted).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
 
-from kubeloop import NODES, PODS, Added, Deleted, Event, Informer, Object, Updated
+from kubeloop import (
+    NODES,
+    PODS,
+    Added,
+    Deleted,
+    Event,
+    Informer,
+    NotFound,
+    Object,
+    Updated,
+    remove_finalizer,
+)
 from nodepool_operator.api import NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
 from tests.e2e.conftest import OperatorEnv
@@ -56,13 +68,18 @@ def _condition(pool: Object, kind: str) -> dict[str, Any] | None:
     return None
 
 
+#: Keeps the evicted pod terminating, as a pod on an unreachable node stays (kwok, which
+#: still serves the silenced node's pods, would otherwise finish its deletion at once).
+HOLD = "kubeloop.dev/test-hold"
+
+
 def _evictable_pod(node: str) -> dict[str, Any]:
     """A pod bound to ``node`` that nothing holds (no PDB; voluntary blockers do not apply to
     a repair) and that tolerates the unreachable taint, so only the drain removes it."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": f"on-{node}", "namespace": "default"},
+        "metadata": {"name": f"on-{node}", "namespace": "default", "finalizers": [HOLD]},
         "spec": {
             "nodeName": node,
             "tolerations": [{"operator": "Exists"}],
@@ -130,13 +147,16 @@ async def test_a_third_of_the_pool_unhealthy_is_held_then_repaired_one_at_a_time
         pool = await _wait_converged(env, name, SIZE)
     finally:
         await informer.stop()
+        with contextlib.suppress(NotFound):
+            pod = await env.client.get(PODS, f"on-{silenced[0]}", "default")
+            await remove_finalizer(env.client, PODS, pod, HOLD)
 
     notes = await _events(env.client, name, "NodeRepair")
     assert len(notes) == SILENCED
     assert all(any(node in note for note in notes) for node in silenced)
     assert watched.most == 1, "never two nodes drained for repair at once"
     assert requests.evictions() >= 1, "the pod on the first silent node was evicted"
-    # its kubelet is gone, so the evicted pod never finishes: the drain stops at drainTimeout
+    # the evicted pod never finishes terminating: the drain stops at drainTimeout
     timed_out = await _events(env.client, name, "RepairDrainTimedOut")
     assert any(silenced[0] in note for note in timed_out)
     snapshot = env.cloud.snapshot()
