@@ -232,6 +232,7 @@ def test_nodepool_status_scale_and_columns() -> None:
         "selector",
         "conditions",
         "instances",
+        "disruption",
     }
     assert props["scaleOperation"]["enum"] == ["inactive", "active"]
     assert props["selector"]["type"] == "string"

@@ -18,6 +18,7 @@ from nodepool_operator.api._schema import (
     CEL,
     Condition,
     ListMapKey,
+    ListSet,
     Maximum,
     MaxItems,
     MaxLength,
@@ -49,6 +50,11 @@ DELETING_CONDITION: Final = "Deleting"
 MIN_DRAIN_TIMEOUT: Final = timedelta(seconds=1)
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+#: Why a node is disrupted voluntarily, as Karpenter's budget reasons: an empty node, one
+#: whose pods fit elsewhere, one whose settings no longer match its pool.
+DisruptionReason = Literal["Underutilized", "Empty", "Drifted"]
+#: A budget's nodes: a count (3) or a percentage of the pool's nodes (10%).
+BUDGET_NODES_PATTERN: Final = r"^((100|[0-9]{1,2})%|[0-9]+)$"
 ScaleOperation = Literal["inactive", "active"]
 
 _QUALIFIED_NAME = (
@@ -110,6 +116,47 @@ class DisruptionBlockers:
     (cluster-autoscaler's skip-nodes-with-system-pods)."""
 
 
+@rules(
+    CEL(
+        "!has(self.schedule) && !has(self.duration)",
+        "schedule and duration (budget windows) are not supported yet: omit them, the "
+        "budget then applies at all times",
+        check=lambda b: b.schedule is None and b.duration is None,
+    )
+)
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    """At most how many of the pool's nodes may be disrupted voluntarily at once
+    (Karpenter's NodePool disruption budget). The tightest budget that applies wins."""
+
+    nodes: Annotated[str, Pattern(BUDGET_NODES_PATTERN)] = "10%"
+    """A count (3) or a percentage of the pool's nodes (10%, rounded up, as Karpenter
+    does); 0 blocks voluntary disruptions. Nodes tainted for removal or being deleted
+    count against it."""
+    reasons: Annotated[list[DisruptionReason], MaxItems(3), ListSet()] = field(default_factory=list)
+    """The reasons the budget applies to (Underutilized, Empty, Drifted); all when
+    omitted."""
+    schedule: Annotated[str, MaxLength(128)] | None = None
+    """Not supported yet (Karpenter's cron window); refused at admission."""
+    duration: timedelta | None = None
+    """Not supported yet (how long the schedule's window lasts); refused at admission."""
+
+
+def _default_budgets() -> list[Budget]:
+    return [Budget()]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DisruptionStatus:
+    """How many of the pool's nodes are being disrupted and how many more may start."""
+
+    disrupting: Annotated[int, Minimum(0)] = 0
+    """Nodes tainted kubeloop.dev/disrupting or being deleted, as read from the cluster."""
+    allowed: Annotated[int, Minimum(0)] = 0
+    """How many more voluntary disruptions spec.disruption.budgets allows now, for any
+    reason."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class DisruptionRepair:
     """When an unhealthy node is replaced (Karpenter's node repair), and when it is not: a
@@ -150,6 +197,10 @@ class Disruption:
     repair's drain of an unhealthy node stops waiting after it too, and the node goes."""
     repair: DisruptionRepair = field(default_factory=DisruptionRepair)
     """When unhealthy nodes are replaced, and how many may be unhealthy before none is."""
+    budgets: Annotated[list[Budget], MaxItems(50)] = field(default_factory=_default_budgets)
+    """At most how many nodes voluntary disruptions (scale-down) take at once; one budget
+    of 10% when omitted, none (unbounded) when set to []. Pool deletion, a deleted Node and
+    a vanished VM are not budgeted (as in Karpenter)."""
 
 
 @rules(
@@ -250,6 +301,8 @@ class NodePoolStatus:
         field(default_factory=list)
     )
     """The VMs the pool intends to have, recorded before each cloud call."""
+    disruption: DisruptionStatus | None = None
+    """Nodes being disrupted now, and how many more spec.disruption.budgets allows."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ from nodepool_operator.api import (
     DEGRADED,
     READY,
     SCALING,
+    DisruptionStatus,
     InstanceRecord,
     InvalidField,
     ScaleOperation,
@@ -74,6 +75,8 @@ class PoolStatus:
     conditions: tuple[tuple[str, ConditionStatus, str, str], ...]
     dropped: frozenset[str] = frozenset()
     """Records the pass removed on purpose."""
+    disruption: DisruptionStatus | None = None
+    """Nodes being disrupted and how many more the budgets allow (``status.disruption``)."""
 
     @property
     def converged(self) -> bool:
@@ -85,6 +88,8 @@ class PoolStatus:
         status["scaleOperation"] = self.scale_operation
         status["observedGeneration"] = self.generation
         status["selector"] = self.selector
+        if self.disruption is not None:
+            status["disruption"] = to_api(self.disruption)
         # Merge by name: on a 409 this runs again on the latest object, and a record another
         # writer added meanwhile (one this pass never saw, nor removed) must survive.
         mine = {r.name for r in self.instances}
@@ -134,6 +139,7 @@ def pool_status(
     dropped: frozenset[str] = frozenset(),
     held: Sequence[str] = (),
     repair_blocked: str = "",
+    disruption: DisruptionStatus | None = None,
 ) -> PoolStatus:
     """The status of pool ``name`` whose ``records`` are as given, ``ready`` naming the
     records registered as Ready nodes, after a pass that met ``failure`` (or none).
@@ -188,6 +194,7 @@ def pool_status(
         instances=tuple(records),
         conditions=(ready_cond, scaling, degraded, _repair_condition(repair_blocked)),
         dropped=dropped,
+        disruption=disruption,
     )
 
 

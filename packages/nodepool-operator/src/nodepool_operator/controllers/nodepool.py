@@ -47,6 +47,7 @@ import contextlib
 import logging
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -75,6 +76,7 @@ from nodepool_operator import failpoints
 from nodepool_operator.api import (
     NODEPOOLS,
     Disruption,
+    DisruptionStatus,
     InstanceRecord,
     InvalidField,
     NodePool,
@@ -96,6 +98,11 @@ from nodepool_operator.controllers._blocked import (
     keep_blocked,
     kube_system_budgets,
     switches,
+)
+from nodepool_operator.controllers._budget import (
+    VOLUNTARY_REASONS,
+    allowed_disruptions,
+    is_disrupting,
 )
 from nodepool_operator.controllers._capacity import scale_down_node
 from nodepool_operator.controllers._create_gate import CreateGate
@@ -136,7 +143,7 @@ from nodepool_operator.controllers._node_manifest import (
     ready_for,
 )
 from nodepool_operator.controllers._node_sync import sync_patch
-from nodepool_operator.controllers._plan import desired_nodes, plan
+from nodepool_operator.controllers._plan import Plan, desired_nodes, plan
 from nodepool_operator.controllers._pool_status import (
     CloudFailure,
     cloud_failure,
@@ -156,6 +163,7 @@ from nodepool_operator.controllers._userdata import pool_user_data
 from nodepool_operator.scheduling import (
     ScaleDownNode,
     Unremovable,
+    is_workload,
     needs_budgets,
     node_view,
     removal_order,
@@ -214,6 +222,33 @@ def _waiting_for(node_name: str, status: DrainStatus) -> str:
     return f"node {node_name}: pods terminating"
 
 
+def _finished(pod: Object) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _disrupting(p: _Pass) -> int:
+    """The pool's Nodes being disrupted, as the cluster says (taint, deletionTimestamp) or
+    as this pass just decided (a record marked deleting whose Node is not tainted yet)."""
+    chosen = {
+        node["metadata"]["name"]
+        for r in p.records
+        if r.state == DELETING and (node := p.node_of(r)) is not None
+    }
+    return sum(1 for name, n in p.nodes.items() if is_disrupting(n) or name in chosen)
+
+
+def _disruption_status(p: _Pass) -> DisruptionStatus:
+    """``status.disruption``: Nodes being disrupted, and how many more may start now for
+    any reason (the least over the reasons a budget can name)."""
+    disrupting, pool_nodes = _disrupting(p), len(p.nodes)
+    budgets = p.pool.spec.disruption.budgets
+    allowed = min(
+        allowed_disruptions(budgets, pool_nodes, disrupting, reason, None)
+        for reason in VOLUNTARY_REASONS
+    )
+    return DisruptionStatus(disrupting=disrupting, allowed=allowed)
+
+
 def _pool_of_node(node: Object) -> list[Request]:
     return [Request(pool) for pool in _node_pool(node)]
 
@@ -259,6 +294,8 @@ class _Pass:
     """Records whose scale-down drain this pass gave up (the Node stays)."""
     repair_blocked: str = ""
     """Why unhealthy nodes past their toleration are not replaced (empty: none held)."""
+    empty: set[str] = field(default_factory=set)
+    """Live records whose Node runs no workload pod (a scale-down of it is reason Empty)."""
 
     @property
     def name(self) -> str:
@@ -398,6 +435,8 @@ class NodePoolController:
             if name in record_of:
                 bound = await self.mgr.cache.list(PODS, index=(_POD_NODE_INDEX, name))
                 nodes.append(scale_down_node(node, bound))
+                if not any(is_workload(pod) and not _finished(pod) for pod in bound):
+                    p.empty.add(record_of[name])
         rules = switches(p.pool)
         views = [pod for node in nodes for pod in node.pods]
         budgets = await kube_system_budgets(self.mgr.client) if needs_budgets(views, rules) else []
@@ -530,6 +569,7 @@ class NodePoolController:
         kept = await self._keep_blocked(p)
         order = await self._removal_order(p) if len(p.live()) > p.desired else []
         decided = plan(p.records, p.desired, gone=leaving, order=order, keep=p.resting)
+        decided = self._within_budget(p, decided, leaving)
         if decided.empty:
             if adopted or kept:
                 await self._write_status(p)
@@ -566,6 +606,35 @@ class NodePoolController:
             },
         )
         await self._write_status(p)
+
+    @staticmethod
+    def _within_budget(p: _Pass, decided: Plan, leaving: Mapping[str, object]) -> Plan:
+        """``decided`` with its voluntary removals of registered Nodes cut to what
+        ``spec.disruption.budgets`` allows now (:mod:`._budget`), the Nodes already being
+        disrupted counted from the cluster (taint or deletionTimestamp), so a restart
+        changes nothing. A VM with no Node yet and what is leaving anyway (VM gone, Node
+        deleted, not Ready) are not budgeted; the surplus held back goes on a later pass."""
+        budgets = p.pool.spec.disruption.budgets
+        disrupting, pool_nodes = _disrupting(p), len(p.nodes)
+        records = {r.name: r for r in p.records}
+        retire: list[str] = []
+        held: list[str] = []
+        for name in decided.retire:
+            if name in leaving or p.node_of(records[name]) is None:
+                retire.append(name)
+                continue
+            reason = "Empty" if name in p.empty else "Underutilized"
+            if allowed_disruptions(budgets, pool_nodes, disrupting, reason, None) > 0:
+                retire.append(name)
+                disrupting += 1
+            else:
+                held.append(name)
+        if held:
+            log.info(
+                "disruption budget reached",
+                extra={"pool": p.name, "disrupting": disrupting, "held": held},
+            )
+        return replace(decided, retire=tuple(retire))
 
     @staticmethod
     def _find_resting(p: _Pass) -> None:
@@ -956,6 +1025,7 @@ class NodePoolController:
             dropped=frozenset(p.dropped),
             held=p.held,
             repair_blocked=p.repair_blocked,
+            disruption=_disruption_status(p),
         )
         p.obj = await update_status(self.mgr.client, NODEPOOLS, p.obj, status.apply)
 
