@@ -317,7 +317,9 @@ async def test_a_node_that_stops_heartbeating_is_replaced_after_the_repair_timeo
     env = operator_env
     await env.start(controllers=ONLY_NODEPOOL, node_repair_seconds=3.0)
     name = f"repair-{env.run_id}"
-    await env.create(NODEPOOLS, _pool(name, 2))
+    # one of two nodes is 50 % of the pool: allowed here (the default threshold is 20 %)
+    disruption = {"repair": {"maxUnhealthyPercent": 50}}
+    await env.create(NODEPOOLS, _pool(name, 2, disruption=disruption))
     await _wait_converged(env, name, 2)
     victim = (await _nodes(env, name))[0]
     node_name = victim["metadata"]["name"]

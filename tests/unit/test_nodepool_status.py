@@ -45,7 +45,14 @@ def test_converged_pool() -> None:
         "Ready": ("True", "Converged", "2/2 nodes ready"),
         "Scaling": ("False", "Stable", ""),
         "Degraded": ("False", "CloudHealthy", ""),
+        "RepairBlocked": ("False", "WithinThreshold", ""),
     }
+
+
+def test_repair_held_back_is_a_condition() -> None:
+    why = "4 of 10 nodes unhealthy (40%) > maxUnhealthyPercent 20%: not replacing a, b, c, d"
+    st = status_for(running("a", "b"), desired=2, ready={"a", "b"}, repair_blocked=why)
+    assert conditions(st)["RepairBlocked"] == ("True", "TooManyUnhealthy", why)
 
 
 def test_provisioning_pool() -> None:

@@ -141,7 +141,8 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=_DEFAULTS.node_repair_seconds,
         metavar="S",
-        help="a pool Node not Ready for this long is replaced "
+        help="a pool Node unhealthy for this long is drained and replaced, unless its pool "
+        "sets spec.disruption.repair.toleration "
         f"(default: {_DEFAULTS.node_repair_seconds:g})",
     )
     run.add_argument(

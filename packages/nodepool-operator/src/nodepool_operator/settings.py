@@ -41,9 +41,10 @@ class OperatorSettings:
     #: A VM whose Node has not registered this many seconds after it started running is
     #: replaced, with an Event (Karpenter's registration TTL is 15 min; VMs here boot fast).
     registration_timeout_seconds: float = 300.0
-    #: A pool's Node whose Ready condition has not been True for this many seconds is
-    #: replaced without a drain (its kubelet is unreachable), as Karpenter's node repair does.
-    node_repair_seconds: float = 600.0
+    #: A pool's Node unhealthy (Ready not True) for this many seconds is drained and replaced
+    #: (Karpenter's node repair toleration, 30 min) unless the pool's
+    #: spec.disruption.repair.toleration says otherwise; never while too much of it is.
+    node_repair_seconds: float = 1800.0
     #: With the simulated cloud, also run its VMs' kubelets in this process (they register
     #: the Nodes; see ``nodepool_operator.testbed.SimulatedKubelets``; needs the demo extra).
     simulated_kubelets: bool = True

@@ -158,6 +158,27 @@ class DisruptionStatus:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DisruptionRepair:
+    """When an unhealthy node is replaced (Karpenter's node repair), and when it is not: a
+    node whose Ready condition is False or Unknown (or that carries one of
+    ``unhealthyConditions`` with status True) for longer than ``toleration`` is drained and
+    replaced, one at a time, unless more than ``maxUnhealthyPercent`` of the pool's nodes
+    are unhealthy: then none is (a zone's network impairment must not replace a zone)."""
+
+    toleration: timedelta | None = None
+    """How long a node may be unhealthy before it is replaced, as a duration such as 30m;
+    when omitted, the operator's --node-repair-seconds (30m unless set)."""
+    max_unhealthy_percent: Annotated[int, Minimum(0), Maximum(100)] = 20
+    """No node is replaced while more than this percentage of the pool's nodes is
+    unhealthy (Karpenter's 20 %); the pool's RepairBlocked condition names them."""
+    unhealthy_conditions: Annotated[list[Annotated[str, MaxLength(316)]], MaxItems(16)] = field(
+        default_factory=list
+    )
+    """Node condition types that mark a node unhealthy when True, besides Ready not True
+    (the node problem detector's, e.g. KernelDeadlock, ReadonlyFilesystem)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Disruption:
     """How the pool's nodes may be disrupted."""
 
@@ -172,7 +193,10 @@ class Disruption:
     drain_timeout: Annotated[timedelta, _AT_LEAST_MIN_DRAIN_TIMEOUT] = timedelta(minutes=10)
     """How long a scale-down drains a node, from its taint, before giving up (as
     cluster-autoscaler's max-graceful-termination-sec, 10m): the node is untainted and kept,
-    with a DrainTimedOut Event, and another candidate is tried."""
+    with a DrainTimedOut Event, and another candidate is tried. A
+    repair's drain of an unhealthy node stops waiting after it too, and the node goes."""
+    repair: DisruptionRepair = field(default_factory=DisruptionRepair)
+    """When unhealthy nodes are replaced, and how many may be unhealthy before none is."""
     budgets: Annotated[list[Budget], MaxItems(50)] = field(default_factory=_default_budgets)
     """At most how many nodes voluntary disruptions (scale-down) take at once; one budget
     of 10% when omitted, none (unbounded) when set to []. Pool deletion, a deleted Node and

@@ -24,6 +24,7 @@ from nodepool_operator.api import (
 )
 from nodepool_operator.cloud import CloudError, IdempotencyMismatch, InvalidRequest
 from nodepool_operator.controllers._intent import CREATING, DELETING
+from nodepool_operator.controllers._repair import REPAIR_BLOCKED
 from nodepool_operator.controllers._scope import POOL_LABEL
 
 #: Degraded's reason when the cloud refuses the pool's instance type.
@@ -112,6 +113,12 @@ class PoolStatus:
             set_condition(conditions, type_, state, reason, message, self.generation)
 
 
+def _repair_condition(blocked: str) -> tuple[str, ConditionStatus, str, str]:
+    if blocked:
+        return (REPAIR_BLOCKED, "True", "TooManyUnhealthy", blocked[:_MAX_MESSAGE])
+    return (REPAIR_BLOCKED, "False", "WithinThreshold", "")
+
+
 def _clamp_note(target: int, desired: int, min_nodes: int) -> str:
     if target == desired:
         return ""
@@ -131,12 +138,13 @@ def pool_status(
     failure: CloudFailure | None,
     dropped: frozenset[str] = frozenset(),
     held: Sequence[str] = (),
+    repair_blocked: str = "",
     disruption: DisruptionStatus | None = None,
 ) -> PoolStatus:
     """The status of pool ``name`` whose ``records`` are as given, ``ready`` naming the
     records registered as Ready nodes, after a pass that met ``failure`` (or none).
     ``held``: what holds each drain a blocker stopped (node, pod, reason), for Ready's
-    message."""
+    message. ``repair_blocked``: why unhealthy nodes are not replaced (empty: none held)."""
     current = live_vms(records)
     ready_count = sum(1 for r in records if r.name in ready and r.state != DELETING)
     in_flight = any(r.state in (CREATING, DELETING) for r in records)
@@ -184,7 +192,7 @@ def pool_status(
         ready_nodes=ready_count,
         scale_operation="inactive" if converged else "active",
         instances=tuple(records),
-        conditions=(ready_cond, scaling, degraded),
+        conditions=(ready_cond, scaling, degraded, _repair_condition(repair_blocked)),
         dropped=dropped,
         disruption=disruption,
     )

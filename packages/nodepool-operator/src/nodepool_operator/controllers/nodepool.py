@@ -15,8 +15,9 @@ over a pool:
    the list misses, since a list may lag), its Nodes and the pods bound to them (cache);
 3. plan (pure): adopt VMs tagged for the pool that no record knows, up to the desired
    count; retire what must go (VM gone, Node deleted by someone, Node never registered
-   within ``registration_timeout_seconds``, Node not Ready for ``node_repair_seconds``)
-   and the surplus (records with no Node yet first, then in
+   within ``registration_timeout_seconds``, Node unhealthy past the repair toleration:
+   :mod:`._repair`, one at a time, none while more than ``maxUnhealthyPercent`` of the
+   pool is unhealthy) and the surplus (records with no Node yet first, then in
    :func:`~nodepool_operator.scheduling.removal_order`: empty Nodes, then the least
    utilised whose pods fit on the others, blocked Nodes last: :mod:`._blocked`); add
    intents for the missing. The surplus Nodes chosen are tainted
@@ -28,7 +29,8 @@ over a pool:
    ones (:meth:`NodePoolController._terminate`: drain through the Eviction API honouring
    PodDisruptionBudgets and do-not-disrupt pods (:mod:`._drain`), VM, Node, finalizer),
    a scale-down drain past ``spec.disruption.drainTimeout`` is given up, the Node untainted
-   and kept (:mod:`._drain_deadline`), so the next pass removes another;
+   and kept (:mod:`._drain_deadline`), so the next pass removes another; a repair's drain
+   past it goes on without the pods left (the kubelet is unreachable);
    start stopped VMs, adopt registered Nodes, and delete VMs tagged for the pool that no
    record knows after a grace period, and Nodes whose VM is gone;
 6. write the status again (skipped when unchanged) and requeue while anything is in flight.
@@ -139,7 +141,6 @@ from nodepool_operator.controllers._node_manifest import (
     is_ready,
     pool_taints,
     ready_for,
-    ready_since,
 )
 from nodepool_operator.controllers._node_sync import sync_patch
 from nodepool_operator.controllers._plan import Plan, desired_nodes, plan
@@ -148,6 +149,13 @@ from nodepool_operator.controllers._pool_status import (
     cloud_failure,
     invalid_spec,
     pool_status,
+)
+from nodepool_operator.controllers._repair import (
+    REPAIR_DRAIN_TIMED_OUT,
+    Unhealthy,
+    decide_repair,
+    repair_drain_note,
+    unhealthy_since,
 )
 from nodepool_operator.controllers._reserve import RESERVATION_BACKSTOP, lift_patch, reserved_for
 from nodepool_operator.controllers._scope import POOL_LABEL, equality_labels, node_selector
@@ -284,6 +292,8 @@ class _Pass:
     """Live records whose Node's scale-down drain timed out a short while ago: not chosen."""
     kept: set[str] = field(default_factory=set)
     """Records whose scale-down drain this pass gave up (the Node stays)."""
+    repair_blocked: str = ""
+    """Why unhealthy nodes past their toleration are not replaced (empty: none held)."""
     empty: set[str] = field(default_factory=set)
     """Live records whose Node runs no workload pod (a scale-down of it is reason Empty)."""
 
@@ -480,6 +490,8 @@ class NodePoolController:
         """Records that must be replaced, with the Event (reason, note) that says why."""
         now = time.time()
         leaving: dict[str, tuple[str, str]] = {}
+        unhealthy: list[Unhealthy] = []
+        repair = p.pool.spec.disruption.repair
         for r in p.live():
             vm = p.vms.get(r.instance_id or "")
             if vm is None:
@@ -500,20 +512,54 @@ class NodePoolController:
                     leaving[r.name] = ("RegistrationTimeout", note)
                 else:
                     p.waits.append(due)
-            elif node is not None and vm.state == "running" and not is_ready(node):
-                changed = ready_since(node)
-                if changed is None:
-                    continue  # not reported yet: the registration is fresh
-                due = changed + self.settings.node_repair_seconds - now
-                if due <= 0:
-                    note = (
-                        f"node {node['metadata']['name']} of {r.name} not Ready for "
-                        f"{self.settings.node_repair_seconds:g}s; replacing it"
-                    )
-                    leaving[r.name] = ("NodeRepair", note)
-                else:
-                    p.waits.append(due)
+            elif node is not None and vm.state == "running":
+                sick = unhealthy_since(node, repair.unhealthy_conditions)
+                if sick is not None:
+                    unhealthy.append(Unhealthy(r.name, node["metadata"]["name"], *sick))
+        self._repair(p, unhealthy, leaving)
         return leaving
+
+    def _repair(
+        self, p: _Pass, unhealthy: list[Unhealthy], leaving: dict[str, tuple[str, str]]
+    ) -> None:
+        """Add to ``leaving`` the unhealthy node due for a repair (:mod:`._repair`), and note
+        in the pass the nodes the threshold holds back."""
+        repair = p.pool.spec.disruption.repair
+        for r in p.records:
+            node = p.node_of(r)
+            alive = r.instance_id is not None and r.instance_id in p.vms
+            if r.state != DELETING or node is None or not alive:
+                continue
+            if node["metadata"].get("deletionTimestamp"):
+                continue
+            sick = unhealthy_since(node, repair.unhealthy_conditions)
+            if sick is not None:  # being repaired: counts, and is the one at a time
+                unhealthy.append(Unhealthy(r.name, node["metadata"]["name"], *sick, repairing=True))
+        toleration = (
+            repair.toleration.total_seconds()
+            if repair.toleration is not None
+            else self.settings.node_repair_seconds
+        )
+        pool_nodes = sum(1 for r in p.live() if p.node_of(r) is not None)
+        pool_nodes += sum(1 for u in unhealthy if u.repairing)
+        decided = decide_repair(
+            unhealthy,
+            pool_nodes=pool_nodes,
+            toleration=toleration,
+            max_unhealthy_percent=repair.max_unhealthy_percent,
+            now=time.time(),
+        )
+        for u in decided.replace:
+            note = (
+                f"node {u.node} of {u.record} unhealthy ({u.why}) for more than "
+                f"{toleration:g}s; draining and replacing it"
+            )
+            leaving[u.record] = ("NodeRepair", note)
+        if decided.wait is not None:
+            p.waits.append(decided.wait)
+        if decided.held:
+            log.warning("repair blocked", extra={"pool": p.name, "nodes": list(decided.held)})
+        p.repair_blocked = decided.message
 
     async def _record_plan(self, p: _Pass) -> None:
         """Decide what changes and record it before acting, in one status write."""
@@ -540,7 +586,7 @@ class NodePoolController:
             p.update(name, state=DELETING)
             if name in leaving:
                 reason, note = leaving[name]
-                self._event(p, "Warning", reason, note)
+                self._event(p, "Warning", reason, note, about=name)
         if decided.add:
             p.records += new_intents(p.name, decided.add, taken={r.name for r in p.records})
             note = f"{before} -> {p.desired} nodes: creating {decided.add} VM(s)"
@@ -731,14 +777,21 @@ class NodePoolController:
         then terminate the VM, then let the Node go (delete it, drop its finalizer). True
         when done; False while the drain is still under way (call again on a later pass).
 
-        A Node whose VM is gone, or that is not Ready (its kubelet is unreachable, so an
-        evicted pod could never finish terminating), is not drained: its pods are removed
-        with it (the pod garbage collector deletes pods bound to a Node that no longer
-        exists, and their controllers replace them).
+        A Node whose VM is gone, or that someone deleted while it is not Ready, is not
+        drained: its pods are removed with it (the pod garbage collector deletes pods bound
+        to a Node that no longer exists, and their controllers replace them). A Node being
+        repaired (not Ready) is drained first, for at most drainTimeout: its kubelet is
+        unreachable, so an evicted pod may never finish terminating.
         """
         node = p.node_of(r) or p.nodes.get(r.name)
         alive = r.instance_id is not None and r.instance_id in p.vms
-        drainable = node is not None and alive and is_ready(node)
+        # A Node someone deleted while unreachable is not drained (nothing would finish); one
+        # being repaired is, for at most drainTimeout (:meth:`_drain`).
+        drainable = (
+            node is not None
+            and alive
+            and (is_ready(node) or not node["metadata"].get("deletionTimestamp"))
+        )
         if drainable and node is not None and not await self._drain(p, r, node):
             return False
         if r.instance_id:
@@ -781,6 +834,13 @@ class NodePoolController:
         if voluntary and not status.done and overdue:
             await self._give_up(p, r, node, status.message)
             return False
+        if not voluntary and not status.done and overdue and not is_ready(node):
+            # A repair: the kubelet is unreachable, so evicted pods may never finish
+            # terminating. Proceed as a pool deletion past its grace period does: the Node
+            # goes with them, and the pod garbage collector removes them.
+            note = repair_drain_note(node["metadata"]["name"], timeout, status.message)
+            self._event(p, "Warning", REPAIR_DRAIN_TIMED_OUT, note, about=r.name)
+            return True
         if not status.done:
             p.drain_wait = min(p.drain_wait or math.inf, status.retry_after)
         if status.blocked_by is not None:
@@ -964,6 +1024,7 @@ class NodePoolController:
             failure=p.failure,
             dropped=frozenset(p.dropped),
             held=p.held,
+            repair_blocked=p.repair_blocked,
             disruption=_disruption_status(p),
         )
         p.obj = await update_status(self.mgr.client, NODEPOOLS, p.obj, status.apply)
@@ -976,11 +1037,13 @@ class NodePoolController:
         self._event(p, "Warning", failure.reason, failure.message)
         return failure
 
-    def _event(self, p: _Pass, kind: str, reason: str, note: str) -> None:
+    def _event(self, p: _Pass, kind: str, reason: str, note: str, *, about: str = "") -> None:
+        """An Event on the pool; ``about`` keeps distinct findings (one per node) apart
+        instead of aggregating them as repeats of the first."""
         if kind == "Warning":
-            self.mgr.recorder.warning(p.obj, reason, note, action="Reconcile")
+            self.mgr.recorder.warning(p.obj, reason, note, action="Reconcile", aggregate_by=about)
         else:
-            self.mgr.recorder.normal(p.obj, reason, note, action="Reconcile")
+            self.mgr.recorder.normal(p.obj, reason, note, action="Reconcile", aggregate_by=about)
 
     def _next(self, p: _Pass) -> Result:
         """Requeue when there is something to look at; raise what needs the backoff."""
