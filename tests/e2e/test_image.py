@@ -44,7 +44,7 @@ from tests._nodeadm import nodeadm_check
 from tests.e2e.conftest import LABEL, OperatorEnv
 from tests.e2e.moto_pool import INSTANCE_TYPE, create_moto_pool, ec2_boots, ec2_states
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.release]
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "tools" / "image" / "build.sh"

@@ -37,7 +37,7 @@ from tests.integration.manifest_support import (
     server_side_dry_run,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.release]
 
 CHART = ROOT / "charts" / "nodepool-operator"
 NAMESPACE = "nodepool-system"
