@@ -337,6 +337,9 @@ class Cache:
         self._started = False
         # resource -> object key -> the resourceVersion our last write produced
         self._expected: dict[Resource, dict[str, str]] = {}
+        # resource -> object key -> the uid our last delete removed ("" if unknown): a
+        # delete answered with a Status has no version to wait for, only an absence
+        self._deleted: dict[Resource, dict[str, str]] = {}
         self.live_read_fallbacks = 0
 
     @property
@@ -652,10 +655,10 @@ class Cache:
         ns = self._default_namespace(resource, namespace)
         inf, selector = await self._reader(resource, ns, label_selector, metadata_only)
         lagging: builtins.list[str] = []
-        pending = self._expected.get(resource)
+        pending = [*self._expected.get(resource, ()), *self._deleted.get(resource, ())]
         if pending:
             prefix = f"{ns}/" if ns else ""
-            keys = [k for k in pending if k.startswith(prefix)]
+            keys = list(dict.fromkeys(k for k in pending if k.startswith(prefix)))
             lagging = await self._caught_up(resource, inf, keys)
         # read once the watch has delivered our writes (or the wait gave up); each
         # object is decoded for this read, so the caller owns it
@@ -678,11 +681,19 @@ class Cache:
     ) -> builtins.list[str]:
         """Wait for the watch to deliver our writes to ``keys``; return those it did not
         deliver within the read-your-writes timeout."""
-        exp = self._expected.get(resource)
-        if not exp:
+        exp = self._expected.get(resource) or {}
+        gone = self._deleted.get(resource) or {}
+        if not exp and not gone:
             return []
         lagging = []
         for key in keys:
+            uid = gone.get(key)
+            if uid is not None:
+                if await inf.reflector.wait_gone(key, uid, self.read_your_writes_timeout):
+                    gone.pop(key, None)
+                else:
+                    lagging.append(key)
+                continue
             want = exp.get(key)
             if want is None:
                 continue
@@ -732,15 +743,22 @@ class Cache:
     def _settle(self, resource: Resource, event: Event) -> None:
         """Drop a read-your-writes expectation once the watch has delivered it, so the
         table holds only writes still in flight (not every object ever written)."""
+        key = object_key(event.obj)
+        gone = self._deleted.get(resource)
+        if gone and isinstance(event, Deleted) and key in gone:
+            uid = (event.obj.get("metadata") or {}).get("uid", "")
+            if gone[key] in ("", uid):  # an older incarnation's delete is not ours
+                del gone[key]
         exp = self._expected.get(resource)
         if not exp:
             return
-        key = object_key(event.obj)
         want = exp.get(key)
         if want is None:
             return
+        # a delete settles only if it is at or after our write (compare versions, not
+        # the event type: an older incarnation's delete arriving late is not ours)
         have = event.obj.get("metadata", {}).get("resourceVersion", "")
-        if isinstance(event, Deleted) or rv_at_least(have, want):
+        if rv_at_least(have, want):
             del exp[key]
 
     def _watching(self, resource: Resource, obj: Object) -> builtins.list[Informer]:
@@ -751,6 +769,25 @@ class Cache:
             for k, inf in self._informers.items()
             if k.resource == resource and (k.namespace is None or k.namespace == ns)
         ]
+
+    def note_delete(self, resource: Resource, namespace: str | None, name: str, uid: str) -> None:
+        """Record that our delete removed ``uid``, so reads wait until the informer has
+        seen it go (bounded, then read live): a list right after our delete must not show
+        the object (the over-delete client-go's expectations exist to prevent)."""
+        key = f"{namespace}/{name}" if namespace else name
+        watching = [
+            inf
+            for k, inf in self._informers.items()
+            if k.resource == resource and (k.namespace is None or k.namespace == namespace)
+        ]
+        if not any(key in inf.store for inf in watching):
+            return  # no informer holds it: nothing to wait for
+        self._expected.get(resource, {}).pop(key, None)  # superseded by the delete
+        gone = self._deleted.setdefault(resource, {})
+        gone.pop(key, None)
+        gone[key] = uid
+        while len(gone) > MAX_PENDING_WRITES:
+            del gone[next(iter(gone))]
 
     def note_write(self, resource: Resource, obj: Object) -> None:
         """Record the version our write produced, so reads wait for it. Only for a
@@ -767,6 +804,9 @@ class Cache:
             if cached is not None and rv_at_least(cached, rv):
                 return  # the watch was faster than our response: nothing to wait for
         exp = self._expected.setdefault(resource, {})
+        if key in self._deleted.get(resource, {}):
+            # recreated after our delete: waiting for the new version covers both
+            del self._deleted[resource][key]
         if key not in exp or rv_at_least(rv, exp[key]):
             exp.pop(key, None)
             exp[key] = rv  # (re)inserted last: the oldest expectation is first
