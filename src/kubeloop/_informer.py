@@ -687,21 +687,51 @@ class Cache:
             return []
         lagging = []
         for key in keys:
+            # the read's own informer must have it; the expectation goes once every
+            # informer covering the key has it (another may be read next)
             uid = gone.get(key)
             if uid is not None:
-                if await inf.reflector.wait_gone(key, uid, self.read_your_writes_timeout):
-                    gone.pop(key, None)
-                else:
+                if not await inf.reflector.wait_gone(key, uid, self.read_your_writes_timeout):
                     lagging.append(key)
+                elif self._all_gone(resource, key, uid):
+                    gone.pop(key, None)
                 continue
             want = exp.get(key)
             if want is None:
                 continue
-            if await inf.reflector.wait_for(key, want, self.read_your_writes_timeout):
-                exp.pop(key, None)
-            else:
+            if not await inf.reflector.wait_for(key, want, self.read_your_writes_timeout):
                 lagging.append(key)
+            elif self._all_have(resource, key, want):
+                exp.pop(key, None)
         return lagging
+
+    def _covering_key(self, resource: Resource, key: str) -> builtins.list[Informer]:
+        """The informers whose scope could hold the object ``key`` (selectors aside)."""
+        ns, _ = split_key(key)
+        return [
+            inf
+            for k, inf in self._informers.items()
+            if k.resource == resource and (k.namespace is None or k.namespace == ns)
+        ]
+
+    def _all_have(self, resource: Resource, key: str, want: str) -> bool:
+        """Whether every informer that could hold ``key`` is at version ``want`` or later
+        for it (an informer whose selector leaves it out: once its watch is past it)."""
+        for inf in self._covering_key(resource, key):
+            have = inf.store.resource_version(key)
+            if not rv_at_least(have if have is not None else inf.reflector.resource_version, want):
+                return False
+        return True
+
+    def _all_gone(self, resource: Resource, key: str, uid: str) -> bool:
+        """Whether no informer still holds the incarnation ``uid`` of ``key``."""
+        for inf in self._covering_key(resource, key):
+            if key not in inf.store:
+                continue
+            held = inf.store.get(key)
+            if held is not None and (not uid or (held.get("metadata") or {}).get("uid") == uid):
+                return False
+        return True
 
     async def _live(
         self, resource: Resource, keys: builtins.list[str], metadata_only: bool = False
@@ -736,9 +766,16 @@ class Cache:
             obj = inf.reflector.options.transform(obj) if inf.reflector.options.transform else obj
             if index and index[1] not in inf.store.index_func(index[0])(obj):
                 by_key.pop(key, None)
-            elif key in by_key or not inf.reflector.label_selector:
+            elif key in by_key or self._selects(inf, obj):
+                # one the informer has not seen yet belongs in its list if it matches
                 by_key[key] = obj
         return list(by_key.values())
+
+    @staticmethod
+    def _selects(inf: Informer, obj: Object) -> bool:
+        """Whether ``obj`` is within ``inf``'s label selector (any, if it has none)."""
+        sel = inf.reflector.label_selector
+        return not sel or parse_selector(sel).matches(obj)
 
     def _settle(self, resource: Resource, event: Event) -> None:
         """Drop a read-your-writes expectation once the watch has delivered it, so the
@@ -747,7 +784,8 @@ class Cache:
         gone = self._deleted.get(resource)
         if gone and isinstance(event, Deleted) and key in gone:
             uid = (event.obj.get("metadata") or {}).get("uid", "")
-            if gone[key] in ("", uid):  # an older incarnation's delete is not ours
+            # an older incarnation's delete is not ours; another informer may still hold it
+            if gone[key] in ("", uid) and self._all_gone(resource, key, gone[key]):
                 del gone[key]
         exp = self._expected.get(resource)
         if not exp:
@@ -758,29 +796,19 @@ class Cache:
         # a delete settles only if it is at or after our write (compare versions, not
         # the event type: an older incarnation's delete arriving late is not ours)
         have = event.obj.get("metadata", {}).get("resourceVersion", "")
-        if rv_at_least(have, want):
+        if rv_at_least(have, want) and self._all_have(resource, key, want):
             del exp[key]
 
     def _watching(self, resource: Resource, obj: Object) -> builtins.list[Informer]:
         """The informers whose scope could hold ``obj`` (selectors aside)."""
-        ns = (obj.get("metadata") or {}).get("namespace")
-        return [
-            inf
-            for k, inf in self._informers.items()
-            if k.resource == resource and (k.namespace is None or k.namespace == ns)
-        ]
+        return self._covering_key(resource, object_key(obj))
 
     def note_delete(self, resource: Resource, namespace: str | None, name: str, uid: str) -> None:
         """Record that our delete removed ``uid``, so reads wait until the informer has
         seen it go (bounded, then read live): a list right after our delete must not show
         the object (the over-delete client-go's expectations exist to prevent)."""
         key = f"{namespace}/{name}" if namespace else name
-        watching = [
-            inf
-            for k, inf in self._informers.items()
-            if k.resource == resource and (k.namespace is None or k.namespace == namespace)
-        ]
-        if not any(key in inf.store for inf in watching):
+        if not any(key in inf.store for inf in self._covering_key(resource, key)):
             return  # no informer holds it: nothing to wait for
         self._expected.get(resource, {}).pop(key, None)  # superseded by the delete
         gone = self._deleted.setdefault(resource, {})
@@ -799,10 +827,8 @@ class Cache:
         if not watching:
             return
         key = object_key(obj)
-        for inf in watching:
-            cached = inf.store.resource_version(key)
-            if cached is not None and rv_at_least(cached, rv):
-                return  # the watch was faster than our response: nothing to wait for
+        if self._all_have(resource, key, rv):
+            return  # every watch was faster than our response: nothing to wait for
         exp = self._expected.setdefault(resource, {})
         if key in self._deleted.get(resource, {}):
             # recreated after our delete: waiting for the new version covers both
