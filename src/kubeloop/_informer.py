@@ -337,9 +337,10 @@ class Cache:
         self._started = False
         # resource -> object key -> the resourceVersion our last write produced
         self._expected: dict[Resource, dict[str, str]] = {}
-        # resource -> object key -> the uid our last delete removed ("" if unknown): a
-        # delete answered with a Status has no version to wait for, only an absence
-        self._deleted: dict[Resource, dict[str, str]] = {}
+        # resource -> object key -> (the uid our last delete removed, "" if unknown; the
+        # version of our last write before it, "" if none): a delete answered with a
+        # Status has no version to wait for, only an absence
+        self._deleted: dict[Resource, dict[str, tuple[str, str]]] = {}
         self.live_read_fallbacks = 0
 
     @property
@@ -632,6 +633,8 @@ class Cache:
         if lagging:
             live = await self._live(resource, lagging, metadata_only)
             obj = live.get(key)  # straight from the server: nobody else holds it
+            if obj is not None and not self._selects(inf, obj):
+                obj = None  # outside the informer's selector: it would not hold it
         else:
             obj = inf.store.get(key)  # decoded for this read: the caller's own
         if obj is not None and selector is not None and not selector.matches(obj):
@@ -689,11 +692,13 @@ class Cache:
         for key in keys:
             # the read's own informer must have it; the expectation goes once every
             # informer covering the key has it (another may be read next)
-            uid = gone.get(key)
-            if uid is not None:
-                if not await inf.reflector.wait_gone(key, uid, self.read_your_writes_timeout):
+            deleted = gone.get(key)
+            if deleted is not None:
+                uid, floor = deleted
+                timeout = self.read_your_writes_timeout
+                if not await inf.reflector.wait_gone(key, uid, floor, timeout):
                     lagging.append(key)
-                elif self._all_gone(resource, key, uid):
+                elif self._all_gone(resource, key, deleted):
                     gone.pop(key, None)
                 continue
             want = exp.get(key)
@@ -723,15 +728,9 @@ class Cache:
                 return False
         return True
 
-    def _all_gone(self, resource: Resource, key: str, uid: str) -> bool:
-        """Whether no informer still holds the incarnation ``uid`` of ``key``."""
-        for inf in self._covering_key(resource, key):
-            if key not in inf.store:
-                continue
-            held = inf.store.get(key)
-            if held is not None and (not uid or (held.get("metadata") or {}).get("uid") == uid):
-                return False
-        return True
+    def _all_gone(self, resource: Resource, key: str, deleted: tuple[str, str]) -> bool:
+        """Whether every informer that could hold ``key`` has seen our delete of it."""
+        return all(inf.reflector.gone(key, *deleted) for inf in self._covering_key(resource, key))
 
     async def _live(
         self, resource: Resource, keys: builtins.list[str], metadata_only: bool = False
@@ -766,9 +765,11 @@ class Cache:
             obj = inf.reflector.options.transform(obj) if inf.reflector.options.transform else obj
             if index and index[1] not in inf.store.index_func(index[0])(obj):
                 by_key.pop(key, None)
-            elif key in by_key or self._selects(inf, obj):
+            elif self._selects(inf, obj):
                 # one the informer has not seen yet belongs in its list if it matches
                 by_key[key] = obj
+            else:  # our write took it out of the informer's selector
+                by_key.pop(key, None)
         return list(by_key.values())
 
     @staticmethod
@@ -785,7 +786,7 @@ class Cache:
         if gone and isinstance(event, Deleted) and key in gone:
             uid = (event.obj.get("metadata") or {}).get("uid", "")
             # an older incarnation's delete is not ours; another informer may still hold it
-            if gone[key] in ("", uid) and self._all_gone(resource, key, gone[key]):
+            if gone[key][0] in ("", uid) and self._all_gone(resource, key, gone[key]):
                 del gone[key]
         exp = self._expected.get(resource)
         if not exp:
@@ -808,12 +809,14 @@ class Cache:
         seen it go (bounded, then read live): a list right after our delete must not show
         the object (the over-delete client-go's expectations exist to prevent)."""
         key = f"{namespace}/{name}" if namespace else name
-        if not any(key in inf.store for inf in self._covering_key(resource, key)):
-            return  # no informer holds it: nothing to wait for
-        self._expected.get(resource, {}).pop(key, None)  # superseded by the delete
+        if not self._covering_key(resource, key):
+            return  # no informer could hold it: nobody reads it from here
+        # a write still in flight becomes the floor: until the watch has delivered it,
+        # the object may still arrive in an informer that has not seen it yet
+        floor = self._expected.get(resource, {}).pop(key, "")
         gone = self._deleted.setdefault(resource, {})
         gone.pop(key, None)
-        gone[key] = uid
+        gone[key] = (uid, floor)
         while len(gone) > MAX_PENDING_WRITES:
             del gone[next(iter(gone))]
 
