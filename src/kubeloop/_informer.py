@@ -689,13 +689,17 @@ class Cache:
         if not exp and not gone:
             return []
         lagging = []
+        # one deadline for the whole read, not one timeout per pending key: a list over
+        # many lagging writes waits at most read_your_writes_timeout, then reads them live
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.read_your_writes_timeout
         for key in keys:
+            timeout = max(0.0, deadline - loop.time())
             # the read's own informer must have it; the expectation goes once every
             # informer covering the key has it (another may be read next)
             deleted = gone.get(key)
             if deleted is not None:
                 uid, floor = deleted
-                timeout = self.read_your_writes_timeout
                 if not await inf.reflector.wait_gone(key, uid, floor, timeout):
                     lagging.append(key)
                 elif self._all_gone(resource, key, deleted):
@@ -704,7 +708,7 @@ class Cache:
             want = exp.get(key)
             if want is None:
                 continue
-            if not await inf.reflector.wait_for(key, want, self.read_your_writes_timeout):
+            if not await inf.reflector.wait_for(key, want, timeout):
                 lagging.append(key)
             elif self._all_have(resource, key, want):
                 exp.pop(key, None)
