@@ -29,8 +29,8 @@ pytestmark = pytest.mark.integration
 
 SELECTOR = ("app", "x")
 NAMES = ("a", "b", "c", "d")
-SEQUENCES = 4
-STEPS = 30
+SEQUENCES = 3
+STEPS = 25
 
 
 @dataclass
