@@ -341,6 +341,9 @@ class Cache:
         # version of our last write before it, "" if none): a delete answered with a
         # Status has no version to wait for, only an absence
         self._deleted: dict[Resource, dict[str, tuple[str, str]]] = {}
+        # resource -> object key -> the labels our last write left it with: a selector
+        # informer that does not hold it need not wait for a version outside its selector
+        self._labels: dict[Resource, dict[str, dict[str, str]]] = {}
         self.live_read_fallbacks = 0
 
     @property
@@ -708,11 +711,25 @@ class Cache:
             want = exp.get(key)
             if want is None:
                 continue
+            if self._never_holds(resource, inf, key):
+                continue  # nothing to wait for; kept for the other informers
             if not await inf.reflector.wait_for(key, want, timeout):
                 lagging.append(key)
             elif self._all_have(resource, key, want):
                 exp.pop(key, None)
         return lagging
+
+    def _never_holds(self, resource: Resource, inf: Informer, key: str) -> bool:
+        """Whether ``inf`` (with a label selector) neither holds ``key`` nor will be sent
+        our last write to it, which its selector leaves out: waiting for its watch to pass
+        that version would only wait for some other object's event."""
+        sel = inf.reflector.label_selector
+        if not sel or key in inf.store:
+            return False
+        labels = self._labels.get(resource, {}).get(key)
+        return labels is not None and not parse_selector(sel).matches(
+            {"metadata": {"labels": labels}}
+        )
 
     def _covering_key(self, resource: Resource, key: str) -> builtins.list[Informer]:
         """The informers whose scope could hold the object ``key`` (selectors aside)."""
@@ -843,5 +860,11 @@ class Cache:
         if key not in exp or rv_at_least(rv, exp[key]):
             exp.pop(key, None)
             exp[key] = rv  # (re)inserted last: the oldest expectation is first
-            while len(exp) > MAX_PENDING_WRITES:
-                del exp[next(iter(exp))]
+            # set with every expectation, so the one consulted is always that write's;
+            # bounded alike (an entry outliving its expectation is never read)
+            labels = self._labels.setdefault(resource, {})
+            labels.pop(key, None)
+            labels[key] = dict((obj.get("metadata") or {}).get("labels") or {})
+            for table in (exp, labels):
+                while len(table) > MAX_PENDING_WRITES:
+                    del table[next(iter(table))]

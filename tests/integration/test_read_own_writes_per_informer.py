@@ -65,3 +65,26 @@ async def test_a_write_seen_by_one_informer_is_still_awaited_on_the_other(
             ]
             # the selected informer really lags: the reads above did not come from it
             assert f"{ns}/b" not in selected.store
+
+
+async def test_a_write_outside_a_selector_is_not_awaited_on_its_informer(
+    kube_fault_proxy: FaultProxy, kube_namespace: str
+) -> None:
+    """The selected informer is never sent an object its selector leaves out, and its
+    watch version moves only with objects inside it: a read from it must not wait for
+    our write to one outside (before, it waited the whole timeout and read it live)."""
+    proxy, ns = kube_fault_proxy, kube_namespace
+    async with Client(proxy.client_config("op")) as client:
+        mgr = new_manager(client)
+        mgr.cache.read_your_writes_timeout = 2.0
+        async with running(mgr):
+            await client.create(CONFIGMAPS, _cm("a", "1"), ns)
+            selected = mgr.cache.informer(CONFIGMAPS, namespace=ns, label_selector=SELECTOR)
+            if not selected.started:  # a cache with no controllers was never started
+                selected.start()
+            await eventually(lambda: selected.has_synced, "the selected informer's sync")
+            outside = {**_cm("z", "1"), "metadata": {"name": "z", "labels": {"app": "y"}}}
+            await client.create(CONFIGMAPS, outside, ns)
+            listed = await mgr.cache.list(CONFIGMAPS, ns, label_selector=SELECTOR)
+            assert [o["metadata"]["name"] for o in listed] == ["a"]
+            assert mgr.cache.live_read_fallbacks == 0
