@@ -13,6 +13,7 @@ import pytest
 from kubeloop import CONFIGMAPS, Client, Object
 from kubeloop.testing import eventually, new_manager, running
 from kubeloop.testing.faults import DropEvents, FaultProxy
+from tests.integration.ryw_support import selected_informer
 
 pytestmark = pytest.mark.integration
 
@@ -38,10 +39,7 @@ async def test_a_write_seen_by_one_informer_is_still_awaited_on_the_other(
         async with running(mgr):
             await client.create(CONFIGMAPS, _cm("a", "1"), ns)
             await mgr.cache.list(CONFIGMAPS)  # the cluster-wide, unselected informer
-            selected = mgr.cache.informer(CONFIGMAPS, namespace=ns, label_selector=SELECTOR)
-            if not selected.started:  # a cache with no controllers was never started
-                selected.start()
-            await eventually(lambda: selected.has_synced, "the selected informer's sync")
+            selected = await selected_informer(mgr.cache, ns, SELECTOR)
             assert f"{ns}/a" in selected.store
             wide = next(i for i in mgr.cache.informers if i is not selected)
             # from now on the namespaced watch delivers nothing
@@ -79,10 +77,7 @@ async def test_a_write_outside_a_selector_is_not_awaited_on_its_informer(
         mgr.cache.read_your_writes_timeout = 2.0
         async with running(mgr):
             await client.create(CONFIGMAPS, _cm("a", "1"), ns)
-            selected = mgr.cache.informer(CONFIGMAPS, namespace=ns, label_selector=SELECTOR)
-            if not selected.started:  # a cache with no controllers was never started
-                selected.start()
-            await eventually(lambda: selected.has_synced, "the selected informer's sync")
+            await selected_informer(mgr.cache, ns, SELECTOR)
             outside = {**_cm("z", "1"), "metadata": {"name": "z", "labels": {"app": "y"}}}
             await client.create(CONFIGMAPS, outside, ns)
             listed = await mgr.cache.list(CONFIGMAPS, ns, label_selector=SELECTOR)

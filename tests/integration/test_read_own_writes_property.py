@@ -22,8 +22,9 @@ from dataclasses import dataclass
 import pytest
 
 from kubeloop import CONFIGMAPS, Client, Object
-from kubeloop.testing import eventually, new_manager, running
+from kubeloop.testing import new_manager, running
 from kubeloop.testing.faults import Delay, FaultProxy
+from tests.integration.ryw_support import selected_informer
 
 pytestmark = pytest.mark.integration
 
@@ -92,10 +93,7 @@ async def test_random_own_writes_are_read_back_from_every_informer(
         async with running(mgr):
             await mgr.cache.list(CONFIGMAPS)  # cluster-wide, unselected
             await mgr.cache.list(CONFIGMAPS, ns, metadata_only=True)  # namespaced, metadata
-            sel = mgr.cache.informer(CONFIGMAPS, namespace=ns, label_selector=selector)
-            if not sel.started:  # a cache with no controllers was never started
-                sel.start()
-            await eventually(lambda: sel.has_synced, "the selected informer's sync")
+            await selected_informer(mgr.cache, ns, selector)
             for seq in range(SEQUENCES):
                 model: dict[str, Mine] = {}
                 for step in range(STEPS):
