@@ -137,6 +137,14 @@ class WriteObserver(Protocol):
     def on_write(self, resource: Resource, subresource: str | None, obj: Object) -> None: ...
 
 
+class DeleteObserver(Protocol):
+    """Optionally implemented by an observer: told every successful DELETE that the
+    server answered with a Status (the object is gone, no version to wait for), with
+    the uid it removed, so a cache read after it can wait for the watch's delete."""
+
+    def on_delete(self, resource: Resource, namespace: str | None, name: str, uid: str) -> None: ...
+
+
 class _RawEvent(msgspec.Struct):
     type: str
     object: dict[str, Any]
@@ -288,6 +296,7 @@ class Client:
         self._owns_transport = transport is None
         self._observers: builtins.list[RequestObserver] = []
         self._write_observers: builtins.list[WriteObserver] = []
+        self._delete_observers: builtins.list[DeleteObserver] = []
         if observer is not None:
             self.add_observer(observer)
         self._headers: dict[str, str] = {"Accept": "application/json", "User-Agent": user_agent}
@@ -341,6 +350,8 @@ class Client:
         self._observers.append(observer)
         if callable(getattr(observer, "on_write", None)):
             self._write_observers.append(cast(WriteObserver, observer))
+        if callable(getattr(observer, "on_delete", None)):
+            self._delete_observers.append(cast(DeleteObserver, observer))
 
     async def close(self) -> None:
         """Close connections (only those of a transport this client created)."""
@@ -756,8 +767,19 @@ class Client:
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
         body = {"apiVersion": "v1", "kind": "DeleteOptions", **options} if options else None
-        path = res.path(_namespace(res, namespace), _required_name(name))
-        return cast(Object, await self._call("delete", res, None, "DELETE", path, body=body))
+        ns = _namespace(res, namespace)
+        path = res.path(ns, _required_name(name))
+        result = cast(Object, await self._call("delete", res, None, "DELETE", path, body=body))
+        if result.get("kind") == res.kind:
+            # deferred by finalizers (or a grace period): a write like any other
+            return self._wrote(res, None, result)
+        uid = str((result.get("details") or {}).get("uid") or "")
+        for observer in self._delete_observers:
+            try:
+                observer.on_delete(res, ns, name, uid)
+            except Exception:  # the delete itself succeeded; don't turn it into an error
+                _log.exception("delete observer failed")
+        return result
 
     async def evict(
         self,

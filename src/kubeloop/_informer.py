@@ -337,6 +337,13 @@ class Cache:
         self._started = False
         # resource -> object key -> the resourceVersion our last write produced
         self._expected: dict[Resource, dict[str, str]] = {}
+        # resource -> object key -> (the uid our last delete removed, "" if unknown; the
+        # version of our last write before it, "" if none): a delete answered with a
+        # Status has no version to wait for, only an absence
+        self._deleted: dict[Resource, dict[str, tuple[str, str]]] = {}
+        # resource -> object key -> the labels our last write left it with: a selector
+        # informer that does not hold it need not wait for a version outside its selector
+        self._labels: dict[Resource, dict[str, dict[str, str]]] = {}
         self.live_read_fallbacks = 0
 
     @property
@@ -629,6 +636,8 @@ class Cache:
         if lagging:
             live = await self._live(resource, lagging, metadata_only)
             obj = live.get(key)  # straight from the server: nobody else holds it
+            if obj is not None and not self._selects(inf, obj):
+                obj = None  # outside the informer's selector: it would not hold it
         else:
             obj = inf.store.get(key)  # decoded for this read: the caller's own
         if obj is not None and selector is not None and not selector.matches(obj):
@@ -652,10 +661,10 @@ class Cache:
         ns = self._default_namespace(resource, namespace)
         inf, selector = await self._reader(resource, ns, label_selector, metadata_only)
         lagging: builtins.list[str] = []
-        pending = self._expected.get(resource)
+        pending = [*self._expected.get(resource, ()), *self._deleted.get(resource, ())]
         if pending:
             prefix = f"{ns}/" if ns else ""
-            keys = [k for k in pending if k.startswith(prefix)]
+            keys = list(dict.fromkeys(k for k in pending if k.startswith(prefix)))
             lagging = await self._caught_up(resource, inf, keys)
         # read once the watch has delivered our writes (or the wait gave up); each
         # object is decoded for this read, so the caller owns it
@@ -678,19 +687,71 @@ class Cache:
     ) -> builtins.list[str]:
         """Wait for the watch to deliver our writes to ``keys``; return those it did not
         deliver within the read-your-writes timeout."""
-        exp = self._expected.get(resource)
-        if not exp:
+        exp = self._expected.get(resource) or {}
+        gone = self._deleted.get(resource) or {}
+        if not exp and not gone:
             return []
         lagging = []
+        # one deadline for the whole read, not one timeout per pending key: a list over
+        # many lagging writes waits at most read_your_writes_timeout, then reads them live
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.read_your_writes_timeout
         for key in keys:
+            timeout = max(0.0, deadline - loop.time())
+            # the read's own informer must have it; the expectation goes once every
+            # informer covering the key has it (another may be read next)
+            deleted = gone.get(key)
+            if deleted is not None:
+                uid, floor = deleted
+                if not await inf.reflector.wait_gone(key, uid, floor, timeout):
+                    lagging.append(key)
+                elif self._all_gone(resource, key, deleted):
+                    gone.pop(key, None)
+                continue
             want = exp.get(key)
             if want is None:
                 continue
-            if await inf.reflector.wait_for(key, want, self.read_your_writes_timeout):
-                exp.pop(key, None)
-            else:
+            if self._never_holds(resource, inf, key):
+                continue  # nothing to wait for; kept for the other informers
+            if not await inf.reflector.wait_for(key, want, timeout):
                 lagging.append(key)
+            elif self._all_have(resource, key, want):
+                exp.pop(key, None)
         return lagging
+
+    def _never_holds(self, resource: Resource, inf: Informer, key: str) -> bool:
+        """Whether ``inf`` (with a label selector) neither holds ``key`` nor will be sent
+        our last write to it, which its selector leaves out: waiting for its watch to pass
+        that version would only wait for some other object's event."""
+        sel = inf.reflector.label_selector
+        if not sel or key in inf.store:
+            return False
+        labels = self._labels.get(resource, {}).get(key)
+        return labels is not None and not parse_selector(sel).matches(
+            {"metadata": {"labels": labels}}
+        )
+
+    def _covering_key(self, resource: Resource, key: str) -> builtins.list[Informer]:
+        """The informers whose scope could hold the object ``key`` (selectors aside)."""
+        ns, _ = split_key(key)
+        return [
+            inf
+            for k, inf in self._informers.items()
+            if k.resource == resource and (k.namespace is None or k.namespace == ns)
+        ]
+
+    def _all_have(self, resource: Resource, key: str, want: str) -> bool:
+        """Whether every informer that could hold ``key`` is at version ``want`` or later
+        for it (an informer whose selector leaves it out: once its watch is past it)."""
+        for inf in self._covering_key(resource, key):
+            have = inf.store.resource_version(key)
+            if not rv_at_least(have if have is not None else inf.reflector.resource_version, want):
+                return False
+        return True
+
+    def _all_gone(self, resource: Resource, key: str, deleted: tuple[str, str]) -> bool:
+        """Whether every informer that could hold ``key`` has seen our delete of it."""
+        return all(inf.reflector.gone(key, *deleted) for inf in self._covering_key(resource, key))
 
     async def _live(
         self, resource: Resource, keys: builtins.list[str], metadata_only: bool = False
@@ -725,32 +786,60 @@ class Cache:
             obj = inf.reflector.options.transform(obj) if inf.reflector.options.transform else obj
             if index and index[1] not in inf.store.index_func(index[0])(obj):
                 by_key.pop(key, None)
-            elif key in by_key or not inf.reflector.label_selector:
+            elif self._selects(inf, obj):
+                # one the informer has not seen yet belongs in its list if it matches
                 by_key[key] = obj
+            else:  # our write took it out of the informer's selector
+                by_key.pop(key, None)
         return list(by_key.values())
+
+    @staticmethod
+    def _selects(inf: Informer, obj: Object) -> bool:
+        """Whether ``obj`` is within ``inf``'s label selector (any, if it has none)."""
+        sel = inf.reflector.label_selector
+        return not sel or parse_selector(sel).matches(obj)
 
     def _settle(self, resource: Resource, event: Event) -> None:
         """Drop a read-your-writes expectation once the watch has delivered it, so the
         table holds only writes still in flight (not every object ever written)."""
+        key = object_key(event.obj)
+        gone = self._deleted.get(resource)
+        if gone and isinstance(event, Deleted) and key in gone:
+            uid = (event.obj.get("metadata") or {}).get("uid", "")
+            # an older incarnation's delete is not ours; another informer may still hold it
+            if gone[key][0] in ("", uid) and self._all_gone(resource, key, gone[key]):
+                del gone[key]
         exp = self._expected.get(resource)
         if not exp:
             return
-        key = object_key(event.obj)
         want = exp.get(key)
         if want is None:
             return
+        # a delete settles only if it is at or after our write (compare versions, not
+        # the event type: an older incarnation's delete arriving late is not ours)
         have = event.obj.get("metadata", {}).get("resourceVersion", "")
-        if isinstance(event, Deleted) or rv_at_least(have, want):
+        if rv_at_least(have, want) and self._all_have(resource, key, want):
             del exp[key]
 
     def _watching(self, resource: Resource, obj: Object) -> builtins.list[Informer]:
         """The informers whose scope could hold ``obj`` (selectors aside)."""
-        ns = (obj.get("metadata") or {}).get("namespace")
-        return [
-            inf
-            for k, inf in self._informers.items()
-            if k.resource == resource and (k.namespace is None or k.namespace == ns)
-        ]
+        return self._covering_key(resource, object_key(obj))
+
+    def note_delete(self, resource: Resource, namespace: str | None, name: str, uid: str) -> None:
+        """Record that our delete removed ``uid``, so reads wait until the informer has
+        seen it go (bounded, then read live): a list right after our delete must not show
+        the object (the over-delete client-go's expectations exist to prevent)."""
+        key = f"{namespace}/{name}" if namespace else name
+        if not self._covering_key(resource, key):
+            return  # no informer could hold it: nobody reads it from here
+        # a write still in flight becomes the floor: until the watch has delivered it,
+        # the object may still arrive in an informer that has not seen it yet
+        floor = self._expected.get(resource, {}).pop(key, "")
+        gone = self._deleted.setdefault(resource, {})
+        gone.pop(key, None)
+        gone[key] = (uid, floor)
+        while len(gone) > MAX_PENDING_WRITES:
+            del gone[next(iter(gone))]
 
     def note_write(self, resource: Resource, obj: Object) -> None:
         """Record the version our write produced, so reads wait for it. Only for a
@@ -762,13 +851,20 @@ class Cache:
         if not watching:
             return
         key = object_key(obj)
-        for inf in watching:
-            cached = inf.store.resource_version(key)
-            if cached is not None and rv_at_least(cached, rv):
-                return  # the watch was faster than our response: nothing to wait for
+        if self._all_have(resource, key, rv):
+            return  # every watch was faster than our response: nothing to wait for
         exp = self._expected.setdefault(resource, {})
+        if key in self._deleted.get(resource, {}):
+            # recreated after our delete: waiting for the new version covers both
+            del self._deleted[resource][key]
         if key not in exp or rv_at_least(rv, exp[key]):
             exp.pop(key, None)
             exp[key] = rv  # (re)inserted last: the oldest expectation is first
-            while len(exp) > MAX_PENDING_WRITES:
-                del exp[next(iter(exp))]
+            # set with every expectation, so the one consulted is always that write's;
+            # bounded alike (an entry outliving its expectation is never read)
+            labels = self._labels.setdefault(resource, {})
+            labels.pop(key, None)
+            labels[key] = dict((obj.get("metadata") or {}).get("labels") or {})
+            for table in (exp, labels):
+                while len(table) > MAX_PENDING_WRITES:
+                    del table[next(iter(table))]

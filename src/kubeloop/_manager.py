@@ -230,6 +230,10 @@ class Manager:
                 if c.name == name:  # its own objects and their children alike
                     c.own_write(obj)
 
+    def on_delete(self, resource: Resource, namespace: str | None, name: str, uid: str) -> None:
+        """Every successful delete that removed the object: read-your-writes."""
+        self.cache.note_delete(resource, namespace, name, uid)
+
     # -- probes ---------------------------------------------------------------------
     def _synced_check(self) -> str | None:
         pending = [i.name for i in self.cache.informers if i.started and not i.has_synced]

@@ -357,6 +357,24 @@ class Reflector:
         async with self._changed:
             await self._changed.wait_for(lambda: self.synced.is_set() or self.failures != seen)
 
+    def gone(self, key: str, uid: str, floor: str) -> bool:
+        """Whether the store no longer holds the incarnation ``uid`` of ``key`` (absent, or
+        recreated with another uid; any incarnation when ``uid`` is empty) and the watch
+        is past ``floor`` (our last write before the delete: until it has delivered that,
+        the object may still arrive)."""
+        if floor and not rv_at_least(self.resource_version, floor):
+            return False
+        if key not in self.store:
+            return True
+        if not uid:
+            return False
+        obj = self.store.get(key)
+        return obj is None or (obj.get("metadata") or {}).get("uid") != uid
+
+    async def wait_gone(self, key: str, uid: str, floor: str, timeout: float) -> bool:
+        """Wait until :meth:`gone`; False on timeout."""
+        return await self._wait_until(lambda: self.gone(key, uid, floor), timeout)
+
     async def wait_for(self, key: str, min_rv: str, timeout: float) -> bool:
         """Wait until the store holds ``key`` at ``min_rv`` or later (or it is deleted
         at a later version). Returns False on timeout."""
@@ -367,9 +385,13 @@ class Reflector:
                 return rv_at_least(rv, min_rv)
             return rv_at_least(self.resource_version, min_rv)
 
+        return await self._wait_until(caught_up, timeout)
+
+    async def _wait_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait (woken by every change to the store) until ``predicate``; False on timeout."""
         try:
             async with asyncio.timeout(timeout), self._changed:
-                await self._changed.wait_for(caught_up)
+                await self._changed.wait_for(predicate)
         except TimeoutError:
             return False
         return True
