@@ -47,6 +47,7 @@ from nodepool_operator.scheduling import (
 
 __all__ = [
     "DISRUPTING_TAINT",
+    "TERMINATING_POLL",
     "DrainStatus",
     "disrupting_since",
     "drain_node",

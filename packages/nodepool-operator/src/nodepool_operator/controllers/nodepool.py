@@ -108,6 +108,7 @@ from nodepool_operator.controllers._capacity import scale_down_node
 from nodepool_operator.controllers._create_gate import CreateGate
 from nodepool_operator.controllers._drain import (
     DISRUPTING_TAINT,
+    TERMINATING_POLL,
     DrainStatus,
     disrupting_since,
     drain_node,
@@ -1149,20 +1150,39 @@ class NodePoolController:
         def warn(reason: str, note: str) -> None:
             self.mgr.recorder.warning(obj, reason, note, action="Delete")
 
+        def instance_of(node: Object) -> str:
+            provider = (node.get("spec") or {}).get("providerID") or ""
+            return instance_id_of(provider) if provider else ""
+
+        def drainable(node: Object) -> bool:
+            return instance_of(node) in alive and is_ready(node)
+
+        untainted: set[str] = set()
+        if not expired:
+            # Every Node is tainted before any is drained: a pod evicted from one must not
+            # land on another about to be drained (it would be evicted twice).
+            for node in nodes:
+                if (
+                    drainable(node)
+                    and not has_disrupting_taint(node)
+                    and not await taint_disrupting(client, node)
+                ):
+                    untainted.add(node["metadata"]["name"])
         for node in nodes:
             node_name = node["metadata"]["name"]
-            provider = (node.get("spec") or {}).get("providerID") or ""
-            instance_id = instance_id_of(provider) if provider else ""
-            drainable = instance_id in alive and is_ready(node)
-            if drainable and expired:
+            instance_id = instance_of(node)
+            if node_name in untainted:
+                # Changed under the guarded patch (or gone): taint it on a fresh read first.
+                draining[node_name] = (instance_id, f"node {node_name}: pods terminating")
+                waits.append(TERMINATING_POLL)
+                continue
+            if drainable(node) and expired:
                 # Not deleted one by one (the operator never deletes pods, only evicts):
                 # they go with their VM, and the pod garbage collector removes them.
                 left = [p for p in await pods_on(client, node_name) if p.workload]
                 if left:
                     forced[node_name] = len(left)
-            elif drainable:
-                if not has_disrupting_taint(node):
-                    await taint_disrupting(client, node)
+            elif drainable(node):
                 status = await drain_node(client, node_name, warn=warn, voluntary=False)
                 if not status.done:
                     draining[node_name] = (instance_id, _waiting_for(node_name, status))
