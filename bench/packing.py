@@ -53,8 +53,9 @@ SHAPES: Final = ("uniform", "large", "bimodal", "replicas", "complementary")
 #: Targets from the issue, reported (never asserted).
 OPTIMAL_UP_TO_PODS: Final = 40
 P99_TARGET_MS: Final = 100.0
-#: Workloads (seed 1) that tests/unit/test_scheduling_exact.py pins with their optimum: the
-#: optimum there is this solver's, printed by ``--pinned`` and carried as ``figures.pinned``.
+#: Workloads (seed 1) that tests/unit/nodepool_operator/scheduling/test_exact.py pins with
+#: their optimum: the optimum there is this solver's, printed by ``--pinned`` and carried as
+#: ``figures.pinned``.
 PINNED: Final = (7, 74, 82, 88, 90, 107, 150, 172, 182, 212)
 #: Repetitions per plan for its time: the minimum is the planner's cost, not the neighbours'.
 TIMING_REPEATS: Final = 3

@@ -5,7 +5,8 @@ Every test in the first part runs on both (ids ``[simulated]`` and ``[aws-moto]`
 oracle is the provider's own answers (describe, list), which for AwsCloud are moto's records
 over the wire. Faults moto's server cannot produce (no capacity, an account quota, injected
 throttling) are checked on the simulated cloud only, in the tests named ``simulated_only``;
-the mapping of EC2's codes for them is covered by tests/unit/test_aws_errors.py.
+the mapping of EC2's codes for them is covered by
+tests/unit/nodepool_operator/cloud/test_aws_errors.py.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ and with a non-default set, a server-side dry run of what it renders against the
 "In step" is checked object by object: with its default values the chart renders what
 config/default renders, apart from Helm's labels, the Namespace (Helm's --create-namespace makes
 it) and the CRDs (crds/, which `make manifests` writes from the same generator as config/crd and
-tests/unit/test_api_schema.py pins). The operator's arguments are compared as the operator's own
+tests/unit/nodepool_operator/api/test_schema.py pins). The operator's arguments are compared as
+the operator's own
 parser reads them, so a flag spelled another way but meaning the same passes, and a flag the
 operator does not know fails.
 

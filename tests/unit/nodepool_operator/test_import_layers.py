@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: What only the extras bring, and the operator's own test bed and demo runner.
 FORBIDDEN = (
     "kubeloop.envtest",

@@ -15,7 +15,7 @@ from kubeloop._reflector import Reflector, ReflectorOptions
 from kubeloop._resource import CONFIGMAPS
 from kubeloop._store import Store
 from kubeloop._transport import Response
-from tests.unit.test_client import FakeStream, FakeTransport, status
+from tests.unit.kubeloop.test_client import FakeStream, FakeTransport, status
 
 
 def _list(rv: str) -> Response:

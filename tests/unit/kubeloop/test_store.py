@@ -15,7 +15,7 @@ from kubeloop._reflector import Reflector
 from kubeloop._resource import CONFIGMAPS
 from kubeloop._store import Store, copy_object, object_key
 from kubeloop._transport import Response
-from tests.unit.test_client import FakeStream, FakeTransport, Reply
+from tests.unit.kubeloop.test_client import FakeStream, FakeTransport, Reply
 
 
 def cm(name: str, ns: str = "a", rv: str = "1", **extra: Any) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from nodepool_operator.api._schema import (
     schema,
 )
 
-CRD_DIR = Path(__file__).resolve().parents[2] / "config" / "crd"
+CRD_DIR = Path(__file__).resolve().parents[4] / "config" / "crd"
 
 
 def by_plural() -> dict[str, dict[str, Any]]:
