@@ -30,6 +30,7 @@ from kubeloop import (
     Object,
     Resource,
     Validator,
+    WebhookServer,
     WebhookServerOptions,
     configure_logging,
     generate_serving_certificates,
@@ -93,31 +94,36 @@ def configuration(kind: Resource, path: str, url: str, ca: bytes, namespace: str
     return {"metadata": {"name": NAME}, "webhooks": [webhook]}
 
 
+def add_webhooks(mgr: Manager, options: WebhookServerOptions) -> WebhookServer:
+    """The manager's webhook server with both handlers at their paths."""
+    server = mgr.webhook_server(options)
+    server.add_mutating("/mutate", tidy_message)
+    server.add_validating("/validate", unique_message(mgr.client))
+    return server
+
+
+async def register(client: Client, server: WebhookServer, ca: bytes, namespace: str) -> None:
+    """Listen first, then tell the apiserver where to call (the validating webhook last)."""
+    await server.start()
+    for kind, path in (
+        (MUTATING_WEBHOOK_CONFIGURATIONS, "/mutate"),
+        (VALIDATING_WEBHOOK_CONFIGURATIONS, "/validate"),
+    ):
+        await client.apply(kind, configuration(kind, path, server.url(), ca, namespace), force=True)
+
+
 async def main(kubeconfig: str | None, namespace: str, port: int, cert_dir: str) -> None:
     # development certificates: a CA, and a serving certificate for 127.0.0.1 signed by it
     ca, _ = generate_serving_certificates(cert_dir, ["127.0.0.1"])
     client = Client.from_kubeconfig(kubeconfig) if kubeconfig else Client.from_env()
     async with client:
-        mgr = Manager(
-            client,
-            ManagerOptions(
-                name="greeting-webhooks", metrics_bind_address=None, health_probe_bind_address=None
-            ),
+        options = ManagerOptions(
+            name="greeting-webhooks", metrics_bind_address=None, health_probe_bind_address=None
         )
-        server = mgr.webhook_server(
-            WebhookServerOptions(bind_address=f"127.0.0.1:{port}", cert_dir=cert_dir)
-        )
-        server.add_mutating("/mutate", tidy_message)
-        server.add_validating("/validate", unique_message(client))
-
-        # Listen first, then tell the apiserver where to call.
-        await server.start()
-        for kind, path in (
-            (MUTATING_WEBHOOK_CONFIGURATIONS, "/mutate"),
-            (VALIDATING_WEBHOOK_CONFIGURATIONS, "/validate"),
-        ):
-            config = configuration(kind, path, server.url(), ca.cert_pem, namespace)
-            await client.apply(kind, config, force=True)
+        mgr = Manager(client, options)
+        webhooks = WebhookServerOptions(bind_address=f"127.0.0.1:{port}", cert_dir=cert_dir)
+        server = add_webhooks(mgr, webhooks)
+        await register(client, server, ca.cert_pem, namespace)
         await mgr.run()  # until SIGTERM / SIGINT
 
 
