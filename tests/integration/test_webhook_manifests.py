@@ -80,6 +80,9 @@ def assert_webhook_wired(docs: list[dict[str, Any]], namespace: str) -> None:
     assert args["webhook_cert_dir"] == _parser().parse_args(["run"]).webhook_cert_dir
     assert str(args["webhook_cert_dir"]) == "/tmp/k8s-webhook-server/serving-certs"
     assert str(WebhookServerOptions().cert_dir).endswith("/k8s-webhook-server/serving-certs")
+    # and the files it reads there are the keys of cert-manager's Secret (kubernetes.io/tls)
+    options = WebhookServerOptions()
+    assert (options.cert_name, options.key_name) == ("tls.crt", "tls.key")
     # the apiserver may reach that port through the NetworkPolicies
     policy = one(docs, "NetworkPolicy", "webhook")
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels(deployment).items()
