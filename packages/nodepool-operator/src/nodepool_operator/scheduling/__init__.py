@@ -31,6 +31,8 @@ from ._fit import FitResult as FitResult
 from ._fit import pod_fits_node as pod_fits_node
 from ._fit import pod_fits_template as pod_fits_template
 from ._fit import tolerates as tolerates
+from ._nominate import NOMINATION_FIELD as NOMINATION_FIELD
+from ._nominate import nomination_patch as nomination_patch
 from ._pods import Pod as Pod
 from ._pods import PodReason as PodReason
 from ._pods import PodRef as PodRef
@@ -66,6 +68,7 @@ from ._views import pod_view as pod_view
 __all__ = [
     "DEFAULT_MAX_PODS",
     "DO_NOT_DISRUPT",
+    "NOMINATION_FIELD",
     "DaemonSetView",
     "DefaultBlockers",
     "Disposal",
@@ -107,6 +110,7 @@ __all__ = [
     "node_blocker",
     "node_shape",
     "node_view",
+    "nomination_patch",
     "parse_bytes",
     "parse_cpu",
     "parse_quantity",
