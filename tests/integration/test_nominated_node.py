@@ -17,12 +17,16 @@ What they show (the source reading is in ``docs/simulation.md``, "Nominated node
 * a failed attempt drops the nomination (the preemption step answers "clear" when it finds
   no victims), so a nomination made while the planned node boots does not survive the first
   retry; a pod with ``preemptionPolicy: Never`` keeps it;
+* written after the planned Node registered and before its not-ready taint goes, the
+  nomination wins that node for its pod against pods that queued before it;
+* the write needs ``pods/status`` ``patch``, not ``pods`` ``patch``;
 * binding clears it in the apiserver only while ``ClearingNominatedNodeNameAfterBinding`` is
   on; with it off the bound pod keeps a stale nomination.
 """
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -30,8 +34,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from kubeloop.envtest import ControlPlane, ControlPlaneOptions, EnvtestError, RestClient
+from kubeloop.envtest import (
+    ControlPlane,
+    ControlPlaneOptions,
+    EnvtestError,
+    RestClient,
+    RestError,
+)
 from nodepool_operator.scheduling import nomination_patch
 
 pytestmark = pytest.mark.integration
@@ -319,3 +330,79 @@ def test_a_nomination_written_while_its_node_boots_wins_the_node_when_it_opens(b
     for name in early:  # each was tried against the open node and did not fit
         pod = pool.unschedulable(name)
         assert pod["spec"].get("nodeName") is None
+
+
+def test_nominating_needs_pods_status_patch_and_no_write_to_the_pod_spec(
+    bed: Bed, tmp_path: Path
+) -> None:
+    """The grant the mechanism needs, against the real RBAC authorizer: an identity with
+    ``pods/status`` ``patch`` (and the reads the Autoscaler has anyway) nominates; the same
+    identity may not touch the pod's spec (``reserveNewNodes`` needs ``pods`` ``patch``)."""
+    pool = bed.pool()
+    pool.node("tiny", cpu="1")
+    pool.pod("nominee", cpu="2")
+    pool.unschedulable("nominee")
+    user = f"nominator-{pool.label}"
+    bed.rest.post(
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": user},
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+            ],
+        },
+    )
+    bed.rest.post(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": user},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": user,
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    )
+    as_user = _client_for(bed.cp, user, tmp_path)
+    planned = f"planned-{pool.label}"
+    status = f"/api/v1/namespaces/{pool.ns}/pods/nominee/status"
+
+    def nominated_as_user() -> bool:  # RBAC takes effect once the authorizer saw the binding
+        patch = nomination_patch(pool.get("nominee"), planned)  # the admin reads for the test
+        try:
+            as_user.request("PATCH", status, patch, content_type="application/merge-patch+json")
+        except RestError as err:
+            if err.status != 403:
+                raise
+            return False
+        return True
+
+    eventually(nominated_as_user, "the nomination, written as the user")
+    assert _nominated(pool.get("nominee")) == planned
+
+    toleration = {"key": "x", "operator": "Exists"}
+    with pytest.raises(RestError) as refused:
+        as_user.request(
+            "PATCH",
+            f"/api/v1/namespaces/{pool.ns}/pods/nominee",
+            [{"op": "add", "path": "/spec/tolerations/-", "value": toleration}],
+            content_type="application/json-patch+json",
+        )
+    assert refused.value.status == 403
+
+
+def _client_for(cp: ControlPlane, user: str, where: Path) -> RestClient:
+    """A :class:`RestClient` with the client certificate of ``cp.kubeconfig_for(user)``:
+    requests go to the API exactly as written (kubectl would GET first)."""
+    config = yaml.safe_load(cp.kubeconfig_for(user).read_text())
+    creds = config["users"][0]["user"]
+    cert, key = where / f"{user}.crt", where / f"{user}.key"
+    cert.write_bytes(base64.b64decode(creds["client-certificate-data"]))
+    key.write_bytes(base64.b64decode(creds["client-key-data"]))
+    return RestClient(cp.server, cp.ca_file, cert, key)
