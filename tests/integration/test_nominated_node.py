@@ -229,6 +229,19 @@ def test_a_nominated_node_that_fits_is_taken_over_a_better_scored_one(bed: Bed) 
     left = _nominated(pool.get("nominee"))
     assert left == ("" if bed.clears_after_binding else small)
 
+    # nominating a bound pod: refused while the apiserver clears after binding
+    assert nomination_patch(pool.get("nominee"), roomy) is None  # ours never tries
+    late = {"status": {"nominatedNodeName": roomy}}
+    status = f"/api/v1/namespaces/{pool.ns}/pods/nominee/status"
+    if bed.clears_after_binding:
+        with pytest.raises(RestError) as refused:
+            bed.rest.request("PATCH", status, late, content_type="application/merge-patch+json")
+        assert refused.value.status == 422
+        assert "already bound" in refused.value.body
+    else:
+        bed.rest.request("PATCH", status, late, content_type="application/merge-patch+json")
+        assert _nominated(pool.get("nominee")) == roomy
+
 
 def test_a_nomination_holds_room_on_its_node_against_other_pods(bed: Bed) -> None:
     """The nominator counts a nominated pod on its node: another pod of the same priority,
@@ -320,16 +333,54 @@ def test_a_nomination_written_while_its_node_boots_wins_the_node_when_it_opens(b
     pool.nominate("nominee", planned)
     assert _nominated(pool.get("nominee")) == planned
 
-    bed.rest.request(
-        "PATCH",
-        f"/api/v1/nodes/{planned}",
-        {"spec": {"taints": None}},
-        content_type="application/merge-patch+json",
-    )
+    _open(bed, planned)
     assert pool.bound_to("nominee") == planned
     for name in early:  # each was tried against the open node and did not fit
         pod = pool.unschedulable(name)
         assert pod["spec"].get("nodeName") is None
+
+
+def test_nodes_opening_one_after_another_drop_later_nominations_until_renominated(
+    bed: Bed,
+) -> None:
+    """Two planned nodes open one after the other, as booting nodes do. When the first opens,
+    the second's nominee is tried again, its own node is still closed and the first one's
+    room is held for that node's nominee: the attempt fails and drops the nomination. The
+    Autoscaler must write it again before the second node opens; then it wins that node
+    against pods that queued before it."""
+    pool = bed.pool()
+    pool.node("tiny", cpu="1")
+    early = [f"early-{i}" for i in range(3)]
+    for name in [*early, "first-nominee", "second-nominee"]:
+        pool.pod(name, cpu="3")
+    booting = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    first = pool.node("first", cpu="4", taints=booting)
+    second = pool.node("second", cpu="4", taints=booting)
+    for name in [*early, "first-nominee", "second-nominee"]:
+        pool.unschedulable(name)  # the attempts the registrations caused are over
+    pool.nominate("first-nominee", first)
+    pool.nominate("second-nominee", second)
+
+    _open(bed, first)
+    assert pool.bound_to("first-nominee") == first
+    eventually(lambda: _nominated(pool.get("second-nominee")) == "", "the dropped nomination")
+    assert pool.get("second-nominee")["spec"].get("nodeName") is None
+
+    pool.nominate("second-nominee", second)  # what the Autoscaler's next pass would do
+    _open(bed, second)
+    assert pool.bound_to("second-nominee") == second
+    for name in early:
+        assert pool.unschedulable(name)["spec"].get("nodeName") is None
+
+
+def _open(bed: Bed, node: str) -> None:
+    """Lift a booting Node's taints, as the node lifecycle controller does once it is Ready."""
+    bed.rest.request(
+        "PATCH",
+        f"/api/v1/nodes/{node}",
+        {"spec": {"taints": None}},
+        content_type="application/merge-patch+json",
+    )
 
 
 def test_nominating_needs_pods_status_patch_and_no_write_to_the_pod_spec(
