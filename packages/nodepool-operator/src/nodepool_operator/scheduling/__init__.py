@@ -68,12 +68,12 @@ from ._views import pod_view as pod_view
 __all__ = [
     "DEFAULT_MAX_PODS",
     "DO_NOT_DISRUPT",
-    "NOMINATION_FIELD",
     "DaemonSetView",
     "DefaultBlockers",
     "Disposal",
     "FitReason",
     "FitResult",
+    "NOMINATION_FIELD",
     "NodeShape",
     "NodeState",
     "NodeTemplate",
