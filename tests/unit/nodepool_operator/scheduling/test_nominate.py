@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.scheduling import NOMINATION_FIELD, nomination_patch
+from nodepool_operator.scheduling import nomination_patch
+
+NOMINATION_FIELD = "nominatedNodeName"
 
 
 def pod(**fields: Any) -> dict[str, Any]:

@@ -31,7 +31,6 @@ from ._fit import FitResult as FitResult
 from ._fit import pod_fits_node as pod_fits_node
 from ._fit import pod_fits_template as pod_fits_template
 from ._fit import tolerates as tolerates
-from ._nominate import NOMINATION_FIELD as NOMINATION_FIELD
 from ._nominate import nomination_patch as nomination_patch
 from ._pods import Pod as Pod
 from ._pods import PodReason as PodReason
@@ -73,7 +72,6 @@ __all__ = [
     "Disposal",
     "FitReason",
     "FitResult",
-    "NOMINATION_FIELD",
     "NodeShape",
     "NodeState",
     "NodeTemplate",
