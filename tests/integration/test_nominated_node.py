@@ -387,7 +387,8 @@ def test_nominating_needs_pods_status_patch_and_no_write_to_the_pod_spec(
     bed: Bed, tmp_path: Path
 ) -> None:
     """The grant the mechanism needs, against the real RBAC authorizer: an identity with
-    ``pods/status`` ``patch`` (and the reads the Autoscaler has anyway) nominates; the same
+    ``pods/status`` ``patch`` (and the list and watch the Autoscaler has anyway; no get)
+    nominates; the same
     identity may not touch the pod's spec (``reserveNewNodes`` needs ``pods`` ``patch``)."""
     pool = bed.pool()
     pool.node("tiny", cpu="1")
@@ -401,7 +402,7 @@ def test_nominating_needs_pods_status_patch_and_no_write_to_the_pod_spec(
             "kind": "ClusterRole",
             "metadata": {"name": user},
             "rules": [
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
                 {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
             ],
         },
