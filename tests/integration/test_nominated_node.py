@@ -388,8 +388,8 @@ def test_nominating_needs_pods_status_patch_and_no_write_to_the_pod_spec(
 ) -> None:
     """The grant the mechanism needs, against the real RBAC authorizer: an identity with
     ``pods/status`` ``patch`` (and the list and watch the Autoscaler has anyway; no get)
-    nominates; the same
-    identity may not touch the pod's spec (``reserveNewNodes`` needs ``pods`` ``patch``)."""
+    nominates; the same identity may not touch the pod's spec (``reserveNewNodes`` needs
+    ``pods`` ``patch``)."""
     pool = bed.pool()
     pool.node("tiny", cpu="1")
     pool.pod("nominee", cpu="2")
