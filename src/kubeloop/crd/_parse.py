@@ -158,17 +158,25 @@ def _check(marker: object, value: Any, path: str) -> None:
             problem = f"must have at least {bound} items"
         case MaxItems(bound) | MaxProperties(bound) if len(value) > bound:
             problem = f"must have at most {bound} items"
-        case ListSet() if len(set(value)) != len(value):
-            problem = "must not contain duplicates"
+        case ListSet():
+            _unique(value, value, path)
         case ListMapKey(key):
-            keys = [getattr(v, attribute(type(v), key)) for v in value]
-            if len(set(keys)) != len(keys):
-                problem = f"must not contain two items with the same {key}"
+            _unique([getattr(v, attribute(type(v), key)) for v in value], value, path, key)
         case CEL():
             _run_checks((marker,), value, path)
     if problem is not None:
         shown = value if isinstance(value, int | str) else _kind(value)
         raise InvalidField(path, f"Invalid value: {shown!r}: {problem}")
+
+
+def _unique(keys: list[Any], items: list[Any], path: str, key: str | None = None) -> None:
+    # as the apiserver: the second of two equal items is the duplicate, by its index
+    seen = set()
+    for index, k in enumerate(keys):
+        if k in seen:
+            shown = repr(k) if key is None else f"{key}={k!r}"
+            raise InvalidField(f"{path}[{index}]", f"Duplicate value: {shown}")
+        seen.add(k)
 
 
 def _run_checks(cel: tuple[CEL, ...], value: Any, path: str) -> None:

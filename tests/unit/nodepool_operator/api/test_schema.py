@@ -474,7 +474,7 @@ def test_parse_autoscaler_and_instance() -> None:
             "spec.frequency",
         ),
         ({"spec": {"nodePoolRef": {"name": "p"}, "namespaces": []}}, "spec.namespaces"),
-        ({"spec": {"nodePoolRef": {"name": "p"}, "namespaces": ["a", "a"]}}, "spec.namespaces"),
+        ({"spec": {"nodePoolRef": {"name": "p"}, "namespaces": ["a", "a"]}}, "spec.namespaces[1]"),
     ],
 )
 def test_parse_names_the_offending_field(obj: dict[str, Any], path: str) -> None:
