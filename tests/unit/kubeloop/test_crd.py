@@ -341,3 +341,17 @@ def test_manifests_command_reports_a_type_that_is_no_schema(
     assert _cli.main(["manifests", "broken_api", "--out", "out"]) == 2
     assert "Broken.spec: document the field" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+# -- the docs ----------------------------------------------------------------------------------
+def test_the_guide_shows_the_tested_example_and_the_reference_lists_every_name() -> None:
+    docs = EXAMPLE.parents[1] / "docs"
+    page = (docs / "crds.md").read_text()
+    source = (EXAMPLE / "website_api.py").read_text()
+    for section in ("types", "resource", "parse"):
+        assert f'--8<-- "examples/crds/website_api.py:{section}"' in page
+        assert f"# --8<-- [start:{section}]" in source
+    reference = (docs / "reference" / "crds.md").read_text()
+    missing = [n for n in crd.__all__ if f"::: kubeloop.crd.{n}\n" not in reference]
+    # constants are described in the guide, not by mkdocstrings
+    assert missing == ["AGE", "DURATION_PATTERN", "QUANTITY_PATTERN"]
