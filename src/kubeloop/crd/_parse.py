@@ -9,8 +9,9 @@ path as the apiserver does (``spec.taints[0].effect``), so a condition message c
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar, get_args, get_origin
@@ -56,120 +57,191 @@ def parse(cls: type[T], data: Any, path: str = "") -> T:
         InvalidField: naming the first offending field's path, as the apiserver would;
             ``path`` prefixes it (to parse a part of an object).
     """
-    return _parse_object(cls, data, path)
-
-
-def _parse_object(cls: type[T], data: Any, path: str) -> T:
-    if not isinstance(data, Mapping):
-        raise InvalidField(path, f"Invalid value: must be an object, not {_kind(data)}")
-    kwargs: dict[str, Any] = {}
     klass: type = cls  # mypy cannot see that a type[T] is hashable
-    for f in fields(klass):
-        at = f"{path}.{f.json}" if path else f.json
-        raw = data.get(f.json)
-        if raw is None:  # the apiserver prunes a non-nullable null, then defaults
-            if f.factory is not None:
-                kwargs[f.name] = f.factory()
-            elif f.default is not MISSING:
-                kwargs[f.name] = f.default
-            else:
-                raise InvalidField(at, "Required value")
-            continue
-        kwargs[f.name] = _parse_value(f.hint, f.markers, raw, at)
-    obj = cls(**kwargs)
-    _run_checks(class_rules(klass), obj, path)
-    return obj
-
-
-def _parse_value(hint: Any, markers: tuple[object, ...], raw: Any, path: str) -> Any:
-    origin = get_origin(hint)
-    value: Any
-    if any(isinstance(m, Quantity) for m in markers):
-        if isinstance(raw, bool) or not isinstance(raw, int | str):
-            raise _wrong_type(path, raw, "a quantity")
-        value = str(raw)
-        if not re.search(QUANTITY_PATTERN, value):
-            raise InvalidField(path, f"Invalid value: {value!r}: must be a quantity like 28Gi")
-    elif hint is bool:
-        if not isinstance(raw, bool):
-            raise _wrong_type(path, raw, "boolean")
-        value = raw
-    elif hint is int:
-        if isinstance(raw, bool) or not isinstance(raw, int):
-            raise _wrong_type(path, raw, "integer")
-        value = raw
-    elif hint is float:
-        if isinstance(raw, bool) or not isinstance(raw, int | float):
-            raise _wrong_type(path, raw, "number")
-        value = float(raw)
-    elif hint is str:
-        if not isinstance(raw, str):
-            raise _wrong_type(path, raw, "string")
-        value = raw
-    elif hint is datetime:
-        value = _parse_time(raw, path)
-    elif hint is timedelta:
-        if not isinstance(raw, str):
-            raise _wrong_type(path, raw, "string")
-        try:
-            value = parse_duration(raw)
-        except ValueError as err:
-            raise InvalidField(path, f"Invalid value: {raw!r}: {err}") from None
-    elif origin is Literal:
-        if raw not in get_args(hint):
-            allowed = ", ".join(repr(v) for v in get_args(hint))
-            raise InvalidField(path, f"Unsupported value: {raw!r}: supported values: {allowed}")
-        value = raw
-    elif origin is list:
-        if not isinstance(raw, list):
-            raise _wrong_type(path, raw, "array")
-        item, item_markers, _ = unwrap(get_args(hint)[0])
-        value = [_parse_value(item, item_markers, v, f"{path}[{i}]") for i, v in enumerate(raw)]
-    elif origin is dict:
-        if not isinstance(raw, Mapping):
-            raise _wrong_type(path, raw, "object")
-        item, item_markers, _ = unwrap(get_args(hint)[1])
-        value = {
-            str(k): _parse_value(item, item_markers, v, f"{path}[{k}]") for k, v in raw.items()
-        }
-    elif isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        value = _parse_object(hint, raw, path)
-    else:
-        raise TypeError(f"{path}: no parser for {hint!r}")
-    for marker in markers:
-        _check(marker, value, path)
+    value: T = _object_parser(klass)(data, path)
     return value
 
 
-def _check(marker: object, value: Any, path: str) -> None:
-    problem = None
+# Each type is compiled once into a parser (a closure per field, with only the checks its
+# markers ask for), so a parse does no type introspection: objects are parsed on every
+# reconcile, types defined once.
+Parser = Callable[[Any, str], Any]
+Check = Callable[[Any, str], None]
+
+
+@functools.cache
+def _object_parser(cls: type) -> Parser:
+    plan = [
+        (f.name, f.json, f.factory, f.default, _value_parser(f.hint, f.markers))
+        for f in fields(cls)
+    ]
+    cel = class_rules(cls)
+
+    def parse_object(data: Any, path: str) -> Any:
+        if not isinstance(data, Mapping):
+            raise InvalidField(path, f"Invalid value: must be an object, not {_kind(data)}")
+        kwargs: dict[str, Any] = {}
+        for name, json, factory, default, parse_value in plan:
+            raw = data.get(json)
+            if raw is None:  # the apiserver prunes a non-nullable null, then defaults
+                if factory is not None:
+                    kwargs[name] = factory()
+                elif default is not MISSING:
+                    kwargs[name] = default
+                else:
+                    raise InvalidField(f"{path}.{json}" if path else json, "Required value")
+                continue
+            kwargs[name] = parse_value(raw, f"{path}.{json}" if path else json)
+        obj = cls(**kwargs)
+        if cel:
+            _run_checks(cel, obj, path)
+        return obj
+
+    return parse_object
+
+
+def _value_parser(hint: Any, markers: tuple[object, ...]) -> Parser:
+    base = _base_parser(hint, markers)
+    checks = [c for c in map(_marker_check, markers) if c is not None]
+    if not checks:
+        return base
+
+    def parse_checked(raw: Any, path: str) -> Any:
+        value = base(raw, path)
+        for check in checks:
+            check(value, path)
+        return value
+
+    return parse_checked
+
+
+def _base_parser(hint: Any, markers: tuple[object, ...]) -> Parser:
+    origin = get_origin(hint)
+    if any(isinstance(m, Quantity) for m in markers):
+        return _parse_quantity
+    if hint is bool:
+        return _scalar(bool, "boolean")
+    if hint is int:
+        return _scalar(int, "integer")
+    if hint is float:
+        return _parse_float
+    if hint is str:
+        return _scalar(str, "string")
+    if hint is datetime:
+        return _parse_time
+    if hint is timedelta:
+        return _parse_duration
+    if origin is Literal:
+        return _literal(get_args(hint))
+    if origin is list:
+        item = _value_parser(*unwrap(get_args(hint)[0])[:2])
+
+        def parse_list(raw: Any, path: str) -> Any:
+            if not isinstance(raw, list):
+                raise _wrong_type(path, raw, "array")
+            return [item(v, f"{path}[{i}]") for i, v in enumerate(raw)]
+
+        return parse_list
+    if origin is dict:
+        value = _value_parser(*unwrap(get_args(hint)[1])[:2])
+
+        def parse_map(raw: Any, path: str) -> Any:
+            if not isinstance(raw, Mapping):
+                raise _wrong_type(path, raw, "object")
+            return {str(k): value(v, f"{path}[{k}]") for k, v in raw.items()}
+
+        return parse_map
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _object_parser(hint)
+    raise TypeError(f"no parser for {hint!r}")
+
+
+def _scalar(kind: type, name: str) -> Parser:
+    def parse_scalar(raw: Any, path: str) -> Any:
+        # bool is an int in Python, not in JSON
+        if type(raw) is not kind and not (isinstance(raw, kind) and not isinstance(raw, bool)):
+            raise _wrong_type(path, raw, name)
+        return raw
+
+    return parse_scalar
+
+
+def _parse_float(raw: Any, path: str) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise _wrong_type(path, raw, "number")
+    return float(raw)
+
+
+_QUANTITY = re.compile(QUANTITY_PATTERN)
+
+
+def _parse_quantity(raw: Any, path: str) -> str:
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        raise _wrong_type(path, raw, "a quantity")
+    value = str(raw)
+    if not _QUANTITY.search(value):
+        raise InvalidField(path, f"Invalid value: {value!r}: must be a quantity like 28Gi")
+    return value
+
+
+def _parse_duration(raw: Any, path: str) -> timedelta:
+    if not isinstance(raw, str):
+        raise _wrong_type(path, raw, "string")
+    try:
+        return parse_duration(raw)
+    except ValueError as err:
+        raise InvalidField(path, f"Invalid value: {raw!r}: {err}") from None
+
+
+def _literal(allowed: tuple[Any, ...]) -> Parser:
+    def parse_literal(raw: Any, path: str) -> Any:
+        if raw not in allowed:
+            listed = ", ".join(repr(v) for v in allowed)
+            raise InvalidField(path, f"Unsupported value: {raw!r}: supported values: {listed}")
+        return raw
+
+    return parse_literal
+
+
+def _marker_check(marker: object) -> Check | None:
     match marker:
-        case Minimum(bound) if value < bound:
-            problem = f"must be greater than or equal to {bound}"
-        case Maximum(bound) if value > bound:
-            problem = f"must be less than or equal to {bound}"
-        case MinLength(bound) if len(value) < bound:
-            problem = f"must be at least {bound} characters long"
-        case MaxLength(bound) if len(value) > bound:
-            problem = f"must be at most {bound} characters long"
-        case Pattern(regex) if not re.search(regex, value):
-            problem = f"must match {regex}"
-        case MinItems(bound) if len(value) < bound:
-            problem = f"must have at least {bound} items"
-        case MaxItems(bound) | MaxProperties(bound) if len(value) > bound:
-            problem = f"must have at most {bound} items"
+        case Minimum(bound):
+            return _refuse(lambda v: v < bound, f"must be greater than or equal to {bound}")
+        case Maximum(bound):
+            return _refuse(lambda v: v > bound, f"must be less than or equal to {bound}")
+        case MinLength(bound):
+            return _refuse(lambda v: len(v) < bound, f"must be at least {bound} characters long")
+        case MaxLength(bound):
+            return _refuse(lambda v: len(v) > bound, f"must be at most {bound} characters long")
+        case Pattern(regex):
+            compiled = re.compile(regex)
+            return _refuse(lambda v: not compiled.search(v), f"must match {regex}")
+        case MinItems(bound):
+            return _refuse(lambda v: len(v) < bound, f"must have at least {bound} items")
+        case MaxItems(bound) | MaxProperties(bound):
+            return _refuse(lambda v: len(v) > bound, f"must have at most {bound} items")
         case ListSet():
-            _unique(value, value, path)
+            return lambda value, path: _unique(value, path)
         case ListMapKey(key):
-            _unique([getattr(v, attribute(type(v), key)) for v in value], value, path, key)
+            return lambda value, path: _unique(
+                [getattr(v, attribute(type(v), key)) for v in value], path, key
+            )
         case CEL():
-            _run_checks((marker,), value, path)
-    if problem is not None:
-        shown = value if isinstance(value, int | str) else _kind(value)
-        raise InvalidField(path, f"Invalid value: {shown!r}: {problem}")
+            rules = (marker,)
+            return lambda value, path: _run_checks(rules, value, path)
+    return None
 
 
-def _unique(keys: list[Any], items: list[Any], path: str, key: str | None = None) -> None:
+def _refuse(bad: Callable[[Any], bool], problem: str) -> Check:
+    def check(value: Any, path: str) -> None:
+        if bad(value):
+            shown = value if isinstance(value, int | str) else _kind(value)
+            raise InvalidField(path, f"Invalid value: {shown!r}: {problem}")
+
+    return check
+
+
+def _unique(keys: list[Any], path: str, key: str | None = None) -> None:
     # as the apiserver: the second of two equal items is the duplicate, by its index
     seen = set()
     for index, k in enumerate(keys):
