@@ -1,5 +1,5 @@
-"""How a dataclass reads as a CRD type: its fields' JSON names, markers, defaults and
-documentation (the attribute docstrings, read from the source)."""
+"""How a dataclass or a msgspec Struct reads as a CRD type: its fields' JSON names, markers,
+defaults and documentation (the attribute docstrings, read from the source)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import types
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass
 from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
+
+import msgspec
 
 from kubeloop.crd._markers import Name
 
@@ -84,30 +86,56 @@ def docs(cls: type) -> tuple[str, dict[str, str]]:
     return _prose(ast.get_docstring(node, clean=True) or ""), fields
 
 
+def is_record(hint: Any) -> bool:
+    """Whether ``hint`` is a type with fields: a dataclass or a msgspec Struct."""
+    return isinstance(hint, type) and (
+        dataclasses.is_dataclass(hint) or issubclass(hint, msgspec.Struct)
+    )
+
+
+def _declared(cls: type) -> list[tuple[str, Any, Callable[[], Any] | None, str | None]]:
+    """(name, default or MISSING, factory, the Struct's own JSON name) of each field."""
+    if dataclasses.is_dataclass(cls):
+        return [
+            (f.name, f.default, None if f.default_factory is MISSING else f.default_factory, None)
+            for f in dataclasses.fields(cls)
+        ]
+    if issubclass(cls, msgspec.Struct):
+        return [
+            (
+                f.name,
+                MISSING if f.default is msgspec.NODEFAULT else f.default,
+                None if f.default_factory is msgspec.NODEFAULT else f.default_factory,
+                # a Struct renamed (rename="camel", ...) says its JSON names itself
+                f.encode_name if f.encode_name != f.name else None,
+            )
+            for f in msgspec.structs.fields(cls)
+        ]
+    raise TypeError(f"{cls!r} is neither a dataclass nor a msgspec Struct")
+
+
 @functools.cache
 def fields(cls: type) -> tuple[Field, ...]:
-    """The fields of a dataclass, in declaration order."""
-    if not dataclasses.is_dataclass(cls):
-        raise TypeError(f"{cls!r} is not a dataclass")
+    """The fields of a dataclass or a msgspec Struct, in declaration order."""
+    declared = _declared(cls)
     hints = get_type_hints(cls, include_extras=True)
     _, documented = docs(cls)
     out = []
-    for f in dataclasses.fields(cls):
-        hint, markers, optional = unwrap(hints[f.name])
+    for name, default, factory, encoded in declared:
+        hint, markers, optional = unwrap(hints[name])
         names = [m.json for m in markers if isinstance(m, Name)]
-        factory = None if f.default_factory is MISSING else f.default_factory
-        if optional and f.default is MISSING and factory is None:
-            raise TypeError(f"{cls.__name__}.{f.name}: an optional field needs `= None`")
+        if optional and default is MISSING and factory is None:
+            raise TypeError(f"{cls.__name__}.{name}: an optional field needs `= None`")
         out.append(
             Field(
-                name=f.name,
-                json=names[0] if names else camel(f.name),
+                name=name,
+                json=names[0] if names else encoded or camel(name),
                 hint=hint,
                 markers=markers,
                 optional=optional,
-                default=f.default,
+                default=default,
                 factory=factory,
-                doc=documented.get(f.name, ""),
+                doc=documented.get(name, ""),
             )
         )
     return tuple(out)

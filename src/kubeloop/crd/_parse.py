@@ -8,7 +8,6 @@ path as the apiserver does (``spec.taints[0].effect``), so a condition message c
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 from collections.abc import Callable, Mapping
@@ -33,7 +32,7 @@ from kubeloop.crd._markers import (
     Quantity,
     class_rules,
 )
-from kubeloop.crd._model import attribute, fields, unwrap
+from kubeloop.crd._model import attribute, fields, is_record, unwrap
 
 T = TypeVar("T")
 
@@ -151,7 +150,7 @@ def _base_parser(hint: Any, markers: tuple[object, ...]) -> Parser:
             return {str(k): value(v, f"{path}[{k}]") for k, v in raw.items()}
 
         return parse_map
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+    if is_record(hint):
         return _object_parser(hint)
     raise TypeError(f"no parser for {hint!r}")
 
@@ -254,7 +253,9 @@ def _unique(keys: list[Any], path: str, key: str | None = None) -> None:
 def _run_checks(cel: tuple[CEL, ...], value: Any, path: str) -> None:
     for rule in cel:
         if rule.check is not None and not rule.check(value):
-            raise InvalidField(path + (rule.field_path or ""), f"Invalid value: {rule.message}")
+            at = path + (rule.field_path or "")
+            # a rule on the root names its field without the leading dot (``low``, not ``.low``)
+            raise InvalidField(at if path else at.lstrip("."), f"Invalid value: {rule.message}")
 
 
 def _wrong_type(path: str, raw: Any, want: str) -> InvalidField:
@@ -286,9 +287,10 @@ def to_api(value: Any) -> Any:
     from a ``default_factory`` (Go's ``omitempty``). Plain defaults are kept, as the
     apiserver would fill them in anyway. So ``to_api(parse(C, x)) == x`` for admitted ``x``.
     """
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    kind: type = type(value)
+    if is_record(kind):
         out = {}
-        for f in fields(type(value)):
+        for f in fields(kind):
             item = getattr(value, f.name)
             if item is None or (f.factory is not None and item == f.factory()):
                 continue

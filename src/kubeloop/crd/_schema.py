@@ -9,7 +9,6 @@ without a default is ``required``, ``Literal[...]`` is an ``enum``, ``dict[str, 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import MISSING
 from datetime import datetime, timedelta
 from typing import Any, Literal, get_args, get_origin
@@ -33,7 +32,7 @@ from kubeloop.crd._markers import (
     class_rules,
 )
 from kubeloop.crd._meta import ObjectMeta
-from kubeloop.crd._model import docs, fields, unwrap
+from kubeloop.crd._model import docs, fields, is_record, unwrap
 from kubeloop.crd._parse import to_api
 
 
@@ -140,7 +139,7 @@ def _node(hint: Any, markers: tuple[object, ...], where: str) -> dict[str, Any]:
         node["type"] = "object"
     elif hint is ObjectMeta:
         node = {"type": "object"}
-    elif isinstance(hint, type) and dataclasses.is_dataclass(hint):
+    elif is_record(hint):
         node = _object(hint)
     else:
         raise TypeError(f"{where}: no schema for {hint!r}")

@@ -26,4 +26,9 @@ def test_it_prints_one_line_with_both_figures(
     monkeypatch.setattr(sys, "argv", ["crd_parse", "--rounds", "3"])
     crd_parse.main()
     line = json.loads(capsys.readouterr().out)
-    assert set(line) == {"dataclass_parse_us", "msgspec_struct_convert_us", "ratio"}
+    assert set(line) == {
+        "dataclass_parse_us",
+        "struct_parse_us",
+        "msgspec_struct_convert_us",
+        "ratio",
+    }

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any
 
+import msgspec
 import pytest
 import yaml
 
@@ -355,3 +356,53 @@ def test_the_guide_shows_the_tested_example_and_the_reference_lists_every_name()
     missing = [n for n in crd.__all__ if f"::: kubeloop.crd.{n}\n" not in reference]
     # constants are described in the guide, not by mkdocstrings
     assert missing == ["AGE", "DURATION_PATTERN", "QUANTITY_PATTERN"]
+
+
+# -- msgspec Structs ---------------------------------------------------------------------------
+class StructEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """An item."""
+
+    name: str
+    """Its key."""
+    weight: Annotated[int, crd.Minimum(0)] = 0
+    """How heavy."""
+
+
+class StructListing(msgspec.Struct, frozen=True, kw_only=True):
+    """Lists and maps."""
+
+    entries: Annotated[list[StructEntry], ListMapKey("name"), MaxItems(4)] = msgspec.field(
+        default_factory=list
+    )
+    """Keyed items."""
+    tags: dict[str, Annotated[str, crd.MaxLength(3)]] = {}
+    """A map."""
+
+
+@rules(crd.less_or_equal("low", "highWater"))
+class Renamed(msgspec.Struct, rename="camel"):
+    """A Struct that names its JSON fields itself."""
+
+    low: int = 0
+    """Lower."""
+    high_water: int = 10
+    """Upper."""
+
+
+def test_a_struct_renders_and_parses_as_the_same_dataclass_does() -> None:
+    assert crd.schema(StructListing) == crd.schema(Listing)
+    data = {"entries": [{"name": "a", "weight": 2}], "tags": {"k": "v"}}
+    parsed = parse(StructListing, data)
+    assert parsed == StructListing(entries=[StructEntry(name="a", weight=2)], tags={"k": "v"})
+    assert crd.to_api(parsed) == data
+    assert crd.to_api(parse(StructListing, {})) == {}
+    with pytest.raises(InvalidField) as caught:
+        parse(StructListing, {"entries": [{"name": "a"}, {"name": "a"}]}, "spec")
+    assert caught.value.path == "spec.entries[1]"
+
+
+def test_a_struct_rename_gives_the_json_names() -> None:
+    assert sorted(crd.schema(Renamed)["properties"]) == ["highWater", "low"]
+    assert parse(Renamed, {"highWater": 3}).high_water == 3
+    with pytest.raises(InvalidField, match=r"^low: Invalid value: low must be less than"):
+        parse(Renamed, {"low": 4, "highWater": 3})
