@@ -122,6 +122,29 @@ def test_one_version_is_stored_and_a_kind_without_status_has_no_status_subresour
     assert definition["metadata"]["name"] == "things.x.dev"
 
 
+def test_a_conversion_webhook_stanza_goes_into_the_spec_as_written() -> None:
+    webhook = {
+        "strategy": "Webhook",
+        "webhook": {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": {"service": {"name": "ops", "namespace": "ops", "path": "/convert"}},
+        },
+    }
+    things = CustomResource(
+        "x.dev",
+        "Thing",
+        "things",
+        (Version("v1", Thing), Version("v2", Thing)),
+        storage="v2",
+        conversion=webhook,
+    )
+    spec = things.definition()["spec"]
+    assert spec["conversion"] == webhook
+    assert list(spec) == ["conversion", "group", "names", "scope", "versions"]
+    assert [v["storage"] for v in spec["versions"]] == [False, True]
+    assert things.resource().version == "v2"
+
+
 # -- rule builders: one definition, two halves -------------------------------------------------
 @pytest.mark.parametrize(
     ("rule", "good", "bad", "text"),
