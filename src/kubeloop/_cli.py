@@ -215,7 +215,8 @@ def _add_manifests(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 def _manifests(target: str, outs: list[Path] | None, check: bool, header: str | None) -> int:
     from kubeloop import crd  # only this command needs it
 
-    sys.path.insert(0, os.getcwd())  # a module of the project the command runs in
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a module of the project the command runs in
     try:
         crds = crd.load(target)
         if header is None:
