@@ -70,10 +70,13 @@ Check = Callable[[Any, str], None]
 
 @functools.cache
 def _object_parser(cls: type) -> Parser:
-    plan = [
-        (f.name, f.json, f.factory, f.default, _value_parser(f.hint, f.markers))
-        for f in fields(cls)
-    ]
+    plan = []
+    for f in fields(cls):
+        try:
+            parse_value = _value_parser(f.hint, f.markers)
+        except TypeError as err:
+            raise TypeError(f"{cls.__name__}.{f.name}: {err}") from None
+        plan.append((f.name, f.json, f.factory, f.default, parse_value))
     cel = class_rules(cls)
 
     def parse_object(data: Any, path: str) -> Any:

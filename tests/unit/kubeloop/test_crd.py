@@ -289,6 +289,19 @@ def test_parse_errors_carry_the_field_path(data: dict[str, Any], path: str, deta
     assert str(caught.value).startswith(f"{path}: ")
 
 
+@dataclass(frozen=True, kw_only=True)
+class Unparsable:
+    """A type with a field of no JSON type."""
+
+    when: complex = 0j
+    """Not JSON."""
+
+
+def test_a_field_of_no_json_type_is_named_before_any_object() -> None:
+    with pytest.raises(TypeError, match=r"^Unparsable\.when: no parser for <class 'complex'>"):
+        parse(Unparsable, {})
+
+
 def test_to_api_round_trips_what_parse_read() -> None:
     data = {"entries": [{"name": "a", "weight": 2}], "tags": {"k": "v"}}
     assert crd.to_api(parse(Listing, data)) == data
