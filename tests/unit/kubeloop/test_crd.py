@@ -6,6 +6,7 @@ the same example in front of a real apiserver."""
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -342,6 +343,18 @@ def test_manifests_command_writes_checks_and_repairs(
     assert not (tmp_path / "examples.kubeloop.dev_gone.yaml").exists()
     assert (tmp_path / "README.md").exists()
     assert _cli.main(["manifests", "website_api", "--check", *out]) == 0
+
+
+def test_the_installed_command_checks_the_committed_example() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kubeloop", "manifests", "website_api", "--out", ".", "--check"],
+        cwd=EXAMPLE,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
 @pytest.mark.parametrize(
