@@ -501,12 +501,30 @@ class Cache:
         self, resource: Resource, ns: str | None, label_selector: str | None, meta: bool
     ) -> Informer | None:
         """An informer of ``resource`` covering namespace ``ns`` with exactly this selector
-        (full, or metadata-only with ``meta``): a cluster-wide one first, else the
-        namespace's."""
-        inf = self._informers.get(_InformerKey(resource, None, label_selector, None, meta))
-        if inf is None and ns is not None:
-            inf = self._informers.get(_InformerKey(resource, ns, label_selector, None, meta))
-        return inf
+        (full, or metadata-only with ``meta``); of a cluster-wide one and the namespace's,
+        the one furthest along.
+
+        A reconcile's read must see at least the event that triggered it. That event came
+        from one of them; if the other one's watch lags, reading it could miss a create
+        the reconcile was told about (and return, leaving the object until its next
+        event), or read the data before a change. Both are at etcd revisions of one
+        sequence, and an informer at revision R holds every object of its scope as of R,
+        so the one at the later revision has seen all the other has in the namespace
+        both cover, the event included. controller-runtime reads the informer that
+        delivered the event (one per kind); this is the same guarantee with two.
+        """
+        wide = self._informers.get(_InformerKey(resource, None, label_selector, None, meta))
+        if ns is None:
+            return wide
+        scoped = self._informers.get(_InformerKey(resource, ns, label_selector, None, meta))
+        if wide is None or scoped is None:
+            return wide or scoped
+        if not wide.has_synced:  # an unsynced one holds nothing yet
+            return scoped
+        ahead = scoped.has_synced and not rv_at_least(
+            wide.reflector.store_version, scoped.reflector.store_version
+        )
+        return scoped if ahead else wide
 
     async def _reader(
         self,
