@@ -334,6 +334,14 @@ class Cache:
         if self.namespaces is not None and not self.namespaces:
             raise ValueError("Cache(namespaces=...) needs at least one namespace (None: all)")
         self._informers: dict[_InformerKey, Informer] = {}
+        # the same informers by kind, with their namespace: what every write and watch
+        # event consults (read-your-writes), without a scan of all informers
+        self._by_resource: dict[Resource, list[tuple[str | None, Informer]]] = {}
+        # (kind, namespace, selector, metadata-only) -> the cluster-wide and the namespace's
+        # informer that could serve a read (see _covering), looked up once per shape of read
+        self._pairs: dict[
+            tuple[Resource, str | None, str | None, bool], tuple[Informer | None, Informer | None]
+        ] = {}
         self._started = False
         # resource -> object key -> the resourceVersion our last write produced
         self._expected: dict[Resource, dict[str, str]] = {}
@@ -437,6 +445,8 @@ class Cache:
                 options=self._options_for(resource),
             )
             self._informers[key] = inf
+            self._by_resource.setdefault(resource, []).append((namespace, inf))
+            self._pairs.clear()  # a read may now be served by this one
             inf.add_handler(functools.partial(self._settle, resource))
             if self._started:
                 inf.start()
@@ -513,10 +523,18 @@ class Cache:
         both cover, the event included. controller-runtime reads the informer that
         delivered the event (one per kind); this is the same guarantee with two.
         """
-        wide = self._informers.get(_InformerKey(resource, None, label_selector, None, meta))
-        if ns is None:
-            return wide
-        scoped = self._informers.get(_InformerKey(resource, ns, label_selector, None, meta))
+        pair = self._pairs.get((resource, ns, label_selector, meta))
+        if pair is None:
+            wide = self._informers.get(_InformerKey(resource, None, label_selector, None, meta))
+            scoped = (
+                self._informers.get(_InformerKey(resource, ns, label_selector, None, meta))
+                if ns is not None
+                else None
+            )
+            if len(self._pairs) >= 1024:  # reads with ever new selectors: bounded
+                self._pairs.clear()
+            pair = self._pairs[(resource, ns, label_selector, meta)] = (wide, scoped)
+        wide, scoped = pair
         if wide is None or scoped is None:
             return wide or scoped
         if not wide.has_synced:  # an unsynced one holds nothing yet
@@ -754,8 +772,8 @@ class Cache:
         ns, _ = split_key(key)
         return [
             inf
-            for k, inf in self._informers.items()
-            if k.resource == resource and (k.namespace is None or k.namespace == ns)
+            for inf_ns, inf in self._by_resource.get(resource, ())
+            if inf_ns is None or inf_ns == ns
         ]
 
     def _all_have(self, resource: Resource, key: str, want: str) -> bool:

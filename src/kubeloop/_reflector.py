@@ -148,6 +148,7 @@ class Reflector:
         self.last_failure_verb = ""
         self.failures = 0
         self._changed = asyncio.Condition()
+        self._waiting = 0  # tasks in _wait: a change with none costs no notify
         # the relist whose changes are being announced to the handlers, if any
         self._announcing: Relisted | None = None
 
@@ -347,19 +348,28 @@ class Reflector:
         return lines
 
     async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        # nobody waiting (the usual case: read-your-writes waits are rare) costs no lock
+        if self._waiting:
+            async with self._changed:
+                self._changed.notify_all()
+
+    async def _wait(self, predicate: Callable[[], bool]) -> None:
+        """Until ``predicate``, checked at every :meth:`_notify`."""
+        self._waiting += 1
+        try:
+            async with self._changed:
+                await self._changed.wait_for(predicate)
+        finally:
+            self._waiting -= 1
 
     async def wait_listed(self, after: int) -> None:
         """Until more than ``after`` LISTs have succeeded (see :attr:`lists`)."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.lists > after)
+        await self._wait(lambda: self.lists > after)
 
     async def wait_synced_or_failed(self) -> None:
         """Until the first LIST has succeeded, or a list/watch fails after this call."""
         seen = self.failures
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.synced.is_set() or self.failures != seen)
+        await self._wait(lambda: self.synced.is_set() or self.failures != seen)
 
     def gone(self, key: str, uid: str, floor: str) -> bool:
         """Whether the store no longer holds the incarnation ``uid`` of ``key`` (absent, or
@@ -393,9 +403,11 @@ class Reflector:
 
     async def _wait_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Wait (woken by every change to the store) until ``predicate``; False on timeout."""
+        if predicate():  # already true: no timer, no lock
+            return True
         try:
-            async with asyncio.timeout(timeout), self._changed:
-                await self._changed.wait_for(predicate)
+            async with asyncio.timeout(timeout):
+                await self._wait(predicate)
         except TimeoutError:
             return False
         return True
