@@ -23,9 +23,9 @@ from nodepool_operator.api import (
     to_api,
 )
 from nodepool_operator.cloud import CloudError, IdempotencyMismatch, InvalidRequest
-from nodepool_operator.controllers._intent import CREATING, DELETING
-from nodepool_operator.controllers._repair import REPAIR_BLOCKED
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers.nodepool._intent import CREATING, DELETING
+from nodepool_operator.controllers.nodepool._repair import REPAIR_BLOCKED
 
 #: Degraded's reason when the cloud refuses the pool's instance type.
 INVALID_INSTANCE_TYPE: Final = "InvalidInstanceType"

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from nodepool_operator.api import Budget
-from nodepool_operator.controllers._drain import DISRUPTING_TAINT
+from nodepool_operator.controllers.nodepool._drain import DISRUPTING_TAINT
 
 __all__ = ["VOLUNTARY_REASONS", "allowed_disruptions", "budget_nodes", "is_disrupting"]
 
