@@ -62,9 +62,10 @@ class Act:
         inst = seen.instance
         step = decide.first(seen.recorded, seen.vm)
         self.emit(obj, step.event)
-        launched = step.kind == "launch"
-        vm = await self._launch(inst, step.predecessor) if launched else seen.vm
-        assert vm is not None  # first() launches whenever nothing was found
+        if step.kind == "done" and seen.vm is not None:
+            vm, launched = seen.vm, False
+        else:  # nothing recorded, or unknown to the cloud
+            vm, launched = await self._launch(inst, step.predecessor), True
         for _ in range(decide.MAX_REPAIRS):
             step = decide.repair(vm, inst.spec)
             if step.kind == "done":
