@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from nodepool_operator.api import InstanceRecord, NodePool, parse_nodepool, to_api
-from nodepool_operator.cloud import Instance
+from nodepool_operator.cloud import Instance, QuotaExceeded
 from nodepool_operator.controllers.nodepool import decide
 from nodepool_operator.controllers.nodepool._drain import DrainStatus
+from nodepool_operator.controllers.nodepool._pool_status import CloudFailure, cloud_failure
 from nodepool_operator.controllers.nodepool.decide import Verdict
 from nodepool_operator.controllers.nodepool.observe import Deleted, Observation
 from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode
@@ -469,3 +470,24 @@ def test_deletion_outcome_when_done_is_deleted_alone() -> None:
     assert [(e.reason, e.note) for e in outcome.events] == [
         ("Deleted", "deleted 1 node(s) and 1 VM(s)")
     ]
+
+
+# -- the create gate ----------------------------------------------------------------------------
+
+REFUSED = cloud_failure(QuotaExceeded("vCPU quota", retry_after=60.0))
+
+
+@pytest.mark.parametrize(
+    ("target", "holding", "held", "creates"),
+    [
+        (2, None, False, 1),  # an intent, nothing refused: created
+        (2, REFUSED, True, 0),  # refused recently for this spec: reported, not asked again
+        (1, REFUSED, False, 0),  # nothing to create: an old refusal degrades nothing
+    ],
+)
+def test_create_gate(target: int, holding: CloudFailure | None, held: bool, creates: int) -> None:
+    seen = observed(pool(target, [rec("a")]), [node("a")], [vm("a")])
+    decision = decide.decide(seen, NOW, SETTINGS, holding)
+    assert (decision.held is not None) is held
+    assert len(decision.creates) == creates
+    assert decision.add == target - 1  # the intent is recorded either way

@@ -64,7 +64,7 @@ from nodepool_operator.controllers.nodepool._drain_deadline import (
     drain_timeout_note,
     format_time,
 )
-from nodepool_operator.controllers.nodepool._intent import CREATING, DELETING, create_request
+from nodepool_operator.controllers.nodepool._intent import DELETING, create_request
 from nodepool_operator.controllers.nodepool._node_sync import sync_patch
 from nodepool_operator.controllers.nodepool._pool_status import (
     CloudFailure,
@@ -276,7 +276,7 @@ class Act:
             await self.write_status(p)
 
     async def converge(self, p: Progress, decision: Decision) -> None:
-        await self._create(p)
+        await self._create(p, decision)
         for name in decision.untaint:
             await untaint_disrupting(self.mgr.client, p.nodes[name].raw)
         await self._retire(p)
@@ -291,13 +291,12 @@ class Act:
             self._types = {t.name: t for t in await self.cloud.instance_types()}
         return self._types.get(name)
 
-    async def _create(self, p: Progress) -> None:
-        intents = [r for r in p.records if r.state == CREATING]
-        if not intents:
+    async def _create(self, p: Progress, decision: Decision) -> None:
+        if decision.held is not None:
+            p.failure = decision.held  # refused recently for this spec: not asked again yet
             return
-        held = self.gate.holding(p.uid, p.generation)
-        if held is not None:
-            p.failure = held  # refused recently for this spec: do not ask again yet
+        intents = [r for r in p.records if r.name in decision.creates]
+        if not intents:
             return
         try:
             node_class = await launching.node_class(self.mgr.client, p.pool.spec.node_class_ref)

@@ -89,7 +89,8 @@ class NodePoolController:
         if seen.refused is not None:
             await self.act.refused(obj, seen, seen.refused)
             raise seen.refused
-        decision = decide.decide(seen, observe.now(), self.settings)
+        holding = self.act.gate.holding(pool.metadata.uid, pool.metadata.generation)
+        decision = decide.decide(seen, observe.now(), self.settings, holding)
         p = act.begin(obj, seen, decision)
         await self.act.record(p, decision)
         try:

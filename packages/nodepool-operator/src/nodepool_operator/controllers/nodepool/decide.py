@@ -442,11 +442,37 @@ class Decision:
     add: int = 0
     retire: tuple[str, ...] = ()
     live_before: int = 0
+    held: CloudFailure | None = None
+    """A recent refusal holding the creates back (the create gate): reported, not asked
+    again yet."""
+
+    @property
+    def creates(self) -> tuple[str, ...]:
+        """The recorded intents to create now (none while a refusal holds)."""
+        if self.held is not None:
+            return ()
+        return tuple(r.name for r in self.records if r.state == CREATING)
 
 
-def decide(obs: Observation, now: float, settings: OperatorSettings) -> Decision:
+def create_gate(
+    records: Sequence[InstanceRecord], holding: CloudFailure | None
+) -> CloudFailure | None:
+    """The refusal the create gate remembers for this pool and spec, when there is anything
+    to create (a pool with nothing to create is not Degraded by an old refusal)."""
+    if any(r.state == CREATING for r in records):
+        return holding
+    return None
+
+
+def decide(
+    obs: Observation,
+    now: float,
+    settings: OperatorSettings,
+    holding: CloudFailure | None = None,
+) -> Decision:
     """The pass's plan: adopt, find what leaves, keep blocked choices, rank the surplus,
-    cut it to the budgets, record the retirements and the new intents."""
+    cut it to the budgets, record the retirements and the new intents. ``holding``: the
+    create gate's remembered refusal for this pool and spec, if any."""
     records, events = adopt_unknown(obs, obs.pool.status.instances)
     adopted = bool(events)
     gone = leaving(obs, records, now, settings)
@@ -474,7 +500,11 @@ def decide(obs: Observation, now: float, settings: OperatorSettings) -> Decision
         live_before=before,
     )
     if decided.empty:
-        return replace(base, untaint=untaint(records, obs.nodes, by_instance))
+        return replace(
+            base,
+            untaint=untaint(records, obs.nodes, by_instance),
+            held=create_gate(records, holding),
+        )
     by_name = {r.name: r for r in records}
     taint = []
     for name in decided.retire:
@@ -504,6 +534,7 @@ def decide(obs: Observation, now: float, settings: OperatorSettings) -> Decision
         events=tuple(events),
         add=decided.add,
         retire=decided.retire,
+        held=create_gate(records, holding),
     )
 
 
