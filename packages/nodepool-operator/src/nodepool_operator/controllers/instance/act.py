@@ -190,11 +190,8 @@ class Act:
         self.emit(obj, decide.Event("Warning", refusal.reason, refusal.message, "Launch"))
 
         def mutate(status: dict[str, Any]) -> None:
-            conditions = status.get("conditions")
-            if not isinstance(conditions, list):
-                conditions = status["conditions"] = []
             set_condition(
-                conditions,
+                decide.conditions_of(status),
                 decide.READY,
                 "False",
                 refusal.reason,

@@ -109,11 +109,16 @@ class Report:
         if "publicIP" not in written:
             status.pop("publicIP", None)  # like EC2, a stopped VM has given its IP up
         status.update(written)
-        conditions = status.get("conditions")
-        if not isinstance(conditions, list):
-            conditions = status["conditions"] = []
         generation = self.status.observed_generation
-        set_condition(conditions, READY, *self.ready, observed_generation=generation)
+        set_condition(conditions_of(status), READY, *self.ready, observed_generation=generation)
+
+
+def conditions_of(status: dict[str, Any]) -> list[Any]:
+    """``status.conditions``, created empty when missing or malformed."""
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        conditions = status["conditions"] = []
+    return conditions
 
 
 def report(vm: VM, generation: int, checked: datetime) -> Report:
