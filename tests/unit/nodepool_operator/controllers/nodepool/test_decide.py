@@ -18,7 +18,7 @@ from nodepool_operator.controllers.nodepool._pool_status import CloudFailure, cl
 from nodepool_operator.controllers.nodepool.decide import Verdict
 from nodepool_operator.controllers.nodepool.observe import Deleted, Observation
 from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode
-from nodepool_operator.scheduling import Resources, ScaleDownNode
+from nodepool_operator.scheduling import Resources, ScaleDownNode, pod_view
 from nodepool_operator.settings import OperatorSettings
 
 NOW = 1_000_000.0
@@ -491,3 +491,58 @@ def test_create_gate(target: int, holding: CloudFailure | None, held: bool, crea
     assert (decision.held is not None) is held
     assert len(decision.creates) == creates
     assert decision.add == target - 1  # the intent is recorded either way
+
+
+# -- a blocked scale-down choice ------------------------------------------------------------------
+
+
+def pods_on(name: str, *, bare: bool) -> NodePods:
+    """A Node with one pod: ``bare`` (no controller: a default blocker) or a ReplicaSet's."""
+    meta: dict[str, Any] = {"name": f"pod-{name}", "namespace": "default", "uid": f"u-{name}"}
+    if not bare:
+        meta["ownerReferences"] = [
+            {"kind": "ReplicaSet", "name": "rs", "uid": "rs-1", "controller": True}
+        ]
+    pod = {
+        "metadata": meta,
+        "spec": {"nodeName": f"n-{name}", "containers": [{"name": "c"}]},
+        "status": {"phase": "Running"},
+    }
+    return NodePods(ScaleDownNode(f"n-{name}", ROOM, pods=(pod_view(pod),)), empty=False)
+
+
+@pytest.mark.parametrize(
+    ("budget", "b"),
+    [
+        ("100%", "deleting"),
+        # the default (10% of 2: one) still counts a's taint, lifted only after this plan:
+        # b waits for the next pass
+        ("10%", "running"),
+    ],
+)
+def test_a_chosen_node_a_blocker_now_holds_is_kept_and_another_goes_instead(
+    budget: str, b: str
+) -> None:
+    records = [rec("a", "deleting"), rec("b")]
+    nodes = [node("a", tainted=True), node("b")]
+    pods = {"n-a": pods_on("a", bare=True), "n-b": pods_on("b", bare=False)}
+    spec = {"disruption": {"budgets": [{"nodes": budget}]}}
+    seen = observed(pool(1, records, **spec), nodes, [vm("a"), vm("b")], pods=pods)
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert states(decision) == {"a": "running", "b": b}
+    [kept] = [e for e in decision.events if e.reason == "ScaleDownBlocked"]
+    assert kept.node == "n-a"  # said on the Node too
+    assert decision.taint == (("n-b",) if b == "deleting" else ())
+    assert decision.budget_held == (() if b == "deleting" else ("b",))
+    assert decision.untaint == ("n-a",)
+
+
+def test_a_blocked_choice_stays_when_no_other_node_can_go() -> None:
+    records = [rec("a", "deleting"), rec("b")]
+    nodes = [node("a", tainted=True), node("b")]
+    pods = {"n-a": pods_on("a", bare=True), "n-b": pods_on("b", bare=True)}
+    seen = observed(pool(1, records), nodes, [vm("a"), vm("b")], pods=pods)
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert states(decision) == {"a": "deleting", "b": "running"}
+    assert "ScaleDownBlocked" not in reasons(decision)
+    assert decision.untaint == ()
