@@ -515,7 +515,7 @@ async def test_a_status_conflict_keeps_the_records_another_writer_added(
     that record survives next to this pass's own (merge by name)."""
     from kubeloop import update_status
     from nodepool_operator.api import InstanceRecord
-    from nodepool_operator.controllers._pool_status import pool_status
+    from nodepool_operator.controllers.nodepool._pool_status import pool_status
 
     env = operator_env  # no operator running: this test is the two writers
     name = f"merge-{env.run_id}"

@@ -17,8 +17,8 @@ import pytest
 from kubeloop import NODES, PODS, Deleted, Informer, NotFound, Object
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import NODEPOOLS
-from nodepool_operator.controllers._drain_deadline import parse_time
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers.nodepool._drain_deadline import parse_time
 from tests.e2e.conftest import OperatorEnv
 from tests.e2e.test_drain import (
     DEPLOYMENTS_RES,

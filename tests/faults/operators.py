@@ -19,8 +19,8 @@ from kubeloop import CONFIGMAPS, NODES, NotFound, Object, Resource
 from kubeloop.testing.oracles import Normalizer, ObjectKey, OpCount, State, WatchRecorder
 from nodepool_operator.api import AUTOSCALERS, INSTANCES, NODEPOOLS
 from nodepool_operator.cloud import SimulatedCloud
-from nodepool_operator.controllers._intent import POOL_UID_TAG
 from nodepool_operator.controllers.instance import UID_TAG
+from nodepool_operator.controllers.nodepool._intent import POOL_UID_TAG
 from tests.faults import appconfig
 from tests.faults.world import CRD_DIR, World
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kubeloop import NODES, Client, Invalid, PatchType
-from nodepool_operator.controllers._node_sync import OWNED_ANNOTATION, sync_patch
+from nodepool_operator.controllers.nodepool._node_sync import OWNED_ANNOTATION, sync_patch
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,7 @@ from typing import Final
 from kubeloop import Resource
 from nodepool_operator.api import NodePool
 from nodepool_operator.cloud import CATALOGUE, InstanceType
-from nodepool_operator.controllers._drain import DISRUPTING_TAINT
-from nodepool_operator.controllers._node_manifest import pool_shape
+from nodepool_operator.controllers._node_manifest import DISRUPTING_TAINT, pool_shape
 from nodepool_operator.controllers._reserve import RESERVED_KEY
 from nodepool_operator.scheduling import (
     DaemonSetView,

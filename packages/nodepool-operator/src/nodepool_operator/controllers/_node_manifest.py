@@ -29,8 +29,12 @@ from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.scheduling import DEFAULT_MAX_PODS, NodeShape, Taint, node_shape
 
 INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
+#: On a Node chosen for removal, from the choice on (Karpenter's ``karpenter.sh/disrupted``):
+#: the NodePool controller puts it, and the Autoscaler counts no room on such a Node.
+DISRUPTING_TAINT: Final = Taint("kubeloop.dev/disrupting", "NoSchedule")
 
 __all__ = [
+    "DISRUPTING_TAINT",
     "INSTANCE_TYPE_LABEL",
     "PROVIDER_ID_PREFIX",
     "capacity",

@@ -48,7 +48,7 @@ REPLICA_MEMORY: Final = "1Gi"
 REPLICA_CPU: Final = "100m"
 #: The demo role label of the Deployment's pods: not a :class:`Role` of the burst.
 REPLICATED: Final = "replicated"
-#: The taint the NodePool controller puts on a node it drains (controllers/_drain.py).
+#: The taint the NodePool controller puts on a node it drains (controllers/nodepool/_drain.py).
 DISRUPTING_TAINT_KEY: Final = "kubeloop.dev/disrupting"
 #: The Warning Event the drain writes when a PodDisruptionBudget refuses an eviction.
 EVICTION_BLOCKED: Final = "EvictionBlocked"

@@ -22,7 +22,7 @@ from nodepool_operator.cloud import (
     node_config,
 )
 from nodepool_operator.controllers._launch import NodeClassUnavailable
-from nodepool_operator.controllers._userdata import pool_user_data
+from nodepool_operator.controllers.nodepool._userdata import pool_user_data
 from tests._nodeadm import NodeadmRefused, nodeadm_check
 from tests.unit._eks import CLUSTER, M5
 

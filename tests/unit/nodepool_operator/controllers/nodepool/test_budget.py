@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from nodepool_operator.api import Budget, InvalidField, parse_nodepool
-from nodepool_operator.controllers._budget import allowed_disruptions, budget_nodes, is_disrupting
+from nodepool_operator.controllers.nodepool._budget import allowed_disruptions, budget_nodes
+from nodepool_operator.controllers.nodepool.records import decode_node
 
 
 @pytest.mark.parametrize(
@@ -62,10 +63,10 @@ def _node(*, taints: list[dict[str, str]] | None = None, deleting: bool = False)
 
 def test_disrupting_is_read_from_the_node() -> None:
     tainted = [{"key": "kubeloop.dev/disrupting", "effect": "NoSchedule"}]
-    assert is_disrupting(_node(taints=tainted))
-    assert is_disrupting(_node(deleting=True))
-    assert not is_disrupting(_node(taints=[{"key": "other", "effect": "NoSchedule"}]))
-    assert not is_disrupting({"metadata": {"name": "n"}})
+    assert decode_node(_node(taints=tainted)).disrupting
+    assert decode_node(_node(deleting=True)).disrupting
+    assert not decode_node(_node(taints=[{"key": "other", "effect": "NoSchedule"}])).disrupting
+    assert not decode_node({"metadata": {"name": "n"}}).disrupting
 
 
 def _pool(disruption: dict[str, Any]) -> dict[str, Any]:

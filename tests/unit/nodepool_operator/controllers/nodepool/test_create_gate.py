@@ -10,8 +10,8 @@ from nodepool_operator.cloud import (
     QuotaExceeded,
     TransientCloudError,
 )
-from nodepool_operator.controllers._create_gate import DEFAULT_QUOTA_WAIT, CreateGate
-from nodepool_operator.controllers._pool_status import cloud_failure
+from nodepool_operator.controllers.nodepool._create_gate import DEFAULT_QUOTA_WAIT, CreateGate
+from nodepool_operator.controllers.nodepool._pool_status import cloud_failure
 
 
 class Clock:

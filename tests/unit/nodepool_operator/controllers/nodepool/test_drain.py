@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodepool_operator.controllers._drain import (
+from nodepool_operator.controllers.nodepool._drain import (
     DISRUPTING_TAINT,
     disrupting_since,
     has_disrupting_taint,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from nodepool_operator.controllers._drain_deadline import (
+from nodepool_operator.controllers.nodepool._drain_deadline import (
     DRAIN_TIMED_OUT_AT,
     RECHECK_SECONDS,
     deletion_condition,

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from nodepool_operator.api import parse_nodeclass
 from nodepool_operator.cloud import MAX_TOKEN_LENGTH
-from nodepool_operator.controllers._intent import (
+from nodepool_operator.controllers.nodepool._intent import (
     NODE_IMAGE,
     create_request,
     idempotency_token,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.controllers._node_sync import OWNED_ANNOTATION, sync_patch
+from nodepool_operator.controllers.nodepool._node_sync import OWNED_ANNOTATION, sync_patch
 
 FIN = "kubeloop.dev/termination"
 

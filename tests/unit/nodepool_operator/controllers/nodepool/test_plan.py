@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nodepool_operator.api import InstanceRecord
-from nodepool_operator.controllers._plan import Plan, desired_nodes, plan
+from nodepool_operator.controllers.nodepool._plan import Plan, desired_nodes, plan
 
 
 def records(*names: str, state: str = "running") -> list[InstanceRecord]:

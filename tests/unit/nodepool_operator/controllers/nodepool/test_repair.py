@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodepool_operator.controllers._repair import (
+from nodepool_operator.controllers.nodepool._repair import (
     Unhealthy,
     decide_repair,
     unhealthy_since,

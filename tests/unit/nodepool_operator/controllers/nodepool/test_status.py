@@ -6,7 +6,7 @@ from typing import Any
 
 from nodepool_operator.api import InstanceRecord, InvalidField
 from nodepool_operator.cloud import IdempotencyMismatch, InvalidRequest, QuotaExceeded
-from nodepool_operator.controllers._pool_status import (
+from nodepool_operator.controllers.nodepool._pool_status import (
     cloud_failure,
     invalid_spec,
     pool_status,

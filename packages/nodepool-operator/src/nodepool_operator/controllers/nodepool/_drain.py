@@ -34,12 +34,12 @@ from typing import Any, Final
 
 from kubeloop import NODES, PODS, Client, Invalid, NotFound, Object, PatchType, TooManyRequests
 from nodepool_operator.controllers._blocked import kube_system_budgets
-from nodepool_operator.controllers._drain_deadline import format_time, parse_time
+from nodepool_operator.controllers._node_manifest import DISRUPTING_TAINT
+from nodepool_operator.controllers.nodepool._drain_deadline import format_time, parse_time
 from nodepool_operator.scheduling import (
     DefaultBlockers,
     PodRef,
     PodView,
-    Taint,
     needs_budgets,
     node_blocker,
     pod_view,
@@ -61,7 +61,6 @@ __all__ = [
 
 log = logging.getLogger("nodepool_operator.drain")
 
-DISRUPTING_TAINT: Final = Taint("kubeloop.dev/disrupting", "NoSchedule")
 #: How soon to look again while pods terminate (their kubelet is at work).
 TERMINATING_POLL: Final = 1.0
 #: How soon to ask again after a PodDisruptionBudget refused an eviction, when the server

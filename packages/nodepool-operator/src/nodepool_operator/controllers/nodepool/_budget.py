@@ -12,14 +12,13 @@ the bound holds across a restart. Pure: the controller passes what it read.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from nodepool_operator.api import Budget
-from nodepool_operator.controllers._drain import DISRUPTING_TAINT
 
-__all__ = ["VOLUNTARY_REASONS", "allowed_disruptions", "budget_nodes", "is_disrupting"]
+__all__ = ["VOLUNTARY_REASONS", "allowed_disruptions", "budget_nodes"]
 
 #: The reasons a budget may name; the pool's status reports the least allowed over them.
 VOLUNTARY_REASONS: Final = ("Underutilized", "Empty", "Drifted")
@@ -42,7 +41,7 @@ def allowed_disruptions(
     """How many more nodes may start a voluntary disruption for ``reason`` now.
 
     ``pool_nodes``: the pool's Nodes, those being disrupted included; ``disrupting``: how
-    many of them are (:func:`is_disrupting`). ``now`` is for schedule windows, which
+    many of them are (:attr:`.records.PoolNode.disrupting`). ``now`` is for schedule windows, which
     admission refuses for now, so every budget is active. Never negative; ``pool_nodes``
     when no budget applies (no bound but the pool itself)."""
     del now  # budgets carry no schedule yet (refused at admission)
@@ -51,12 +50,3 @@ def allowed_disruptions(
         return max(0, pool_nodes - disrupting)
     limit = min(budget_nodes(b.nodes, pool_nodes) for b in applying)
     return max(0, limit - disrupting)
-
-
-def is_disrupting(node: Any) -> bool:
-    """Whether a Node (API object) is being disrupted: tainted for removal or deleted."""
-    meta = node.get("metadata") or {}
-    if meta.get("deletionTimestamp"):
-        return True
-    taints: Iterable[Any] = (node.get("spec") or {}).get("taints") or ()
-    return any(t.get("key") == DISRUPTING_TAINT.key for t in taints)

@@ -8,7 +8,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from nodepool_operator.api import InstanceRecord
-from nodepool_operator.controllers._intent import DELETING
+from nodepool_operator.controllers.nodepool._intent import DELETING
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,13 +19,14 @@ from nodepool_operator.api import (
     DisruptionStatus,
     InstanceRecord,
     InvalidField,
+    NodePoolStatus,
     ScaleOperation,
     to_api,
 )
 from nodepool_operator.cloud import CloudError, IdempotencyMismatch, InvalidRequest
-from nodepool_operator.controllers._intent import CREATING, DELETING
-from nodepool_operator.controllers._repair import REPAIR_BLOCKED
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers.nodepool._intent import CREATING, DELETING
+from nodepool_operator.controllers.nodepool._repair import REPAIR_BLOCKED
 
 #: Degraded's reason when the cloud refuses the pool's instance type.
 INVALID_INSTANCE_TYPE: Final = "InvalidInstanceType"
@@ -82,27 +83,35 @@ class PoolStatus:
     def converged(self) -> bool:
         return self.scale_operation == "inactive"
 
+    def typed(self) -> NodePoolStatus:
+        """The fields this pass owns as the API type (conditions are set one by one)."""
+        return NodePoolStatus(
+            current_nodes=self.current_nodes,
+            ready_nodes=self.ready_nodes,
+            scale_operation=self.scale_operation,
+            observed_generation=self.generation,
+            selector=self.selector,
+            instances=list(self.instances),
+            disruption=self.disruption,
+        )
+
     def apply(self, status: dict[str, Any]) -> None:
-        status["currentNodes"] = self.current_nodes
-        status["readyNodes"] = self.ready_nodes
-        status["scaleOperation"] = self.scale_operation
-        status["observedGeneration"] = self.generation
-        status["selector"] = self.selector
-        if self.disruption is not None:
-            status["disruption"] = to_api(self.disruption)
+        written = to_api(self.typed())
+        mine = written.pop("instances", [])
+        written.pop("conditions", None)
+        status.update(written)
         # Merge by name: on a 409 this runs again on the latest object, and a record another
         # writer added meanwhile (one this pass never saw, nor removed) must survive.
-        mine = {r.name for r in self.instances}
+        names = {r.name for r in self.instances}
         theirs = [
             entry
             for entry in status.get("instances") or ()
             if isinstance(entry, dict)
-            and entry.get("name") not in mine
+            and entry.get("name") not in names
             and entry.get("name") not in self.dropped
         ]
-        instances = [to_api(r) for r in self.instances] + theirs
-        if instances:
-            status["instances"] = instances
+        if mine or theirs:
+            status["instances"] = mine + theirs
         else:
             status.pop("instances", None)
         conditions = status.get("conditions")

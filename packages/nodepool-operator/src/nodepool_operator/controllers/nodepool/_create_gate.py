@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nodepool_operator.cloud import InvalidRequest, QuotaExceeded
-from nodepool_operator.controllers._pool_status import CloudFailure
+from nodepool_operator.controllers.nodepool._pool_status import CloudFailure
 
 #: How long a quota refusal holds when the cloud suggests no wait.
 DEFAULT_QUOTA_WAIT = 60.0

@@ -82,10 +82,14 @@ def remaining(since: float | None, limit: timedelta, now: float) -> float:
 def resting_for(annotations: Mapping[str, str], now: float) -> float:
     """Seconds until a node whose scale-down drain timed out may be chosen again (0: it may,
     or it never timed out)."""
-    since = parse_time(annotations.get(DRAIN_TIMED_OUT_AT))
-    if since is None:
+    return rest_left(parse_time(annotations.get(DRAIN_TIMED_OUT_AT)), now)
+
+
+def rest_left(timed_out_at: float | None, now: float) -> float:
+    """:func:`resting_for` from the time the drain timed out (None: it never did)."""
+    if timed_out_at is None:
         return 0.0
-    return max(0.0, since + RECHECK_SECONDS - now)
+    return max(0.0, timed_out_at + RECHECK_SECONDS - now)
 
 
 def _named(draining: Mapping[str, str]) -> str:

@@ -1,0 +1,629 @@
+"""The writes and cloud calls of a pass over a pool, as :mod:`.decide` chose them.
+
+:meth:`Act.record` makes the plan durable (the chosen Nodes tainted, then the records in one
+status write) before :meth:`Act.converge` calls the cloud: create the recorded intents (same
+idempotency token every time), make schedulable again what stays, retire what was marked
+(drain through the Eviction API, then VM, Node, finalizer), start stopped VMs, bring the
+registered Nodes in line with the pool, and collect what no record knows. A step whose next
+move depends on the answer of a call asks :mod:`.decide` (a drain's verdict, garbage).
+
+A crash anywhere repeats work, never duplicates it: intents are recorded before creates, and
+retirements before removals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kubeloop import (
+    NODES,
+    Conflict,
+    Invalid,
+    KubeloopError,
+    Manager,
+    NotFound,
+    Object,
+    PatchType,
+    Result,
+    has_finalizer,
+    remove_finalizer,
+    set_condition,
+    update_status,
+)
+from nodepool_operator import failpoints
+from nodepool_operator.api import NODEPOOLS, InstanceRecord, InvalidField, NodePool
+from nodepool_operator.cloud import (
+    CloudError,
+    CloudProvider,
+    IdempotencyMismatch,
+    Instance,
+    InstanceNotFound,
+    InstanceType,
+)
+from nodepool_operator.controllers import _launch as launching
+from nodepool_operator.controllers._blocked import switches
+from nodepool_operator.controllers._node_manifest import pool_taints
+from nodepool_operator.controllers._reserve import lift_patch
+from nodepool_operator.controllers.nodepool import decide
+from nodepool_operator.controllers.nodepool._create_gate import CreateGate
+from nodepool_operator.controllers.nodepool._drain import (
+    drain_node,
+    pods_on,
+    taint_disrupting,
+    untaint_disrupting,
+)
+from nodepool_operator.controllers.nodepool._drain_deadline import (
+    DRAIN_TIMED_OUT,
+    DRAIN_TIMED_OUT_AT,
+    Condition,
+    drain_timeout_note,
+    format_time,
+)
+from nodepool_operator.controllers.nodepool._intent import DELETING, create_request
+from nodepool_operator.controllers.nodepool._node_sync import sync_patch
+from nodepool_operator.controllers.nodepool._pool_status import (
+    CloudFailure,
+    cloud_failure,
+    invalid_spec,
+)
+from nodepool_operator.controllers.nodepool._repair import (
+    REPAIR_DRAIN_TIMED_OUT,
+    repair_drain_note,
+)
+from nodepool_operator.controllers.nodepool._userdata import pool_user_data
+from nodepool_operator.controllers.nodepool.decide import Decision, Event, Verdict
+from nodepool_operator.controllers.nodepool.observe import Deleted, Observation, now
+from nodepool_operator.controllers.nodepool.records import PoolNode, decode_node
+from nodepool_operator.settings import OperatorSettings
+
+#: The pool's own finalizer: its VMs and Nodes go before it does.
+FINALIZER = "kubeloop.dev/nodepool-cleanup"
+#: On every Node the pool adopted: deleting the Node (``kubectl delete node``) drains it and
+#: terminates its VM before the Node goes (Karpenter's ``karpenter.sh/termination``).
+NODE_FINALIZER = "kubeloop.dev/termination"
+
+log = logging.getLogger("nodepool_operator.nodepool")
+
+
+@dataclass
+class Progress:
+    """What the convergence of one pass has done so far: act's own, mutable state."""
+
+    obj: Object
+    """The pool as last read or written (its resourceVersion guards the next write)."""
+    pool: NodePool
+    records: tuple[InstanceRecord, ...]
+    nodes: dict[str, PoolNode]
+    """The pool's Nodes by name (those this pass released taken out)."""
+    by_instance: Mapping[str, PoolNode]
+    """The pool's Nodes as observed, by the instance id of their providerID."""
+    vms: dict[str, Instance] = field(default_factory=dict)
+    listed: tuple[Instance, ...] = ()
+    failure: CloudFailure | None = None
+    gc_wait: float | None = None
+    removed: set[str] = field(default_factory=set)
+    """Ids of VMs deleted by this pass."""
+    drain_wait: float | None = None
+    dropped: set[str] = field(default_factory=set)
+    """Names of records this pass removed (a status merge must not bring them back)."""
+    draining: set[str] = field(default_factory=set)
+    waits: list[float] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+    """What holds each drain a blocker stopped in this pass (for the Ready condition)."""
+    kept: set[str] = field(default_factory=set)
+    """Records whose scale-down drain this pass gave up (the Node stays)."""
+    resting: frozenset[str] = frozenset()
+    repair_blocked: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.pool.metadata.name
+
+    @property
+    def uid(self) -> str:
+        return self.pool.metadata.uid
+
+    @property
+    def generation(self) -> int:
+        return self.pool.metadata.generation
+
+    def update(self, name: str, **changes: Any) -> None:
+        self.records = decide.update(self.records, name, **changes)
+
+    def drop(self, name: str) -> None:
+        self.records = tuple(r for r in self.records if r.name != name)
+        self.dropped.add(name)
+
+
+def begin(obj: Object, seen: Observation, decision: Decision | None = None) -> Progress:
+    """The progress of a pass that observed ``seen`` and decided ``decision``."""
+    p = Progress(
+        obj=obj,
+        pool=seen.pool,
+        records=tuple(seen.pool.status.instances) if decision is None else decision.records,
+        nodes=dict(seen.nodes),
+        by_instance=seen.by_instance(),
+        vms=dict(seen.vms),
+        listed=seen.listed,
+    )
+    if decision is not None:
+        p.waits += decision.waits
+        p.resting = decision.resting
+        p.repair_blocked = decision.repair_blocked
+    return p
+
+
+class Act:
+    """Performs a pass's writes and cloud calls; holds what outlives a pass (the create
+    gate, the instance type catalogue)."""
+
+    def __init__(
+        self,
+        mgr: Manager,
+        cloud: CloudProvider,
+        settings: OperatorSettings,
+        run_labels: Mapping[str, str],
+    ) -> None:
+        self.mgr = mgr
+        self.cloud = cloud
+        self.settings = settings
+        self.run_labels = dict(run_labels)
+        self.gate = CreateGate()
+        self._types: dict[str, InstanceType] = {}
+
+    # -- Events, failures, status -----------------------------------------------------------
+
+    def emit(self, obj: Object, events: Iterable[Event], nodes: Mapping[str, PoolNode]) -> None:
+        recorder = self.mgr.recorder
+        for e in events:
+            post = recorder.warning if e.type == "Warning" else recorder.normal
+            post(obj, e.reason, e.note, action=e.action, aggregate_by=e.about)
+            node = nodes.get(e.node) if e.node else None
+            if node is not None:
+                recorder.warning(node.raw, e.reason, e.note, action=e.node_action)
+
+    def failed(self, p: Progress, err: CloudError) -> CloudFailure:
+        failure = cloud_failure(err)
+        if p.failure is None:
+            p.failure = failure
+        log.warning("cloud refused: %s", err, extra={"pool": p.name, "reason": failure.reason})
+        self.emit(p.obj, [decide.warning(failure.reason, failure.message)], {})
+        return failure
+
+    async def write_status(self, p: Progress) -> None:
+        written = decide.status(
+            p.pool,
+            p.records,
+            p.nodes,
+            p.by_instance,
+            failure=p.failure,
+            dropped=frozenset(p.dropped),
+            held=p.held,
+            repair_blocked=p.repair_blocked,
+        )
+        p.obj = await update_status(self.mgr.client, NODEPOOLS, p.obj, written.apply)
+
+    async def invalid(self, obj: Object, err: InvalidField) -> None:
+        """A spec the API should have refused: say which field; nothing to do until it
+        changes."""
+        self.mgr.recorder.warning(obj, "InvalidSpec", str(err), action="Reconcile")
+        generation = int(obj["metadata"].get("generation") or 0)
+        await update_status(self.mgr.client, NODEPOOLS, obj, invalid_spec(generation, err))
+
+    async def refused(self, obj: Object, seen: Observation, err: CloudError) -> None:
+        """The cloud refused the pass's reads: Degraded, then the error (the backoff)."""
+        p = begin(obj, seen)
+        self.failed(p, err)
+        await self.write_status(p)
+
+    def requeue(self, p: Progress) -> Result:
+        """Requeue when there is something to look at; raise what needs the backoff."""
+        remaining = self.gate.remaining(p.uid, p.generation)
+        if p.failure is not None and remaining is None:
+            # Errors that name no wait (transient ones): the per-item backoff spaces retries.
+            # Raised as a kubeloop error: a cloud's refusal (a missing node class, a
+            # throttled API) is the world's doing, reported in the Degraded condition and
+            # an Event; the runtime would log any other exception as a crash with a traceback.
+            raise KubeloopError(f"{p.failure.reason}: {p.failure.message}") from p.failure.error
+        after = decide.requeue_after(
+            pool=p.pool,
+            records=p.records,
+            vms=p.vms,
+            waits=p.waits,
+            draining=bool(p.draining),
+            drain_wait=p.drain_wait,
+            gc_wait=p.gc_wait,
+            gate_remaining=remaining,
+            resting=bool(p.resting),
+            now=now(),
+            settings=self.settings,
+        )
+        return Result(requeue_after=after)
+
+    # -- the plan ---------------------------------------------------------------------------
+
+    async def record(self, p: Progress, decision: Decision) -> None:
+        """Taint the Nodes chosen, emit the plan's Events, record it in one status write."""
+        for name in decision.taint:
+            await taint_disrupting(self.mgr.client, p.nodes[name].raw)
+        self.emit(p.obj, decision.events, p.nodes)
+        if decision.repair_held:
+            log.warning(
+                "repair blocked", extra={"pool": p.name, "nodes": list(decision.repair_held)}
+            )
+        if decision.budget_held:
+            log.info(
+                "disruption budget reached",
+                extra={"pool": p.name, "held": list(decision.budget_held)},
+            )
+        if decision.add or decision.retire:
+            log.info(
+                "scaling",
+                extra={
+                    "pool": p.name,
+                    "live": decision.live_before,
+                    "desired": decide.desired(p.pool),
+                    "add": decision.add,
+                    "retire": list(decision.retire),
+                },
+            )
+        if decision.record:
+            await self.write_status(p)
+
+    async def converge(self, p: Progress, decision: Decision) -> None:
+        await self._create(p, decision)
+        for name in decision.untaint:
+            await untaint_disrupting(self.mgr.client, p.nodes[name].raw)
+        await self._retire(p)
+        await self._restart_stopped(p)
+        await self._adopt_nodes(p)
+        await self._collect_garbage(p)
+
+    # -- create -----------------------------------------------------------------------------
+
+    async def _instance_type(self, name: str) -> InstanceType | None:
+        if name not in self._types:  # the catalogue rarely changes: ask again only on a miss
+            self._types = {t.name: t for t in await self.cloud.instance_types()}
+        return self._types.get(name)
+
+    async def _create(self, p: Progress, decision: Decision) -> None:
+        if decision.held is not None:
+            p.failure = decision.held  # refused recently for this spec: not asked again yet
+            return
+        intents = [r for r in p.records if r.name in decision.creates]
+        if not intents:
+            return
+        try:
+            node_class = await launching.node_class(self.mgr.client, p.pool.spec.node_class_ref)
+        except launching.NodeClassUnavailable as err:
+            self.failed(p, err)
+            return
+        listed = {vm.name: vm for vm in p.listed}
+        type_name = p.pool.spec.instance_type
+        try:
+            instance_type = await self._instance_type(type_name)
+        except CloudError as err:
+            self.failed(p, err)
+            return
+        for r in intents:
+            try:
+                user_data = await pool_user_data(
+                    self.cloud,
+                    p.pool,
+                    r.name,
+                    instance_type,
+                    node_class,
+                    run_labels=self.run_labels,
+                )
+            except CloudError as err:
+                self.failed(p, err)
+                return
+            request = create_request(
+                pool_name=p.name,
+                pool_uid=p.uid,
+                instance_type=type_name,
+                name=r.name,
+                node_class=node_class,
+                user_data=user_data,
+            )
+            try:
+                vm = await self.cloud.create(request)
+            except IdempotencyMismatch as err:
+                # Sent before with other arguments (the spec changed since): that VM
+                # exists; adopt it (its Node's labels and taints are brought in line later).
+                found = listed.get(r.name)
+                if found is None:
+                    try:
+                        found = await self.cloud.find(request.idempotency_token)
+                    except CloudError:
+                        found = None
+                if found is None:
+                    self.failed(p, err)
+                    return
+                vm = found
+            except CloudError as err:
+                self.gate.refused(p.uid, p.generation, self.failed(p, err))
+                return  # the next create would be refused as well
+            else:
+                failpoints.hit("after-cloud-create")
+            if vm.state == "terminated":
+                # This token's VM was terminated before its id was recorded; a token names
+                # one VM for good, so a fresh intent replaces this one.
+                p.drop(r.name)
+                continue
+            p.vms[vm.id] = vm
+            p.update(r.name, instance_id=vm.id, state=vm.state)
+
+    # -- retire -----------------------------------------------------------------------------
+
+    async def _retire(self, p: Progress) -> None:
+        """Terminate every record marked ``deleting``; one still draining stays recorded."""
+        for r in [r for r in p.records if r.state == DELETING]:
+            try:
+                done = await self._terminate(p, r)
+            except CloudError as err:
+                self.failed(p, err)
+                return
+            if done:
+                p.drop(r.name)
+            elif r.name not in p.kept:
+                p.draining.add(r.name)
+
+    async def _terminate(self, p: Progress, r: InstanceRecord) -> bool:
+        """Remove one record's Node and VM: drain the Node (:func:`.decide.termination`),
+        then terminate the VM, then let the Node go. True when done; False while the drain
+        is still under way (call again on a later pass)."""
+        node = decide.node_of(r, p.by_instance) or p.nodes.get(r.name)
+        alive = r.instance_id is not None and r.instance_id in p.vms
+        step = decide.termination(node, alive)
+        if step == "drain" and node is not None and not await self._drain(p, r, node):
+            return False
+        if r.instance_id:
+            await self.cloud.delete(r.instance_id)
+            p.removed.add(r.instance_id)
+        if node is not None:
+            await self._release_node(p, node)
+        return True
+
+    async def _drain(self, p: Progress, r: InstanceRecord, node: PoolNode) -> bool:
+        """One round of draining ``node`` before its VM goes (:mod:`._drain`); whether it is
+        drained. Called on every pass until it is; it never waits itself."""
+        client = self.mgr.client
+        first = decide.before_drain(node, now())
+        if first == "give_up":
+            await self._give_up(p, r, node, "")
+            return False
+        if first == "taint":
+            await taint_disrupting(client, node.raw)
+
+        def warn(reason: str, note: str) -> None:
+            on_node = node.name if reason == "DisruptionBlocked" else ""
+            event = decide.warning(reason, note, node=on_node, action="Drain")
+            self.emit(p.obj, [event], {node.name: node})
+
+        status = await drain_node(
+            client,
+            node.name,
+            warn=warn,
+            voluntary=node.scaling_down,
+            switches=switches(p.pool),
+            hold=node.hold,
+        )
+        timeout = p.pool.spec.disruption.drain_timeout
+        verdict = decide.after_drain(node, status, timeout, now())
+        if verdict is Verdict.GIVE_UP:
+            await self._give_up(p, r, node, status.message)
+            return False
+        if verdict is Verdict.FORCE:
+            note = repair_drain_note(node.name, timeout, status.message)
+            self.emit(p.obj, [decide.warning(REPAIR_DRAIN_TIMED_OUT, note, about=r.name)], {})
+            return True
+        if verdict is Verdict.WAIT:
+            p.drain_wait = min(p.drain_wait or math.inf, status.retry_after)
+        if status.blocked_by is not None:
+            p.held.append(status.message)
+        return verdict is Verdict.DONE
+
+    async def _give_up(self, p: Progress, r: InstanceRecord, node: PoolNode, waiting: str) -> None:
+        """End a scale-down drain that ran past ``drainTimeout``: the Node is annotated with
+        the time (so it is not chosen again at once, even after a restart), untainted, and
+        its record is live again; another candidate is chosen on the next pass."""
+        client = self.mgr.client
+        stamp = {"metadata": {"annotations": {DRAIN_TIMED_OUT_AT: format_time(now())}}}
+        try:
+            await client.patch(NODES, node.name, stamp)
+        except NotFound:
+            return
+        await untaint_disrupting(client, node.raw)  # refused (changed meanwhile): next pass
+        vm = p.vms.get(r.instance_id or "")
+        p.update(r.name, state=vm.state if vm is not None else "running")
+        p.kept.add(r.name)
+        if waiting:
+            note = drain_timeout_note(node.name, p.pool.spec.disruption.drain_timeout, waiting)
+            event = decide.warning(DRAIN_TIMED_OUT, note, node=node.name, action="Drain")
+            self.emit(p.obj, [event], {node.name: node})
+            log.warning("drain timed out", extra={"pool": p.name, "node": node.name})
+
+    async def _release_node(self, p: Progress, node: PoolNode) -> None:
+        """Delete the Node (if nobody has yet) and drop the termination finalizer, so it goes."""
+        p.nodes.pop(node.name, None)
+        await self._delete_node(node)
+
+    async def _delete_node(self, node: PoolNode) -> None:
+        client = self.mgr.client
+        obj = node.raw
+        try:
+            if not node.deleting:
+                deleted = await client.delete(NODES, node.name)
+                if deleted.get("kind") == "Node":
+                    obj = deleted
+            if has_finalizer(obj, NODE_FINALIZER):
+                await remove_finalizer(client, NODES, obj, NODE_FINALIZER)
+        except NotFound:
+            pass
+
+    # -- the rest ---------------------------------------------------------------------------
+
+    async def _restart_stopped(self, p: Progress) -> None:
+        for name, vm in decide.to_restart(p.records, p.vms):
+            try:
+                await self.cloud.start(vm.id)
+            except CloudError as err:
+                self.failed(p, err)
+                return
+            note = f"VM {vm.id} ({name}) was stopped; starting"
+            self.emit(p.obj, [decide.warning("VMStopped", note)], {})
+            p.vms[vm.id] = replace(vm, state="pending")
+
+    async def _adopt_nodes(self, p: Progress) -> None:
+        """A live record's Node gets the termination finalizer and the pool's labels and
+        taints (kept in line with the spec from then on); the record follows its VM."""
+        labels = dict(p.pool.spec.labels)
+        taints = pool_taints(p.pool.spec)
+        for a in decide.adoption(p.records, p.vms, p.by_instance):
+            if a.node is not None:
+                await self._sync_node(p, a.node, labels, taints)
+                await self._end_stale_reservation(p, p.nodes.get(a.node.name, a.node))
+                if a.registered:
+                    note = f"node {a.node.name} of VM {a.vm.id} ({a.record})"
+                    self.emit(p.obj, [decide.normal("Registered", note)], {})
+            p.update(a.record, state=a.vm.state, node_name=a.node_name)
+
+    async def _sync_node(
+        self, p: Progress, node: PoolNode, labels: dict[str, str], taints: list[dict[str, str]]
+    ) -> None:
+        ops = sync_patch(node.raw, labels, taints, finalizers=(NODE_FINALIZER,))
+        if not ops:
+            return
+        try:
+            updated = await self.mgr.client.patch(NODES, node.name, ops, patch_type=PatchType.JSON)
+        except Invalid:
+            p.waits.append(decide.SOON)  # the Node changed since it was read: next pass
+        except NotFound:
+            pass
+        else:
+            conditions = p.pool.spec.disruption.repair.unhealthy_conditions
+            p.nodes[node.name] = decode_node(updated, conditions)
+
+    async def _end_stale_reservation(self, p: Progress, node: PoolNode) -> None:
+        """The backstop of ``reserveNewNodes`` (:func:`.decide.backstop_due`)."""
+        due = decide.backstop_due(node, now(), self.settings.pod_landing_grace_seconds)
+        if due is None:
+            return
+        if due > 0:
+            p.waits.append(due)
+            return
+        with contextlib.suppress(Invalid, NotFound, Conflict):  # changed meanwhile: next pass
+            updated = await self.mgr.client.patch(
+                NODES, node.name, lift_patch(node.raw), patch_type=PatchType.JSON
+            )
+            conditions = p.pool.spec.disruption.repair.unhealthy_conditions
+            p.nodes[node.name] = decode_node(updated, conditions)
+            log.info("reservation of node %s lifted by the backstop", node.name)
+
+    async def _collect_garbage(self, p: Progress) -> None:
+        """Delete what :func:`.decide.garbage` finds: unknown VMs past the grace period, and
+        the pool's Nodes whose VM is gone."""
+        found = decide.garbage(
+            p.records, p.listed, p.removed, p.nodes, now(), self.settings.gc_grace_seconds
+        )
+        if found.wait is not None:
+            p.gc_wait = min(p.gc_wait or math.inf, found.wait)
+        for vm in found.vms:
+            try:
+                await self.cloud.delete(vm.id)
+            except CloudError as err:
+                self.failed(p, err)
+                return
+            log.warning(
+                "deleted a VM unknown to its pool", extra={"pool": p.name, "instance": vm.id}
+            )
+            note = f"deleted VM {vm.id} ({vm.name}): not recorded"
+            self.emit(p.obj, [decide.warning("GarbageCollected", note)], {})
+        for name in found.nodes:
+            node = p.nodes.get(name)
+            if node is None:
+                continue
+            await self._release_node(p, node)
+            note = f"node {name}: its VM is gone"
+            self.emit(p.obj, [decide.warning("OrphanNodeDeleted", note)], {})
+
+    # -- a pool being deleted ---------------------------------------------------------------
+
+    async def delete_pool(self, obj: Object, deleted: Deleted, plan: decide.DeletionPlan) -> Result:
+        """Carry out one pass over a deleted pool: taint, drain or force, remove; then the
+        VMs, the Deleting condition, and the finalizer once nothing drains."""
+        client = self.mgr.client
+
+        def warn(reason: str, note: str) -> None:
+            self.mgr.recorder.warning(obj, reason, note, action="Delete")
+
+        untainted = set()
+        by_name = {n.name: n for n in deleted.nodes}
+        for name in plan.taint:  # every Node before any is drained
+            if not await taint_disrupting(client, by_name[name].raw):
+                untainted.add(name)
+        draining: dict[str, tuple[str, str]] = {}
+        waits: list[float] = []
+        forced: dict[str, int] = {}
+        for node, step in plan.steps:
+            if node.name in untainted:
+                note, wait = decide.untainted_wait(node.name)
+                draining[node.name] = (node.instance_id, note)
+                waits.append(wait)
+                continue
+            if step == "force":
+                # Not deleted one by one (the operator never deletes pods, only evicts):
+                # they go with their VM, and the pod garbage collector removes them.
+                left = [pod for pod in await pods_on(client, node.name) if pod.workload]
+                if left:
+                    forced[node.name] = len(left)
+            elif step == "drain":
+                status = await drain_node(client, node.name, warn=warn, voluntary=False)
+                if not status.done:
+                    draining[node.name] = (node.instance_id, decide.waiting_for(node.name, status))
+                    waits.append(status.retry_after)
+                    continue
+            if node.instance_id:
+                with contextlib.suppress(InstanceNotFound):
+                    await self.cloud.delete(node.instance_id)
+            await self._delete_node(replace(node, deleting=False))
+            log.info("pool node removed", extra={"pool": deleted.name, "node": node.name})
+        outcome = decide.deletion_outcome(deleted, plan, draining, waits, forced)
+        for instance_id in outcome.terminate:
+            with contextlib.suppress(InstanceNotFound):
+                await self.cloud.delete(instance_id)
+        if outcome.condition is not None:
+            obj = await self._deletion_status(obj, deleted.generation, outcome.condition)
+        if outcome.requeue_after is not None:
+            return Result(requeue_after=outcome.requeue_after)
+        if forced:
+            log.warning(
+                "pool deletion stopped waiting", extra={"pool": deleted.name, "forced": forced}
+            )
+        self.emit(obj, outcome.events, {})
+        with contextlib.suppress(NotFound):
+            await remove_finalizer(client, NODEPOOLS, obj, FINALIZER)
+        self.gate.forget(deleted.uid)
+        return Result()
+
+    async def _deletion_status(self, obj: Object, generation: int, condition: Condition) -> Object:
+        """Write the pool's ``Deleting`` condition; the pool as written (or as given, if it
+        is gone)."""
+        type_, state, reason, message = condition
+
+        def mutate(status: dict[str, Any]) -> None:
+            conditions = status.get("conditions")
+            if not isinstance(conditions, list):
+                conditions = status["conditions"] = []
+            set_condition(conditions, type_, state, reason, message, generation)
+
+        try:
+            return await update_status(self.mgr.client, NODEPOOLS, obj, mutate)
+        except NotFound:
+            return obj

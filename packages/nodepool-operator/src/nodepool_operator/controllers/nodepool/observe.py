@@ -1,0 +1,183 @@
+"""Every read one pass over a pool makes, before it decides anything: the cache (Nodes, the
+pods bound to them), the cloud (the pool's VMs) and, when a kube-system pod may block a
+scale-down, kube-system's PodDisruptionBudgets. Each returns one frozen observation that
+:mod:`.decide` reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+
+from kubeloop import NODES, PODS, Client, Manager, Object
+from nodepool_operator.api import (
+    Disruption,
+    InvalidField,
+    NodePool,
+    parse_nodepool,
+)
+from nodepool_operator.cloud import CloudError, CloudProvider, Instance, InstanceNotFound
+from nodepool_operator.controllers._blocked import kube_system_budgets, switches
+from nodepool_operator.controllers._capacity import scale_down_node
+from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers.nodepool import decide
+from nodepool_operator.controllers.nodepool._drain_deadline import parse_time
+from nodepool_operator.controllers.nodepool._indexes import NODE_POOL_INDEX, POD_NODE_INDEX
+from nodepool_operator.controllers.nodepool._intent import DELETING, POOL_UID_TAG, idempotency_token
+from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode, decode_node
+from nodepool_operator.scheduling import PdbView, is_workload, needs_budgets
+
+_FINISHED = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one pass over a live pool read, once."""
+
+    pool: NodePool
+    nodes: Mapping[str, PoolNode]
+    """The pool's Nodes by name."""
+    listed: tuple[Instance, ...] = ()
+    """The pool's VMs as the cloud listed them (possibly lagging)."""
+    vms: Mapping[str, Instance] = field(default_factory=dict)
+    """The pool's live VMs by id: the list, and each recorded id it missed, described."""
+    pods: Mapping[str, NodePods] = field(default_factory=dict)
+    """The pods of each Node a scale-down may judge (only read when one is looked at)."""
+    budgets: tuple[PdbView, ...] = ()
+    """kube-system's PodDisruptionBudgets, when a pod there may block a scale-down."""
+    refused: CloudError | None = None
+    """The cloud refused the list (or a describe): nothing else was read."""
+
+    def by_instance(self) -> dict[str, PoolNode]:
+        return {n.instance_id: n for n in self.nodes.values() if n.instance_id}
+
+
+async def pool_nodes(mgr: Manager, pool: NodePool, node_selector: str) -> dict[str, PoolNode]:
+    """The pool's Nodes from the cache (its pool-label index), decoded."""
+    objs = await mgr.cache.list(
+        NODES, index=(NODE_POOL_INDEX, pool.metadata.name), label_selector=node_selector
+    )
+    conditions = pool.spec.disruption.repair.unhealthy_conditions
+    return {n.name: n for n in (decode_node(o, conditions) for o in objs)}
+
+
+async def pool_vms(
+    cloud: CloudProvider, pool: NodePool
+) -> tuple[tuple[Instance, ...], dict[str, Instance]]:
+    """The pool's VMs: one list by the pool's uid tag, and a describe of each recorded id the
+    list misses (a list may lag a create). Raises the cloud's refusal."""
+    listed = tuple(await cloud.list({POOL_UID_TAG: pool.metadata.uid}))
+    vms = {vm.id: vm for vm in listed}
+    for r in pool.status.instances:
+        if r.instance_id and r.instance_id not in vms and r.state != DELETING:
+            with contextlib.suppress(InstanceNotFound):
+                vm = await cloud.describe(r.instance_id)
+                if vm.state != "terminated":
+                    vms[vm.id] = vm
+    return listed, vms
+
+
+async def node_pods(
+    mgr: Manager, pool: NodePool, nodes: Mapping[str, PoolNode], names: set[str]
+) -> tuple[dict[str, NodePods], tuple[PdbView, ...]]:
+    """The pods bound to each of ``names`` (cache index), and kube-system's budgets when one
+    of them may be judged by them."""
+    pods: dict[str, NodePods] = {}
+    for name, node in nodes.items():
+        if name not in names:
+            continue
+        bound = await mgr.cache.list(PODS, index=(POD_NODE_INDEX, name))
+        empty = not any(is_workload(p) and not _finished(p) for p in bound)
+        pods[name] = NodePods(scale_down_node(node.raw, bound), empty)
+    views = [pod for n in pods.values() for pod in n.view.pods]
+    if not needs_budgets(views, switches(pool)):
+        return pods, ()
+    return pods, tuple(await kube_system_budgets(mgr.client))
+
+
+async def observe(
+    mgr: Manager, cloud: CloudProvider, pool: NodePool, node_selector: str
+) -> Observation:
+    """One pass's reads of a live pool (:attr:`Observation.refused`: the cloud's refusal)."""
+    nodes = await pool_nodes(mgr, pool, node_selector)
+    try:
+        listed, vms = await pool_vms(cloud, pool)
+    except CloudError as err:
+        return Observation(pool=pool, nodes=nodes, refused=err)
+    seen = Observation(pool=pool, nodes=nodes, listed=listed, vms=vms)
+    judged = decide.judged_nodes(seen)
+    if not judged:
+        return seen
+    pods, budgets = await node_pods(mgr, pool, nodes, judged)
+    return replace(seen, pods=pods, budgets=budgets)
+
+
+def _finished(pod: Object) -> bool:
+    return (pod.get("status") or {}).get("phase") in _FINISHED
+
+
+# -- a pool being deleted ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    """What one pass over a deleted pool read."""
+
+    name: str
+    uid: str
+    generation: int
+    deleted_at: float | None
+    """Its ``deletionTimestamp``."""
+    grace: timedelta
+    """``spec.disruption.terminationGracePeriod`` (the default if its spec is invalid)."""
+    nodes: tuple[PoolNode, ...]
+    alive: frozenset[str]
+    """Ids of its VMs the cloud lists, not terminated."""
+    ids: frozenset[str]
+    """Every VM id to terminate: alive, recorded, or found by a recorded intent's token."""
+
+
+def _disruption(obj: Object) -> Disruption:
+    """The pool's ``spec.disruption``; the defaults when its spec is invalid (a pool that
+    bypassed admission must still be deletable)."""
+    try:
+        return parse_nodepool(obj).spec.disruption
+    except InvalidField:
+        return Disruption()
+
+
+async def observe_deleted(client: Client, cloud: CloudProvider, obj: Object) -> Deleted:
+    """The reads of a pass over a deleted pool: its VMs (list by uid tag; a recorded intent
+    with no id yet is looked for by its token), its Nodes (live, by the pool label)."""
+    meta = obj["metadata"]
+    name, uid = meta["name"], meta["uid"]
+    listed = await cloud.list({POOL_UID_TAG: uid})
+    alive = {vm.id for vm in listed if vm.state != "terminated"}
+    ids = set(alive)
+    by_name = {vm.name: vm for vm in listed}
+    for entry in (obj.get("status") or {}).get("instances") or ():
+        if entry.get("instanceId"):
+            ids.add(entry["instanceId"])
+            continue
+        vm = by_name.get(entry["name"]) or await cloud.find(idempotency_token(uid, entry["name"]))
+        if vm is not None:
+            ids.add(vm.id)
+    objs, _ = await client.list_all(NODES, label_selector=f"{POOL_LABEL}={name}")
+    return Deleted(
+        name=name,
+        uid=uid,
+        generation=int(meta.get("generation") or 0),
+        deleted_at=parse_time(meta.get("deletionTimestamp")),
+        grace=_disruption(obj).termination_grace_period,
+        nodes=tuple(decode_node(o) for o in objs),
+        alive=frozenset(alive),
+        ids=frozenset(ids),
+    )
+
+
+def now() -> float:
+    """The wall clock a pass decides with (one reading per step)."""
+    return time.time()

@@ -1,0 +1,548 @@
+"""The NodePool controller's decisions as pure functions: one observation in, the plan out
+(scale up and down, what leaves, repair, budgets, rests), and each verdict a step of the
+convergence asks (a drain's deadline, garbage, the backstop, when to look again)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from nodepool_operator.api import InstanceRecord, NodePool, parse_nodepool, to_api
+from nodepool_operator.cloud import Instance, QuotaExceeded
+from nodepool_operator.controllers.nodepool import decide
+from nodepool_operator.controllers.nodepool._drain import DrainStatus
+from nodepool_operator.controllers.nodepool._pool_status import CloudFailure, cloud_failure
+from nodepool_operator.controllers.nodepool.decide import Verdict
+from nodepool_operator.controllers.nodepool.observe import Deleted, Observation
+from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode
+from nodepool_operator.scheduling import Resources, ScaleDownNode, pod_view
+from nodepool_operator.settings import OperatorSettings
+
+NOW = 1_000_000.0
+SETTINGS = OperatorSettings()
+ROOM = Resources.from_resource_list({"cpu": "2", "memory": "4Gi", "pods": "110"})
+
+
+def pool(target: int, records: Sequence[InstanceRecord] = (), **spec: Any) -> NodePool:
+    body = {"instanceType": "m5.large", "targetNodes": target, **spec}
+    return parse_nodepool(
+        {
+            "metadata": {"name": "p", "uid": "u-1", "generation": 1},
+            "spec": body,
+            "status": {"instances": [to_api(r) for r in records]},
+        }
+    )
+
+
+def rec(name: str, state: str = "running", *, vm: bool = True) -> InstanceRecord:
+    return InstanceRecord(name=name, instance_id=f"i-{name}" if vm else None, state=state)
+
+
+def vm(name: str, state: str = "running", *, age: float = 10.0) -> Instance:
+    return Instance(
+        id=f"i-{name}",
+        name=name,
+        instance_type="m5.large",
+        image="kubeloop-node",
+        state=state,  # type: ignore[arg-type]
+        private_ip="10.0.0.1",
+        public_ip=None,
+        tags={},
+        created_at=NOW - age,
+        launched_at=NOW - age,
+    )
+
+
+def node(name: str, **fields: Any) -> PoolNode:
+    return PoolNode(name=f"n-{name}", instance_id=f"i-{name}", **fields)
+
+
+def observed(
+    the_pool: NodePool,
+    nodes: Sequence[PoolNode] = (),
+    vms: Sequence[Instance] = (),
+    *,
+    listed: Sequence[Instance] | None = None,
+    pods: Mapping[str, NodePods] | None = None,
+) -> Observation:
+    by_name = {n.name: n for n in nodes}
+    if pods is None:  # every Node empty, as read when a scale-down is looked at
+        pods = {n.name: NodePods(ScaleDownNode(n.name, ROOM), empty=True) for n in nodes}
+    return Observation(
+        pool=the_pool,
+        nodes=by_name,
+        listed=tuple(vms if listed is None else listed),
+        vms={v.id: v for v in vms},
+        pods=pods,
+    )
+
+
+def states(decision: decide.Decision) -> dict[str, str]:
+    return {r.name: r.state for r in decision.records}
+
+
+def reasons(decision: decide.Decision) -> list[str]:
+    return [e.reason for e in decision.events]
+
+
+# -- scale up and down ------------------------------------------------------------------------
+
+
+def test_scale_up_records_one_intent_per_missing_vm_before_any_create() -> None:
+    records = [rec("a")]
+    decision = decide.decide(observed(pool(3, records), [node("a")], [vm("a")]), NOW, SETTINGS)
+    assert decision.record
+    assert decision.add == 2
+    assert sorted(s for s in states(decision).values()) == ["creating", "creating", "running"]
+    assert reasons(decision) == ["ScalingUp"]
+    assert decision.taint == ()
+
+
+def test_nothing_to_do_writes_nothing_first() -> None:
+    records = [rec("a"), rec("b")]
+    seen = observed(pool(2, records), [node("a"), node("b")], [vm("a"), vm("b")])
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert not decision.record
+    assert decision.events == ()
+    assert decision.records == tuple(records)
+
+
+def test_scale_down_retires_a_vm_without_a_node_first_and_taints_nothing() -> None:
+    records = [rec("a"), rec("b", "pending")]
+    seen = observed(pool(1, records), [node("a")], [vm("a"), vm("b", "pending")])
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert states(decision) == {"a": "running", "b": "deleting"}
+    assert decision.taint == ()
+    assert reasons(decision) == ["ScalingDown"]
+
+
+def test_scale_down_taints_the_chosen_node_and_marks_its_record() -> None:
+    records = [rec("a"), rec("b")]
+    seen = observed(pool(1, records), [node("a"), node("b")], [vm("a"), vm("b")])
+    decision = decide.decide(seen, NOW, SETTINGS)
+    retired = [name for name, state in states(decision).items() if state == "deleting"]
+    assert len(retired) == 1
+    assert decision.taint == (f"n-{retired[0]}",)
+    assert decision.retire == tuple(retired)
+
+
+def test_a_resting_node_is_not_chosen_and_its_rest_is_a_wait() -> None:
+    records = [rec("a"), rec("b")]
+    resting = node("a", timed_out_at=NOW - 100)
+    seen = observed(pool(1, records), [resting, node("b")], [vm("a"), vm("b")])
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert states(decision) == {"a": "running", "b": "deleting"}
+    assert decision.resting == {"a"}
+    assert 200.0 in decision.waits  # RECHECK_SECONDS (300) after it timed out
+
+
+def test_adopts_an_unknown_vm_tagged_for_the_pool_up_to_the_desired_count() -> None:
+    seen = observed(pool(1), [], [vm("x"), vm("y")])
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert states(decision) == {"x": "running"}
+    assert reasons(decision) == ["Adopted"]
+    assert decision.record
+    assert decision.add == 0
+
+
+def test_a_tainted_node_whose_record_stays_is_untainted() -> None:
+    records = [rec("a")]
+    seen = observed(pool(1, records), [node("a", tainted=True)], [vm("a")])
+    assert decide.decide(seen, NOW, SETTINGS).untaint == ("n-a",)
+
+
+# -- what leaves ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("nodes", "vms", "reason"),
+    [
+        ([], [], "VMGone"),
+        ([node("a", deleting=True)], [vm("a")], "NodeDeleted"),
+        ([], [vm("a", age=SETTINGS.registration_timeout_seconds + 1)], "RegistrationTimeout"),
+    ],
+    ids=["vm-gone", "node-deleted", "never-registered"],
+)
+def test_a_record_that_must_go_is_retired_and_replaced(
+    nodes: list[PoolNode], vms: list[Instance], reason: str
+) -> None:
+    decision = decide.decide(observed(pool(1, [rec("a")]), nodes, vms), NOW, SETTINGS)
+    assert decision.add == 1
+    assert states(decision)["a"] == "deleting"
+    leaving = [e for e in decision.events if e.reason == reason]
+    assert len(leaving) == 1
+    assert leaving[0].about == "a"
+    assert leaving[0].type == "Warning"
+    assert decision.taint == ()  # leaving anyway: not tainted as a scale-down choice
+
+
+def test_registration_not_yet_due_is_a_wait() -> None:
+    seen = observed(pool(1, [rec("a")]), [], [vm("a", age=100)])
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert states(decision) == {"a": "running"}
+    assert SETTINGS.registration_timeout_seconds - 100 in decision.waits
+
+
+# -- repair -----------------------------------------------------------------------------------
+
+
+def sick(name: str, since: float) -> PoolNode:
+    return node(name, ready=False, unhealthy=(since, "Ready=Unknown"))
+
+
+@pytest.mark.parametrize(
+    ("unhealthy", "total", "percent", "replaced", "blocked"),
+    [
+        (["a"], 5, 20, ["a"], False),  # 1 of 5: within 20%
+        (["a", "b"], 5, 20, [], True),  # 2 of 5 (40%) > 20%: none, RepairBlocked
+        (["a", "b"], 5, 50, ["a"], False),  # raised to 50%: one at a time, the oldest
+    ],
+)
+def test_repair_replaces_one_at_a_time_within_the_threshold(
+    unhealthy: list[str], total: int, percent: int, replaced: list[str], blocked: bool
+) -> None:
+    names = [chr(ord("a") + i) for i in range(total)]
+    records = [rec(n) for n in names]
+    nodes = [
+        sick(n, NOW - 3600 - i) if n in unhealthy else node(n)
+        for i, n in enumerate(reversed(names))
+    ]
+    repair = {"repair": {"maxUnhealthyPercent": percent}}
+    seen = observed(pool(total, records, disruption=repair), nodes, [vm(n) for n in names])
+    decision = decide.decide(seen, NOW, SETTINGS)
+    retired = sorted(n for n, s in states(decision).items() if s == "deleting")
+    assert retired == replaced
+    assert reasons(decision).count("NodeRepair") == len(replaced)
+    assert bool(decision.repair_blocked) is blocked
+    assert decision.add == len(replaced)
+
+
+def test_repair_waits_for_the_one_being_repaired() -> None:
+    records = [rec("a", "deleting"), rec("b"), rec("c"), rec("d"), rec("e")]
+    nodes = [sick("a", NOW - 7200), sick("b", NOW - 3600), node("c"), node("d"), node("e")]
+    repair = {"repair": {"maxUnhealthyPercent": 50}}
+    vms = [vm(n) for n in "abcde"]
+    decision = decide.decide(
+        observed(pool(4, records, disruption=repair), nodes, vms), NOW, SETTINGS
+    )
+    assert states(decision)["b"] == "running"
+    assert "NodeRepair" not in reasons(decision)
+
+
+def test_an_unhealthy_node_within_its_toleration_is_a_wait() -> None:
+    seen = observed(pool(1, [rec("a")]), [sick("a", NOW - 60)], [vm("a")])
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert states(decision) == {"a": "running"}
+    assert SETTINGS.node_repair_seconds - 60 in decision.waits
+
+
+# -- budgets ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("budget", "already", "retired"),
+    [
+        ("0", 0, 0),  # none may be disrupted
+        ("1", 0, 1),  # one at a time
+        ("1", 1, 0),  # one already tainted: the next waits
+        ("100%", 0, 2),  # all the surplus at once
+    ],
+)
+def test_scale_down_within_the_budgets_counted_from_the_cluster(
+    budget: str, already: int, retired: int
+) -> None:
+    names = ["a", "b", "c", "d"]
+    records = [rec(n) for n in names]
+    nodes = [node(n, tainted=i < already) for i, n in enumerate(names)]
+    spec = {"disruption": {"budgets": [{"nodes": budget}]}}
+    seen = observed(pool(2, records, **spec), nodes, [vm(n) for n in names])
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert len(decision.retire) == retired
+    assert len(decision.budget_held) == 2 - retired
+    assert len(decision.taint) == retired
+
+
+def test_disruption_status_counts_taints_deletions_and_this_pass_s_choices() -> None:
+    the_pool = pool(3)
+    records = [rec("a", "deleting"), rec("b"), rec("c")]
+    nodes = {"n-a": node("a"), "n-b": node("b", tainted=True), "n-c": node("c")}
+    by_instance = {n.instance_id: n for n in nodes.values()}
+    status = decide.disruption_status(the_pool, records, nodes, by_instance)
+    assert status.disrupting == 2  # b by its taint, a by this pass's record
+    assert status.allowed == 0  # the default budget, 10% of 3, rounds up to 1
+
+
+# -- a Node being retired -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("the_node", "alive", "want"),
+    [
+        (node("a"), True, "drain"),
+        (node("a", ready=False), True, "drain"),  # repaired: drained, for at most drainTimeout
+        (node("a", ready=False, deleting=True), True, "remove"),  # deleted while unreachable
+        (node("a", deleting=True), True, "drain"),  # kubectl delete node: drained
+        (node("a"), False, "remove"),  # VM gone: nothing would finish
+        (None, True, "remove"),
+    ],
+)
+def test_termination(the_node: PoolNode | None, alive: bool, want: str) -> None:
+    assert decide.termination(the_node, alive) == want
+
+
+@pytest.mark.parametrize(
+    ("the_node", "want"),
+    [
+        (node("a"), "taint"),
+        (node("a", tainted=True), "drain"),
+        (node("a", timed_out_at=NOW - 10), "give_up"),  # given up already, record lost
+        (node("a", timed_out_at=NOW - 10, deleting=True), "taint"),  # not a scale-down
+    ],
+)
+def test_before_drain(the_node: PoolNode, want: str) -> None:
+    assert decide.before_drain(the_node, NOW) == want
+
+
+TIMEOUT = timedelta(minutes=10)
+PENDING = DrainStatus(done=False, retry_after=1.0, message="1 pod(s) on n-a")
+
+
+@pytest.mark.parametrize(
+    ("the_node", "status", "want"),
+    [
+        (node("a", tainted=True), DrainStatus(done=True), Verdict.DONE),
+        (node("a", tainted=True, disrupting_since=NOW - 60), PENDING, Verdict.WAIT),
+        (node("a", tainted=True, disrupting_since=NOW - 601), PENDING, Verdict.GIVE_UP),
+        # a repair (not Ready) past drainTimeout goes on without the pods left
+        (node("a", ready=False, disrupting_since=NOW - 601), PENDING, Verdict.FORCE),
+        (node("a", ready=False, disrupting_since=NOW - 60), PENDING, Verdict.WAIT),
+        # deleted by someone, Ready: its pods' holds apply however long it takes
+        (node("a", deleting=True, disrupting_since=NOW - 601), PENDING, Verdict.WAIT),
+        # no start known: never cut short on a guess
+        (node("a", tainted=True), PENDING, Verdict.WAIT),
+    ],
+)
+def test_after_drain_the_drain_deadline(
+    the_node: PoolNode, status: DrainStatus, want: Verdict
+) -> None:
+    assert decide.after_drain(the_node, status, TIMEOUT, NOW) is want
+
+
+# -- the rest of a pass ---------------------------------------------------------------------------
+
+
+def test_garbage_unknown_vms_past_grace_and_nodes_whose_vm_is_gone() -> None:
+    records = [rec("a"), rec("b", "creating", vm=False)]
+    listed = [vm("a"), vm("old", age=120), vm("young", age=10), vm("b")]
+    nodes = {"n-a": node("a"), "n-gone": node("gone"), "n-old": node("old")}
+    found = decide.garbage(records, listed, set(), nodes, NOW, grace=60)
+    assert [v.name for v in found.vms] == ["old"]  # b's id is not back yet: its name guards it
+    assert found.wait == 50
+    assert found.nodes == ("n-gone",)  # n-old's VM is alive (until it is collected)
+
+
+@pytest.mark.parametrize(
+    ("the_node", "want"),
+    [
+        (node("a"), None),
+        (node("a", reserved=True, ready=False), None),
+        (node("a", reserved=True, ready_since=NOW - 30), 4 * 30.0 - 30),
+        (node("a", reserved=True, ready_since=NOW - 500), 4 * 30.0 - 500),
+    ],
+)
+def test_backstop_due(the_node: PoolNode, want: float | None) -> None:
+    assert decide.backstop_due(the_node, NOW, landing_grace=30.0) == want
+
+
+def requeue(records: Sequence[InstanceRecord], vms: Sequence[Instance], **given: Any) -> float:
+    args: dict[str, Any] = {
+        "waits": [],
+        "draining": False,
+        "drain_wait": None,
+        "gc_wait": None,
+        "gate_remaining": None,
+        "resting": False,
+    }
+    args.update(given)
+    return decide.requeue_after(
+        pool=pool(len(records)),
+        records=records,
+        vms={v.id: v for v in vms},
+        now=NOW,
+        settings=SETTINGS,
+        **args,
+    )
+
+
+def test_requeue_idle_after_one_gc_grace() -> None:
+    assert requeue([rec("a")], [vm("a")]) == SETTINGS.gc_grace_seconds
+
+
+def test_requeue_while_booting_when_the_vm_should_be_running() -> None:
+    assert requeue([rec("a", "pending")], [vm("a", "pending", age=2)]) == 3.0
+
+
+def test_requeue_draining_and_gate() -> None:
+    assert requeue([rec("a")], [vm("a")], draining=True) == decide.DRAIN_POLL
+    assert requeue([rec("a")], [vm("a")], draining=True, drain_wait=0.01) == decide.MIN_POLL
+    assert requeue([rec("a")], [vm("a")], gate_remaining=7.0) == 7.0
+
+
+# -- a pool being deleted -----------------------------------------------------------------------
+
+GRACE = timedelta(minutes=5)
+
+
+def deleted(
+    *nodes: PoolNode, alive: Sequence[str] = (), ids: Sequence[str] = (), ago: float = 10
+) -> Deleted:
+    return Deleted(
+        name="p",
+        uid="u-1",
+        generation=2,
+        deleted_at=NOW - ago,
+        grace=GRACE,
+        nodes=nodes,
+        alive=frozenset(alive),
+        ids=frozenset(ids or alive),
+    )
+
+
+def test_deletion_taints_every_drainable_node_before_draining_any() -> None:
+    seen = deleted(
+        node("a"),
+        node("b", tainted=True),
+        node("c", ready=False),
+        node("d"),
+        alive=["i-a", "i-b", "i-c"],
+    )
+    plan = decide.plan_deletion(seen, NOW)
+    assert not plan.expired
+    assert plan.taint == ("n-a",)  # b has it; c is not Ready; d's VM is gone
+    assert [(n.name, step) for n, step in plan.steps] == [
+        ("n-a", "drain"),
+        ("n-b", "drain"),
+        ("n-c", "remove"),
+        ("n-d", "remove"),
+    ]
+
+
+def test_deletion_past_the_grace_period_forces_and_taints_nothing() -> None:
+    seen = deleted(node("a"), node("b", ready=False), alive=["i-a", "i-b"], ago=301)
+    plan = decide.plan_deletion(seen, NOW)
+    assert plan.expired
+    assert plan.taint == ()
+    assert [step for _, step in plan.steps] == ["force", "remove"]
+
+
+def test_deletion_outcome_while_draining_keeps_that_vm_and_requeues() -> None:
+    seen = deleted(node("a"), node("b"), alive=["i-a", "i-b"], ids=["i-a", "i-b", "i-x"])
+    plan = decide.plan_deletion(seen, NOW)
+    outcome = decide.deletion_outcome(
+        seen, plan, {"n-a": ("i-a", "node n-a: pods terminating")}, [1.0], {}
+    )
+    assert outcome.terminate == ("i-b", "i-x")
+    assert outcome.condition is not None
+    assert outcome.condition[1] == "True"
+    assert outcome.requeue_after == 1.0
+    assert outcome.events == ()
+
+
+def test_deletion_outcome_past_grace_reports_the_pods_left_then_deletes() -> None:
+    seen = deleted(node("a"), alive=["i-a"], ago=301)
+    plan = decide.plan_deletion(seen, NOW)
+    outcome = decide.deletion_outcome(seen, plan, {}, [], {"n-a": 2})
+    assert outcome.requeue_after is None
+    assert outcome.terminate == ("i-a",)
+    assert [e.reason for e in outcome.events] == ["TerminationGracePeriodExpired", "Deleted"]
+    assert outcome.condition is not None
+    assert "2 pod(s) not evicted" in outcome.condition[3]
+
+
+def test_deletion_outcome_when_done_is_deleted_alone() -> None:
+    seen = deleted(node("a"), alive=["i-a"])
+    outcome = decide.deletion_outcome(seen, decide.plan_deletion(seen, NOW), {}, [], {})
+    assert outcome.condition is None
+    assert outcome.requeue_after is None
+    assert [(e.reason, e.note) for e in outcome.events] == [
+        ("Deleted", "deleted 1 node(s) and 1 VM(s)")
+    ]
+
+
+# -- the create gate ----------------------------------------------------------------------------
+
+REFUSED = cloud_failure(QuotaExceeded("vCPU quota", retry_after=60.0))
+
+
+@pytest.mark.parametrize(
+    ("target", "holding", "held", "creates"),
+    [
+        (2, None, False, 1),  # an intent, nothing refused: created
+        (2, REFUSED, True, 0),  # refused recently for this spec: reported, not asked again
+        (1, REFUSED, False, 0),  # nothing to create: an old refusal degrades nothing
+    ],
+)
+def test_create_gate(target: int, holding: CloudFailure | None, held: bool, creates: int) -> None:
+    seen = observed(pool(target, [rec("a")]), [node("a")], [vm("a")])
+    decision = decide.decide(seen, NOW, SETTINGS, holding)
+    assert (decision.held is not None) is held
+    assert len(decision.creates) == creates
+    assert decision.add == target - 1  # the intent is recorded either way
+
+
+# -- a blocked scale-down choice ------------------------------------------------------------------
+
+
+def pods_on(name: str, *, bare: bool) -> NodePods:
+    """A Node with one pod: ``bare`` (no controller: a default blocker) or a ReplicaSet's."""
+    meta: dict[str, Any] = {"name": f"pod-{name}", "namespace": "default", "uid": f"u-{name}"}
+    if not bare:
+        meta["ownerReferences"] = [
+            {"kind": "ReplicaSet", "name": "rs", "uid": "rs-1", "controller": True}
+        ]
+    pod = {
+        "metadata": meta,
+        "spec": {"nodeName": f"n-{name}", "containers": [{"name": "c"}]},
+        "status": {"phase": "Running"},
+    }
+    return NodePods(ScaleDownNode(f"n-{name}", ROOM, pods=(pod_view(pod),)), empty=False)
+
+
+@pytest.mark.parametrize(
+    ("budget", "b"),
+    [
+        ("100%", "deleting"),
+        # the default (10% of 2: one) still counts a's taint, lifted only after this plan:
+        # b waits for the next pass
+        ("10%", "running"),
+    ],
+)
+def test_a_chosen_node_a_blocker_now_holds_is_kept_and_another_goes_instead(
+    budget: str, b: str
+) -> None:
+    records = [rec("a", "deleting"), rec("b")]
+    nodes = [node("a", tainted=True), node("b")]
+    pods = {"n-a": pods_on("a", bare=True), "n-b": pods_on("b", bare=False)}
+    spec = {"disruption": {"budgets": [{"nodes": budget}]}}
+    seen = observed(pool(1, records, **spec), nodes, [vm("a"), vm("b")], pods=pods)
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert states(decision) == {"a": "running", "b": b}
+    [kept] = [e for e in decision.events if e.reason == "ScaleDownBlocked"]
+    assert kept.node == "n-a"  # said on the Node too
+    assert decision.taint == (("n-b",) if b == "deleting" else ())
+    assert decision.budget_held == (() if b == "deleting" else ("b",))
+    assert decision.untaint == ("n-a",)
+
+
+def test_a_blocked_choice_stays_when_no_other_node_can_go() -> None:
+    records = [rec("a", "deleting"), rec("b")]
+    nodes = [node("a", tainted=True), node("b")]
+    pods = {"n-a": pods_on("a", bare=True), "n-b": pods_on("b", bare=True)}
+    seen = observed(pool(1, records), nodes, [vm("a"), vm("b")], pods=pods)
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert states(decision) == {"a": "deleting", "b": "running"}
+    assert "ScaleDownBlocked" not in reasons(decision)
+    assert decision.untaint == ()
