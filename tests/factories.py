@@ -218,8 +218,9 @@ def node(
     node_status: Manifest = {}
     if capacity is not None:
         node_status["capacity"] = dict(capacity)
-    if allocatable is not None or capacity is not None:
-        node_status["allocatable"] = dict(allocatable if allocatable is not None else capacity or {})
+    allocatable = allocatable if allocatable is not None else capacity
+    if allocatable is not None:
+        node_status["allocatable"] = dict(allocatable)
     found = [dict(c) for c in conditions or ()]
     if ready is not None:
         found.append(condition("Ready", ready))
@@ -311,9 +312,11 @@ def deployment(
     image: str = "registry.invalid/web:1",
     grace: int | None = 1,
     node_selector: Mapping[str, str] | None = None,
+    container_name: str | None = None,
 ) -> Manifest:
     """A Deployment whose pods carry ``labels`` (default ``app=<name>``, also its
-    selector) and ``annotations``, one container named after it."""
+    selector) and ``annotations``, one container (named after the Deployment unless
+    ``container_name``)."""
     selected = dict(labels) if labels is not None else {"app": name}
     template_meta: Manifest = {"labels": selected}
     if annotations is not None:
@@ -321,7 +324,7 @@ def deployment(
     pod_spec: Manifest = {}
     if grace is not None:
         pod_spec["terminationGracePeriodSeconds"] = grace
-    pod_spec["containers"] = [container(name, image=image, cpu=cpu)]
+    pod_spec["containers"] = [container(container_name or name, image=image, cpu=cpu)]
     if node_selector is not None:
         pod_spec["nodeSelector"] = dict(node_selector)
     return {

@@ -16,7 +16,7 @@ from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
 from tests.e2e.conftest import OperatorEnv
-from tests.e2e.test_drain import DO_NOT_DISRUPT, nodes_of, pod
+from tests.e2e.disruption import DO_NOT_DISRUPT, nodes_of, pod
 
 pytestmark = pytest.mark.integration
 

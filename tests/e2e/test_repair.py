@@ -31,7 +31,7 @@ from kubeloop import (
 from nodepool_operator.api import NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
 from tests.e2e.conftest import OperatorEnv
-from tests.e2e.test_drain import DISRUPTING, Requests
+from tests.e2e.disruption import DISRUPTING, Requests
 from tests.e2e.test_node_lifecycle import ONLY_NODEPOOL, _events, _nodes, _pool, _wait_converged
 
 pytestmark = pytest.mark.integration
