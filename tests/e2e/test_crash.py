@@ -26,6 +26,7 @@ from nodepool_operator.api import AWSNODECLASSES, NODEPOOLS
 from nodepool_operator.cloud import AwsCloud, CloudSnapshot
 from nodepool_operator.failpoints import ENV as FAILPOINTS_ENV
 from nodepool_operator.testbed import MotoKubelets, MotoServer, seed_launch_environment
+from tests import factories
 from tests.e2e.conftest import LABEL, OperatorEnv
 
 pytestmark = pytest.mark.integration
@@ -112,15 +113,7 @@ async def cloud(request: pytest.FixtureRequest, operator_env: OperatorEnv) -> As
 
 
 def _pool(name: str, target: int, node_class: str | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"targetNodes": target, "instanceType": "m5.large", "maxNodes": 5}
-    if node_class is not None:
-        spec["nodeClassRef"] = {"name": node_class}
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+    return factories.nodepool(name, target=target, max_nodes=5, node_class=node_class)
 
 
 async def test_sigkill_between_cloud_create_and_status_write(

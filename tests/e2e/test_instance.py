@@ -22,6 +22,7 @@ from nodepool_operator.api import INSTANCES
 from nodepool_operator.cloud import Instance as VM
 from nodepool_operator.controllers.instance import FINALIZER, NAME, UID_TAG
 from nodepool_operator.failpoints import ENV as FAILPOINTS_ENV
+from tests import factories
 from tests.e2e.conftest import OperatorEnv
 
 pytestmark = pytest.mark.integration
@@ -30,12 +31,7 @@ DRIFT = 1.0  # seconds between drift checks in these tests
 
 
 def _instance(name: str, instance_type: str = "m5.large", image: str = "sim-image") -> Any:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "Instance",
-        "metadata": {"name": name},
-        "spec": {"instanceType": instance_type, "image": image},
-    }
+    return factories.instance(name, instance_type=instance_type, image=image)
 
 
 def _async(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:

@@ -22,6 +22,7 @@ from nodepool_operator.cloud import (
     SimulatedCloud,
     TransientCloudError,
 )
+from tests import factories
 from tests._nodeadm import nodeadm_check
 from tests.e2e.conftest import LABEL, OperatorEnv
 
@@ -33,12 +34,7 @@ ONLY_NODEPOOL = ("nodepool",)
 
 
 def _pool(name: str, target: int, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {"targetNodes": target, "instanceType": "m5.large", **spec},
-    }
+    return factories.nodepool(name, target=target, **spec)
 
 
 async def _get(env: OperatorEnv, name: str) -> Object:

@@ -21,6 +21,7 @@ from nodepool_operator.api import AUTOSCALERS, INSTANCES, NODEPOOLS
 from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.controllers._intent import POOL_UID_TAG
 from nodepool_operator.controllers.instance import UID_TAG
+from tests import factories
 from tests.faults import appconfig
 from tests.faults.world import CRD_DIR, World
 
@@ -279,12 +280,7 @@ class AppConfigOperator(OperatorAdapter):
 
 
 def _pool(name: str, target: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {"instanceType": "m5.large", "targetNodes": target, "maxNodes": 6},
-    }
+    return factories.nodepool(name, target=target, max_nodes=6)
 
 
 def _vm_rows(cloud: SimulatedCloud, tag: str, value: str) -> list[Any]:
@@ -465,12 +461,7 @@ INSTANCES_PER_SCOPE = 3
 
 
 def _instance(name: str, instance_type: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "Instance",
-        "metadata": {"name": name},
-        "spec": {"instanceType": instance_type, "image": "sim-image"},
-    }
+    return factories.instance(name, instance_type=instance_type)
 
 
 class InstanceOperator(NodePoolOperator):
