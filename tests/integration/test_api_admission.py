@@ -80,7 +80,8 @@ def nodepool(name: str, **spec: Any) -> dict[str, Any]:
 
 
 def autoscaler(name: str, **spec: Any) -> dict[str, Any]:
-    return factories.autoscaler(name, pool="pool", namespaces=["prod"], frequency=None, **spec)
+    fields: dict[str, Any] = {"namespaces": ["prod"], "frequency": None, **spec}
+    return factories.autoscaler(name, pool="pool", **fields)
 
 
 def instance(name: str, **spec: Any) -> dict[str, Any]:
