@@ -24,6 +24,7 @@ from kubeloop import (
     Result,
 )
 from kubeloop.testing import Snapshot, Write, new_manager, reconcile_once
+from tests import factories
 
 TUTORIAL = Path(__file__).resolve().parents[4] / "examples" / "tutorial" / "greeting_operator.py"
 NO_SERVERS = ManagerOptions(
@@ -63,13 +64,9 @@ def configmap(name: str, **labels: str) -> dict[str, Any]:
 
 
 def pod(name: str, node: str, phase: str = "Running") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "resourceVersion": "7"},
-        "spec": {"nodeName": node},
-        "status": {"phase": phase},
-    }
+    obj = factories.pod(name, namespace="default", node=node, phase=phase)
+    obj["metadata"]["resourceVersion"] = "7"
+    return obj
 
 
 async def reconcile_greeting(
@@ -190,7 +187,7 @@ async def test_reads_answer_from_the_snapshot_through_the_client() -> None:
     )
     client = snapshot.client
 
-    assert (await client.get(PODS, "a", "default"))["spec"] == {"nodeName": "n1"}
+    assert (await client.get(PODS, "a", "default"))["spec"]["nodeName"] == "n1"
     with pytest.raises(NotFound):
         await client.get(PODS, "c", "default")
 
@@ -223,7 +220,7 @@ async def test_writes_are_recorded_with_their_bodies_and_never_applied() -> None
     await client.patch(
         PODS, "a", [{"op": "remove", "path": "/spec"}], "default", patch_type=PatchType.JSON
     )
-    await client.update_status(PODS, {**pod("a", "n1"), "status": {"phase": "Failed"}})
+    await client.update_status(PODS, pod("a", "n1", "Failed"))
     await client.evict("a", "default")
     await client.delete(CONFIGMAPS, "x", "default")
 
