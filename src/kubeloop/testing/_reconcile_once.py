@@ -11,7 +11,9 @@ tests against it.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+import weakref
 
 from kubeloop import _log
 from kubeloop._controller import Controller
@@ -38,7 +40,10 @@ async def reconcile_once(
     snapshot = snapshot_of(mgr.client)
     if snapshot is None:
         raise TypeError("reconcile_once needs a manager built on a Snapshot's client")
+    if mgr in _SPENT:
+        raise RuntimeError("this manager already ran a reconcile_once: build another")
     target = _controller(mgr, controller)
+    _SPENT.add(mgr)
     first = len(snapshot.writes)
     mgr.cache.start()
     try:
@@ -58,8 +63,13 @@ async def reconcile_once(
                 var.reset(token)
         await mgr.recorder.close(flush=True)
     finally:
+        await asyncio.gather(*(c.shutdown(0) for c in mgr.controllers))
         await mgr.cache.stop()
     return result, snapshot.writes[first:]
+
+
+#: Managers that ran a reconcile_once: their caches and event recorders are closed.
+_SPENT: weakref.WeakSet[Manager] = weakref.WeakSet()
 
 
 def _controller(mgr: Manager, name: str | None) -> Controller:

@@ -302,5 +302,21 @@ async def test_events_the_reconcile_records_are_writes_too() -> None:
 
     assert result == Result(requeue_after=30)
     assert [(w.verb, w.kind) for w in writes] == [("create", "Event")]
+    with pytest.raises(RuntimeError, match="already ran a reconcile_once: build another"):
+        await reconcile_once(mgr, Request("x", "default"))
     assert writes[0].body["reason"] == "Seen"
     assert writes[0].body["regarding"]["name"] == "x"
+
+
+async def test_a_failing_reconcile_raises_and_its_writes_stay_on_the_snapshot() -> None:
+    snapshot = Snapshot([configmap("x")])
+    mgr = new_manager(snapshot.client)
+
+    async def reconcile(req: Request) -> Result:
+        await mgr.client.delete(CONFIGMAPS, req.name, req.namespace)
+        raise RuntimeError("the cloud said no")
+
+    mgr.controller("fails").for_(CONFIGMAPS).complete(reconcile)
+    with pytest.raises(RuntimeError, match="the cloud said no"):
+        await reconcile_once(mgr, Request("x", "default"))
+    assert [str(w) for w in snapshot.writes] == ["delete ConfigMap default/x"]
