@@ -77,6 +77,25 @@ def namespaced_name(obj: Mapping[str, Any]) -> str:
     return f"{ns}/{meta['name']}" if ns else str(meta["name"])
 
 
+def configmap(
+    name: str = "cm",
+    *,
+    namespace: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    owner: Mapping[str, Any] | None = None,
+    data: Mapping[str, str] | None = None,
+) -> Manifest:
+    """A ConfigMap (``data`` only when given)."""
+    body: Manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(name, namespace, labels=labels, owner=owner),
+    }
+    if data is not None:
+        body["data"] = dict(data)
+    return body
+
+
 def container(
     name: str = "c",
     *,

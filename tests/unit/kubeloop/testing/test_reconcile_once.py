@@ -55,12 +55,7 @@ def greeting(name: str = "hello", *, enabled: bool = True, generation: int = 3) 
 
 
 def configmap(name: str, **labels: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": "default", "labels": labels},
-        "data": {"message": "old"},
-    }
+    return factories.configmap(name, namespace="default", labels=labels, data={"message": "old"})
 
 
 def pod(name: str, node: str, phase: str = "Running") -> dict[str, Any]:
