@@ -51,6 +51,19 @@ async def reconcile(*objects: dict[str, Any]) -> tuple[Result, list[Write]]:
     return await reconcile_once(mgr, Request("web", "default"))
 
 
+def in_sync(**condition: str) -> dict[str, Any]:
+    """The status the reconcile writes for generation 2 with one key."""
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "observedGeneration": 2,
+        "reason": "ConfigMapInSync",
+        "message": "ConfigMap web holds 1 keys",
+        **condition,
+    }
+    return {"observedGeneration": 2, "configMap": "web", "keys": 1, "conditions": [ready]}
+
+
 def status_of(write: Write) -> dict[str, Any]:
     status: dict[str, Any] = write.body["status"]
     for condition in status["conditions"]:
@@ -67,20 +80,7 @@ async def test_a_new_appconfig_gets_its_configmap_then_its_status() -> None:
         "update AppConfig/status default/web",
     ]
     assert writes[0].body == appconfig.child_of(app({"greeting": "hello"}))
-    assert status_of(writes[1]) == {
-        "observedGeneration": 2,
-        "configMap": "web",
-        "keys": 1,
-        "conditions": [
-            {
-                "type": "Ready",
-                "status": "True",
-                "observedGeneration": 2,
-                "reason": "ConfigMapInSync",
-                "message": "ConfigMap web holds 1 keys",
-            }
-        ],
-    }
+    assert status_of(writes[1]) == in_sync()
 
 
 async def test_a_changed_spec_updates_the_configmap_it_owns() -> None:
@@ -117,19 +117,5 @@ async def test_a_configmap_someone_else_owns_is_an_error_naming_it() -> None:
 
 async def test_an_appconfig_in_sync_writes_nothing() -> None:
     done = app({"a": "1"})
-    done["status"] = {
-        "observedGeneration": 2,
-        "configMap": "web",
-        "keys": 1,
-        "conditions": [
-            {
-                "type": "Ready",
-                "status": "True",
-                "observedGeneration": 2,
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-                "reason": "ConfigMapInSync",
-                "message": "ConfigMap web holds 1 keys",
-            }
-        ],
-    }
+    done["status"] = in_sync(lastTransitionTime="2026-01-01T00:00:00Z")
     assert await reconcile(done, child({"a": "1"})) == (Result(), [])
