@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-#: Every operator kind's apiVersion (nodepool_operator.api's group and version).
-OPERATOR_API = "kubeloop.dev/v1alpha1"
+from nodepool_operator.api import NODEPOOLS
+
+#: Every operator kind's apiVersion.
+OPERATOR_API = NODEPOOLS.api_version
 #: An image nothing pulls (kwok and a kubelet-less node never do).
 IMAGE = "registry.invalid/app:1"
 
