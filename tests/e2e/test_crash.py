@@ -112,16 +112,15 @@ async def cloud(request: pytest.FixtureRequest, operator_env: OperatorEnv) -> As
         await operator_env.cleanup()
 
 
-def _pool(name: str, target: int, node_class: str | None) -> dict[str, Any]:
-    return factories.nodepool(name, target=target, max_nodes=5, node_class=node_class)
-
-
 async def test_sigkill_between_cloud_create_and_status_write(
     operator_env: OperatorEnv, cloud: _Cloud, kube_control_plane: Any
 ) -> None:
     env = operator_env
     name = f"crash-{env.run_id}"
-    await env.create(NODEPOOLS, _pool(name, 3, await cloud.node_class(name)))
+    await env.create(
+        NODEPOOLS,
+        factories.nodepool(name, target=3, max_nodes=5, node_class=await cloud.node_class(name)),
+    )
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -30,10 +30,6 @@ pytestmark = pytest.mark.integration
 DRIFT = 1.0  # seconds between drift checks in these tests
 
 
-def _instance(name: str, instance_type: str = "m5.large", image: str = "sim-image") -> Any:
-    return factories.instance(name, instance_type=instance_type, image=image)
-
-
 def _async(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
     async def probe() -> bool:
         return check()
@@ -50,7 +46,7 @@ def _ready(status: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _create(env: OperatorEnv, ns: str, name: str, **spec: str) -> dict[str, Any]:
-    obj: dict[str, Any] = await env.create(INSTANCES, _instance(name, **spec), ns)
+    obj: dict[str, Any] = await env.create(INSTANCES, factories.instance(name, **spec), ns)
     return obj
 
 

@@ -460,10 +460,6 @@ class NodePoolOperator(OperatorAdapter):
 INSTANCES_PER_SCOPE = 3
 
 
-def _instance(name: str, instance_type: str) -> dict[str, Any]:
-    return factories.instance(name, instance_type=instance_type)
-
-
 class InstanceOperator(NodePoolOperator):
     """``nodepool-operator run`` with only the Instance controller (the seeds' EC2Instance)."""
 
@@ -475,7 +471,7 @@ class InstanceOperator(NodePoolOperator):
     async def create(self, world: World, scope: Scope) -> None:
         for i in range(INSTANCES_PER_SCOPE):
             await world.user.create(
-                INSTANCES, scope.labelled(_instance(f"vm-{i}", "m5.large")), scope.namespace
+                INSTANCES, scope.labelled(factories.instance(f"vm-{i}")), scope.namespace
             )
             scope.desired[f"vm-{i}"] = "m5.large"
 
