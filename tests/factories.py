@@ -33,6 +33,7 @@ def metadata(
     uid: str | None = None,
     generation: int | None = None,
     deleting: bool = False,
+    finalizers: Sequence[str] | None = None,
 ) -> Manifest:
     """``metadata`` with only what is given; ``owner`` is one ownerReference, taken as is;
     ``deleting`` sets a deletionTimestamp (an object being deleted)."""
@@ -51,6 +52,8 @@ def metadata(
         meta["ownerReferences"] = [dict(owner)]
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    if finalizers is not None:
+        meta["finalizers"] = list(finalizers)
     return meta
 
 
@@ -132,6 +135,7 @@ def pod(
     owner: Mapping[str, Any] | None = None,
     uid: str | None = None,
     deleting: bool = False,
+    finalizers: Sequence[str] | None = None,
     cpu: str | None = None,
     memory: str | None = None,
     requests: Mapping[str, str] | None = None,
@@ -164,6 +168,7 @@ def pod(
             owner=owner,
             uid=uid,
             deleting=deleting,
+            finalizers=finalizers,
         ),
     }
     pod_spec: Manifest = {}
@@ -235,7 +240,8 @@ def node(
         node_spec["unschedulable"] = unschedulable
     if taints is not None:
         node_spec["taints"] = [dict(t) for t in taints]
-    body["spec"] = node_spec
+    if node_spec:
+        body["spec"] = node_spec
     node_status: Manifest = {}
     if capacity is not None:
         node_status["capacity"] = dict(capacity)

@@ -168,12 +168,7 @@ async def test_scales_up_registers_nodes_then_removes_empty_nodes_first(
     # a pod bound to one node makes that node the one to keep
     keep = nodes[1]["metadata"]["name"]
     pod_name = f"busy-{env.run_id}"
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": pod_name},
-        "spec": {"nodeName": keep, "containers": [{"name": "c", "image": "busybox"}]},
-    }
+    pod = factories.pod(pod_name, node=keep, image="busybox")
     await env.create(PODS, pod, "default")
     try:
 
