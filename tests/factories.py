@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kubeloop import Request
 from nodepool_operator.api import NODEPOOLS
 
 #: Every operator kind's apiVersion.
@@ -74,12 +75,11 @@ def owner_reference(
     return ref
 
 
-def namespaced_name(obj: Mapping[str, Any]) -> str:
-    """``namespace/name`` of an object (``name`` for a cluster-scoped one): the key the
-    runtime's cache and workqueue use."""
+def request(obj: Mapping[str, Any]) -> Request:
+    """The namespaced name of ``obj`` as a reconcile's key (``str()`` of it is
+    ``namespace/name``, the cache's and workqueue's key)."""
     meta = obj.get("metadata") or {}
-    ns = meta.get("namespace")
-    return f"{ns}/{meta['name']}" if ns else str(meta["name"])
+    return Request(str(meta["name"]), meta.get("namespace"))
 
 
 def configmap(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kubeloop import KubeloopError, ManagerOptions, Request, Result
+from kubeloop import KubeloopError, ManagerOptions, Result
 from kubeloop.testing import Snapshot, Write, reconcile_once
 from tests import factories
 from tests.faults import appconfig
@@ -48,7 +48,7 @@ def child(data: dict[str, str], owner_uid: str | None = "uid-web") -> dict[str, 
 async def reconcile(*objects: dict[str, Any]) -> tuple[Result, list[Write]]:
     snapshot = Snapshot(objects, resources=[appconfig.APPCONFIGS])
     mgr = appconfig.build_manager(snapshot.client, "default", NO_SERVERS)
-    return await reconcile_once(mgr, Request("web", "default"))
+    return await reconcile_once(mgr, factories.request(app({})))  # the AppConfig's key
 
 
 def in_sync(**condition: str) -> dict[str, Any]:
