@@ -15,7 +15,7 @@ from typing import Any
 
 from kubeloop import DEPLOYMENTS, NODES, PODS, Client, Deleted, Informer, NotFound, Object, Resource
 from nodepool_operator.api import NODEPOOLS
-from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers import POOL_LABEL
 from tests import factories
 from tests.e2e.conftest import OperatorEnv
 from tests.e2e.test_autoscaler import events_about
