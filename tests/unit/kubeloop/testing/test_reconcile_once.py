@@ -134,8 +134,20 @@ async def test_a_disabled_greeting_deletes_its_configmap() -> None:
         "delete ConfigMap default/greeting-hello",
         "update Greeting/status default/hello",
     ]
-    conditions = without_transition_times(writes[1].body["status"])["conditions"]
-    assert [(c["status"], c["reason"]) for c in conditions] == [("False", "Disabled")]
+    assert without_transition_times(writes[1].body["status"]) == {
+        "observedGeneration": 3,
+        "configMap": "",
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "False",
+                "observedGeneration": 3,
+                "reason": "Disabled",
+                "message": "spec.enabled is false",
+            }
+        ],
+    }
+    assert (writes[0].field_manager, writes[1].field_manager) == (None, "kubeloop-greeting")
 
 
 async def test_a_disabled_greeting_without_a_configmap_still_writes_status() -> None:
