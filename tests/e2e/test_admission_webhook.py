@@ -41,6 +41,7 @@ from kubeloop import (
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.admission import AUTOSCALER_PATH, NODEPOOL_PATH
 from nodepool_operator.api import AUTOSCALERS, AWSNODECLASSES, NODEPOOLS
+from tests import factories
 from tests.e2e.conftest import LABEL, OperatorEnv
 
 pytestmark = pytest.mark.integration
@@ -69,20 +70,14 @@ async def kubectl(cp: ControlPlane, *args: str, stdin: str) -> subprocess.Comple
 
 
 def pool(env: OperatorEnv, name: str, node_class: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"targetNodes": 0, "instanceType": "m5.large"}
-    if node_class is not None:
-        spec["nodeClassRef"] = {"name": node_class}
-    return env.labelled(
-        {"apiVersion": NODEPOOLS.api_version, "kind": "NodePool", "metadata": {"name": name},
-         "spec": spec}
-    )  # fmt: skip
+    return env.labelled(factories.nodepool(name, target=0, node_class=node_class))
 
 
 def autoscaler(env: OperatorEnv, name: str, pool_name: str, *ns: str) -> dict[str, Any]:
-    return env.labelled(
-        {"apiVersion": AUTOSCALERS.api_version, "kind": "Autoscaler", "metadata": {"name": name},
-         "spec": {"nodePoolRef": {"name": pool_name}, "namespaces": list(ns or ["default"])}}
-    )  # fmt: skip
+    scaler = factories.autoscaler(
+        name, pool=pool_name, namespaces=ns or ["default"], frequency=None
+    )
+    return env.labelled(scaler)
 
 
 async def install_webhook(env: OperatorEnv, base_url: str, ca_pem: bytes) -> str:

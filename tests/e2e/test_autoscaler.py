@@ -32,6 +32,7 @@ from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.controllers._capacity import pool_template
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.scheduling import classify, lower_bound
+from tests import factories
 from tests.e2e.conftest import OperatorEnv
 
 pytestmark = pytest.mark.integration
@@ -45,33 +46,19 @@ POOL_CPU, POOL_MEMORY = "64", "96Gi"
 
 
 def pool_manifest(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {
-            "instanceType": "mem96.large",
-            "cpu": POOL_CPU,
-            "memory": POOL_MEMORY,
-            "targetNodes": 0,
-            "maxNodes": 10,
-            **spec,
-        },
-    }
+    return factories.nodepool(
+        name,
+        target=0,
+        instance_type="mem96.large",
+        max_nodes=10,
+        cpu=POOL_CPU,
+        memory=POOL_MEMORY,
+        **spec,
+    )
 
 
 def autoscaler_manifest(name: str, pool: str, *namespaces: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "Autoscaler",
-        "metadata": {"name": name},
-        "spec": {
-            "nodePoolRef": {"name": pool},
-            "namespaces": list(namespaces),
-            "frequency": "30s",
-            **spec,
-        },
-    }
+    return factories.autoscaler(name, pool=pool, namespaces=namespaces, **spec)
 
 
 def pod_manifest(
@@ -82,23 +69,14 @@ def pod_manifest(
     selector: dict[str, str] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
-    container: dict[str, Any] = {
-        "name": "app",
-        "image": "registry.invalid/app:1",
-        "resources": {"requests": {"cpu": "100m", "memory": memory}},
-    }
-    container.update(spec.pop("container", {}))
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {POOL_LABEL: pool, **(selector or {})},
-            "containers": [container],
-            "terminationGracePeriodSeconds": 0,
-            **spec,
-        },
-    }
+    app = {**factories.container("app", cpu="100m", memory=memory), **spec.pop("container", {})}
+    return factories.pod(
+        name,
+        node_selector={POOL_LABEL: pool, **(selector or {})},
+        containers=[app],
+        grace=0,
+        **spec,
+    )
 
 
 # -- observing ---------------------------------------------------------------------------

@@ -20,46 +20,28 @@ from kubeloop import NODES, PODS, NotFound, Object
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
+from tests import factories
 from tests.e2e.conftest import OperatorEnv
-from tests.e2e.test_autoscaler import Timeline, autoscaler_manifest, events_about
-from tests.e2e.test_drain import (
+from tests.e2e.disruption import (
     DEPLOYMENTS_RES,
     DISRUPTING,
+    KARPENTER_DO_NOT_DISRUPT,
     PDBS,
+    SAFE_TO_EVICT,
     Requests,
-    deployment,
     nodes_of,
     pod,
     pool,
+    settled_nodes,
 )
+from tests.e2e.test_autoscaler import Timeline, autoscaler_manifest, events_about
 
 pytestmark = pytest.mark.integration
-
-SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
-KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 
 
 @pytest.fixture
 def namespace(kube_control_plane: ControlPlane) -> str:
     return kube_control_plane.create_namespace("blockers")
-
-
-def _ready_untainted(node: Object) -> bool:
-    conditions = node.get("status", {}).get("conditions", [])
-    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-    return ready and not node.get("spec", {}).get("taints")
-
-
-async def _settled_nodes(env: OperatorEnv, name: str, count: int) -> list[str]:
-    """Wait for ``count`` Ready nodes with no taint at all (kube-controller-manager lifts
-    node.kubernetes.io/not-ready and unschedulable a little after the change)."""
-
-    async def settled() -> list[str]:
-        found = await nodes_of(env, name)
-        ready = sorted(n["metadata"]["name"] for n in found if _ready_untainted(n))
-        return ready if len(found) == count and len(ready) == count else []
-
-    return await env.eventually(settled, f"{count} Ready, untainted nodes", timeout=120)
 
 
 async def _start(
@@ -71,7 +53,7 @@ async def _start(
     name = f"{prefix}-{env.run_id}"
     await env.create(NODEPOOLS, pool(name, target))
     await env.start(controllers=controllers)
-    return requests, name, await _settled_nodes(env, name, target)
+    return requests, name, await settled_nodes(env, name, target)
 
 
 async def _cordon_all_but(env: OperatorEnv, nodes: list[str], keep: str) -> None:
@@ -96,13 +78,13 @@ async def _running_on(env: OperatorEnv, namespace: str, selector: str, node: str
 
 
 def _pinned_deployment(name: str, pool_name: str, annotations: dict[str, str]) -> dict[str, Any]:
-    dep = deployment(1)
-    dep["metadata"]["name"] = name
-    dep["spec"]["selector"] = {"matchLabels": {"app": name}}
-    template = dep["spec"]["template"]
-    template["metadata"] = {"labels": {"app": name}, "annotations": annotations}
-    template["spec"]["nodeSelector"] = {POOL_LABEL: pool_name}
-    return dep
+    return factories.deployment(
+        name,
+        1,
+        annotations=annotations,
+        node_selector={POOL_LABEL: pool_name},
+        container_name="web",
+    )
 
 
 async def _unchanged(env: OperatorEnv, namespace: str, before: Object) -> bool:
@@ -146,7 +128,7 @@ async def test_blocked_nodes_stay_and_the_unneeded_ones_without_blockers_go(
     await _running_on(env, namespace, "", e)
     for node_name in (a, b, c, d, e):
         await env.client.patch(NODES, node_name, {"spec": {"unschedulable": None}})
-    await _settled_nodes(env, name, 5)
+    await settled_nodes(env, name, 5)
 
     timeline = await Timeline.watch(env.client, name, namespace)
     scaler = f"as-{env.run_id}"
@@ -221,12 +203,7 @@ async def test_a_blocker_found_after_the_choice_moves_the_scale_down_to_the_next
     await _cordon_all_but(env, [x, y], x)
     await env.create(DEPLOYMENTS_RES, _pinned_deployment("held", name, {}), namespace)
     held = await _running_on(env, namespace, "app=held", x)
-    budget = {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "held"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "held"}}},
-    }
+    budget = factories.pdb("held", max_unavailable=0)
     await env.create(PDBS, budget, namespace)
     await _cordon_all_but(env, [x, y], y)
     moves = _pinned_deployment("moves", name, {})
@@ -235,7 +212,7 @@ async def test_a_blocker_found_after_the_choice_moves_the_scale_down_to_the_next
     moved = await _running_on(env, namespace, "app=moves", y)
     for node_name in (x, y):
         await env.client.patch(NODES, node_name, {"spec": {"unschedulable": None}})
-    await _settled_nodes(env, name, 2)
+    await settled_nodes(env, name, 2)
 
     await env.client.patch(NODEPOOLS, name, {"spec": {"targetNodes": 1}})
 

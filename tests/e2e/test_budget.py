@@ -15,8 +15,9 @@ from kubeloop import NODES, PODS, Deleted, Informer, Invalid, Manager, Object
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
+from tests import factories
 from tests.e2e.conftest import OperatorEnv
-from tests.e2e.test_drain import DO_NOT_DISRUPT, nodes_of, pod
+from tests.e2e.disruption import DO_NOT_DISRUPT, nodes_of, pod
 
 pytestmark = pytest.mark.integration
 
@@ -70,17 +71,7 @@ def passes(mgr: Manager) -> float:
 
 
 def budgeted_pool(name: str, target: int, budgets: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {
-            "targetNodes": target,
-            "instanceType": "m5.large",
-            "maxNodes": 6,
-            "disruption": {"budgets": budgets},
-        },
-    }
+    return factories.nodepool(name, target=target, max_nodes=6, disruption={"budgets": budgets})
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from nodepool_operator.api import AWSNODECLASSES, NODEPOOLS
 from nodepool_operator.cloud import AwsCloud, CloudSnapshot
 from nodepool_operator.failpoints import ENV as FAILPOINTS_ENV
 from nodepool_operator.testbed import MotoKubelets, MotoServer, seed_launch_environment
+from tests import factories
 from tests.e2e.conftest import LABEL, OperatorEnv
 
 pytestmark = pytest.mark.integration
@@ -111,24 +112,15 @@ async def cloud(request: pytest.FixtureRequest, operator_env: OperatorEnv) -> As
         await operator_env.cleanup()
 
 
-def _pool(name: str, target: int, node_class: str | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"targetNodes": target, "instanceType": "m5.large", "maxNodes": 5}
-    if node_class is not None:
-        spec["nodeClassRef"] = {"name": node_class}
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
 async def test_sigkill_between_cloud_create_and_status_write(
     operator_env: OperatorEnv, cloud: _Cloud, kube_control_plane: Any
 ) -> None:
     env = operator_env
     name = f"crash-{env.run_id}"
-    await env.create(NODEPOOLS, _pool(name, 3, await cloud.node_class(name)))
+    await env.create(
+        NODEPOOLS,
+        factories.nodepool(name, target=3, max_nodes=5, node_class=await cloud.node_class(name)),
+    )
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -8,91 +8,32 @@ evictions were made, which a PodDisruptionBudget refused with 429).
 
 from __future__ import annotations
 
-import asyncio
-from collections import Counter
-from typing import Any
-
 import pytest
 
-from kubeloop import NODES, PODS, Client, Deleted, Informer, NotFound, Object, Resource
+from kubeloop import NODES, PODS, NotFound, Object
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
 from tests.e2e.conftest import OperatorEnv
-from tests.e2e.test_autoscaler import Timeline, autoscaler_manifest, events_about
+from tests.e2e.disruption import (
+    DEPLOYMENTS_RES,
+    DISRUPTING,
+    DO_NOT_DISRUPT,
+    PDBS,
+    DeploymentPods,
+    Requests,
+    available,
+    budget,
+    deployment,
+    events,
+    nodes_of,
+    pod,
+    pool,
+    ready_nodes,
+)
+from tests.e2e.test_autoscaler import Timeline, autoscaler_manifest
 
 pytestmark = pytest.mark.integration
-
-DISRUPTING = "kubeloop.dev/disrupting"
-DO_NOT_DISRUPT = "kubeloop.dev/do-not-disrupt"
-SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
-
-
-class Requests:
-    """Every request the operator's client made: (verb, resource, subresource, code) counts."""
-
-    def __init__(self) -> None:
-        self.seen: Counter[tuple[str, str, str, int]] = Counter()
-
-    def on_request(
-        self,
-        verb: str,
-        resource: Resource | None,
-        subresource: str | None,
-        code: int,
-        seconds: float,
-    ) -> None:
-        self.seen[(verb, resource.plural if resource else "", subresource or "", code)] += 1
-
-    def evictions(self, *, refused: bool = False) -> int:
-        """Evictions the server accepted (2xx), or refused with 429 (a PDB)."""
-        return sum(
-            n
-            for (verb, res, sub, code), n in self.seen.items()
-            if (verb, res, sub) == ("create", "pods", "eviction")
-            and (code == 429 if refused else 200 <= code < 300)
-        )
-
-    def pod_deletes(self) -> int:
-        return sum(
-            n for (verb, res, _, _), n in self.seen.items() if (verb, res) == ("delete", "pods")
-        )
-
-
-def pool(name: str, target: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {"targetNodes": target, "instanceType": "m5.large", "maxNodes": 5},
-    }
-
-
-def pod(name: str, pool_name: str, **meta: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, **meta},
-        "spec": {
-            "nodeSelector": {POOL_LABEL: pool_name},
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "c",
-                    "image": "registry.invalid/app:1",
-                    "resources": {"requests": {"cpu": "100m"}},
-                }
-            ],
-        },
-    }
-
-
-async def nodes_of(env: OperatorEnv, name: str) -> list[Object]:
-    return list((await env.client.list(NODES, label_selector=f"{POOL_LABEL}={name}"))["items"])
-
-
-async def events(env: OperatorEnv, name: str, reason: str) -> list[str]:
-    return await events_about(env.client, name, "default", reason)
 
 
 @pytest.fixture
@@ -164,70 +105,6 @@ async def test_a_do_not_disrupt_pod_holds_its_node_until_the_annotation_goes(
     assert requests.pod_deletes() == 0
 
 
-PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
-DEPLOYMENTS_RES = Resource("apps", "v1", "deployments", "Deployment")
-
-
-class DeploymentPods:
-    """A watch on the Deployment's pods and its status, from before the scale-down: every
-    pod's node, which pods were deleted, and the fewest available replicas ever reported."""
-
-    def __init__(self, client: Client, namespace: str) -> None:
-        self.nodes: dict[str, str] = {}
-        self.deleted: set[str] = set()
-        self.available: list[int] = []
-        self._pods = Informer(client, PODS, namespace=namespace, label_selector="app=web")
-        self._deployments = Informer(client, DEPLOYMENTS_RES, namespace=namespace)
-        self._pods.add_handler(self._pod)
-        self._deployments.add_handler(self._deployment)
-
-    async def start(self) -> None:
-        for informer in (self._pods, self._deployments):
-            informer.start()
-        await asyncio.gather(self._pods.wait_synced(), self._deployments.wait_synced())
-
-    async def stop(self) -> None:
-        await self._pods.stop()
-        await self._deployments.stop()
-
-    def _pod(self, event: Any) -> None:
-        name = event.obj["metadata"]["name"]
-        if isinstance(event, Deleted):
-            self.deleted.add(name)
-        elif node := event.obj["spec"].get("nodeName"):
-            self.nodes[name] = node
-
-    def _deployment(self, event: Any) -> None:
-        status = event.obj.get("status") or {}
-        if status.get("observedGeneration"):
-            self.available.append(int(status.get("availableReplicas") or 0))
-
-
-def deployment(replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [
-                        {
-                            "name": "web",
-                            "image": "registry.invalid/web:1",
-                            "resources": {"requests": {"cpu": "100m"}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
-
-
 async def test_a_pdb_with_max_unavailable_0_holds_the_scale_down_until_relaxed(
     operator_env: OperatorEnv, namespace: str
 ) -> None:
@@ -238,20 +115,8 @@ async def test_a_pdb_with_max_unavailable_0_holds_the_scale_down_until_relaxed(
     await env.create(NODEPOOLS, pool(name, 1))
     await env.start(controllers=("nodepool",))
 
-    async def ready_nodes(count: int) -> list[Object]:
-        found = await nodes_of(env, name)
-        ready = [
-            n
-            for n in found
-            if any(
-                c["type"] == "Ready" and c["status"] == "True"
-                for c in n.get("status", {}).get("conditions", [])
-            )
-        ]
-        return ready if len(ready) == count else []
-
     async def one() -> list[Object]:
-        return await ready_nodes(1)
+        return await ready_nodes(env, name, 1)
 
     (first,) = await env.eventually(one, "the first node Ready", timeout=90)
     drained = first["metadata"]["name"]
@@ -259,20 +124,10 @@ async def test_a_pdb_with_max_unavailable_0_holds_the_scale_down_until_relaxed(
     dep = deployment(2)
     dep["spec"]["template"]["spec"]["nodeSelector"] = {POOL_LABEL: name}
     await env.create(DEPLOYMENTS_RES, dep, namespace)
-    pdb = {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "web"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}},
-    }
-    await env.create(PDBS, pdb, namespace)
-
-    async def available(count: int) -> bool:
-        status = (await env.client.get(DEPLOYMENTS_RES, "web", namespace)).get("status") or {}
-        return status.get("availableReplicas") == count
+    await env.create(PDBS, budget(0), namespace)
 
     async def two_available() -> bool:
-        return await available(2)
+        return await available(env, namespace, 2)
 
     await env.eventually(two_available, "the Deployment's 2 pods available", timeout=90)
     # A second node, busy with a pod of its own that cannot move: the pool will keep it and
@@ -280,7 +135,7 @@ async def test_a_pdb_with_max_unavailable_0_holds_the_scale_down_until_relaxed(
     await env.client.patch(NODEPOOLS, name, {"spec": {"targetNodes": 2}})
 
     async def two() -> list[Object]:
-        return await ready_nodes(2)
+        return await ready_nodes(env, name, 2)
 
     both = await env.eventually(two, "the second node Ready", timeout=90)
     (kept,) = [n["metadata"]["name"] for n in both if n["metadata"]["name"] != drained]
@@ -348,19 +203,7 @@ async def test_the_autoscaler_consolidates_an_underutilised_node_whose_pods_fit_
     await env.start(controllers=("nodepool", "autoscaler"))
 
     async def two_ready() -> bool:
-        found = await nodes_of(env, name)
-        ready = [
-            n
-            for n in found
-            if any(
-                c["type"] == "Ready" and c["status"] == "True"
-                for c in n.get("status", {}).get("conditions", [])
-            )
-            # kube-controller-manager lifts node.kubernetes.io/not-ready a little after Ready;
-            # a spread with nodeTaintsPolicy Honor leaves a tainted node out of the skew
-            and not n.get("spec", {}).get("taints")
-        ]
-        return len(ready) == 2
+        return len(await ready_nodes(env, name, 2, untainted=True)) == 2
 
     await env.eventually(two_ready, "two Ready, untainted nodes", timeout=90)
     dep = deployment(2)
@@ -378,8 +221,7 @@ async def test_the_autoscaler_consolidates_an_underutilised_node_whose_pods_fit_
     await env.create(DEPLOYMENTS_RES, dep, namespace)
 
     async def spread() -> bool:
-        status = (await env.client.get(DEPLOYMENTS_RES, "web", namespace)).get("status") or {}
-        return status.get("availableReplicas") == 2
+        return await available(env, namespace, 2)
 
     await env.eventually(spread, "2 replicas available", timeout=90)
     watch = DeploymentPods(env.client, namespace)

@@ -22,20 +22,12 @@ from nodepool_operator.api import INSTANCES
 from nodepool_operator.cloud import Instance as VM
 from nodepool_operator.controllers.instance import FINALIZER, NAME, UID_TAG
 from nodepool_operator.failpoints import ENV as FAILPOINTS_ENV
+from tests import factories
 from tests.e2e.conftest import OperatorEnv
 
 pytestmark = pytest.mark.integration
 
 DRIFT = 1.0  # seconds between drift checks in these tests
-
-
-def _instance(name: str, instance_type: str = "m5.large", image: str = "sim-image") -> Any:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "Instance",
-        "metadata": {"name": name},
-        "spec": {"instanceType": instance_type, "image": image},
-    }
 
 
 def _async(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
@@ -54,7 +46,7 @@ def _ready(status: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _create(env: OperatorEnv, ns: str, name: str, **spec: str) -> dict[str, Any]:
-    obj: dict[str, Any] = await env.create(INSTANCES, _instance(name, **spec), ns)
+    obj: dict[str, Any] = await env.create(INSTANCES, factories.instance(name, **spec), ns)
     return obj
 
 

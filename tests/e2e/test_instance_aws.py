@@ -20,6 +20,7 @@ from nodepool_operator.api import AWSNODECLASSES, INSTANCES
 from nodepool_operator.cloud import AwsCloud
 from nodepool_operator.controllers.instance import UID_TAG
 from nodepool_operator.testbed import LaunchEnvironment, MotoServer, seed_launch_environment
+from tests import factories
 from tests.e2e.conftest import OperatorEnv
 
 pytestmark = pytest.mark.integration
@@ -56,12 +57,7 @@ def _nodeclass(name: str, seeded: LaunchEnvironment) -> dict[str, Any]:
 
 
 def _instance(name: str, node_class: str, ami: str) -> dict[str, Any]:
-    return {
-        "apiVersion": INSTANCES.api_version,
-        "kind": INSTANCES.kind,
-        "metadata": {"name": name},
-        "spec": {"instanceType": "m5.large", "image": ami, "nodeClassRef": {"name": node_class}},
-    }
+    return factories.instance(name, image=ami, nodeClassRef={"name": node_class})
 
 
 async def _status(env: OperatorEnv, ns: str, name: str) -> dict[str, Any]:

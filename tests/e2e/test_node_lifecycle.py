@@ -20,6 +20,7 @@ from nodepool_operator.api import NODEPOOLS, parse_nodepool
 from nodepool_operator.cloud import CATALOGUE, TransientCloudError
 from nodepool_operator.controllers._node_manifest import node_bootstrap
 from nodepool_operator.controllers.nodepool import NODE_FINALIZER
+from tests import factories
 from tests.e2e.conftest import LABEL, OperatorEnv
 
 pytestmark = pytest.mark.integration
@@ -32,12 +33,7 @@ PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", n
 
 
 def _pool(name: str, target: int, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {"targetNodes": target, "instanceType": "m5.large", "maxNodes": 5, **spec},
-    }
+    return factories.nodepool(name, target=target, max_nodes=5, **spec)
 
 
 async def _nodes(env: OperatorEnv, pool: str) -> list[Object]:
@@ -93,16 +89,14 @@ async def _occurrences(client: Client, name: str, reason: str) -> int:
 
 
 def _pod(name: str, node: str, **labels: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [{"name": "c", "image": "busybox"}],
-        },
-    }
+    """A pod pinned to ``node`` that tolerates every taint (a drain's included)."""
+    return factories.pod(
+        name,
+        labels=labels,
+        node_selector={"kubernetes.io/hostname": node},
+        tolerations=[{"operator": "Exists"}],
+        image="busybox",
+    )
 
 
 async def _running(env: OperatorEnv, name: str, ns: str) -> Object | None:

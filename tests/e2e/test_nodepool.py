@@ -22,6 +22,7 @@ from nodepool_operator.cloud import (
     SimulatedCloud,
     TransientCloudError,
 )
+from tests import factories
 from tests._nodeadm import nodeadm_check
 from tests.e2e.conftest import LABEL, OperatorEnv
 
@@ -33,12 +34,7 @@ ONLY_NODEPOOL = ("nodepool",)
 
 
 def _pool(name: str, target: int, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {"targetNodes": target, "instanceType": "m5.large", **spec},
-    }
+    return factories.nodepool(name, target=target, **spec)
 
 
 async def _get(env: OperatorEnv, name: str) -> Object:
@@ -172,12 +168,7 @@ async def test_scales_up_registers_nodes_then_removes_empty_nodes_first(
     # a pod bound to one node makes that node the one to keep
     keep = nodes[1]["metadata"]["name"]
     pod_name = f"busy-{env.run_id}"
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": pod_name},
-        "spec": {"nodeName": keep, "containers": [{"name": "c", "image": "busybox"}]},
-    }
+    pod = factories.pod(pod_name, node=keep, image="busybox")
     await env.create(PODS, pod, "default")
     try:
 

@@ -14,21 +14,28 @@ from typing import Any
 
 import pytest
 
-from kubeloop import NODES, PODS, Deleted, Informer, NotFound, Object
+from kubeloop import NODES, PODS, Informer, NotFound, Object
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.nodepool._drain_deadline import parse_time
 from tests.e2e.conftest import OperatorEnv
-from tests.e2e.test_drain import (
+from tests.e2e.disruption import (
     DEPLOYMENTS_RES,
     DISRUPTING,
     PDBS,
+    NodeWatch,
+    PodWatch,
     Requests,
+    available,
+    budget,
     deployment,
     events,
+    is_evicted,
     nodes_of,
     pool,
+    pool_gone,
+    ready_nodes,
 )
 
 pytestmark = pytest.mark.integration
@@ -37,127 +44,12 @@ GROUP = "drain-group"
 TIMED_OUT_AT = "kubeloop.dev/drain-timed-out-at"
 
 
-def _ready(obj: Object) -> bool:
-    conditions = (obj.get("status") or {}).get("conditions") or ()
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def _evicted(obj: Object) -> bool:
-    conditions = (obj.get("status") or {}).get("conditions") or ()
-    return any(
-        c.get("type") == "DisruptionTarget" and c.get("reason") == "EvictionByEvictionAPI"
-        for c in conditions
-    )
-
-
-class PodWatch:
-    """Every event of the Deployment's pods, from before the disruption: the fewest pods
-    available (Ready, not terminating) at any point, each deleted pod's final state and
-    resourceVersion, and each pod's node."""
-
-    def __init__(self, env: OperatorEnv, namespace: str) -> None:
-        self.current: dict[str, Object] = {}
-        self.final: dict[str, Object] = {}
-        self.nodes: dict[str, str] = {}
-        self.available: list[int] = []
-        self._informer = Informer(env.client, PODS, namespace=namespace, label_selector="app=web")
-        self._informer.add_handler(self._on)
-
-    async def start(self) -> None:
-        self._informer.start()
-        await self._informer.wait_synced()
-        # The initial list arrives pod by pod: count from the synced state on.
-        self.available = self.available[-1:]
-
-    async def stop(self) -> None:
-        await self._informer.stop()
-
-    def _on(self, event: Any) -> None:
-        obj = event.obj
-        name = obj["metadata"]["name"]
-        if node := obj["spec"].get("nodeName"):
-            self.nodes[name] = node
-        if isinstance(event, Deleted):
-            self.current.pop(name, None)
-            self.final[name] = obj
-        else:
-            self.current[name] = obj
-        self.available.append(
-            sum(
-                1
-                for p in self.current.values()
-                if _ready(p) and not p["metadata"].get("deletionTimestamp")
-            )
-        )
-
-
-class NodeWatch:
-    """The resourceVersion at which each Node was first seen deleted (deletionTimestamp set,
-    or gone), and each Node's taints over time."""
-
-    def __init__(self, env: OperatorEnv, selector: str) -> None:
-        self.deleted_at: dict[str, int] = {}
-        self.tainted: dict[str, list[bool]] = {}
-        self._informer = Informer(env.client, NODES, label_selector=selector)
-        self._informer.add_handler(self._on)
-
-    async def start(self) -> None:
-        self._informer.start()
-        await self._informer.wait_synced()
-
-    async def stop(self) -> None:
-        await self._informer.stop()
-
-    def _on(self, event: Any) -> None:
-        meta = event.obj["metadata"]
-        name = meta["name"]
-        if isinstance(event, Deleted) or meta.get("deletionTimestamp"):
-            self.deleted_at.setdefault(name, int(meta["resourceVersion"]))
-        taints = (event.obj.get("spec") or {}).get("taints") or ()
-        has = any(t.get("key") == DISRUPTING for t in taints)
-        seen = self.tainted.setdefault(name, [])
-        if not seen or seen[-1] != has:
-            seen.append(has)
-
-
 def grouped_pool(name: str, target: int, group: str, **disruption: Any) -> dict[str, Any]:
     manifest = pool(name, target)
     manifest["spec"]["labels"] = {GROUP: group}
     if disruption:
         manifest["spec"]["disruption"] = disruption
     return manifest
-
-
-async def ready_untainted(env: OperatorEnv, name: str, count: int) -> list[Object]:
-    found = [
-        n
-        for n in await nodes_of(env, name)
-        # kube-controller-manager lifts node.kubernetes.io/not-ready a little after Ready
-        if _ready(n) and not (n.get("spec") or {}).get("taints")
-    ]
-    return found if len(found) == count else []
-
-
-async def available(env: OperatorEnv, namespace: str, count: int) -> bool:
-    status = (await env.client.get(DEPLOYMENTS_RES, "web", namespace)).get("status") or {}
-    return status.get("availableReplicas") == count
-
-
-def budget(max_unavailable: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "web"},
-        "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": {"app": "web"}}},
-    }
-
-
-async def gone(env: OperatorEnv, name: str) -> bool:
-    try:
-        await env.client.get(NODEPOOLS, name)
-    except NotFound:
-        return True
-    return False
 
 
 @pytest.fixture
@@ -180,7 +72,7 @@ async def test_deleting_a_pool_evicts_one_pod_at_a_time_under_its_pdb_before_nod
     await env.start(controllers=("nodepool",))
 
     async def old_ready() -> list[Object]:
-        return await ready_untainted(env, old, 2)
+        return await ready_nodes(env, old, 2, untainted=True)
 
     await env.eventually(old_ready, "two Ready nodes in the old pool", timeout=90)
     dep = deployment(3)
@@ -195,7 +87,7 @@ async def test_deleting_a_pool_evicts_one_pod_at_a_time_under_its_pdb_before_nod
     await env.create(NODEPOOLS, grouped_pool(new, 1, env.run_id))
 
     async def new_ready() -> list[Object]:
-        return await ready_untainted(env, new, 1)
+        return await ready_nodes(env, new, 1, untainted=True)
 
     (landing,) = await env.eventually(new_ready, "the new pool's node Ready", timeout=90)
     old_vms = {vm.id for vm in env.cloud.snapshot().live} - {
@@ -213,12 +105,12 @@ async def test_deleting_a_pool_evicts_one_pod_at_a_time_under_its_pdb_before_nod
         await env.client.delete(NODEPOOLS, old)
 
         async def deleted() -> bool:
-            return await gone(env, old) and await three()
+            return await pool_gone(env, old) and await three()
 
         await env.eventually(deleted, "the old pool gone, 3 replicas available", timeout=180)
         # Every original pod left through the Eviction API, none deleted or lost with its VM.
         assert set(pods.final) >= set(before)
-        assert all(_evicted(pods.final[p]) for p in before), {
+        assert all(is_evicted(pods.final[p]) for p in before), {
             p: pods.final[p].get("status") for p in before
         }
         assert requests.pod_deletes() == 0
@@ -259,7 +151,7 @@ async def test_a_pdb_that_never_allows_holds_pool_deletion_only_for_the_grace_pe
     await env.start(controllers=("nodepool",))
 
     async def one() -> list[Object]:
-        return await ready_untainted(env, name, 1)
+        return await ready_nodes(env, name, 1, untainted=True)
 
     (node,) = await env.eventually(one, "the pool's node Ready", timeout=90)
     dep = deployment(1)
@@ -289,10 +181,10 @@ async def test_a_pdb_that_never_allows_holds_pool_deletion_only_for_the_grace_pe
         await env.client.delete(NODEPOOLS, name)
         deletion = (await env.client.get(NODEPOOLS, name))["metadata"]["deletionTimestamp"]
 
-        async def pool_gone() -> bool:
-            return await gone(env, name)
+        async def deleted() -> bool:
+            return await pool_gone(env, name)
 
-        await env.eventually(pool_gone, "the pool to go after its grace period", timeout=90)
+        await env.eventually(deleted, "the pool to go after its grace period", timeout=90)
         assert requests.evictions(refused=True) >= 1
         assert requests.evictions() == 0
 
@@ -303,7 +195,7 @@ async def test_a_pdb_that_never_allows_holds_pool_deletion_only_for_the_grace_pe
 
         await env.eventually(pod_gone, "the pod garbage collector to remove the pod", 120)
         final = pods.final[original]
-        assert not _evicted(final)
+        assert not is_evicted(final)
         assert _disruption_reason(final) == "DeletionByPodGC"
         assert _seconds(final["metadata"]["deletionTimestamp"]) >= _seconds(deletion) + 4
         reasons = [reason for reason, _ in conditions]
@@ -348,7 +240,7 @@ async def test_a_scale_down_drain_that_times_out_untaints_and_keeps_its_node(
     await env.start(controllers=("nodepool",))
 
     async def first() -> list[Object]:
-        return await ready_untainted(env, name, 1)
+        return await ready_nodes(env, name, 1, untainted=True)
 
     (held,) = await env.eventually(first, "the first node Ready", timeout=90)
     held_name = held["metadata"]["name"]
@@ -364,7 +256,7 @@ async def test_a_scale_down_drain_that_times_out_untaints_and_keeps_its_node(
     await env.client.patch(NODEPOOLS, name, {"spec": {"targetNodes": 2}})
 
     async def both() -> list[Object]:
-        return await ready_untainted(env, name, 2)
+        return await ready_nodes(env, name, 2, untainted=True)
 
     found = await env.eventually(both, "the second node Ready", timeout=90)
     (other_name,) = [n["metadata"]["name"] for n in found if n["metadata"]["name"] != held_name]
@@ -438,7 +330,7 @@ async def test_a_pool_deletion_held_by_a_pdb_survives_an_operator_restart(
     await env.start(controllers=("nodepool",))
 
     async def old_ready() -> list[Object]:
-        return await ready_untainted(env, old, 1)
+        return await ready_nodes(env, old, 1, untainted=True)
 
     (node,) = await env.eventually(old_ready, "the old pool's node Ready", timeout=90)
     dep = deployment(1)
@@ -453,7 +345,7 @@ async def test_a_pool_deletion_held_by_a_pdb_survives_an_operator_restart(
     await env.create(NODEPOOLS, grouped_pool(new, 1, env.run_id))
 
     async def new_ready() -> list[Object]:
-        return await ready_untainted(env, new, 1)
+        return await ready_nodes(env, new, 1, untainted=True)
 
     (landing,) = await env.eventually(new_ready, "the new pool's node Ready", timeout=90)
     pods = PodWatch(env, namespace)
@@ -489,10 +381,10 @@ async def test_a_pool_deletion_held_by_a_pdb_survives_an_operator_restart(
         await env.client.patch(PDBS, "web", {"spec": {"maxUnavailable": 1}}, namespace)
 
         async def done() -> bool:
-            return await gone(env, old) and await up()
+            return await pool_gone(env, old) and await up()
 
         await env.eventually(done, "the old pool gone, its pod replaced", timeout=120)
-        assert _evicted(pods.final[original])
+        assert is_evicted(pods.final[original])
         assert requests.pod_deletes() == 0
         replacements = {p: n for p, n in pods.nodes.items() if p != original}
         assert set(replacements.values()) == {landing["metadata"]["name"]}

@@ -53,6 +53,7 @@ from nodepool_operator.controllers._blocked import PDBS
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.crdinstall import install_crds
 from nodepool_operator.operator import FIELD_MANAGER, build_manager
+from tests import factories
 from tests.e2e.conftest import OperatorEnv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -388,33 +389,15 @@ async def _until_allowed(env: OperatorEnv, probe: Client, *checks: dict[str, str
 
 
 def _pool(name: str, target: int, instance_type: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {"instanceType": instance_type, "targetNodes": target, **spec},
-    }
+    return factories.nodepool(name, target=target, instance_type=instance_type, **spec)
 
 
 def _pod(name: str, pool: str, memory: str, volume: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {POOL_LABEL: pool},
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "registry.invalid/app:1",
-                    "resources": {"requests": {"cpu": "100m", "memory": memory}},
-                    "volumeMounts": [{"name": volume["name"], "mountPath": "/data"}],
-                }
-            ],
-            "volumes": [volume],
-            "terminationGracePeriodSeconds": 0,
-        },
-    }
+    mount = {"name": volume["name"], "mountPath": "/data"}
+    app = factories.container("app", cpu="100m", memory=memory, volumeMounts=[mount])
+    return factories.pod(
+        name, node_selector={POOL_LABEL: pool}, containers=[app], volumes=[volume], grace=0
+    )
 
 
 def _ready(obj: Object) -> bool:

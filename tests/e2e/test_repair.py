@@ -30,8 +30,9 @@ from kubeloop import (
 )
 from nodepool_operator.api import NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
+from tests import factories
 from tests.e2e.conftest import OperatorEnv
-from tests.e2e.test_drain import DISRUPTING, Requests
+from tests.e2e.disruption import DISRUPTING, Requests
 from tests.e2e.test_node_lifecycle import ONLY_NODEPOOL, _events, _nodes, _pool, _wait_converged
 
 pytestmark = pytest.mark.integration
@@ -76,16 +77,15 @@ HOLD = "kubeloop.dev/test-hold"
 def _evictable_pod(node: str) -> dict[str, Any]:
     """A pod bound to ``node`` that nothing holds (no PDB; voluntary blockers do not apply to
     a repair) and that tolerates the unreachable taint, so only the drain removes it."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": f"on-{node}", "namespace": "default", "finalizers": [HOLD]},
-        "spec": {
-            "nodeName": node,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9"}],
-        },
-    }
+    return factories.pod(
+        f"on-{node}",
+        namespace="default",
+        finalizers=[HOLD],
+        node=node,
+        tolerations=[{"operator": "Exists"}],
+        container_name="app",
+        image="registry.k8s.io/pause:3.9",
+    )
 
 
 async def test_a_third_of_the_pool_unhealthy_is_held_then_repaired_one_at_a_time(

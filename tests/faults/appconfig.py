@@ -32,3 +32,5 @@ CHILD_LABEL: str = _example.CHILD_LABEL
 FIELD_MANAGER: str = _example.FIELD_MANAGER
 install_crd = _example.install_crd
 owner_uid = _example.owner_uid
+build_manager = _example.build_manager
+child_of = _example.child_of

@@ -21,6 +21,7 @@ from nodepool_operator.api import AUTOSCALERS, INSTANCES, NODEPOOLS
 from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.controllers.instance import UID_TAG
 from nodepool_operator.controllers.nodepool._intent import POOL_UID_TAG
+from tests import factories
 from tests.faults import appconfig
 from tests.faults.world import CRD_DIR, World
 
@@ -279,12 +280,7 @@ class AppConfigOperator(OperatorAdapter):
 
 
 def _pool(name: str, target: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {"instanceType": "m5.large", "targetNodes": target, "maxNodes": 6},
-    }
+    return factories.nodepool(name, target=target, max_nodes=6)
 
 
 def _vm_rows(cloud: SimulatedCloud, tag: str, value: str) -> list[Any]:
@@ -464,15 +460,6 @@ class NodePoolOperator(OperatorAdapter):
 INSTANCES_PER_SCOPE = 3
 
 
-def _instance(name: str, instance_type: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeloop.dev/v1alpha1",
-        "kind": "Instance",
-        "metadata": {"name": name},
-        "spec": {"instanceType": instance_type, "image": "sim-image"},
-    }
-
-
 class InstanceOperator(NodePoolOperator):
     """``nodepool-operator run`` with only the Instance controller (the seeds' EC2Instance)."""
 
@@ -484,7 +471,7 @@ class InstanceOperator(NodePoolOperator):
     async def create(self, world: World, scope: Scope) -> None:
         for i in range(INSTANCES_PER_SCOPE):
             await world.user.create(
-                INSTANCES, scope.labelled(_instance(f"vm-{i}", "m5.large")), scope.namespace
+                INSTANCES, scope.labelled(factories.instance(f"vm-{i}")), scope.namespace
             )
             scope.desired[f"vm-{i}"] = "m5.large"
 

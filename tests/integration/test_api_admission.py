@@ -29,6 +29,7 @@ from nodepool_operator.api import (
     parse_nodepool,
     to_api,
 )
+from tests import factories
 
 pytestmark = pytest.mark.integration
 
@@ -75,30 +76,16 @@ def name(rest: RestClient) -> Iterator[str]:
 
 
 def nodepool(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": NODEPOOLS.api_version,
-        "kind": NODEPOOLS.kind,
-        "metadata": {"name": name},
-        "spec": {"instanceType": "m5.large", **spec},
-    }
+    return factories.nodepool(name, target=None, **spec)
 
 
 def autoscaler(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": AUTOSCALERS.api_version,
-        "kind": AUTOSCALERS.kind,
-        "metadata": {"name": name},
-        "spec": {"nodePoolRef": {"name": "pool"}, "namespaces": ["prod"], **spec},
-    }
+    fields: dict[str, Any] = {"namespaces": ["prod"], "frequency": None, **spec}
+    return factories.autoscaler(name, pool="pool", **fields)
 
 
 def instance(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": INSTANCES.api_version,
-        "kind": INSTANCES.kind,
-        "metadata": {"name": name},
-        "spec": {"image": "ami-0abc", "instanceType": "m5.large", **spec},
-    }
+    return factories.instance(name, image="ami-0abc", **spec)
 
 
 def create(rest: RestClient, res: Resource, obj: dict[str, Any], ns: str | None = None) -> Any:

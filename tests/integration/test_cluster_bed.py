@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pytest
 
 from kubeloop.envtest import KWOK_NODE_ANNOTATIONS, ControlPlane, RestError
+from tests import factories
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")
@@ -74,15 +75,7 @@ def test_a_kwok_node_is_ready_leased_untainted_and_runs_its_pods(
         assert lease["spec"]["leaseDurationSeconds"] == cp.options.node_lease_seconds
 
         ns = cp.create_namespace("bed")
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "web"},
-            "spec": {
-                "nodeSelector": {"kubernetes.io/hostname": name},
-                "containers": [{"name": "c", "image": "busybox"}],
-            },
-        }
+        pod = factories.pod("web", node_selector={"kubernetes.io/hostname": name}, image="busybox")
         rest.post(f"/api/v1/namespaces/{ns}/pods", pod)
 
         def running() -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ import pytest
 
 from kubeloop import NODES, Client, Invalid, PatchType
 from nodepool_operator.controllers.nodepool._node_sync import OWNED_ANNOTATION, sync_patch
+from tests import factories
 
 pytestmark = pytest.mark.integration
 
@@ -29,11 +30,7 @@ async def node(kube_client: Client) -> AsyncIterator[dict[str, Any]]:
     """A Node as read right after it registered: no finalizers, annotations or taints, so
     every guard tests a missing field."""
     name = f"sync-{next(_names)}"
-    body = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-    }
+    body = factories.node(name, labels={"kubernetes.io/hostname": name})
     yield await kube_client.create(NODES, body)
     await kube_client.patch(NODES, name, {"metadata": {"finalizers": None}})
     await kube_client.delete(NODES, name)

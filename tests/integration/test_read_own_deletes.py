@@ -12,12 +12,13 @@ import pytest
 from kubeloop import CONFIGMAPS, Client, Object
 from kubeloop.testing import eventually, new_manager, running
 from kubeloop.testing.faults import DropEvents, FaultProxy
+from tests import factories
 
 pytestmark = pytest.mark.integration
 
 
 def _cm(name: str) -> Object:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+    return factories.configmap(name)
 
 
 async def test_a_read_after_our_delete_does_not_show_the_object(

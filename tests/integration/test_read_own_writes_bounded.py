@@ -14,6 +14,7 @@ import pytest
 from kubeloop import CONFIGMAPS, Client, Object
 from kubeloop.testing import eventually, new_manager, running
 from kubeloop.testing.faults import DropEvents, FaultProxy
+from tests import factories
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +23,7 @@ TIMEOUT = 1.0
 
 
 def _cm(name: str) -> Object:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+    return factories.configmap(name)
 
 
 async def test_a_read_waits_once_for_all_its_lagging_writes(

@@ -13,6 +13,7 @@ import pytest
 from kubeloop import CONFIGMAPS, Client, Object
 from kubeloop.testing import eventually, new_manager, running
 from kubeloop.testing.faults import DropEvents, FaultProxy
+from tests import factories
 from tests.integration.ryw_support import selected_informer
 
 pytestmark = pytest.mark.integration
@@ -21,12 +22,7 @@ SELECTOR = "app=x"
 
 
 def _cm(name: str, v: str) -> Object:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "labels": {"app": "x"}},
-        "data": {"v": v},
-    }
+    return factories.configmap(name, labels={"app": "x"}, data={"v": v})
 
 
 async def test_a_write_seen_by_one_informer_is_still_awaited_on_the_other(

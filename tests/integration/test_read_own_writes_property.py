@@ -24,6 +24,7 @@ import pytest
 from kubeloop import CONFIGMAPS, Client, Object
 from kubeloop.testing import new_manager, running
 from kubeloop.testing.faults import Delay, FaultProxy
+from tests import factories
 from tests.integration.ryw_support import selected_informer
 
 pytestmark = pytest.mark.integration
@@ -45,12 +46,7 @@ class Mine:
 
 
 def _cm(name: str, v: str, app: str) -> Object:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "labels": {"app": app}},
-        "data": {"v": v},
-    }
+    return factories.configmap(name, labels={"app": app}, data={"v": v})
 
 
 def _seen(objs: list[Object], *, meta: bool) -> dict[str, tuple[str, str, str | None]]:

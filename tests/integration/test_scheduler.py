@@ -11,6 +11,7 @@ import pytest
 
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions, RestClient
 from kubeloop.testing import NodeFactory
+from tests import factories
 
 pytestmark = pytest.mark.integration
 
@@ -26,21 +27,12 @@ def _wait(fn: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
 
 
 def _pod(name: str, pool: str, requests: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"test.kubeloop.dev/pool": pool},
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "registry.invalid/app:1",
-                    "resources": {"requests": requests},
-                }
-            ],
-        },
-    }
+    return factories.pod(
+        name,
+        node_selector={"test.kubeloop.dev/pool": pool},
+        container_name="app",
+        requests=requests,
+    )
 
 
 def _scheduled_condition(rest: RestClient, ns: str, name: str) -> dict[str, Any] | None:

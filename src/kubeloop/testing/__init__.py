@@ -29,6 +29,9 @@ Helpers (they need no pytest):
     Wait for a plain or async predicate, failing with what was awaited.
 :func:`new_manager`, :func:`running`
     A Manager without servers or signal handlers, run for the body of an ``async with``.
+:class:`Snapshot`, :func:`reconcile_once`, :class:`Write`
+    One reconcile in process, no apiserver: reads from a fixed set of objects, every
+    write recorded (not applied) for the test to assert on.
 
 Fault injection and oracles (imported on first use, so this package stays light):
 
@@ -47,6 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 from kubeloop.testing._crd import ScaleSpec, resource_of, simple_crd
 from kubeloop.testing._helpers import eventually, new_manager, running
+from kubeloop.testing._reconcile_once import reconcile_once
+from kubeloop.testing._snapshot import Snapshot, Write
 
 if TYPE_CHECKING:
     from kubeloop.testing.faults import (
@@ -112,11 +117,13 @@ __all__ = [
     "Rule",
     "RunRecord",
     "ScaleSpec",
+    "Snapshot",
     "Stable",
     "StaleRead",
     "State",
     "Violation",
     "WatchRecorder",
+    "Write",
     "assert_no_differences",
     "capture_state",
     "compare_operations",
@@ -131,6 +138,7 @@ __all__ = [
     "new_manager",
     "nondeterministic_paths",
     "operations_from_log",
+    "reconcile_once",
     "resource_of",
     "running",
     "service_unavailable",

@@ -36,6 +36,7 @@ from nodepool_operator.api import (
     parse_nodepool,
     to_api,
 )
+from tests import factories
 
 CRD_DIR = Path(__file__).resolve().parents[4] / "config" / "crd"
 
@@ -382,7 +383,7 @@ def test_generator_refuses_a_misplaced_marker() -> None:
 
 # -- the Python mirror: parse and to_api -----------------------------------------------------
 def pool(**spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": "p", "generation": 3}, "spec": {"instanceType": "m5", **spec}}
+    return factories.nodepool(target=None, instance_type="m5", generation=3, **spec)
 
 
 def test_parse_nodepool_fills_in_the_schema_defaults() -> None:

@@ -12,6 +12,7 @@ from nodepool_operator.demo._figures import MEANINGS, Figures, compute_figures, 
 from nodepool_operator.demo._sample import PodCounts, Sample, not_triggered_notes, take_sample
 from nodepool_operator.demo._timeline import milestones
 from nodepool_operator.demo._workload import POOL_LABEL, POOL_NAME, Workload
+from tests import factories
 
 
 def vm(name: str, id: str, *, pool: str = POOL_NAME, state: str = "running") -> Instance:
@@ -30,11 +31,9 @@ def vm(name: str, id: str, *, pool: str = POOL_NAME, state: str = "running") -> 
 
 
 def node(name: str, *, ready: bool = True, provider_id: str = "") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": {POOL_LABEL: POOL_NAME}},
-        "spec": {"providerID": provider_id} if provider_id else {},
-        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-    }
+    return factories.node(
+        name, labels={POOL_LABEL: POOL_NAME}, ready=ready, provider_id=provider_id or None
+    )
 
 
 def event(pod: str, note: str, when: str = "2026-01-01T00:00:00.000000Z") -> dict[str, Any]:

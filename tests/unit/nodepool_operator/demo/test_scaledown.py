@@ -7,18 +7,22 @@ from typing import Any
 from nodepool_operator.demo import _scaledown as act
 from nodepool_operator.demo._clusterview import evicted_by_api
 from nodepool_operator.demo._workload import DEMO_LABEL, Role
+from tests import factories
 
 
 def _node(name: str, *, cordoned: bool = False) -> dict[str, Any]:
-    return {"metadata": {"name": name}, "spec": {"unschedulable": cordoned}}
+    return factories.node(name, unschedulable=cordoned)
 
 
 def _pod(name: str, node: str, ns: str = "prod", phase: str = "Running") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": ns, "labels": {DEMO_LABEL: str(Role.FITS)}},
-        "spec": {"nodeName": node},
-        "status": {"phase": phase, "podIP": "10.244.0.1" if phase == "Running" else None},
-    }
+    return factories.pod(
+        name,
+        namespace=ns,
+        labels={DEMO_LABEL: str(Role.FITS)},
+        node=node,
+        phase=phase,
+        status={"podIP": "10.244.0.1" if phase == "Running" else None},
+    )
 
 
 def test_the_victim_is_the_node_with_the_fewest_demo_pods() -> None:

@@ -23,24 +23,17 @@ from nodepool_operator.scheduling import (
     pod_ref,
     pod_requests,
 )
+from tests import factories
 
 GI = 2**30
 
 
 def pod(name: str, *, memory: str = "1Gi", cpu: str = "100m", **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": spec.pop("namespace", "prod")},
-        "spec": {
-            "containers": [
-                {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
-            ],
-            **spec,
-        },
-        "status": {
-            "phase": "Pending",
-            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
-        },
-    }
+    """A pending pod the scheduler found no room for."""
+    namespace = spec.pop("namespace", "prod")
+    return factories.pod(
+        name, namespace=namespace, cpu=cpu, memory=memory, unschedulable=True, **spec
+    )
 
 
 def pods(prefix: str, count: int, **kwargs: Any) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ from nodepool_operator.scheduling import (
     removal_order,
 )
 from nodepool_operator.scheduling._blockers import KUBE_SYSTEM
+from tests import factories
 
 GI = 2**30
 NODE = Resources(cpu=4000, memory=16 * GI, pods=110)
@@ -52,21 +53,20 @@ def pod(
     cpu: str = "100m",
     terminating: bool = False,
 ) -> Any:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
-    if owner is not None:
-        meta["ownerReferences"] = [{**owner, "controller": controller}]
-    if annotations:
-        meta["annotations"] = annotations
-    if labels:
-        meta["labels"] = labels
-    if terminating:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    spec: dict[str, Any] = {
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-    }
-    if volumes:
-        spec["volumes"] = volumes
-    return pod_view({"metadata": meta, "spec": spec})
+    spec: dict[str, Any] = {"volumes": volumes} if volumes else {}
+    return pod_view(
+        factories.pod(
+            name,
+            namespace=namespace,
+            uid=f"uid-{name}",
+            owner=None if owner is None else {**owner, "controller": controller},
+            annotations=annotations or None,
+            labels=labels or None,
+            deleting=terminating,
+            cpu=cpu,
+            **spec,
+        )
+    )
 
 
 def node(name: str, *pods: Any) -> ScaleDownNode:

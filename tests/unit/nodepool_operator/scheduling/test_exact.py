@@ -22,17 +22,13 @@ from nodepool_operator.scheduling import (
     Taint,
     plan_scale_up,
 )
+from tests import factories
 
 GI = 2**30
 
 
 def pod(name: str, memory: str, cpu: str = "100m") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": "prod"},
-        "spec": {
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
-        },
-    }
+    return factories.pod(name, namespace="prod", cpu=cpu, memory=memory)
 
 
 def node_loads(plan: ScaleUpPlan, pods: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
@@ -648,10 +644,7 @@ def bench_pod(name: str, request: tuple[int, ...]) -> dict[str, Any]:
         requests = {"cpu": f"{request[0] * 100}m", "memory": f"{request[1] * 512}Mi"}
         if len(request) == 3:
             requests["ephemeral-storage"] = f"{request[2]}Gi"
-    return {
-        "metadata": {"name": name, "namespace": "bench"},
-        "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]},
-    }
+    return factories.pod(name, namespace="bench", requests=requests)
 
 
 @pytest.mark.parametrize("case", sorted(PINNED))

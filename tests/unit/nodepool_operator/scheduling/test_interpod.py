@@ -18,6 +18,7 @@ from nodepool_operator.scheduling import (
     pod_fits_template,
     pod_view,
 )
+from tests import factories
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -25,13 +26,8 @@ ZONE = "topology.kubernetes.io/zone"
 
 def pod(name: str, *, cpu: str = "100m", labels: dict[str, str] | None = None, **spec: Any) -> Any:
     ports = spec.pop("ports", None)
-    container: dict[str, Any] = {"name": "c", "resources": {"requests": {"cpu": cpu}}}
-    if ports:
-        container["ports"] = ports
-    return {
-        "metadata": {"name": name, "namespace": "prod", "labels": labels or {}},
-        "spec": {"containers": [container], **spec},
-    }
+    containers = [factories.container(cpu=cpu, **({"ports": ports} if ports else {}))]
+    return factories.pod(name, namespace="prod", labels=labels or {}, containers=containers, **spec)
 
 
 def anti(key: str, **labels: str) -> dict[str, Any]:

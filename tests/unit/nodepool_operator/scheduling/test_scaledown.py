@@ -14,20 +14,22 @@ from nodepool_operator.scheduling import (
     pod_view,
     removal_order,
 )
+from tests import factories
 
 GI = 2**30
 NODE = Resources(cpu=4000, memory=16 * GI, pods=110)
 
 
-def pod(name: str, cpu: str = "1", *, owner: str | None = None, **meta: Any) -> Any:
-    metadata: dict[str, Any] = {"name": name, "namespace": "prod", **meta}
-    if owner:
-        metadata["ownerReferences"] = [{"kind": owner, "name": "o", "uid": "u"}]
+def pod(
+    name: str,
+    cpu: str = "1",
+    *,
+    owner: str | None = None,
+    annotations: dict[str, str] | None = None,
+) -> Any:
+    ref = factories.owner_reference(owner) if owner else None
     return pod_view(
-        {
-            "metadata": metadata,
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
-        }
+        factories.pod(name, namespace="prod", cpu=cpu, owner=ref, annotations=annotations)
     )
 
 
