@@ -51,6 +51,10 @@ from ._scaledown import Disposal as Disposal
 from ._scaledown import RemovalReason as RemovalReason
 from ._scaledown import ScaleDownNode as ScaleDownNode
 from ._scaledown import removal_order as removal_order
+from ._slots import Booting as Booting
+from ._slots import Existing as Existing
+from ._slots import New as New
+from ._slots import NodeSlot as NodeSlot
 from ._template import DEFAULT_MAX_PODS as DEFAULT_MAX_PODS
 from ._template import NodeShape as NodeShape
 from ._template import NodeTemplate as NodeTemplate
@@ -66,12 +70,16 @@ from ._views import pod_view as pod_view
 __all__ = [
     "DEFAULT_MAX_PODS",
     "DO_NOT_DISRUPT",
+    "Booting",
     "DaemonSetView",
     "DefaultBlockers",
     "Disposal",
+    "Existing",
     "FitReason",
     "FitResult",
+    "New",
     "NodeShape",
+    "NodeSlot",
     "NodeState",
     "NodeTemplate",
     "NodeView",
