@@ -21,6 +21,7 @@ from nodepool_operator.api._autoscaler import (
     NodePoolRef,
     UnremovableNode,
     parse_autoscaler,
+    parse_autoscaler_status,
 )
 from nodepool_operator.api._crds import (
     AUTOSCALERS,
@@ -131,6 +132,7 @@ __all__ = [
     "crds",
     "format_duration",
     "parse_autoscaler",
+    "parse_autoscaler_status",
     "parse_duration",
     "parse_instance",
     "parse_nodeclass",
