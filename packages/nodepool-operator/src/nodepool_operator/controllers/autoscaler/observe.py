@@ -16,7 +16,7 @@ an object (:class:`Raw`); every decision reads the typed fields.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -62,7 +62,7 @@ from nodepool_operator.scheduling import (
     pod_view,
 )
 
-__all__ = ["Observation", "Observer", "PendingPod", "Raw", "Unready"]
+__all__ = ["Observation", "Observer", "PendingPod", "Raw", "Unready", "snapshot"]
 
 log = logging.getLogger("nodepool_operator.autoscaler")
 
@@ -146,6 +146,60 @@ class Unready:
     requeue_after: float | None = None
 
 
+def snapshot(
+    obj: Object,
+    scaler: Autoscaler,
+    pool_obj: Object,
+    *,
+    pods: Iterable[Object],
+    nodes: Sequence[Object],
+    pods_on: Callable[[str], Iterable[Object]],
+    daemonsets: Sequence[DaemonSetView] = (),
+    scope_labels: Mapping[str, str] | None = None,
+    first_seen: Callable[[Object], float],
+) -> Observation | Unready:
+    """The observation of what was read: the Autoscaler (``obj``, parsed as ``scaler``), its
+    pool, the pods of its namespaces, the pool's Nodes (``pods_on(name)``: the pods bound to
+    one) and the DaemonSets; ``first_seen(pod)``: when the watch showed it unschedulable.
+    Pure, so tests observe a fixed snapshot the way the controller observes its cache."""
+    pool_name = scaler.spec.node_pool_ref.name
+    try:
+        pool = parse_nodepool(pool_obj)
+        template = pool_template(pool, scope_labels=scope_labels or {}, daemonsets=daemonsets)
+    except ValueError as err:  # InvalidField is a ValueError too
+        return Unready(obj, INVALID_NODEPOOL, f"NodePool {pool_name}: {err}")
+    candidates: list[PendingPod] = []
+    unbound: dict[str, Object] = {}
+    for pod in pods:
+        verdict = classify(pod)
+        key = pod_key(pod)
+        if verdict.reason not in _GONE:
+            unbound[key] = pod
+        if verdict.candidate:
+            view = pod_view(pod)
+            candidates.append(PendingPod(key, view.ref, view, pod_needs(pod), first_seen(pod)))
+    summary = pool_nodes(nodes, pods_on, daemonsets=daemonsets, booting_taints=template.taints)
+    by_name = {object_name(n): n for n in nodes}
+    return Observation(
+        scaler=scaler,
+        generation=scaler.metadata.generation,
+        pool=pool,
+        template=template,
+        nodes=summary,
+        target=pool.spec.target_nodes,
+        pending=len(unbound),
+        candidates=tuple(candidates),
+        unbound=frozenset(unbound),
+        reserved=tuple(
+            (name, held)
+            for name, node in by_name.items()
+            if (held := reserved_for(node)) is not None
+        ),
+        holds={view.name: view.hold for view in map(node_view, nodes)},
+        raw=Raw(obj, pool_obj, by_name, unbound),
+    )
+
+
 class Observer:
     """Reads for the Autoscaler controller, from the informers it shares with the NodePool
     controller (indexed by :mod:`._watch`) and, for references, live."""
@@ -198,49 +252,17 @@ class Observer:
         pool_obj = await self._get(NODEPOOLS, pool_name)
         if pool_obj is None:
             return self.pool_not_found(obj, pool_name)
-        daemonsets = self._daemonset_views()
-        try:
-            pool = parse_nodepool(pool_obj)
-            template = pool_template(pool, scope_labels=self._scope_labels, daemonsets=daemonsets)
-        except ValueError as err:  # InvalidField is a ValueError too
-            return Unready(obj, INVALID_NODEPOOL, f"NodePool {pool_name}: {err}")
-        candidates: list[PendingPod] = []
-        unbound: dict[str, Object] = {}
-        for namespace in scaler.spec.namespaces:
-            for pod in self._pods.store.by_index(BY_NAMESPACE, namespace):
-                verdict = classify(pod)
-                key = pod_key(pod)
-                if verdict.reason not in _GONE:
-                    unbound[key] = pod
-                if verdict.candidate:
-                    view = pod_view(pod)
-                    first = self._first_seen(pod)
-                    candidates.append(PendingPod(key, view.ref, view, pod_needs(pod), first))
-        node_objs = self._nodes.store.by_index(BY_POOL, pool_name)
-        nodes = pool_nodes(
-            node_objs,
-            lambda node: self._pods.store.by_index(BY_NODE, node),
-            daemonsets=daemonsets,
-            booting_taints=template.taints,
-        )
-        by_name = {object_name(n): n for n in node_objs}
-        return Observation(
-            scaler=scaler,
-            generation=scaler.metadata.generation,
-            pool=pool,
-            template=template,
-            nodes=nodes,
-            target=pool.spec.target_nodes,
-            pending=len(unbound),
-            candidates=tuple(candidates),
-            unbound=frozenset(unbound),
-            reserved=tuple(
-                (name, held)
-                for name, node in by_name.items()
-                if (held := reserved_for(node)) is not None
-            ),
-            holds={view.name: view.hold for view in map(node_view, node_objs)},
-            raw=Raw(obj, pool_obj, by_name, unbound),
+        pods = self._pods.store
+        return snapshot(
+            obj,
+            scaler,
+            pool_obj,
+            pods=[p for ns in scaler.spec.namespaces for p in pods.by_index(BY_NAMESPACE, ns)],
+            nodes=self._nodes.store.by_index(BY_POOL, pool_name),
+            pods_on=lambda node: pods.by_index(BY_NODE, node),
+            daemonsets=self._daemonset_views(),
+            scope_labels=self._scope_labels,
+            first_seen=self._first_seen,
         )
 
     async def look_up(self, obs: Observation) -> Observation:
