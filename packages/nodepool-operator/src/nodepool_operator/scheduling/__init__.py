@@ -36,9 +36,6 @@ from ._pods import PodReason as PodReason
 from ._pods import PodRef as PodRef
 from ._pods import PodVerdict as PodVerdict
 from ._pods import classify as classify
-from ._pods import get_list as get_list
-from ._pods import get_mapping as get_mapping
-from ._pods import get_text as get_text
 from ._pods import pod_ref as pod_ref
 from ._pods import pod_requests as pod_requests
 from ._quantity import Resources as Resources
@@ -67,10 +64,10 @@ from ._views import is_workload as is_workload
 from ._views import node_view as node_view
 from ._views import pod_view as pod_view
 
-__all__ = [
+__all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts before the constants
+    "Booting",
     "DEFAULT_MAX_PODS",
     "DO_NOT_DISRUPT",
-    "Booting",
     "DaemonSetView",
     "DefaultBlockers",
     "Disposal",
@@ -106,9 +103,6 @@ __all__ = [
     "daemonset_view",
     "format_bytes",
     "format_cpu",
-    "get_list",
-    "get_mapping",
-    "get_text",
     "is_workload",
     "lower_bound",
     "needs_budgets",

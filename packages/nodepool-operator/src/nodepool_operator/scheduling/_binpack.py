@@ -459,7 +459,7 @@ def crowded_out(pod: Pod | PodView, nodes: Sequence[NodeState]) -> bool:
 
     The autoscaler asks this of a pod it planned on a new node that the scheduler left unbound
     once the node was Ready: a crowded-out pod is planned again, any other is a disagreement
-    between the simulation and the scheduler (see ``controllers._landing``).
+    between the simulation and the scheduler (see ``controllers.autoscaler._landing``).
     """
     view = pod_view(pod)
     allowed = [n for n in nodes if check_constraints(view, n.labels, n.taints, n.name)]

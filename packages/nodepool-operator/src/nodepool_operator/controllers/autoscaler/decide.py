@@ -208,76 +208,23 @@ def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decisi
     """The pass's decision; ``memory`` is not changed (the decision carries the new one)."""
     m = copy.deepcopy(memory)
     m.planned_at = now.mono
-    pods = {p.key: p for p in obs.candidates}
     keys = {p.ref: p.key for p in obs.candidates}
-    landing_due, aside, eligible, settling = _set_aside(obs, m, pods, now.mono, knobs)
+    landing_due, aside, eligible, settling = _set_aside(obs, m, now.mono, knobs)
     timeout = _follow_provisioning(obs, m, now.mono, knobs)
     plan, write = _scale(obs, m, eligible, now.mono, knobs, may_write=timeout is None)
-    events: list[Note] = []
-    head: str | None = None
-    scaled_at: datetime | None = None
-    if timeout is not None:
-        lowering, head = timeout
-        scaled_at = now.wall
-        events += _timeout_notes(lowering.summary)
-        # only down, and not a target someone else moved meanwhile: theirs stands
-        lowers = lowering.desired < lowering.expected and not obs.moved
-        write = lowering if lowers else None
-    events += _blocked_notes(obs, memory.blocked, m.blocked)
-    if write is not None and write.why is Why.SCALE_DOWN:
-        head = write.summary
-        m.unneeded_since.clear()  # which nodes go is the NodePool controller's choice
-        events += scaled(obs.pool_name, up=False, summary=head)
-        scaled_at = now.wall
-    elif write is not None and write.why is Why.SCALE_UP:
-        m.provisioning = requested(m.provisioning, registered=obs.nodes.registered, now=now.mono)
-        m.landing.planned(_on_new_capacity(plan, keys), write.desired)
-        if obs.pool.spec.reserve_new_nodes:
-            m.reservation.planned(
-                _new_node_slots(plan, keys), known=[r.name for r in obs.pool.status.instances]
-            )
-        events += scaled(obs.pool_name, up=True, summary=plan.summary)
-        scaled_at = now.wall
-    elif not m.provisioning.backing_off(now.mono):
-        # Pods the plan puts on nodes already booting wait for them too.
-        m.landing.planned(_on_new_capacity(plan, keys), max(obs.target, obs.pool.spec.min_nodes))
-    backing_off = m.provisioning.backing_off(now.mono)
-    if head is None and backing_off and plan.scale_up:
-        head = f"no scale up (target {obs.target}): provisioning timed out, scale-up backed off"
+    outcome = _outcome(obs, m, plan, write, timeout, keys, memory.blocked, now)
     said, m.reported = not_triggered(m.reported, (*_plan_groups(plan), *aside), keys)
-    events += said
     grants, lifts, lift_in = _hold_reservations(obs, m, now, knobs)
-    status = _status(
-        obs,
-        decision_text(plan, aside, head=head, settling=len(settling)),
-        scaled_at,
-        m,
-        backing_off,
-        knobs,
-    )
-    waits = [obs.scaler.spec.frequency.total_seconds()]
-    for due in (
-        lift_in,
-        next_unneeded_due(
-            m.unneeded_since, now.mono, obs.scaler.spec.scale_down_unneeded_time.total_seconds()
-        ),
-        landing_due,
-    ):
-        if due is not None:
-            waits.append(due)
-    provisioning = m.provisioning
-    if provisioning.since is not None:
-        waits.append(max(0.0, provisioning.since + knobs.max_node_provision - now.mono) + 0.05)
-    if provisioning.backoff_until is not None and backing_off:
-        waits.append(max(0.0, provisioning.backoff_until - now.mono) + 0.05)
+    backing_off = m.provisioning.backing_off(now.mono)
+    text = decision_text(plan, aside, head=outcome.head, settling=len(settling))
     return Decision(
-        target=write,
-        status=status,
-        events=tuple(events),
+        target=outcome.write,
+        status=_status(obs, text, outcome.scaled_at, m, backing_off, knobs),
+        events=(*outcome.events, *said),
         grants=grants,
         lifts=lifts,
         memory=m,
-        requeue_after=min(waits),
+        requeue_after=_requeue(obs, m, now.mono, knobs, lift_in, landing_due),
         plan=plan,
     )
 
@@ -294,10 +241,11 @@ def settle(memory: Memory, granted: Sequence[tuple[str, str]], opened: Sequence[
 
 
 def _set_aside(
-    obs: Observation, m: Memory, pods: Mapping[str, PendingPod], now: float, knobs: Knobs
+    obs: Observation, m: Memory, now: float, knobs: Knobs
 ) -> tuple[float | None, tuple[NotTriggered, ...], list[PendingPod], set[PodRef]]:
     """The landing guard's next due time, the groups set aside, the pods left to plan for,
     and the refs of pods settling onto new Ready nodes."""
+    pods = {p.key: p for p in obs.candidates}
     stuck = [(p.ref, why) for p in obs.candidates if (why := blocked(p.needs, obs.lookup))]
     landing_due = m.landing.look(
         candidates=pods.keys(),
@@ -449,7 +397,83 @@ def _new_node_slots(plan: ScaleUpPlan, keys: Mapping[PodRef, str]) -> list[tuple
     return [tuple(slots[i]) for i in sorted(slots)]
 
 
-# --- step 4: telling ----------------------------------------------------------------------
+# --- step 4: what the write means, and telling --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    write: TargetWrite | None
+    head: str | None
+    """Replaces the plan's summary in ``lastDecision`` (a timeout, a scale-down, a backoff)."""
+    scaled_at: datetime | None
+    events: tuple[Note, ...]
+
+
+def _outcome(
+    obs: Observation,
+    m: Memory,
+    plan: ScaleUpPlan,
+    write: TargetWrite | None,
+    timeout: tuple[TargetWrite, str] | None,
+    keys: Mapping[PodRef, str],
+    blocked_before: Mapping[str, Unremovable],
+    now: Clock,
+) -> _Outcome:
+    """The one target write of the pass, what it is remembered and told as."""
+    events: list[Note] = []
+    head: str | None = None
+    scaled_at: datetime | None = None
+    if timeout is not None:
+        lowering, head = timeout
+        scaled_at = now.wall
+        events += _timeout_notes(lowering.summary)
+        # only down, and not a target someone else moved meanwhile: theirs stands
+        lowers = lowering.desired < lowering.expected and not obs.moved
+        write = lowering if lowers else None
+    events += _blocked_notes(obs, blocked_before, m.blocked)
+    if write is not None and write.why is Why.SCALE_DOWN:
+        head = write.summary
+        m.unneeded_since.clear()  # which nodes go is the NodePool controller's choice
+        events += scaled(obs.pool_name, up=False, summary=head)
+        scaled_at = now.wall
+    elif write is not None and write.why is Why.SCALE_UP:
+        m.provisioning = requested(m.provisioning, registered=obs.nodes.registered, now=now.mono)
+        m.landing.planned(_on_new_capacity(plan, keys), write.desired)
+        if obs.pool.spec.reserve_new_nodes:
+            m.reservation.planned(
+                _new_node_slots(plan, keys), known=[r.name for r in obs.pool.status.instances]
+            )
+        events += scaled(obs.pool_name, up=True, summary=plan.summary)
+        scaled_at = now.wall
+    elif not m.provisioning.backing_off(now.mono):
+        # Pods the plan puts on nodes already booting wait for them too.
+        m.landing.planned(_on_new_capacity(plan, keys), max(obs.target, obs.pool.spec.min_nodes))
+    if head is None and m.provisioning.backing_off(now.mono) and plan.scale_up:
+        head = f"no scale up (target {obs.target}): provisioning timed out, scale-up backed off"
+    return _Outcome(write, head, scaled_at, tuple(events))
+
+
+def _requeue(
+    obs: Observation,
+    m: Memory,
+    now: float,
+    knobs: Knobs,
+    lift_in: float | None,
+    landing_due: float | None,
+) -> float:
+    """When to look again: after ``frequency``, or sooner when a timer of the memory ends."""
+    spec = obs.scaler.spec
+    waits = [spec.frequency.total_seconds()]
+    unneeded_due = next_unneeded_due(
+        m.unneeded_since, now, spec.scale_down_unneeded_time.total_seconds()
+    )
+    waits += [due for due in (lift_in, unneeded_due, landing_due) if due is not None]
+    provisioning = m.provisioning
+    if provisioning.since is not None:
+        waits.append(max(0.0, provisioning.since + knobs.max_node_provision - now) + 0.05)
+    if provisioning.backoff_until is not None and provisioning.backing_off(now):
+        waits.append(max(0.0, provisioning.backoff_until - now) + 0.05)
+    return min(waits)
 
 
 def _blocked_notes(
