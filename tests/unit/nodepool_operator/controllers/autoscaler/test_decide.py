@@ -514,7 +514,10 @@ def test_reserved_nodes_get_their_pods_then_open() -> None:
     booted = observe(
         scaler(), pool(target=2, reserve=True, instances=["vm-a", "vm-b"]), pods("w", 4), nodes
     )
+    remembered = copy.deepcopy(raised.memory)
     holding = decide(booted, raised.memory, CLOCK, KNOBS)
+    assert raised.memory == remembered  # naming the slots changed the decision's copy only
+    assert holding.memory.reservation.names == {0: "vm-a", 1: "vm-b"}
     assert [(g.pod, g.node) for g in holding.grants] == [
         ("uid-w-0", "vm-a"),
         ("uid-w-1", "vm-a"),

@@ -26,7 +26,6 @@ scale-down in the same pass (the next pass plans against the lowered target).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -121,6 +120,28 @@ class Memory:
     """What keeps each blocked node of the pool from scale-down, as last reported."""
     reported: Reported = field(default_factory=Reported)
 
+    def copy(self) -> Memory:
+        """A copy a decision may change without touching this one: its containers are new,
+        what they hold is immutable (so no deep copy of the node template each pass)."""
+        landing, reservation = self.landing, self.reservation
+        return replace(
+            self,
+            unneeded_since=dict(self.unneeded_since),
+            landing=replace(
+                landing,
+                awaiting=dict(landing.awaiting),
+                not_taken=set(landing.not_taken),
+                settling=set(landing.settling),
+            ),
+            reservation=replace(
+                reservation,
+                slots=list(reservation.slots),
+                names=dict(reservation.names),
+                granted=set(reservation.granted),
+            ),
+            blocked=dict(self.blocked),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Knobs:
@@ -206,7 +227,7 @@ def burst_wait(obs: Observation, memory: Memory, now: float, knobs: Knobs) -> fl
 
 def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decision:
     """The pass's decision; ``memory`` is not changed (the decision carries the new one)."""
-    m = copy.deepcopy(memory)
+    m = memory.copy()
     m.planned_at = now.mono
     keys = {p.ref: p.key for p in obs.candidates}
     landing_due, aside, eligible, settling = _set_aside(obs, m, now.mono, knobs)
