@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 
+from kubeloop import Conflict
 from nodepool_operator.api import parse_autoscaler
 from nodepool_operator.controllers._reserve import RESERVED_KEY, Reservation
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.autoscaler._landing import Awaiting, Landing
 from nodepool_operator.controllers.autoscaler._provision import Provisioning
 from nodepool_operator.controllers.autoscaler._report import Subject
+from nodepool_operator.controllers.autoscaler.controller import decide_and_write
 from nodepool_operator.controllers.autoscaler.decide import (
     Clock,
     Decision,
@@ -568,3 +570,61 @@ def test_a_pool_the_operator_cannot_read_makes_the_autoscaler_unready() -> None:
 def test_memory_defaults_are_independent() -> None:
     assert Memory().reservation is not Memory().reservation
     assert Reservation() == Memory().reservation
+
+
+# --- deciding against the server's target ------------------------------------------------
+
+
+class Scale:
+    """The pool's target as the server has it; records what was written."""
+
+    def __init__(self, replicas: int, *, moves: Sequence[int] = ()) -> None:
+        self.replicas = replicas
+        self.moves = list(moves)  # someone else's writes, one before each of ours
+        self.writes: list[tuple[int, int]] = []
+
+    async def write(self, pool_name: str, write: TargetWrite) -> int | None:
+        assert pool_name == "big"
+        if self.moves:
+            self.replicas = self.moves.pop(0)
+        if self.replicas != write.expected:
+            return self.replicas
+        self.writes.append((write.expected, write.desired))
+        self.replicas = write.desired
+        return None
+
+
+async def test_a_raise_on_a_cache_behind_the_server_is_planned_again_from_the_server() -> None:
+    # The cache says 0, the server already has 2 (booting for these very pods): no raise.
+    scale = Scale(2)
+    obs = observe(scaler(), pool(target=0), pods("w", 6))
+    decision = await decide_and_write(obs, Memory(), CLOCK, KNOBS, scale.write)
+    assert decision.target is None
+    assert scale.writes == []
+    assert decision.status.last_decision == (
+        "no scale up (target 2): 6 pods fit existing or booting nodes"
+    )
+    # The server has 1: the raise is made from 1, for what 1 booting node cannot hold.
+    scale = Scale(1)
+    decision = await decide_and_write(obs, Memory(), CLOCK, KNOBS, scale.write)
+    assert scale.writes == [(1, 2)]
+    assert reasons(decision) == ["TriggeredScaleUp"]
+
+
+async def test_a_lowering_never_undoes_what_someone_else_raised() -> None:
+    scale = Scale(2, moves=[4])  # a person scales to 4 between our look and our write
+    obs = observe(scaler(scale_down=True), pool(target=2), (), [node("n-0"), node("n-1")])
+    memory = Memory(unneeded_since={"n-0": NOW - 601, "n-1": NOW - 601})
+    decision = await decide_and_write(obs, memory, CLOCK, KNOBS, scale.write)
+    assert decision.target is None
+    assert scale.writes == []
+    assert scale.replicas == 4
+    assert "ScaleDown" not in reasons(decision)
+
+
+async def test_a_target_that_keeps_moving_ends_in_a_conflict_for_the_workqueue() -> None:
+    scale = Scale(0, moves=list(range(1, 20)))
+    obs = observe(scaler(), pool(target=0), pods("w", 60))
+    with pytest.raises(Conflict):
+        await decide_and_write(obs, Memory(), CLOCK, KNOBS, scale.write)
+    assert scale.writes == []

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Final
@@ -63,6 +63,7 @@ from nodepool_operator.controllers.autoscaler.decide import (
     Decision,
     Knobs,
     Memory,
+    TargetWrite,
     burst_wait,
     decide,
     settle,
@@ -70,7 +71,7 @@ from nodepool_operator.controllers.autoscaler.decide import (
 from nodepool_operator.controllers.autoscaler.observe import Observation, Observer, Unready
 from nodepool_operator.settings import OperatorSettings
 
-__all__ = ["AutoscalerController"]
+__all__ = ["AutoscalerController", "decide_and_write"]
 
 log = logging.getLogger("nodepool_operator.autoscaler")
 
@@ -182,21 +183,32 @@ class AutoscalerController:
         return Result(requeue_after=decision.requeue_after)
 
     async def _decide_and_scale(self, obs: Observation, memory: Memory, now: Clock) -> Decision:
-        """Decide, and write the target; when the target moved under the decision (a cache
-        behind the server, another writer), decide again from the server's value.
+        return await decide_and_write(obs, memory, now, self._knobs, self._actor.write_target)
 
-        A plan can take tens of milliseconds (the exact search's budget), so deciding runs in
-        a worker thread, where the interpreter's switch interval keeps the event loop
-        answering watches and probes meanwhile."""
-        for _ in range(_MOVES):
-            decision = await asyncio.to_thread(decide, obs, memory, now, self._knobs)
-            if decision.target is None:
-                return decision
-            moved = await self._actor.write_target(obs.pool_name, decision.target)
-            if moved is None:
-                return decision
-            obs = replace(obs, target=moved, moved=True)
-        raise Conflict(409, "Conflict", f"NodePool {obs.pool_name}: its target kept moving")
+
+async def decide_and_write(
+    obs: Observation,
+    memory: Memory,
+    now: Clock,
+    knobs: Knobs,
+    write: Callable[[str, TargetWrite], Awaitable[int | None]],
+) -> Decision:
+    """Decide, and write the decision's target (``write`` returns ``None`` once written, else
+    the server's target); when the target moved under the decision (a cache behind the
+    server, another writer), decide again from the server's value.
+
+    A plan can take tens of milliseconds (the exact search's budget), so deciding runs in a
+    worker thread, where the interpreter's switch interval keeps the event loop answering
+    watches and probes meanwhile."""
+    for _ in range(_MOVES):
+        decision = await asyncio.to_thread(decide, obs, memory, now, knobs)
+        if decision.target is None:
+            return decision
+        moved = await write(obs.pool_name, decision.target)
+        if moved is None:
+            return decision
+        obs = replace(obs, target=moved, moved=True)
+    raise Conflict(409, "Conflict", f"NodePool {obs.pool_name}: its target kept moving")
 
 
 def _wall() -> datetime:
