@@ -4,11 +4,11 @@ export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := .venv/bin/python
 
-.PHONY: setup controlplane monitoring nodeadm helm chart test test-release lint typecheck pytest docs demo manifests bench faults clean dist \
+.PHONY: setup controlplane monitoring certmanager nodeadm helm chart test test-release lint typecheck pytest docs demo manifests bench faults clean dist \
 	docker-build image install uninstall deploy undeploy
 
 ## setup: the venv with dev dependencies, and the control-plane binaries (built once, cached)
-setup: .venv/.synced controlplane monitoring nodeadm
+setup: .venv/.synced controlplane monitoring certmanager nodeadm
 
 $(UV):
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
@@ -23,6 +23,11 @@ controlplane: .venv/.synced
 ## monitoring: promtool and the Prometheus Operator CRDs for the deploy test (built once, cached)
 monitoring:
 	@bash tools/monitoring/build.sh >/dev/null
+
+## certmanager: cert-manager's Certificate and Issuer CRDs, from its Go module (fetched once,
+## cached), so the deploy and chart tests dry-run the webhook's certificate against their schema
+certmanager:
+	@bash tools/certmanager/build.sh >/dev/null
 
 ## nodeadm: the AL2023 node bootstrapper whose offline config check judges every user data the
 ## tests generate (built once from the Go module proxy, cached)
@@ -124,7 +129,8 @@ uninstall: .venv/.synced
 	$(KUBECTL) kustomize config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 ## deploy / undeploy: config/default (CRDs, RBAC, Deployment, metrics Service, ServiceMonitor,
-## PrometheusRule, PDB, NetworkPolicy) with the image set to $(IMG)
+## PrometheusRule, PDB, NetworkPolicy, the validating webhook with its Service and cert-manager
+## Issuer and Certificate; cert-manager must be installed) with the image set to $(IMG)
 deploy: .venv/.synced
 	@mkdir -p $(DEPLOY_DIR)
 	@printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../config/default]\nimages:\n  - name: nodepool-operator\n    newName: %s\n    newTag: "%s"\n' \

@@ -1,4 +1,5 @@
-"""The ``kubeloop`` command: ``kubeloop envtest up|status|down|assets``."""
+"""The ``kubeloop`` command: ``kubeloop envtest up|status|down|assets`` and
+``kubeloop manifests``."""
 
 from __future__ import annotations
 
@@ -186,6 +187,56 @@ def _assets(binary: str | None) -> int:
     return 0
 
 
+def _add_manifests(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cmd = sub.add_parser(
+        "manifests",
+        help="write the CRDs a Python module defines (kubeloop.crd) as YAML, one file each",
+        description="Import MODULE and write the CRDs it defines, <group>_<plural>.yaml each, "
+        "into every --out directory. MODULE alone takes every kubeloop.crd.CustomResource at "
+        "its top level; MODULE:NAME takes that attribute (a CustomResource, a list of them or "
+        "of CRD dicts, or a function returning one). --check writes nothing: it prints a "
+        "diff and exits 1 when a file is stale, missing or left over.",
+    )
+    cmd.add_argument("target", metavar="MODULE[:NAME]")
+    cmd.add_argument(
+        "--out",
+        type=Path,
+        action="append",
+        help="a directory to write to; repeatable (default: config/crd)",
+    )
+    cmd.add_argument("--check", action="store_true", help="diff instead of writing")
+    cmd.add_argument(
+        "--header",
+        default=None,
+        help="comment lines at the top of each file (default: where they come from)",
+    )
+
+
+def _manifests(target: str, outs: list[Path] | None, check: bool, header: str | None) -> int:
+    from kubeloop import crd  # only this command needs it
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a module of the project the command runs in
+    try:
+        crds = crd.load(target)
+        if header is None:
+            header = (
+                f"# Generated from the Python types in {target.partition(':')[0]} by"
+                " `kubeloop manifests`.\n"
+                "# Do not edit: change the types and regenerate.\n"
+            )
+        elif header and not header.endswith("\n"):
+            header += "\n"
+        stale = crd.write_manifests(crds, outs or [Path("config/crd")], header=header, check=check)
+    except (ImportError, ValueError, TypeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if check and stale:
+        print(f"{stale} CRD file(s) out of date", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kubeloop")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -231,7 +282,10 @@ def main(argv: list[str] | None = None) -> int:
         ],
         help="print this binary's path instead",
     )
+    _add_manifests(sub)
     args = parser.parse_args(argv)
+    if args.command == "manifests":
+        return _manifests(args.target, args.out, args.check, args.header)
     if _MISSING is not None:
         print(f"error: {_MISSING}", file=sys.stderr)
         return 2

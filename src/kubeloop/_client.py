@@ -300,6 +300,7 @@ class Client:
         if observer is not None:
             self.add_observer(observer)
         self._headers: dict[str, str] = {"Accept": "application/json", "User-Agent": user_agent}
+        self._header_sets: dict[tuple[str | None, str | None], Headers] = {}
         #: who last wrote each object this client has seen (to name the other side of a 409)
         self.writers = WriterLog()
         self._discovery: dict[str, dict[str, Resource]] = {}
@@ -409,11 +410,7 @@ class Client:
         accept: str | None = None,
     ) -> Any:
         payload = None if body is None else _encoder.encode(body)
-        headers = (
-            self._headers if payload is None else {**self._headers, "Content-Type": content_type}
-        )
-        if accept is not None:
-            headers = {**headers, "Accept": accept}
+        headers = self._headers_for(None if payload is None else content_type, accept)
         idempotent = method == "GET"
         failures = throttled = 0
         throttle = res is None or (res.group, res.plural) not in _UNTHROTTLED
@@ -451,6 +448,20 @@ class Client:
                 pause,
             )
             await asyncio.sleep(pause)
+
+    def _headers_for(self, content_type: str | None, accept: str | None) -> Headers:
+        """The request headers for a body of ``content_type`` (None: no body) and an
+        ``Accept`` (None: JSON), built once per combination (a handful), not per request."""
+        key = (content_type, accept)
+        headers = self._header_sets.get(key)
+        if headers is None:
+            headers = dict(self._headers)
+            if content_type is not None:
+                headers["Content-Type"] = content_type
+            if accept is not None:
+                headers["Accept"] = accept
+            self._header_sets[key] = headers
+        return headers
 
     async def _throttle(self, verb: str, path: str) -> None:
         """Wait for a client-side token (the bucket hands out reservations, so

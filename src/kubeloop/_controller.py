@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
+import secrets
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -40,6 +41,12 @@ if TYPE_CHECKING:
     from kubeloop._metrics import RuntimeMetrics
 
 log = logging.getLogger("kubeloop.controller")
+
+#: Reconcile ids (``reconcileID`` in the logs): 12 hex digits, a random prefix per
+#: process and a counter, unique within a process and unlikely to repeat across its
+#: replicas; a uuid4 per reconcile cost more than the rest of the id's bookkeeping.
+_ID_PREFIX = secrets.token_hex(2)
+_RECONCILE_IDS = itertools.count()
 
 
 class EventSink(Protocol):
@@ -303,7 +310,7 @@ class Controller:
         anything else (a stray ``CancelledError`` of a task it awaited, ``SystemExit``,
         ``KeyboardInterrupt``) is an error retried with backoff.
         """
-        rid = uuid.uuid4().hex[:12]
+        rid = f"{_ID_PREFIX}{next(_RECONCILE_IDS) & 0xFFFFFFFF:08x}"
         tokens = (
             _log.CONTROLLER.set(self.name),
             _log.OBJECT.set(str(req)),
@@ -321,17 +328,10 @@ class Controller:
         error: BaseException | None = None
         try:
             try:
-                deadline = asyncio.timeout(self.options.reconcile_timeout)
-                try:
-                    async with deadline:
-                        result = await self.reconciler(req) or Result()
-                except TimeoutError as err:
-                    if not deadline.expired():
-                        raise  # the reconciler's own timeout, not ours
-                    self._m_timeouts.inc()
-                    raise TimeoutError(
-                        f"reconcile exceeded its timeout of {self.options.reconcile_timeout}s"
-                    ) from err
+                if self.options.reconcile_timeout is None:  # no timeout: no cancel scope
+                    result = await self.reconciler(req) or Result()
+                else:
+                    result = await self._reconcile_within(req, self.options.reconcile_timeout)
             except asyncio.CancelledError as err:
                 if _cancelling():
                     outcome = "error"
@@ -360,12 +360,25 @@ class Controller:
             self._m_time.observe(elapsed)
             self._m_results[outcome].inc()
             self.reconciles += 1
-            log.debug("reconcile done", extra={"result": outcome, "seconds": round(elapsed, 4)})
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("reconcile done", extra={"result": outcome, "seconds": round(elapsed, 4)})
             for var, token in zip(
                 (_log.CONTROLLER, _log.OBJECT, _log.RECONCILE_ID), tokens, strict=True
             ):
                 var.reset(token)
             _metrics.CURRENT.reset(metrics_token)
+
+    async def _reconcile_within(self, req: Request, timeout: float) -> Result:
+        """The reconciler, cancelled after ``timeout`` seconds (a TimeoutError saying so)."""
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                return await self.reconciler(req) or Result()
+        except TimeoutError as err:
+            if not deadline.expired():
+                raise  # the reconciler's own timeout, not ours
+            self._m_timeouts.inc()
+            raise TimeoutError(f"reconcile exceeded its timeout of {timeout}s") from err
 
     def _on_error(self, req: Request, err: BaseException) -> None:
         """The error half of the requeue policy: give up only on a terminal error."""

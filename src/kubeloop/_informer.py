@@ -334,6 +334,14 @@ class Cache:
         if self.namespaces is not None and not self.namespaces:
             raise ValueError("Cache(namespaces=...) needs at least one namespace (None: all)")
         self._informers: dict[_InformerKey, Informer] = {}
+        # the same informers by kind, with their namespace: what every write and watch
+        # event consults (read-your-writes), without a scan of all informers
+        self._by_resource: dict[Resource, list[tuple[str | None, Informer]]] = {}
+        # (kind, namespace, selector, metadata-only) -> the cluster-wide and the namespace's
+        # informer that could serve a read (see _covering), looked up once per shape of read
+        self._pairs: dict[
+            tuple[Resource, str | None, str | None, bool], tuple[Informer | None, Informer | None]
+        ] = {}
         self._started = False
         # resource -> object key -> the resourceVersion our last write produced
         self._expected: dict[Resource, dict[str, str]] = {}
@@ -437,6 +445,8 @@ class Cache:
                 options=self._options_for(resource),
             )
             self._informers[key] = inf
+            self._by_resource.setdefault(resource, []).append((namespace, inf))
+            self._pairs.clear()  # a read may now be served by this one
             inf.add_handler(functools.partial(self._settle, resource))
             if self._started:
                 inf.start()
@@ -501,12 +511,38 @@ class Cache:
         self, resource: Resource, ns: str | None, label_selector: str | None, meta: bool
     ) -> Informer | None:
         """An informer of ``resource`` covering namespace ``ns`` with exactly this selector
-        (full, or metadata-only with ``meta``): a cluster-wide one first, else the
-        namespace's."""
-        inf = self._informers.get(_InformerKey(resource, None, label_selector, None, meta))
-        if inf is None and ns is not None:
-            inf = self._informers.get(_InformerKey(resource, ns, label_selector, None, meta))
-        return inf
+        (full, or metadata-only with ``meta``); of a cluster-wide one and the namespace's,
+        the one furthest along.
+
+        A reconcile's read must see at least the event that triggered it. That event came
+        from one of them; if the other one's watch lags, reading it could miss a create
+        the reconcile was told about (and return, leaving the object until its next
+        event), or read the data before a change. Both are at etcd revisions of one
+        sequence, and an informer at revision R holds every object of its scope as of R,
+        so the one at the later revision has seen all the other has in the namespace
+        both cover, the event included. controller-runtime reads the informer that
+        delivered the event (one per kind); this is the same guarantee with two.
+        """
+        pair = self._pairs.get((resource, ns, label_selector, meta))
+        if pair is None:
+            wide = self._informers.get(_InformerKey(resource, None, label_selector, None, meta))
+            scoped = (
+                self._informers.get(_InformerKey(resource, ns, label_selector, None, meta))
+                if ns is not None
+                else None
+            )
+            if len(self._pairs) >= 1024:  # reads with ever new selectors: bounded
+                self._pairs.clear()
+            pair = self._pairs[(resource, ns, label_selector, meta)] = (wide, scoped)
+        wide, scoped = pair
+        if wide is None or scoped is None:
+            return wide or scoped
+        if not wide.has_synced:  # an unsynced one holds nothing yet
+            return scoped
+        ahead = scoped.has_synced and not rv_at_least(
+            wide.reflector.store_version, scoped.reflector.store_version
+        )
+        return scoped if ahead else wide
 
     async def _reader(
         self,
@@ -736,8 +772,8 @@ class Cache:
         ns, _ = split_key(key)
         return [
             inf
-            for k, inf in self._informers.items()
-            if k.resource == resource and (k.namespace is None or k.namespace == ns)
+            for inf_ns, inf in self._by_resource.get(resource, ())
+            if inf_ns is None or inf_ns == ns
         ]
 
     def _all_have(self, resource: Resource, key: str, want: str) -> bool:

@@ -147,6 +147,8 @@ class Manager:
         self._stop = asyncio.Event()
         self._request_series: dict[tuple[int, str], CounterChild] = {}
         self._latency_series: dict[str, HistogramChild] = {}
+        # (controller, verb, resource key, subresource) -> its api_writes_total series
+        self._write_series: dict[tuple[str, str, str, str], CounterChild] = {}
         self._elector_task: asyncio.Task[None] | None = None
         self._fence: FencedTransport | None = None
         # built (and its timings checked) now, so a bad configuration fails at start-up
@@ -214,12 +216,13 @@ class Manager:
                 )
             latency.observe(seconds)
         if verb in _WRITE_VERBS and 200 <= code < 300 and resource is not None:
-            self.metrics.api_writes_total.labels(
-                controller=_log.CONTROLLER.get() or "",
-                verb=verb,
-                resource=resource.key,
-                subresource=subresource or "",
-            ).inc()
+            labels = (_log.CONTROLLER.get() or "", verb, resource.key, subresource or "")
+            writes = self._write_series.get(labels)
+            if writes is None:
+                writes = self._write_series[labels] = self.metrics.api_writes_total.labels(
+                    controller=labels[0], verb=verb, resource=labels[2], subresource=labels[3]
+                )
+            writes.inc()
 
     def on_write(self, resource: Resource, subresource: str | None, obj: Object) -> None:
         """Every successful write's result: read-your-writes and loop detection."""

@@ -24,7 +24,7 @@ from kubeloop._errors import Gone, KubeloopError, RequestTimeout
 from kubeloop._event import Added, Deleted, Event, Updated
 from kubeloop._refused import explain_refusal
 from kubeloop._resource import Object, Resource
-from kubeloop._store import Relist, Relisted, Store, object_key
+from kubeloop._store import Relist, Relisted, Store, object_key, version_of
 
 if TYPE_CHECKING:
     from kubeloop._client import Client
@@ -57,10 +57,6 @@ class ReflectorOptions:
     #: Applied to every object before it enters the store (default strips managedFields).
     #: If it raises, the informer logs the crash and restarts with a fresh list.
     transform: Transform | None = field(default=strip_managed_fields)
-
-
-def _rv(obj: Object) -> str:
-    return str(obj.get("metadata", {}).get("resourceVersion", ""))
 
 
 def rv_at_least(have: str, want: str) -> bool:
@@ -131,6 +127,11 @@ class Reflector:
         self.options = options or ReflectorOptions()
         self.synced = asyncio.Event()
         self.resource_version = ""
+        #: The version the store holds the state of: a LIST's as soon as it is swapped in
+        #: (before its objects are announced, unlike :attr:`resource_version`, which a
+        #: watch resumes from), then each watch event's and bookmark's. A cache read picks,
+        #: of two informers covering it, the one furthest along by it.
+        self.store_version = ""
         #: monotonic time of the last line received (event or bookmark) or (re)connect
         self.last_activity = time.monotonic()
         self.stalls = 0
@@ -147,6 +148,7 @@ class Reflector:
         self.last_failure_verb = ""
         self.failures = 0
         self._changed = asyncio.Condition()
+        self._waiting = 0  # tasks in _wait: a change with none costs no notify
         # the relist whose changes are being announced to the handlers, if any
         self._announcing: Relisted | None = None
 
@@ -261,6 +263,7 @@ class Reflector:
                 self._store_slice(relist, items, _SLICE)
         done = self.store.commit(relist)
         del relist
+        self.store_version = rv
         # announced after the swap, so a handler's reconcile finds what it is told about;
         # decoded from the store one by one (the caller's own, gone after the handlers)
         self._announcing = done
@@ -327,7 +330,8 @@ class Reflector:
             lines += 1
             obj: Any = event.object
             if event.type == "BOOKMARK":
-                self.resource_version = _rv(obj) or self.resource_version
+                self.resource_version = version_of(obj) or self.resource_version
+                self.store_version = self.resource_version
                 continue
             managed = obj.get("metadata", {}).get("managedFields") or ()
             if transform:
@@ -338,24 +342,34 @@ class Reflector:
             elif event.type == "DELETED":
                 self.store.discard(object_key(obj))
                 self.emit(Deleted(obj))
-            self.resource_version = _rv(obj) or self.resource_version
+            self.resource_version = version_of(obj) or self.resource_version
+            self.store_version = self.resource_version
             await self._notify()
         return lines
 
     async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        # nobody waiting (the usual case: read-your-writes waits are rare) costs no lock
+        if self._waiting:
+            async with self._changed:
+                self._changed.notify_all()
+
+    async def _wait(self, predicate: Callable[[], bool]) -> None:
+        """Until ``predicate``, checked at every :meth:`_notify`."""
+        self._waiting += 1
+        try:
+            async with self._changed:
+                await self._changed.wait_for(predicate)
+        finally:
+            self._waiting -= 1
 
     async def wait_listed(self, after: int) -> None:
         """Until more than ``after`` LISTs have succeeded (see :attr:`lists`)."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.lists > after)
+        await self._wait(lambda: self.lists > after)
 
     async def wait_synced_or_failed(self) -> None:
         """Until the first LIST has succeeded, or a list/watch fails after this call."""
         seen = self.failures
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.synced.is_set() or self.failures != seen)
+        await self._wait(lambda: self.synced.is_set() or self.failures != seen)
 
     def gone(self, key: str, uid: str, floor: str) -> bool:
         """Whether the store no longer holds the incarnation ``uid`` of ``key`` (absent, or
@@ -389,9 +403,11 @@ class Reflector:
 
     async def _wait_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Wait (woken by every change to the store) until ``predicate``; False on timeout."""
+        if predicate():  # already true: no timer, no lock
+            return True
         try:
-            async with asyncio.timeout(timeout), self._changed:
-                await self._changed.wait_for(predicate)
+            async with asyncio.timeout(timeout):
+                await self._wait(predicate)
         except TimeoutError:
             return False
         return True

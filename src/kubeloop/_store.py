@@ -160,7 +160,8 @@ def _with_values(entry: _Entry, values: _Values) -> _Entry:
     return (entry[0], entry[1], values)
 
 
-def _rv(obj: Object) -> str:
+def version_of(obj: Object) -> str:
+    """``obj``'s resourceVersion, ``""`` if it has none (the store's and the reflector's)."""
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
@@ -271,7 +272,7 @@ class Relist:
     def put(self, obj: Object) -> None:
         """Add ``obj`` to the new content (a later duplicate of a key wins)."""
         key = object_key(obj)
-        rv = _rv(obj)
+        rv = version_of(obj)
         values = _values(self._funcs, obj)
         old = self._store._tables.items.get(key)
         changed = old is None or _entry_rv(old) != rv
@@ -436,7 +437,7 @@ class Store:
     def put(self, obj: Object) -> Object | None:
         """Insert or replace; returns the previous object."""
         values = _values(tuple(self._index_funcs.values()), obj)
-        old = self._tables.put(object_key(obj), _make(obj, _rv(obj), values), values)
+        old = self._tables.put(object_key(obj), _make(obj, version_of(obj), values), values)
         return _thaw(old) if old is not None else None
 
     def remove(self, key: str) -> Object | None:

@@ -34,6 +34,16 @@ class Writer:
 
 Writers = tuple[Writer, ...]
 
+#: Distinct summaries a log shares between its objects at most (see WriterLog), and
+#: distinct entries kept for writers_of.
+_SHARED = 4096
+
+
+#: Writer by its four fields: every watch event and write result is summarized, and a
+#: cluster has few distinct (manager, operation, subresource, second) entries at a time,
+#: so each is built (and its strings interned) once. Bounded like WriterLog's sharing.
+_ENTRIES: dict[tuple[str, str, str, str], Writer] = {}
+
 
 def writers_of(obj: Object) -> Writers | None:
     """The summary of ``obj``'s managedFields; None when it carries none (stripped)."""
@@ -44,15 +54,19 @@ def writers_of(obj: Object) -> Writers | None:
     for e in entries:
         if not isinstance(e, dict):
             continue
-        out.append(
-            Writer(
-                # few distinct managers: interning keeps a large cache's summaries small
-                sys.intern(str(e.get("manager") or "")),
-                sys.intern(str(e.get("operation") or "")),
-                sys.intern(str(e.get("subresource") or "")),
-                sys.intern(str(e.get("time") or "")),  # bulk writes share their second
-            )
+        fields = (
+            str(e.get("manager") or ""),
+            str(e.get("operation") or ""),
+            str(e.get("subresource") or ""),
+            str(e.get("time") or ""),  # bulk writes share their second
         )
+        writer = _ENTRIES.get(fields)
+        if writer is None:
+            if len(_ENTRIES) >= _SHARED:
+                _ENTRIES.clear()
+            # few distinct managers: interning keeps a large cache's summaries small
+            writer = _ENTRIES[fields] = Writer(*map(sys.intern, fields))
+        out.append(writer)
     return tuple(out)
 
 
@@ -78,10 +92,6 @@ def writers_since(before: Sequence[Writer] | None, after: Iterable[Writer]) -> l
             return changed
     newest = later[0].time
     return [w for w in later if w.time == newest]
-
-
-#: Distinct summaries a log shares between its objects at most (see WriterLog).
-_SHARED = 4096
 
 
 class WriterLog:

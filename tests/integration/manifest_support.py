@@ -1,6 +1,6 @@
 """What the deploy tests share: the tools built from the Go module proxy (promtool and the
-Prometheus Operator's CRDs, helm), rendering config/ with kubectl's kustomize, and a server-side
-dry run of rendered objects against the real apiserver.
+Prometheus Operator's CRDs, cert-manager's CRDs, helm), rendering config/ with kubectl's
+kustomize, and a server-side dry run of rendered objects against the real apiserver.
 
 The kustomize overlay (test_deploy.py) and the Helm chart (test_chart.py) go through the same
 dry run, so "the apiserver accepts it" means the same thing for both.
@@ -43,6 +43,12 @@ def monitoring_tools() -> Path:
 
 
 @functools.cache
+def cert_manager_crds() -> Path:
+    """cert-manager's Certificate and Issuer CRDs from its Go module (tools/certmanager)."""
+    return _built("certmanager/build.sh")
+
+
+@functools.cache
 def helm() -> Path:
     """The helm binary (tools/helm/build.sh)."""
     return _built("helm/build.sh") / "helm"
@@ -80,6 +86,16 @@ def install_monitoring_crds(control_plane: ControlPlane) -> None:
     )
 
 
+def install_cert_manager_crds(control_plane: ControlPlane) -> None:
+    """cert-manager's Certificate and Issuer CRDs, so the apiserver checks config/certmanager's
+    objects (and the chart's) against cert-manager's own schema, as a cluster with cert-manager
+    would. Only the CRDs: no cert-manager runs, so no Secret is issued."""
+    crds = cert_manager_crds()
+    control_plane.install_crds(
+        [crds / "cert-manager.io_certificates.yaml", crds / "cert-manager.io_issuers.yaml"]
+    )
+
+
 def ensure_namespaces(control_plane: ControlPlane, names: Iterable[str]) -> None:
     """Namespaced objects need their namespace to exist, even in a dry run."""
     rest = control_plane.rest()
@@ -93,14 +109,13 @@ def ensure_namespaces(control_plane: ControlPlane, names: Iterable[str]) -> None
             )
 
 
-def server_side_dry_run(
+def apply_dry_run(
     control_plane: ControlPlane, docs: list[dict[str, Any]], tmp_path: Path
-) -> list[str]:
-    """``kubectl apply --server-side --dry-run=server`` of ``docs``; fails unless the apiserver
-    accepts every one of them. Returns kubectl's lines, one per object."""
+) -> subprocess.CompletedProcess[str]:
+    """``kubectl apply --server-side --dry-run=server`` of ``docs``, whatever it answers."""
     rendered = tmp_path / "rendered.yaml"
     rendered.write_text(yaml.safe_dump_all(docs))
-    result = subprocess.run(
+    return subprocess.run(
         [
             str(kubectl()),
             "--kubeconfig",
@@ -115,6 +130,14 @@ def server_side_dry_run(
         text=True,
         timeout=120,
     )
+
+
+def server_side_dry_run(
+    control_plane: ControlPlane, docs: list[dict[str, Any]], tmp_path: Path
+) -> list[str]:
+    """``kubectl apply --server-side --dry-run=server`` of ``docs``; fails unless the apiserver
+    accepts every one of them. Returns kubectl's lines, one per object."""
+    result = apply_dry_run(control_plane, docs, tmp_path)
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     assert len(lines) == len(docs), result.stdout

@@ -3,18 +3,22 @@ and with a non-default set, a server-side dry run of what it renders against the
 (as the kustomize overlay gets in test_deploy.py), and the chart kept in step with config/.
 
 "In step" is checked object by object: with its default values the chart renders what
-config/default renders, apart from Helm's labels, the Namespace (Helm's --create-namespace makes
+config/default renders (the validating webhook with cert-manager's Issuer and Certificate
+included), apart from Helm's labels, the Namespace (Helm's --create-namespace makes
 it) and the CRDs (crds/, which `make manifests` writes from the same generator as config/crd and
 tests/unit/nodepool_operator/api/test_schema.py pins). The operator's arguments are compared as
 the operator's own
 parser reads them, so a flag spelled another way but meaning the same passes, and a flag the
 operator does not know fails.
 
-helm comes from the Go module proxy through tools/helm/build.sh, built once and cached.
+helm comes from the Go module proxy through tools/helm/build.sh, built once and cached;
+cert-manager's CRDs, which the dry run and the install need for the Issuer and Certificate,
+through tools/certmanager/build.sh.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 from importlib.metadata import version
@@ -24,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kubeloop import generate_serving_certificates
 from kubeloop.envtest import ControlPlane
 from kubeloop.envtest._rest import RestError
 from nodepool_operator.__main__ import _parser
@@ -32,6 +37,7 @@ from tests.integration.manifest_support import (
     ROOT,
     ensure_namespaces,
     helm,
+    install_cert_manager_crds,
     install_monitoring_crds,
     load_docs,
     render_kustomize,
@@ -177,26 +183,95 @@ def test_default_values_render_what_config_default_renders() -> None:
     assert set(chart) - set(kustomize) == set()
     for key, doc in chart.items():
         assert comparable(doc) == comparable(kustomize[key]), key
-    # the comparison sees the settings: the operator leads, serves on all interfaces
+    # the comparison sees the settings: the operator leads, serves on all interfaces, and
+    # serves its webhook with cert-manager's certificate
     args = operator_args(chart[("Deployment", "nodepool-operator")])
     assert args["leader_elect"] is True
     assert args["metrics_bind_address"] == "0.0.0.0:8080"
     assert args["cloud"] == "simulated"
+    assert args["webhook_port"] == 9443
+    for key in (
+        ("Issuer", "nodepool-operator-selfsigned"),
+        ("Certificate", "nodepool-operator-serving-cert"),
+        ("Service", "nodepool-operator-webhook"),
+        ("NetworkPolicy", "nodepool-operator-webhook"),
+        ("ValidatingWebhookConfiguration", "nodepool-operator-validating"),
+    ):
+        assert key in chart
 
 
 def test_default_values_leave_the_optional_objects_out() -> None:
     kinds = sorted(d["kind"] for d in template())
     assert kinds == [
+        "Certificate",
         "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
+        "Issuer",
+        "NetworkPolicy",
         "NetworkPolicy",
         "PodDisruptionBudget",
         "Role",
         "RoleBinding",
         "Service",
+        "Service",
         "ServiceAccount",
+        "ValidatingWebhookConfiguration",
     ]
+
+
+WEBHOOK_KINDS = {"Issuer", "Certificate", "ValidatingWebhookConfiguration"}
+
+
+def test_webhook_disabled_renders_no_webhook_and_the_operator_serves_none() -> None:
+    docs = template("--set", "webhook.enabled=false")
+    assert not [d for d in docs if d["kind"] in WEBHOOK_KINDS]
+    assert not [d for d in docs if d["metadata"]["name"].endswith("-webhook")]
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    assert operator_args(deployment)["webhook_port"] is None
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert [p["name"] for p in container["ports"]] == ["metrics", "health"]
+    assert [v["name"] for v in pod["volumes"]] == ["cloud-state", "tmp"]
+    assert_wired(docs)
+
+
+def test_webhook_with_a_certificate_of_ones_own(tmp_path: Path) -> None:
+    """certManager.enabled=false: no cert-manager objects, the user's Secret mounted, the CA
+    in every webhook's caBundle (and no injection annotation to overwrite it)."""
+    ca, _ = generate_serving_certificates(tmp_path / "certs", ["np-webhook.operators.svc"])
+    bundle = base64.b64encode(ca.cert_pem).decode()
+    values = {
+        "webhook": {
+            "certManager": {"enabled": False},
+            "certSecret": "my-webhook-tls",
+            "caBundle": bundle,
+            "failurePolicy": "Ignore",
+            "timeoutSeconds": 5,
+            "port": 10443,
+        }
+    }
+    docs = template("--values", str(values_file(tmp_path, values)))
+    assert not [d for d in docs if d["kind"] in ("Issuer", "Certificate")]
+    [config] = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    assert "annotations" not in config["metadata"]
+    assert [h["clientConfig"]["caBundle"] for h in config["webhooks"]] == [bundle, bundle]
+    assert {h["failurePolicy"] for h in config["webhooks"]} == {"Ignore"}
+    assert {h["timeoutSeconds"] for h in config["webhooks"]} == {5}
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    assert operator_args(deployment)["webhook_port"] == 10443
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "webhook-cert", "secret": {"secretName": "my-webhook-tls"}} in volumes
+    assert_wired(docs)
+
+
+def test_webhook_certificate_from_ones_own_issuer(tmp_path: Path) -> None:
+    values = {"webhook": {"certManager": {"issuerRef": {"kind": "ClusterIssuer", "name": "ca"}}}}
+    docs = template("--values", str(values_file(tmp_path, values)))
+    assert not [d for d in docs if d["kind"] == "Issuer"]
+    [cert] = [d for d in docs if d["kind"] == "Certificate"]
+    assert cert["spec"]["issuerRef"] == {"kind": "ClusterIssuer", "name": "ca"}
+    assert_wired(docs)
 
 
 def test_aws_values_render_the_operator_for_ec2(tmp_path: Path) -> None:
@@ -228,7 +303,7 @@ def test_aws_values_render_the_operator_for_ec2(tmp_path: Path) -> None:
     assert container["image"] == "registry.example.com/np:v9"
     assert container["envFrom"] == [{"secretRef": {"name": "aws-credentials"}}]
     # no simulated cloud: no SQLite volume and no --cloud-state
-    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
+    assert [v["name"] for v in pod["volumes"]] == ["webhook-cert", "tmp"]
     assert "--cloud-state" not in " ".join(container["args"])
     account = docs[("ServiceAccount", name)]
     assert account["metadata"]["annotations"] == AWS_VALUES["serviceAccount"]["annotations"]
@@ -245,6 +320,13 @@ def test_aws_values_render_the_operator_for_ec2(tmp_path: Path) -> None:
     rule = docs[("PrometheusRule", name)]
     config_rule = load_docs((ROOT / "config" / "prometheus" / "rules.yaml").read_text())[0]
     assert rule["spec"] == config_rule["spec"]
+    # the webhook follows the release's names and namespace
+    cert = docs[("Certificate", f"{name}-serving-cert")]
+    assert cert["spec"]["dnsNames"][0] == f"{name}-webhook.{AWS_NAMESPACE}.svc"
+    config = docs[("ValidatingWebhookConfiguration", f"{name}-validating")]
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"{AWS_NAMESPACE}/{name}-serving-cert"
+    )
     assert_wired(list(docs.values()))
 
 
@@ -275,7 +357,11 @@ def test_simulated_cloud_values_reach_the_operator(tmp_path: Path) -> None:
     pod = deployment["spec"]["template"]["spec"]
     [container] = pod["containers"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    assert mounts == {"cloud-state": "/data/cloud", "tmp": "/tmp"}
+    assert mounts == {
+        "webhook-cert": "/tmp/k8s-webhook-server/serving-certs",
+        "cloud-state": "/data/cloud",
+        "tmp": "/tmp",
+    }
     # no leader election: no Lease rights
     assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
     assert_wired(docs)
@@ -283,7 +369,9 @@ def test_simulated_cloud_values_reach_the_operator(tmp_path: Path) -> None:
 
 def assert_wired(docs: list[dict[str, Any]]) -> None:
     """Every reference between the rendered objects lands: bindings on the rendered roles and
-    ServiceAccount, selectors on the pods' and the Service's labels."""
+    ServiceAccount, selectors on the pods' and the Service's labels, the webhook configuration
+    on its Service, that Service on the operator's webhook port, the Certificate on the
+    Service's DNS names and on the mounted Secret."""
     index = by_kind_and_name(docs)
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
     pod = deployment["spec"]["template"]
@@ -310,10 +398,56 @@ def assert_wired(docs: list[dict[str, Any]]) -> None:
         elif kind == "NetworkPolicy":
             assert selects(doc["spec"]["podSelector"]["matchLabels"], pod_labels)
         elif kind == "ServiceMonitor":
-            [service] = [d for d in docs if d["kind"] == "Service"]
+            [service] = [d for d in docs if d["kind"] == "Service" and "webhook" not in name(d)]
             assert selects(doc["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
             ports = {p["name"] for p in service["spec"]["ports"]}
             assert {e["port"] for e in doc["spec"]["endpoints"]} <= ports
+    assert_webhook_wired(index, deployment)
+
+
+def name(doc: dict[str, Any]) -> str:
+    found: str = doc["metadata"]["name"]
+    return found
+
+
+def assert_webhook_wired(
+    index: dict[tuple[str, str], dict[str, Any]], deployment: dict[str, Any]
+) -> None:
+    configs = [d for (kind, _), d in index.items() if kind == "ValidatingWebhookConfiguration"]
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    port = operator_args(deployment)["webhook_port"]
+    if not configs:
+        assert port is None
+        return
+    [config] = configs
+    namespace = deployment["metadata"]["namespace"]
+    services = set()
+    for hook in config["webhooks"]:
+        ref = hook["clientConfig"]["service"]
+        assert ref["namespace"] == namespace
+        services.add(ref["name"])
+    [service_name] = services
+    service = index[("Service", service_name)]
+    [service_port] = service["spec"]["ports"]
+    [served] = [p for p in container["ports"] if p["name"] == service_port["targetPort"]]
+    assert served["containerPort"] == port
+    [volume] = [v for v in pod["volumes"] if v["name"] == "webhook-cert"]
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == "webhook-cert"]
+    assert Path(mount["mountPath"]) == operator_args(deployment)["webhook_cert_dir"]
+    annotation = config["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from")
+    certs = [d for (kind, _), d in index.items() if kind == "Certificate"]
+    if annotation is None:  # a certificate of the user's own
+        assert not certs
+        assert all(h["clientConfig"]["caBundle"] for h in config["webhooks"])
+        return
+    [cert] = certs
+    assert annotation == f"{namespace}/{name(cert)}"
+    assert f"{service_name}.{namespace}.svc" in cert["spec"]["dnsNames"]
+    assert cert["spec"]["secretName"] == volume["secret"]["secretName"]
+    issuer = cert["spec"]["issuerRef"]
+    if any(kind == "Issuer" for kind, _ in index):  # the chart's own self-signed Issuer
+        assert (issuer["kind"], issuer["name"]) in index
 
 
 def test_the_default_render_is_wired() -> None:
@@ -377,6 +511,11 @@ def test_the_chart_crds_are_config_crd() -> None:
         ("replicaCount=3,leaderElection.enabled=false", "replicaCount"),
         ("serviceAccount.create=false", "serviceAccount.name"),
         ("serviceMonitor.enabled=true,metrics.service.enabled=false", "metrics.service.enabled"),
+        ("webhook.certManager.enabled=false", "webhook.certSecret"),
+        ("webhook.certManager.enabled=false,webhook.certSecret=s", "webhook.caBundle"),
+        ("webhook.failurePolicy=Sometimes", "/webhook/failurePolicy"),
+        ("webhook.timeoutSeconds=60", "/webhook/timeoutSeconds"),
+        ("webhook.certManager.issuerRef.kind=ClusterIssuer", "/webhook/certManager/issuerRef"),
     ],
 )
 def test_bad_values_fail_naming_the_value(sets: str, message: str) -> None:
@@ -392,6 +531,7 @@ def test_the_rendered_chart_passes_server_side_dry_run(
     kube_control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     install_monitoring_crds(kube_control_plane)
+    install_cert_manager_crds(kube_control_plane)
     ensure_namespaces(kube_control_plane, [NAMESPACE, AWS_NAMESPACE, "nodepool-leases"])
     default = template("--include-crds")
     aws = template(
@@ -401,11 +541,22 @@ def test_the_rendered_chart_passes_server_side_dry_run(
         release=AWS_RELEASE,
         namespace=AWS_NAMESPACE,
     )
-    for label, docs in (("default", default), ("aws", aws)):
+    # the webhook with a certificate of one's own: a real CA in caBundle
+    ca, _ = generate_serving_certificates(tmp_path / "certs", ["own-nodepool-operator-webhook"])
+    own_cert = {
+        "webhook": {
+            "certManager": {"enabled": False},
+            "certSecret": "own-tls",
+            "caBundle": base64.b64encode(ca.cert_pem).decode(),
+        }
+    }
+    own = template("--values", str(values_file(tmp_path, own_cert)), release="own")
+    for label, docs in (("default", default), ("aws", aws), ("own", own)):
         directory = tmp_path / label
         directory.mkdir()
         lines = server_side_dry_run(kube_control_plane, docs, directory)
-        assert len(lines) == len(docs) >= 13
+        assert len(lines) == len(docs) >= 12
+    assert len(default) >= 18
     assert {d["kind"] for d in aws} - {d["kind"] for d in default} == {
         "ServiceMonitor",
         "PrometheusRule",
@@ -417,7 +568,10 @@ def test_helm_install_and_uninstall_against_the_real_apiserver(
 ) -> None:
     """The README's release path, as a user types it: `helm install` creates the CRDs (when
     missing) and every object; `helm uninstall` removes them again, and leaves the CRDs (and
-    so every NodePool) alone. No pod runs: the test bed runs no kubelet for it."""
+    so every NodePool) alone. No pod runs: the test bed runs no kubelet for it. cert-manager's
+    CRDs are installed first, as the README asks of a cluster (its controller is not: the
+    Certificate is stored, not issued)."""
+    install_cert_manager_crds(kube_control_plane)
     release, namespace = "np-install", "np-install"
     env = {
         "HOME": str(tmp_path),
@@ -447,6 +601,8 @@ def test_helm_install_and_uninstall_against_the_real_apiserver(
     )
     assert "STATUS: deployed" in out
     assert "Cloud: simulated" in out  # NOTES.txt, with its warning about the simulated cloud
+    assert "Webhook: on" in out  # and how to see cert-manager's certificate
+    assert f"get certificate {release}-nodepool-operator-serving-cert" in out
     rest = kube_control_plane.rest()
     name = f"{release}-nodepool-operator"
     for kind in crds():
@@ -460,6 +616,11 @@ def test_helm_install_and_uninstall_against_the_real_apiserver(
     rest.get(
         f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles/{name}-leader-election"
     )
+    webhook_config = (
+        f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}-validating"
+    )
+    rest.get(webhook_config)
+    rest.get(f"/apis/cert-manager.io/v1/namespaces/{namespace}/certificates/{name}-serving-cert")
     [listed] = yaml.safe_load(run("list", "--namespace", namespace, "--output", "yaml"))
     assert (listed["name"], listed["status"]) == (release, "deployed")
 
@@ -468,6 +629,7 @@ def test_helm_install_and_uninstall_against_the_real_apiserver(
         f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
         f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}",
         f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}",
+        webhook_config,
     ):
         with pytest.raises(RestError) as gone:
             rest.get(path)

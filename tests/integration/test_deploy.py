@@ -3,7 +3,8 @@
 
 promtool and the Prometheus Operator's CRDs (for ServiceMonitor and PrometheusRule) come from
 the Go module proxy through tools/monitoring/build.sh, built once and cached like the control
-plane.
+plane; cert-manager's CRDs (for the webhook's Issuer and Certificate) likewise, through
+tools/certmanager/build.sh.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kubeloop.envtest import ControlPlane
 from tests.integration.manifest_support import (
     ROOT,
     ensure_namespaces,
+    install_cert_manager_crds,
     install_monitoring_crds,
     monitoring_tools,
     render_kustomize,
@@ -44,6 +46,9 @@ EXPECTED_KINDS = {
     "NetworkPolicy",
     "ServiceMonitor",
     "PrometheusRule",
+    "ValidatingWebhookConfiguration",
+    "Issuer",
+    "Certificate",
 }
 
 
@@ -52,7 +57,13 @@ def test_overlay_renders_everything_in_one_namespace_with_the_image_set(
 ) -> None:
     docs = render_kustomize(ROOT / "config" / "default")
     assert {d["kind"] for d in docs} == EXPECTED_KINDS
-    cluster_scoped = {"CustomResourceDefinition", "Namespace", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "CustomResourceDefinition",
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingWebhookConfiguration",
+    }
     for d in docs:
         if d["kind"] not in cluster_scoped:
             assert d["metadata"]["namespace"] == NAMESPACE, d["metadata"]["name"]
@@ -91,6 +102,7 @@ def test_overlay_applies_to_the_real_apiserver_with_server_side_dry_run(
     kube_control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     install_monitoring_crds(kube_control_plane)
+    install_cert_manager_crds(kube_control_plane)
     ensure_namespaces(kube_control_plane, [NAMESPACE])
     server_side_dry_run(kube_control_plane, render_kustomize(ROOT / "config" / "default"), tmp_path)
 

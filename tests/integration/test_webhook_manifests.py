@@ -1,23 +1,28 @@
-"""config/webhook and config/certmanager: they render, fit together (the Service's DNS names
-are in the Certificate, the Secret it fills is what the Deployment patch mounts where the
-webhook server looks), and the apiserver accepts the Service, the NetworkPolicy and the
-patched Deployment of config/default. cert-manager's own kinds are checked for shape only:
-its CRDs are not installed in the test control plane."""
+"""The webhook as config/default deploys it (config/webhook, config/certmanager and the two
+Deployment patches in config/default): the pieces fit together (the Service's DNS names are in
+the Certificate, the Secret it fills is what the Deployment mounts where the operator's
+--webhook-cert-dir looks, the port the Service targets is the one the operator serves on, the
+CA injection names the Certificate), they keep fitting when the overlay's namespace changes,
+and the apiserver accepts them, cert-manager's Issuer and Certificate checked against
+cert-manager's own CRDs (tools/certmanager/build.sh fetches them from its Go module)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from kubeloop import WebhookServerOptions
 from kubeloop.envtest import ControlPlane
+from nodepool_operator.__main__ import _parser
 from tests.integration.manifest_support import (
     ROOT,
+    apply_dry_run,
     ensure_namespaces,
+    install_cert_manager_crds,
     install_monitoring_crds,
     render_kustomize,
     server_side_dry_run,
@@ -28,81 +33,109 @@ pytestmark = pytest.mark.integration
 NAMESPACE = "nodepool-system"
 
 
-def test_certificate_covers_the_service_and_fills_the_mounted_secret() -> None:
-    certs = {d["kind"]: d for d in render_kustomize(ROOT / "config" / "certmanager")}
-    assert set(certs) == {"Issuer", "Certificate"}
-    cert = certs["Certificate"]
-    assert cert["spec"]["issuerRef"] == {
-        "kind": "Issuer",
-        "name": certs["Issuer"]["metadata"]["name"],
-    }
-    webhook_docs = render_kustomize(ROOT / "config" / "webhook")
-    [service] = [d for d in webhook_docs if d["kind"] == "Service"]
-    # cert-manager's CA injector fills the configuration's caBundle from this Certificate
-    [config] = [d for d in webhook_docs if d["kind"] == "ValidatingWebhookConfiguration"]
+def one(docs: list[dict[str, Any]], kind: str, name_part: str = "") -> dict[str, Any]:
+    [doc] = [d for d in docs if d["kind"] == kind and name_part in d["metadata"]["name"]]
+    return doc
+
+
+def assert_webhook_wired(docs: list[dict[str, Any]], namespace: str) -> None:
+    """Every reference between the webhook's objects lands on the rendered object."""
+    issuer, cert = one(docs, "Issuer"), one(docs, "Certificate")
+    service = one(docs, "Service", "webhook")
+    config = one(docs, "ValidatingWebhookConfiguration")
+    deployment = one(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    [manager] = pod["containers"]
+
+    assert cert["spec"]["issuerRef"] == {"kind": "Issuer", "name": issuer["metadata"]["name"]}
+    assert issuer["metadata"]["namespace"] == cert["metadata"]["namespace"] == namespace
+    name = service["metadata"]["name"]
+    assert service["metadata"]["namespace"] == namespace
+    assert cert["spec"]["dnsNames"] == [
+        f"{name}.{namespace}.svc",
+        f"{name}.{namespace}.svc.cluster.local",
+    ]
+    # cert-manager's CA injector fills each webhook's caBundle from this Certificate
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
-        f"{cert['metadata']['namespace']}/{cert['metadata']['name']}"
+        f"{namespace}/{cert['metadata']['name']}"
     )
-    name, ns = service["metadata"]["name"], service["metadata"]["namespace"]
-    assert f"{name}.{ns}.svc" in cert["spec"]["dnsNames"]
-    assert cert["metadata"]["namespace"] == ns == NAMESPACE
-
-    patch = yaml.safe_load((ROOT / "config" / "webhook" / "manager_webhook_patch.yaml").read_text())
-    pod = patch["spec"]["template"]["spec"]
-    [volume] = pod["volumes"]
+    assert len(config["webhooks"]) == 2
+    for hook in config["webhooks"]:
+        assert hook["clientConfig"]["service"]["name"] == name
+        assert hook["clientConfig"]["service"]["namespace"] == namespace
+        assert "caBundle" not in hook["clientConfig"]  # cert-manager's to fill
+    # the Service selects the manager's pods and targets the port the operator serves on
+    assert service["spec"]["selector"].items() <= pod_labels(deployment).items()
+    [port] = service["spec"]["ports"]
+    [container_port] = [p for p in manager["ports"] if p["name"] == port["targetPort"]]
+    args = vars(_parser().parse_args(manager["args"]))
+    assert args["webhook_port"] == container_port["containerPort"] == 9443
+    # the Secret cert-manager fills is mounted where the operator reads its certificate
+    [volume] = [v for v in pod["volumes"] if "secret" in v]
     assert volume["secret"]["secretName"] == cert["spec"]["secretName"]
-    [container] = pod["containers"]
-    [mount] = container["volumeMounts"]
-    assert mount["name"] == volume["name"]
-    # where WebhookServerOptions.cert_dir looks by default, as controller-runtime does
-    assert mount["mountPath"] == "/tmp/k8s-webhook-server/serving-certs"
+    [mount] = [m for m in manager["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount["readOnly"] is True
+    assert Path(mount["mountPath"]) == args["webhook_cert_dir"]
+    # ... which is the operator's default, and kubeloop's in the pod's /tmp (controller-runtime's)
+    assert args["webhook_cert_dir"] == _parser().parse_args(["run"]).webhook_cert_dir
+    assert str(args["webhook_cert_dir"]) == "/tmp/k8s-webhook-server/serving-certs"
     assert str(WebhookServerOptions().cert_dir).endswith("/k8s-webhook-server/serving-certs")
-    [port] = container["ports"]
-    assert port["name"] == service["spec"]["ports"][0]["targetPort"]
-    assert port["containerPort"] == 9443  # WebhookServerOptions.bind_address's default
+    # and the files it reads there are the keys of cert-manager's Secret (kubernetes.io/tls)
+    options = WebhookServerOptions()
+    assert (options.cert_name, options.key_name) == ("tls.crt", "tls.key")
+    # the apiserver may reach that port through the NetworkPolicies
+    policy = one(docs, "NetworkPolicy", "webhook")
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels(deployment).items()
+    assert policy["spec"]["ingress"] == [{"ports": [{"port": 9443, "protocol": "TCP"}]}]
 
 
-def test_the_apiserver_accepts_the_webhook_service_and_the_patched_deployment(
-    kube_control_plane: ControlPlane, tmp_path: Path
-) -> None:
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    for patch in ("manager_webhook_patch.yaml", "manager_webhook_args_patch.yaml"):
-        shutil.copy(ROOT / "config" / "webhook" / patch, overlay)
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [
-                    os.path.relpath(ROOT / "config" / part, overlay)
-                    for part in ("default", "webhook")
-                ],
-                "patches": [
-                    {"path": "manager_webhook_patch.yaml"},
-                    {
-                        "path": "manager_webhook_args_patch.yaml",
-                        "target": {"kind": "Deployment", "name": "nodepool-operator"},
-                    },
-                ],
-            }
-        )
-    )
-    docs = render_kustomize(overlay)
-    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
-    [manager] = deployment["spec"]["template"]["spec"]["containers"]
-    assert {"name": "webhook-server", "containerPort": 9443, "protocol": "TCP"} in manager["ports"]
-    # the operator serves its webhook on that port (appended: the other flags stay)
+def pod_labels(deployment: dict[str, Any]) -> dict[str, str]:
+    labels: dict[str, str] = deployment["spec"]["template"]["metadata"]["labels"]
+    return labels
+
+
+def test_config_default_deploys_the_webhook_wired_together() -> None:
+    docs = render_kustomize(ROOT / "config" / "default")
+    assert_webhook_wired(docs, NAMESPACE)
+    # the patches add to config/manager's Deployment, they replace nothing in it
+    [manager] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert [p["name"] for p in manager["ports"]] == ["webhook-server", "metrics", "health"]
     assert manager["args"][-1] == "--webhook-port=9443"
     assert "--leader-elect" in manager["args"]
-    [config] = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
-    [service] = [d for d in docs if d["kind"] == "Service" and "webhook" in d["metadata"]["name"]]
-    for hook in config["webhooks"]:
-        assert hook["clientConfig"]["service"]["name"] == service["metadata"]["name"]
-        assert hook["clientConfig"]["service"]["namespace"] == NAMESPACE
-    assert any(
-        v["name"] == "webhook-cert" for v in deployment["spec"]["template"]["spec"]["volumes"]
-    )
+    assert {m["name"] for m in manager["volumeMounts"]} == {"webhook-cert", "cloud-state", "tmp"}
+
+
+def test_another_namespace_in_config_default_moves_the_names_that_must_agree(
+    tmp_path: Path,
+) -> None:
+    """Kubebuilder's replacements: the DNS names and the CA injection follow the namespace."""
+    config = tmp_path / "config"
+    shutil.copytree(ROOT / "config", config)
+    overlay = config / "default" / "kustomization.yaml"
+    text = overlay.read_text()
+    assert "\nnamespace: nodepool-system\n" in text
+    overlay.write_text(text.replace("\nnamespace: nodepool-system\n", "\nnamespace: np-prod\n"))
+    docs = render_kustomize(config / "default")
+    assert_webhook_wired(docs, "np-prod")
+    assert "nodepool-system" not in yaml.safe_dump_all(docs)
+
+
+def test_the_apiserver_accepts_the_webhook_objects_under_cert_managers_schema(
+    kube_control_plane: ControlPlane, tmp_path: Path
+) -> None:
     install_monitoring_crds(kube_control_plane)
+    install_cert_manager_crds(kube_control_plane)
     ensure_namespaces(kube_control_plane, [NAMESPACE])
-    server_side_dry_run(kube_control_plane, docs, tmp_path)
+    docs = render_kustomize(ROOT / "config" / "default")
+    lines = server_side_dry_run(kube_control_plane, docs, tmp_path)
+    for kind in ("issuer", "certificate", "validatingwebhookconfiguration"):
+        assert any(line.startswith(f"{kind}.") for line in lines), lines
+
+    # the schema check is cert-manager's: a Certificate it would refuse is refused, by field
+    cert = one(docs, "Certificate")
+    bad = {**cert, "spec": {**cert["spec"], "privateKey": {"algorithm": "DSA"}}}
+    refused = tmp_path / "refused"
+    refused.mkdir()
+    result = apply_dry_run(kube_control_plane, [bad], refused)
+    assert result.returncode != 0
+    assert "spec.privateKey.algorithm" in result.stderr, result.stderr

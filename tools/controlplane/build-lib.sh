@@ -7,6 +7,7 @@
 #   step NAME DIR CMD...       run one step in DIR, log it, name it (and show the log) on failure
 #   build_finish               mark $tmp complete, move it to OUT, print OUT
 #   k8s_ldflags VERSION        the -X version flags kubectl and the servers report
+#   module_dir MODULE@VERSION  download a Go module through the proxy, print its directory
 #
 # A finished build is marked by .complete, so an interrupted one is never mistaken for a good
 # one; callers check it before sourcing anything else.
@@ -58,4 +59,11 @@ k8s_ldflags() {  # k8s_ldflags VERSION
     flags+=" -X k8s.io/component-base/version.$kv -X k8s.io/client-go/pkg/version.$kv"
   done
   echo "$flags"
+}
+
+module_dir() {  # module_dir MODULE@VERSION
+  local dir
+  dir=$(go mod download -json "$1" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  [ -n "$dir" ] || { echo "$(basename "$0"): cannot download the Go module $1" >&2; return 1; }
+  echo "$dir"
 }

@@ -18,9 +18,7 @@ echo "building promtool $prometheus_version (log: $log); a few minutes on 2 core
 # (which would pull in every cloud SDK they use)
 step promtool "$tmp" env GOBIN="$tmp" go install -trimpath -tags=remove_all_sd -ldflags="-s -w" \
   "github.com/prometheus/prometheus/cmd/promtool@$prometheus_version"
-dir=$(go mod download -json "github.com/prometheus-operator/prometheus-operator@$operator_version" \
-      | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-[ -n "$dir" ] || { echo "tools/monitoring/build.sh: cannot download prometheus-operator" >&2; exit 1; }
+dir=$(module_dir "github.com/prometheus-operator/prometheus-operator@$operator_version")
 for crd in servicemonitors prometheusrules; do
   cp "$dir/example/prometheus-operator-crd/monitoring.coreos.com_$crd.yaml" "$tmp/"
 done

@@ -116,7 +116,19 @@ app.kubernetes.io/part-of: nodepool-operator
 {{- if $op.installCRDs }}
 - --install-crds
 {{- end }}
+{{- if .Values.webhook.enabled }}
+- --webhook-port={{ .Values.webhook.port }}
+{{- end }}
 {{- range $op.extraArgs }}
 - {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding the webhook's tls.crt and tls.key: cert-manager's, or one the user made. */}}
+{{- define "nodepool-operator.webhookSecretName" -}}
+{{- if .Values.webhook.certManager.enabled }}
+{{- printf "%s-webhook-cert" (include "nodepool-operator.fullname" .) }}
+{{- else }}
+{{- required "webhook.certSecret: the name of a kubernetes.io/tls Secret holding the webhook's certificate (webhook.certManager.enabled is false)" .Values.webhook.certSecret }}
 {{- end }}
 {{- end }}

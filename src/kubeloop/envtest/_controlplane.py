@@ -20,6 +20,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import ssl
@@ -51,6 +52,7 @@ CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 #: kube-scheduler's NodeResourcesFit scoring strategies ``ControlPlaneOptions`` accepts.
 SCHEDULER_SCORINGS = ("LeastAllocated", "MostAllocated")
 _LEAN_DISABLED = "ServiceAccount,TaintNodesByCondition"
+_GATE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 
 #: kube-controller-manager's controllers in the full test bed, and why each is there.
 DEFAULT_CONTROLLERS: tuple[str, ...] = (
@@ -92,6 +94,12 @@ class ControlPlaneOptions:
     start_timeout: float = 90.0
     #: Extra kube-apiserver flags, appended after the defaults (later flags win).
     apiserver_args: list[str] = field(default_factory=list)
+    #: Kubernetes feature gates, name -> on/off, given as ``--feature-gates`` to every
+    #: Kubernetes component this control plane runs (kube-apiserver, kube-scheduler,
+    #: kube-controller-manager), as a cluster sets them: a gate such as
+    #: ``ClearingNominatedNodeNameAfterBinding`` acts in the apiserver while its sibling
+    #: ``NominatedNodeNameForExpectation`` acts in the scheduler. Empty: each binary's defaults.
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
     #: Binaries to use; None looks them up (and builds them if needed).
     assets: Assets | None = None
     #: Run kube-controller-manager with :attr:`controllers`. It also turns the apiserver's
@@ -160,8 +168,9 @@ class ControlPlane:
         return self.options.controller_manager or self.options.kwok
 
     def start(self) -> None:
-        _process.reap_leftovers()
         opts = self.options
+        gates = feature_gates_flag(opts.feature_gates)  # refuse a bad gate before any start
+        _process.reap_leftovers()
         assets = self.assets = opts.assets or find_assets(cluster=self.cluster)
         if opts.scheduler and assets.kube_scheduler is None:
             raise EnvtestError("kube-scheduler binary not found; run `make setup` to build it")
@@ -174,14 +183,14 @@ class ControlPlane:
         try:
             self._write_pki()
             self._start_etcd(assets)
-            self._start_apiserver(assets)
+            self._start_apiserver(assets, gates)
             self._write_kubeconfig(self.kubeconfig, "admin", ("system:masters",))
             if opts.scheduler:
                 assert assets.kube_scheduler is not None
-                self._start_scheduler(assets.kube_scheduler)
+                self._start_scheduler(assets.kube_scheduler, gates)
             if opts.controller_manager:
                 assert assets.kube_controller_manager is not None
-                self._start_controller_manager(assets.kube_controller_manager)
+                self._start_controller_manager(assets.kube_controller_manager, gates)
             if opts.kwok:
                 assert assets.kwok is not None
                 assert assets.kwok_stages is not None
@@ -273,7 +282,7 @@ class ControlPlane:
 
         self._wait(proc, healthy)
 
-    def _start_apiserver(self, assets: Assets) -> None:
+    def _start_apiserver(self, assets: Assets, gates: list[str]) -> None:
         port = _process.free_port()
         self.server = f"https://127.0.0.1:{port}"
         proc = self._spawn(
@@ -304,6 +313,7 @@ class ControlPlane:
                 + ("ServiceAccount" if self.options.controller_manager else _LEAN_DISABLED),
                 "--profiling=false",
                 "--v=1",
+                *gates,
                 *self.options.apiserver_args,
             ],
         )
@@ -347,7 +357,7 @@ class ControlPlane:
             ]
         return config
 
-    def _start_scheduler(self, binary: Path) -> None:
+    def _start_scheduler(self, binary: Path, gates: list[str]) -> None:
         port = _process.free_port()
         config = self.dir / "scheduler.yaml"
         config.write_text(yaml.safe_dump(self._scheduler_config()))
@@ -360,11 +370,12 @@ class ControlPlane:
                 f"--secure-port={port}",
                 f"--cert-dir={self.dir / 'scheduler-certs'}",
                 "--v=1",
+                *gates,
             ],
         )
         self._wait(proc, _https_healthz(port))
 
-    def _start_controller_manager(self, binary: Path) -> None:
+    def _start_controller_manager(self, binary: Path, gates: list[str]) -> None:
         port = _process.free_port()
         # its own user (in system:masters: with the default
         # --use-service-account-credentials=false every controller uses this identity)
@@ -382,6 +393,7 @@ class ControlPlane:
                 f"--node-monitor-grace-period={self.options.node_monitor_grace_seconds}s",
                 "--node-monitor-period=2s",
                 "--v=1",
+                *gates,
             ],
         )
         self._wait(proc, _https_healthz(port))
@@ -644,6 +656,30 @@ class ControlPlane:
     @property
     def paused_components(self) -> frozenset[str]:
         return frozenset(self._paused)
+
+
+def feature_gates_flag(gates: Mapping[str, bool]) -> list[str]:
+    """``ControlPlaneOptions.feature_gates`` as component flags: ``[]`` when empty, else one
+    ``--feature-gates=A=true,B=false`` (sorted, so a restart passes the same flag).
+
+    A name that is not a gate's shape or a value that is not a bool is refused here, naming
+    the field, rather than as a component that exits during start-up; an unknown but
+    well-formed name is left to the components, which refuse it with their own message."""
+    bad = [
+        f"{name!r}: {value!r}"
+        for name, value in gates.items()
+        if not (isinstance(name, str) and _GATE_NAME.fullmatch(name) and isinstance(value, bool))
+    ]
+    if bad:
+        raise EnvtestError(
+            "ControlPlaneOptions.feature_gates: each entry must be a gate name (letters and "
+            f"digits) mapped to True or False, got {', '.join(bad)}"
+        )
+    if not gates:
+        return []
+    return [
+        "--feature-gates=" + ",".join(f"{n}={str(v).lower()}" for n, v in sorted(gates.items()))
+    ]
 
 
 def _https_healthz(port: int) -> Any:

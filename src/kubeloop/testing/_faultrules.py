@@ -178,7 +178,9 @@ class Match:
 
     ``verb``, ``resource`` and ``client`` take one value or a set. ``resource`` is the
     plural (``configmaps``, ``nodepools``); ``subresource`` ``""`` matches only requests
-    without one. ``user_agent`` matches a substring of the User-Agent header.
+    without one, and ``namespace`` ``""`` only requests outside any namespace (a
+    cluster-wide list or watch, a cluster-scoped kind). ``user_agent`` matches a substring
+    of the User-Agent header.
     """
 
     verb: frozenset[str] | None = None
@@ -219,7 +221,7 @@ class Match:
             (self.verb is None or info.verb in self.verb)
             and (self.resource is None or info.resource in self.resource)
             and (self.subresource is None or (info.subresource or "") == self.subresource)
-            and (self.namespace is None or info.namespace == self.namespace)
+            and (self.namespace is None or (info.namespace or "") == self.namespace)
             and (self.name is None or info.name == self.name)
             and (self.watch is None or info.watch == self.watch)
             and (self.client is None or client in self.client)

@@ -6,20 +6,19 @@ The same files go to every ``--out`` directory: by default ``config/crd`` (kusto
 install``) and the Helm chart's ``charts/nodepool-operator/crds``, so the two cannot drift.
 ``--check`` writes nothing: it prints a unified diff and exits 1 when the files in any ``--out``
 differ from what the types generate (stale, hand-edited, missing or left over).
+``kubeloop manifests`` does the same for any module; this command adds the operator's two
+default directories and its header.
 """
 
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-from nodepool_operator.api import GROUP, crds
+from kubeloop import crd
+from nodepool_operator.api import CUSTOM_RESOURCES
 
 DEFAULT_OUTS = (Path("config/crd"), Path("charts/nodepool-operator/crds"))
 HEADER = (
@@ -27,31 +26,14 @@ HEADER = (
     "# by `make manifests`.\n"
     "# Do not edit: change the types and regenerate.\n"
 )
-# Files we would delete as left over; anything else in the directory is not ours.
-_OURS = f"{GROUP}_*.yaml"
 
 
-def filename(crd: dict[str, Any]) -> str:
-    """``<group>_<plural>.yaml``, controller-gen's naming."""
-    return f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
+filename = crd.filename
 
 
 def render() -> dict[str, str]:
     """File name → YAML text of every CRD."""
-    return {
-        filename(crd): HEADER + yaml.safe_dump(crd, sort_keys=False, allow_unicode=True, width=100)
-        for crd in crds()
-    }
-
-
-def _differences(out: Path, wanted: dict[str, str]) -> dict[str, tuple[str, str]]:
-    """File name → (current text, wanted text) for each file that must change."""
-    current = {p.name: p.read_text(encoding="utf-8") for p in sorted(out.glob(_OURS))}
-    return {
-        name: (current.get(name, ""), wanted.get(name, ""))
-        for name in sorted(current.keys() | wanted.keys())
-        if current.get(name) != wanted.get(name)
-    }
+    return crd.render(CUSTOM_RESOURCES, HEADER)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,42 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     outs: list[Path] = args.out or list(DEFAULT_OUTS)
-    wanted = render()
-    stale = 0
-    for out in outs:
-        changes = _differences(out, wanted)
-        stale += len(changes)
-        if args.check:
-            _print_diff(out, changes)
-        else:
-            _write(out, changes)
+    stale = crd.write_manifests(CUSTOM_RESOURCES, outs, header=HEADER, check=args.check)
     if args.check and stale:
         print(f"{stale} CRD file(s) out of date; run `make manifests`", file=sys.stderr)
     return 1 if args.check and stale else 0
-
-
-def _print_diff(out: Path, changes: dict[str, tuple[str, str]]) -> None:
-    for name, (have, want) in changes.items():
-        sys.stdout.writelines(
-            difflib.unified_diff(
-                have.splitlines(keepends=True),
-                want.splitlines(keepends=True),
-                fromfile=str(out / name),
-                tofile=f"{out / name} (generated)",
-            )
-        )
-
-
-def _write(out: Path, changes: dict[str, tuple[str, str]]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name, (_, want) in changes.items():
-        path = out / name
-        if want:
-            path.write_text(want, encoding="utf-8")
-            print(f"wrote {path}")
-        else:
-            path.unlink()
-            print(f"removed {path}")
 
 
 if __name__ == "__main__":

@@ -88,6 +88,9 @@ def test_match_fields_and_sets() -> None:
     watch = request_info("GET", "/api/v1/pods", {"watch": "true"})
     assert Match.of(watch=True).matches(watch, "x", "")
     assert not Match.of(watch=False).matches(watch, "x", "")
+    # namespace "" matches only requests outside any namespace (a cluster-wide watch)
+    assert Match.of(namespace="").matches(watch, "x", "")
+    assert not Match.of(namespace="").matches(update_cm, "x", "")
 
 
 def test_rule_times_limits_how_often_it_acts() -> None:

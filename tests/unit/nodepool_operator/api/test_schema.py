@@ -15,6 +15,13 @@ import pytest
 import yaml
 
 import nodepool_operator.api as api
+from kubeloop.crd import (
+    DURATION_PATTERN,
+    QUANTITY_PATTERN,
+    Minimum,
+    kind_schema,
+    schema,
+)
 from nodepool_operator import manifests
 from nodepool_operator.api import (
     AUTOSCALERS,
@@ -28,13 +35,6 @@ from nodepool_operator.api import (
     parse_instance,
     parse_nodepool,
     to_api,
-)
-from nodepool_operator.api._schema import (
-    DURATION_PATTERN,
-    QUANTITY_PATTERN,
-    Minimum,
-    kind_schema,
-    schema,
 )
 
 CRD_DIR = Path(__file__).resolve().parents[4] / "config" / "crd"
@@ -474,7 +474,7 @@ def test_parse_autoscaler_and_instance() -> None:
             "spec.frequency",
         ),
         ({"spec": {"nodePoolRef": {"name": "p"}, "namespaces": []}}, "spec.namespaces"),
-        ({"spec": {"nodePoolRef": {"name": "p"}, "namespaces": ["a", "a"]}}, "spec.namespaces"),
+        ({"spec": {"nodePoolRef": {"name": "p"}, "namespaces": ["a", "a"]}}, "spec.namespaces[1]"),
     ],
 )
 def test_parse_names_the_offending_field(obj: dict[str, Any], path: str) -> None:

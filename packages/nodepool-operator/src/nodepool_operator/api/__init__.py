@@ -8,10 +8,20 @@ for controllers.
 >>> to_api(pool.spec)["maxNodes"]
 10
 
-``config/crd/`` holds the generated CRDs; ``make manifests`` regenerates them and a unit test
-fails when they are stale.
+The types are written with :mod:`kubeloop.crd` (markers, CEL rules, parsing);
+``CUSTOM_RESOURCES`` serves them. ``config/crd/`` holds the generated CRDs; ``make manifests``
+regenerates them (``kubeloop manifests nodepool_operator.api`` writes the same YAML) and a
+unit test fails when they are stale.
 """
 
+from kubeloop.crd import (
+    Condition,
+    InvalidField,
+    ObjectMeta,
+    format_duration,
+    parse_duration,
+    to_api,
+)
 from nodepool_operator.api._autoscaler import (
     MAX_UNREMOVABLE_NODES,
     MIN_FREQUENCY,
@@ -24,11 +34,16 @@ from nodepool_operator.api._autoscaler import (
     parse_autoscaler_status,
 )
 from nodepool_operator.api._crds import (
+    AUTOSCALER,
     AUTOSCALERS,
+    AWSNODECLASS,
     AWSNODECLASSES,
     CATEGORY,
+    CUSTOM_RESOURCES,
     GROUP,
+    INSTANCE,
     INSTANCES,
+    NODEPOOL,
     NODEPOOLS,
     VERSION,
     crds,
@@ -72,27 +87,24 @@ from nodepool_operator.api._nodepool import (
     TaintEffect,
     parse_nodepool,
 )
-from nodepool_operator.api._schema import (
-    Condition,
-    InvalidField,
-    ObjectMeta,
-    format_duration,
-    parse_duration,
-    to_api,
-)
 
 __all__ = [
+    "AUTOSCALER",
     "AUTOSCALERS",
+    "AWSNODECLASS",
     "AWSNODECLASSES",
     "CATEGORY",
+    "CUSTOM_RESOURCES",
     "DEGRADED",
     "DELETING_CONDITION",
     "GROUP",
+    "INSTANCE",
     "INSTANCES",
     "MAX_POOL_NODES",
     "MAX_UNREMOVABLE_NODES",
     "MIN_DRAIN_TIMEOUT",
     "MIN_FREQUENCY",
+    "NODEPOOL",
     "NODEPOOLS",
     "READY",
     "RESERVED_LABEL_PREFIX",

@@ -10,9 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Final
 
-from nodepool_operator.api._nodepool import MAX_POOL_NODES
-from nodepool_operator.api._schema import (
-    CEL,
+from kubeloop.crd import (
     Condition,
     ListMapKey,
     ListSet,
@@ -24,9 +22,10 @@ from nodepool_operator.api._schema import (
     MinLength,
     ObjectMeta,
     Pattern,
-    format_duration,
+    min_duration,
     parse,
 )
+from nodepool_operator.api._nodepool import MAX_POOL_NODES
 
 #: The most unremovable nodes ``status.unremovableNodes`` lists (the first by name).
 MAX_UNREMOVABLE_NODES: Final = 64
@@ -34,11 +33,7 @@ MAX_UNREMOVABLE_NODES: Final = 64
 MIN_FREQUENCY: Final = timedelta(seconds=1)
 
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_AT_LEAST_MIN_FREQUENCY = CEL(
-    f"duration(self) >= duration('{format_duration(MIN_FREQUENCY)}')",
-    f"must be at least {format_duration(MIN_FREQUENCY)}",
-    check=lambda d: d >= MIN_FREQUENCY,
-)
+_AT_LEAST_MIN_FREQUENCY = min_duration(MIN_FREQUENCY)
 
 
 @dataclass(frozen=True, kw_only=True)

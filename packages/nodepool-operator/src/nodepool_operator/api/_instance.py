@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from nodepool_operator.api._nodeclass import NodeClassRef
-from nodepool_operator.api._schema import (
+from kubeloop.crd import (
     Condition,
     ListMapKey,
     MaxItems,
@@ -23,6 +22,7 @@ from nodepool_operator.api._schema import (
     ObjectMeta,
     parse,
 )
+from nodepool_operator.api._nodeclass import NodeClassRef
 
 InstanceState = Literal["pending", "running", "stopped", "terminated"]
 

@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, Literal
 
-from nodepool_operator.api._schema import (
-    CEL,
+from kubeloop.crd import (
     ListSet,
     Maximum,
     MaxItems,
@@ -24,7 +23,11 @@ from nodepool_operator.api._schema import (
     MinLength,
     ObjectMeta,
     Pattern,
+    all_found_in,
+    exactly_one_of,
+    key_length,
     parse,
+    reserved_keys,
     rules,
 )
 
@@ -43,28 +46,17 @@ AmiFamily = Literal["AL2023", "Bottlerocket", "Custom"]
 
 _PLACEHOLDER = r"\$\{[^}]*\}"
 _ALLOWED_PLACEHOLDERS = [f"${{{v}}}" for v in USER_DATA_VARIABLES]
-_ONLY_KNOWN_PLACEHOLDERS = CEL(
-    f"self.findAll(r'{_PLACEHOLDER}').all(p, p in {_ALLOWED_PLACEHOLDERS!r})".replace('"', "'"),
-    "user data may only use the placeholders " + ", ".join(_ALLOWED_PLACEHOLDERS),
-    check=lambda text: all(p in _ALLOWED_PLACEHOLDERS for p in re.findall(_PLACEHOLDER, text)),
+_ONLY_KNOWN_PLACEHOLDERS = all_found_in(
+    _PLACEHOLDER,
+    _ALLOWED_PLACEHOLDERS,
+    message="user data may only use the placeholders " + ", ".join(_ALLOWED_PLACEHOLDERS),
 )
-_NO_RESERVED_TAGS = CEL(
-    "!self.exists(k, "
-    + " || ".join(
-        [f"k.startsWith('{p}')" for p in RESERVED_TAG_PREFIXES]
-        + [f"k == '{k}'" for k in RESERVED_TAG_KEYS]
-    )
-    + ")",
-    "tag keys Name, aws:* and kubeloop.dev/* are reserved",
-    check=lambda tags: (
-        not any(k.startswith(RESERVED_TAG_PREFIXES) or k in RESERVED_TAG_KEYS for k in tags)
-    ),
+_NO_RESERVED_TAGS = reserved_keys(
+    prefixes=RESERVED_TAG_PREFIXES,
+    keys=RESERVED_TAG_KEYS,
+    message="tag keys Name, aws:* and kubeloop.dev/* are reserved",
 )
-_TAG_KEY_LENGTH = CEL(
-    "self.all(k, k.size() >= 1 && k.size() <= 128)",
-    "tag keys must be 1 to 128 characters long",
-    check=lambda tags: all(1 <= len(k) <= 128 for k in tags),
-)
+_TAG_KEY_LENGTH = key_length(1, 128, message="tag keys must be 1 to 128 characters long")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,13 +97,7 @@ class KubeletOptions:
     as on EKS."""
 
 
-@rules(
-    CEL(
-        "has(self.amiId) != has(self.amiSsmParameter)",
-        "exactly one of amiId and amiSsmParameter must be set",
-        check=lambda spec: (spec.ami_id is None) != (spec.ami_ssm_parameter is None),
-    )
-)
+@rules(exactly_one_of("amiId", "amiSsmParameter"))
 @dataclass(frozen=True, kw_only=True)
 class AwsNodeClassSpec:
     """AwsNodeClassSpec is how EC2 VMs of the referencing pools and instances boot."""

@@ -7,15 +7,12 @@ alone writes ``status``, through the status subresource.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Annotated, Any, Final, Literal
 
-from nodepool_operator.api._nodeclass import NodeClassRef
-from nodepool_operator.api._schema import (
-    CEL,
+from kubeloop.crd import (
     Condition,
     ListMapKey,
     ListSet,
@@ -29,10 +26,16 @@ from nodepool_operator.api._schema import (
     ObjectMeta,
     Pattern,
     Quantity,
-    format_duration,
+    keys_match,
+    less_or_equal,
+    min_duration,
+    none_of,
+    not_negative,
     parse,
+    reserved_keys,
     rules,
 )
+from nodepool_operator.api._nodeclass import NodeClassRef
 
 #: The most nodes one pool may ask for; a bound, so that a typo such as 1000000 is refused.
 MAX_POOL_NODES: Final = 1000
@@ -62,25 +65,16 @@ _QUALIFIED_NAME = (
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 _LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
-_AT_LEAST_MIN_DRAIN_TIMEOUT = CEL(
-    f"duration(self) >= duration('{format_duration(MIN_DRAIN_TIMEOUT)}')",
-    f"must be at least {format_duration(MIN_DRAIN_TIMEOUT)}",
-    check=lambda d: d >= MIN_DRAIN_TIMEOUT,
+_AT_LEAST_MIN_DRAIN_TIMEOUT = min_duration(MIN_DRAIN_TIMEOUT)
+_NOT_NEGATIVE = not_negative()
+_VALID_LABEL_KEYS = keys_match(
+    _QUALIFIED_NAME,
+    max_length=317,
+    message="label keys must be qualified names such as example.com/team",
 )
-_NOT_NEGATIVE = CEL(
-    "!string(self).startsWith('-')",
-    "must not be negative",
-    check=lambda q: not q.startswith("-"),
-)
-_VALID_LABEL_KEYS = CEL(
-    f"self.all(k, k.size() <= 317 && k.matches(r'{_QUALIFIED_NAME}'))",
-    "label keys must be qualified names such as example.com/team",
-    check=lambda labels: all(len(k) <= 317 and re.search(_QUALIFIED_NAME, k) for k in labels),
-)
-_NO_RESERVED_LABELS = CEL(
-    f"!self.exists(k, k.startsWith('{RESERVED_LABEL_PREFIX}'))",
-    f"label keys under {RESERVED_LABEL_PREFIX} are reserved for the operator",
-    check=lambda labels: not any(k.startswith(RESERVED_LABEL_PREFIX) for k in labels),
+_NO_RESERVED_LABELS = reserved_keys(
+    prefixes=[RESERVED_LABEL_PREFIX],
+    message=f"label keys under {RESERVED_LABEL_PREFIX} are reserved for the operator",
 )
 
 
@@ -117,11 +111,11 @@ class DisruptionBlockers:
 
 
 @rules(
-    CEL(
-        "!has(self.schedule) && !has(self.duration)",
-        "schedule and duration (budget windows) are not supported yet: omit them, the "
-        "budget then applies at all times",
-        check=lambda b: b.schedule is None and b.duration is None,
+    none_of(
+        "schedule",
+        "duration",
+        message="schedule and duration (budget windows) are not supported yet: omit them, "
+        "the budget then applies at all times",
     )
 )
 @dataclass(frozen=True, kw_only=True)
@@ -203,20 +197,7 @@ class Disruption:
     a vanished VM are not budgeted (as in Karpenter)."""
 
 
-@rules(
-    CEL(
-        "self.minNodes <= self.maxNodes",
-        "minNodes must be less than or equal to maxNodes",
-        field_path=".minNodes",
-        check=lambda spec: spec.min_nodes <= spec.max_nodes,
-    ),
-    CEL(
-        "self.targetNodes <= self.maxNodes",
-        "targetNodes must be less than or equal to maxNodes",
-        field_path=".targetNodes",
-        check=lambda spec: spec.target_nodes <= spec.max_nodes,
-    ),
-)
+@rules(less_or_equal("minNodes", "maxNodes"), less_or_equal("targetNodes", "maxNodes"))
 @dataclass(frozen=True, kw_only=True)
 class NodePoolSpec:
     """NodePoolSpec is the desired state of a NodePool: how many nodes, and of what kind."""

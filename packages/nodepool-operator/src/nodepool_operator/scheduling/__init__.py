@@ -31,6 +31,7 @@ from ._fit import FitResult as FitResult
 from ._fit import pod_fits_node as pod_fits_node
 from ._fit import pod_fits_template as pod_fits_template
 from ._fit import tolerates as tolerates
+from ._nominate import nomination_patch as nomination_patch
 from ._pods import Pod as Pod
 from ._pods import PodReason as PodReason
 from ._pods import PodRef as PodRef
@@ -109,6 +110,7 @@ __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts bef
     "node_blocker",
     "node_shape",
     "node_view",
+    "nomination_patch",
     "parse_bytes",
     "parse_cpu",
     "parse_quantity",
