@@ -82,6 +82,7 @@ from nodepool_operator.scheduling import (
     parse_bytes,
     parse_cpu,
     plan_scale_up,
+    pod_view,
 )
 from nodepool_operator.settings import OperatorSettings
 from nodepool_operator.testbed import simulated_vms
@@ -381,7 +382,7 @@ class Expected:
 def expected(sc: Scenario) -> Expected:
     names = Names(sc.id, "x", "x")
     template = pool_template(parse_nodepool(pool_manifest(sc, names)))
-    driving = [pod for group, pod in all_pods(sc, names) if group.drives]
+    driving = [pod_view(pod) for group, pod in all_pods(sc, names) if group.drives]
     unlimited = plan_scale_up(
         driving, template=template, current_target=0, max_nodes=10**6, search=None
     )

@@ -37,6 +37,7 @@ from nodepool_operator.scheduling import (
     Resources,
     SearchBudget,
     plan_scale_up,
+    pod_view,
 )
 
 GI: Final = 1024**3
@@ -156,7 +157,7 @@ def _check(w: Workload, pods: list[dict[str, Any]], plan: Any, label: str) -> No
     for placement in plan.placements:
         request = w.pods[index[placement.pod.name]]
         for r, amount in enumerate((*request, 1)):
-            used[placement.node][r] += amount
+            used[str(placement.node)][r] += amount
     caps = [TEMPLATE.allocatable.get(n) // _step(n) for n in _names(w)] + [110]
     free = {f"existing:ready-{j}": [*room, 110] for j, room in enumerate(w.existing)}
     for node, amounts in used.items():
@@ -181,7 +182,7 @@ def _timed_plan(
     for _ in range(TIMING_REPEATS):
         start = time.perf_counter()
         plan = plan_scale_up(
-            pods,
+            [pod_view(p) for p in pods],  # the reading is part of planning, so it is timed
             template=TEMPLATE,
             existing_nodes=nodes,
             current_target=len(nodes),

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from nodepool_operator.scheduling import (
+    Existing,
     FitReason,
+    New,
     NodeState,
     NodeTemplate,
     PlanReason,
@@ -19,11 +21,11 @@ from nodepool_operator.scheduling import (
     Taint,
     crowded_out,
     lower_bound,
-    plan_scale_up,
     pod_ref,
     pod_requests,
 )
 from tests import factories
+from tests.unit.nodepool_operator.scheduling.plans import plan_pods
 
 GI = 2**30
 
@@ -48,14 +50,14 @@ def mem96() -> NodeTemplate:
 def per_node(plan: ScaleUpPlan) -> dict[str, list[PodRef]]:
     nodes: dict[str, list[PodRef]] = defaultdict(list)
     for placement in plan.placements:
-        nodes[placement.node].append(placement.pod)
+        nodes[str(placement.node)].append(placement.pod)
     return dict(nodes)
 
 
 def plan(pending: list[dict[str, Any]], template: NodeTemplate, **kwargs: Any) -> ScaleUpPlan:
     kwargs.setdefault("current_target", 0)
     kwargs.setdefault("max_nodes", 100)
-    return plan_scale_up(pending, template=template, **kwargs)
+    return plan_pods(pending, template=template, **kwargs)
 
 
 def test_six_28gi_pods_need_two_96gi_nodes_three_each(mem96: NodeTemplate) -> None:
@@ -139,8 +141,8 @@ def test_existing_nodes_check_labels_and_taints(mem96: NodeTemplate) -> None:
     pending = [pod("ssd", nodeSelector={"disktype": "ssd"}), pod("plain")]
     template = NodeTemplate.from_pool("ssd", cpu=16, memory="96Gi", labels={"disktype": "ssd"})
     result = plan(pending, template, existing_nodes=[tainted, labelled])
-    assert result.node_for(PodRef("prod", "ssd")) == "new:0"
-    assert result.node_for(PodRef("prod", "plain")) == "existing:node-l"
+    assert result.node_for(PodRef("prod", "ssd")) == New(0)
+    assert result.node_for(PodRef("prod", "plain")) == Existing("node-l")
     assert result.node_for(PodRef("prod", "nope")) is None
 
 
@@ -154,7 +156,7 @@ def test_second_wave_while_nodes_boot_is_not_double_counted(mem96: NodeTemplate)
     second = plan(wave1 + wave2, mem96, current_target=3, in_flight=3)
     assert second.new_nodes == 1  # 10 pods, 3 per node: 4 in total, not 3 + 4
     assert second.desired_target == 4
-    assert sum(1 for p in second.placements if p.node.startswith("inflight:")) == 9
+    assert sum(1 for p in second.placements if str(p.node).startswith("inflight:")) == 9
     # Without the in-flight nodes the same pods would ask for 4 more.
     assert plan(wave1 + wave2, mem96, current_target=3).new_nodes == 4
     # Once all fit on booting nodes, nothing is added.
@@ -183,7 +185,7 @@ def test_max_nodes_clamps_and_reports_the_rest(mem96: NodeTemplate) -> None:
 def test_max_clamp_still_fills_open_nodes_with_smaller_pods(mem96: NodeTemplate) -> None:
     pending = [*pods("big", 2, memory="60Gi"), pod("small", memory="30Gi")]
     result = plan(pending, mem96, max_nodes=1)
-    assert result.node_for(PodRef("prod", "small")) == "new:0"
+    assert result.node_for(PodRef("prod", "small")) == New(0)
     assert result.unschedulable[0].pods == (PodRef("prod", "big-001"),)
 
 
@@ -332,7 +334,7 @@ def _random_case(rng: random.Random) -> tuple[NodeTemplate, list[dict[str, Any]]
 def test_random_plans_respect_capacity_and_the_lower_bound(seed: int) -> None:
     rng = random.Random(seed)
     template, pending, options = _random_case(rng)
-    result = plan_scale_up(pending, template=template, **options)
+    result = plan_pods(pending, template=template, **options)
 
     requests = {pod_ref(p): pod_requests(p) for p in pending}
     room = {f"existing:{n.name}": n.free for n in options["existing_nodes"]}
@@ -347,7 +349,7 @@ def test_random_plans_respect_capacity_and_the_lower_bound(seed: int) -> None:
     # Every pod is accounted for exactly once; opened nodes are all used.
     left = [ref for group in result.unschedulable for ref in group.pods]
     assert sorted([p.pod for p in result.placements] + left) == sorted(requests)
-    assert {p.node for p in result.placements if p.node.startswith("new:")} == {
+    assert {str(p.node) for p in result.placements if str(p.node).startswith("new:")} == {
         f"new:{i}" for i in range(result.new_nodes)
     }
     assert result.desired_target == min(
@@ -357,7 +359,7 @@ def test_random_plans_respect_capacity_and_the_lower_bound(seed: int) -> None:
     # A pod left over the max fits nowhere that is left: first fit tried every node.
     left_room = dict(room)
     for placement in result.placements:
-        left_room[placement.node] -= requests[placement.pod]
+        left_room[str(placement.node)] -= requests[placement.pod]
     for group in result.unschedulable:
         if group.reason is PlanReason.MAX_NODES_REACHED:
             for ref in group.pods:

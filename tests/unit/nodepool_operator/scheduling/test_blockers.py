@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.api import parse_nodepool
+from nodepool_operator.api import parse_nodepool, to_api
 from nodepool_operator.controllers._blocked import (
     blocked_nodes,
     keep_blocked,
     switches,
-    unremovable_nodes,
 )
+from nodepool_operator.controllers.autoscaler._status import unremovable
 from nodepool_operator.scheduling import (
     DefaultBlockers,
     PdbView,
@@ -423,7 +423,8 @@ def test_status_lists_unremovable_nodes_by_name_with_pod_and_reason() -> None:
     blocked = blocked_nodes(
         nodes, {"n1": "kubeloop.dev/do-not-disrupt"}, switches=DefaultBlockers()
     )
-    assert unremovable_nodes(blocked) == [
+    # written from typed records: the same API objects the status had as dicts
+    assert [to_api(entry) for entry in unremovable(blocked)] == [
         {
             "node": "n1",
             "reason": "NodeDoNotDisrupt",

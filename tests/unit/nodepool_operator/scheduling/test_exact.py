@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from nodepool_operator.scheduling import (
+    Existing,
     NodeState,
     NodeTemplate,
     PlanReason,
@@ -20,9 +21,9 @@ from nodepool_operator.scheduling import (
     ScaleUpPlan,
     SearchBudget,
     Taint,
-    plan_scale_up,
 )
 from tests import factories
+from tests.unit.nodepool_operator.scheduling.plans import plan_pods
 
 GI = 2**30
 
@@ -37,8 +38,8 @@ def node_loads(plan: ScaleUpPlan, pods: list[dict[str, Any]]) -> dict[str, tuple
     loads: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for placement in plan.placements:
         requests = by_name[placement.pod.name]["spec"]["containers"][0]["resources"]["requests"]
-        loads[placement.node][0] += int(requests["cpu"].removesuffix("m"))
-        loads[placement.node][1] += int(requests["memory"].removesuffix("Gi"))
+        loads[str(placement.node)][0] += int(requests["cpu"].removesuffix("m"))
+        loads[str(placement.node)][1] += int(requests["memory"].removesuffix("Gi"))
     return {node: (cpu, mem) for node, (cpu, mem) in loads.items()}
 
 
@@ -62,8 +63,8 @@ def ten_gi() -> NodeTemplate:
 
 def test_classic_instance_needs_one_node_fewer_than_ffd(ten_gi: NodeTemplate) -> None:
     pods = [pod(n, m) for n, m in CLASSIC]
-    ffd = plan_scale_up(pods, template=ten_gi, current_target=0, max_nodes=10, search=None)
-    exact = plan_scale_up(pods, template=ten_gi, current_target=0, max_nodes=10)
+    ffd = plan_pods(pods, template=ten_gi, current_target=0, max_nodes=10, search=None)
+    exact = plan_pods(pods, template=ten_gi, current_target=0, max_nodes=10)
     assert ffd.new_nodes == 3
     assert exact.new_nodes == 2
     assert exact.desired_target == 2
@@ -83,16 +84,16 @@ def test_two_resource_instance_ffd_misses(ten_gi: NodeTemplate) -> None:
         pod("d", "6Gi", "2000m"),
         pod("e", "2Gi", "2000m"),
     ]
-    ffd = plan_scale_up(pods, template=template, current_target=0, max_nodes=10, search=None)
-    exact = plan_scale_up(pods, template=template, current_target=0, max_nodes=10)
+    ffd = plan_pods(pods, template=template, current_target=0, max_nodes=10, search=None)
+    exact = plan_pods(pods, template=template, current_target=0, max_nodes=10)
     assert (ffd.new_nodes, exact.new_nodes) == (3, 2)
     assert_valid(exact, pods, 4000, 10)
 
 
 def test_max_nodes_reached_by_ffd_but_not_by_the_optimum(ten_gi: NodeTemplate) -> None:
     pods = [pod(n, m) for n, m in CLASSIC]
-    ffd = plan_scale_up(pods, template=ten_gi, current_target=0, max_nodes=2, search=None)
-    exact = plan_scale_up(pods, template=ten_gi, current_target=0, max_nodes=2)
+    ffd = plan_pods(pods, template=ten_gi, current_target=0, max_nodes=2, search=None)
+    exact = plan_pods(pods, template=ten_gi, current_target=0, max_nodes=2)
     assert [g.reason for g in ffd.unschedulable] == [PlanReason.MAX_NODES_REACHED]
     assert exact.unschedulable == ()
     assert (exact.new_nodes, exact.desired_target) == (2, 2)
@@ -103,10 +104,10 @@ def test_ready_and_booting_nodes_cost_nothing(ten_gi: NodeTemplate) -> None:
     # the fewest, and the plan must not put more than 5Gi on the ready node.
     pods = [pod(n, m) for n, m in CLASSIC]
     ready = NodeState("ready-a", Resources(cpu=16_000, memory=5 * GI, pods=100))
-    exact = plan_scale_up(
+    exact = plan_pods(
         pods, template=ten_gi, existing_nodes=[ready], in_flight=1, current_target=2, max_nodes=9
     )
-    ffd = plan_scale_up(
+    ffd = plan_pods(
         pods,
         template=ten_gi,
         existing_nodes=[ready],
@@ -133,11 +134,9 @@ def test_no_pod_goes_on_a_ready_node_it_does_not_tolerate(ten_gi: NodeTemplate) 
     ]
     pods = [tolerant, *(pod(n, m) for n, m in CLASSIC[1:])]
     tainted = NodeState("tainted", Resources(cpu=16_000, memory=10 * GI, pods=100), taints=(taint,))
-    plan = plan_scale_up(
-        pods, template=ten_gi, existing_nodes=[tainted], current_target=1, max_nodes=9
-    )
+    plan = plan_pods(pods, template=ten_gi, existing_nodes=[tainted], current_target=1, max_nodes=9)
     assert plan.new_nodes == 2
-    on_tainted = [p.pod.name for p in plan.placements if p.node == "existing:tainted"]
+    on_tainted = [p.pod.name for p in plan.placements if p.node == Existing("tainted")]
     assert set(on_tainted) <= {"a"}
     assert_valid_with_ready(plan, pods)
 
@@ -155,9 +154,7 @@ def test_plans_are_the_same_run_after_run_under_a_step_budget() -> None:
     optimum, _, requests = PINNED["182-three-resources-uniform"]
     pods = [bench_pod(f"p{i:02d}", r) for i, r in enumerate(requests)]
     plans = [
-        plan_scale_up(
-            pods, template=BENCH_TEMPLATE, current_target=0, max_nodes=100, search=GENEROUS
-        )
+        plan_pods(pods, template=BENCH_TEMPLATE, current_target=0, max_nodes=100, search=GENEROUS)
         for _ in range(2)
     ]
     assert plans[0].new_nodes == optimum
@@ -171,8 +168,8 @@ def test_plans_are_the_same_run_after_run_under_a_step_budget() -> None:
 )
 def test_out_of_budget_falls_back_to_ffd(ten_gi: NodeTemplate, budget: SearchBudget) -> None:
     pods = [pod(n, m) for n, m in CLASSIC]  # the full search needs 2 nodes (test above)
-    ffd = plan_scale_up(pods, template=ten_gi, current_target=0, max_nodes=100, search=None)
-    plan = plan_scale_up(pods, template=ten_gi, current_target=0, max_nodes=100, search=budget)
+    ffd = plan_pods(pods, template=ten_gi, current_target=0, max_nodes=100, search=None)
+    plan = plan_pods(pods, template=ten_gi, current_target=0, max_nodes=100, search=budget)
     assert plan.new_nodes == ffd.new_nodes == 3
     assert plan.placements == ffd.placements
 
@@ -217,8 +214,8 @@ def test_random_instances_optimal_and_never_worse_than_ffd(seed: int) -> None:
     template = NodeTemplate.from_pool("n", cpu=8, memory="16Gi", disk="100Gi")
     items = [(rng.randint(1, 45) * 100, rng.randint(1, 10)) for _ in range(rng.randint(3, 9))]
     pods = [pod(f"p{i}", f"{mem}Gi", f"{cpu}m") for i, (cpu, mem) in enumerate(items)]
-    ffd = plan_scale_up(pods, template=template, current_target=0, max_nodes=50, search=None)
-    plan = plan_scale_up(pods, template=template, current_target=0, max_nodes=50)
+    ffd = plan_pods(pods, template=template, current_target=0, max_nodes=50, search=None)
+    plan = plan_pods(pods, template=template, current_target=0, max_nodes=50)
     assert_valid(plan, pods, *cap)
     assert plan.new_nodes <= ffd.new_nodes
     assert plan.new_nodes == brute_force_fewest(items, cap)
@@ -655,7 +652,7 @@ def test_pinned_workload_where_ffd_opens_nodes_too_many(case: str) -> None:
         NodeState(f"ready-{j}", bench_room(free)) for j, free in enumerate(READY.get(case, []))
     ]
     pods = [bench_pod(f"p{i:02d}", r) for i, r in enumerate(requests)]
-    ffd = plan_scale_up(
+    ffd = plan_pods(
         pods,
         template=template,
         existing_nodes=ready,
@@ -663,7 +660,7 @@ def test_pinned_workload_where_ffd_opens_nodes_too_many(case: str) -> None:
         max_nodes=100,
         search=None,
     )
-    plan = plan_scale_up(
+    plan = plan_pods(
         pods,
         template=template,
         existing_nodes=ready,
@@ -683,7 +680,7 @@ def test_pinned_workload_where_ffd_opens_nodes_too_many(case: str) -> None:
         request = requests[int(placement.pod.name[1:])]
         amounts = request if len(request) > 1 else (0, request[0])
         for r, amount in enumerate(amounts):
-            loads[placement.node][r] += amount
+            loads[str(placement.node)][r] += amount
     assert len([node for node in loads if node.startswith("new:")]) == optimum
     rooms = {f"existing:ready-{j}": bench_units(free) for j, free in enumerate(READY.get(case, []))}
     for node, load in loads.items():

@@ -9,16 +9,17 @@ import pytest
 
 from nodepool_operator.scheduling import (
     FitReason,
+    New,
     NodeState,
     NodeTemplate,
     Resources,
     is_workload,
     node_shape,
-    plan_scale_up,
     pod_fits_template,
     pod_view,
 )
 from tests import factories
+from tests.unit.nodepool_operator.scheduling.plans import plan_pods
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -44,7 +45,7 @@ def test_five_hostname_anti_affine_pods_get_five_new_nodes_in_one_plan(
     small: NodeTemplate,
 ) -> None:
     web = [pod(f"web-{i}", labels={"app": "web"}, affinity=anti(HOST, app="web")) for i in range(5)]
-    plan = plan_scale_up(web, template=small, current_target=0, max_nodes=10)
+    plan = plan_pods(web, template=small, current_target=0, max_nodes=10)
     assert plan.new_nodes == 5
     assert len({p.node for p in plan.placements}) == 5
 
@@ -55,10 +56,10 @@ def test_anti_affinity_counts_pods_already_on_a_node(small: NodeTemplate) -> Non
         "n1", Resources(cpu=4000, memory=16 * 2**30, pods=110), {HOST: "n1"}, pods=(running,)
     )
     newcomer = pod("web-new", labels={"app": "web"}, affinity=anti(HOST, app="web"))
-    plan = plan_scale_up(
+    plan = plan_pods(
         [newcomer], template=small, existing_nodes=[node], current_target=1, max_nodes=5
     )
-    assert plan.node_for(pod_view(newcomer).ref) == "new:0"
+    assert plan.node_for(pod_view(newcomer).ref) == New(0)
 
 
 def test_an_existing_pods_anti_affinity_refuses_the_newcomer(small: NodeTemplate) -> None:
@@ -66,7 +67,7 @@ def test_an_existing_pods_anti_affinity_refuses_the_newcomer(small: NodeTemplate
     node = NodeState(
         "n1", Resources(cpu=4000, memory=16 * 2**30, pods=110), {HOST: "n1"}, pods=(guard,)
     )
-    plan = plan_scale_up(
+    plan = plan_pods(
         [pod("web", labels={"app": "web"})],
         template=small,
         existing_nodes=[node],
@@ -78,7 +79,7 @@ def test_an_existing_pods_anti_affinity_refuses_the_newcomer(small: NodeTemplate
 
 def test_zone_anti_affinity_cannot_be_met_by_more_nodes_of_one_zone(small: NodeTemplate) -> None:
     web = [pod(f"web-{i}", labels={"app": "web"}, affinity=anti(ZONE, app="web")) for i in range(3)]
-    plan = plan_scale_up(web, template=small, current_target=0, max_nodes=10)
+    plan = plan_pods(web, template=small, current_target=0, max_nodes=10)
     assert plan.new_nodes == 1
     [group] = plan.unschedulable
     assert group.reason is FitReason.POD_ANTI_AFFINITY_CONFLICT
@@ -87,12 +88,12 @@ def test_zone_anti_affinity_cannot_be_met_by_more_nodes_of_one_zone(small: NodeT
 
 def test_host_ports_need_a_node_each(small: NodeTemplate) -> None:
     port = [{"containerPort": 80, "hostPort": 8080}]
-    plan = plan_scale_up(
+    plan = plan_pods(
         [pod(f"p{i}", ports=port) for i in range(3)], template=small, current_target=0, max_nodes=9
     )
     assert plan.new_nodes == 3
     other_ip = [{"containerPort": 80, "hostPort": 8080, "protocol": "UDP"}]
-    plan = plan_scale_up(
+    plan = plan_pods(
         [pod("tcp", ports=port), pod("udp", ports=other_ip)],
         template=small,
         current_target=0,
@@ -112,11 +113,11 @@ def test_hostname_spread_with_min_domains_opens_a_node_per_pod(small: NodeTempla
         }
     ]
     pods = [pod(f"w{i}", labels={"app": "w"}, topologySpreadConstraints=spread) for i in range(4)]
-    assert plan_scale_up(pods, template=small, current_target=0, max_nodes=9).new_nodes == 4
+    assert plan_pods(pods, template=small, current_target=0, max_nodes=9).new_nodes == 4
     # ScheduleAnyway is a preference: not simulated, one node holds them all.
     loose = [{**spread[0], "whenUnsatisfiable": "ScheduleAnyway"}]
     pods = [pod(f"w{i}", labels={"app": "w"}, topologySpreadConstraints=loose) for i in range(4)]
-    assert plan_scale_up(pods, template=small, current_target=0, max_nodes=9).new_nodes == 1
+    assert plan_pods(pods, template=small, current_target=0, max_nodes=9).new_nodes == 1
 
 
 def test_spread_on_a_key_the_pool_lacks_is_reported_not_scaled_for(small: NodeTemplate) -> None:
@@ -128,7 +129,7 @@ def test_spread_on_a_key_the_pool_lacks_is_reported_not_scaled_for(small: NodeTe
             "labelSelector": {"matchLabels": {"app": "w"}},
         }
     ]
-    plan = plan_scale_up(
+    plan = plan_pods(
         [pod("w", labels={"app": "w"}, topologySpreadConstraints=spread)],
         template=small,
         current_target=0,
@@ -144,11 +145,11 @@ def test_pod_affinity_follows_its_peer_and_the_first_of_a_group_goes_anywhere(
     term = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": HOST}
     affine = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     group = [pod(f"c{i}", labels={"app": "cache"}, affinity=affine) for i in range(3)]
-    plan = plan_scale_up(group, template=small, current_target=0, max_nodes=9)
+    plan = plan_pods(group, template=small, current_target=0, max_nodes=9)
     assert plan.new_nodes == 1
     assert len(plan.placements) == 3
     lonely = pod("app", labels={"app": "web"}, affinity=affine)
-    plan = plan_scale_up([lonely], template=small, current_target=0, max_nodes=9)
+    plan = plan_pods([lonely], template=small, current_target=0, max_nodes=9)
     assert plan.new_nodes == 0
     assert plan.unschedulable[0].reason is FitReason.POD_AFFINITY_MISMATCH
 
@@ -164,7 +165,7 @@ def test_daemonset_overhead_makes_a_vm_sized_pod_too_big_and_says_why() -> None:
     result = pod_fits_template(big, with_ds)
     assert result.reason is FitReason.TOO_BIG
     assert result.detail == "cpu 3500m > 3 after DaemonSets"
-    assert plan_scale_up([big], template=with_ds, current_target=0, max_nodes=3).new_nodes == 0
+    assert plan_pods([big], template=with_ds, current_target=0, max_nodes=3).new_nodes == 0
 
 
 def test_shape_labels_one_source_the_pool_may_set_arch_but_not_fixed_labels() -> None:

@@ -31,6 +31,7 @@ from nodepool_operator.api._autoscaler import (
     NodePoolRef,
     UnremovableNode,
     parse_autoscaler,
+    parse_autoscaler_status,
 )
 from nodepool_operator.api._crds import (
     AUTOSCALER,
@@ -143,6 +144,7 @@ __all__ = [
     "crds",
     "format_duration",
     "parse_autoscaler",
+    "parse_autoscaler_status",
     "parse_duration",
     "parse_instance",
     "parse_nodeclass",

@@ -123,6 +123,15 @@ class Autoscaler:
     """What the Autoscaler last observed and decided."""
 
 
+def parse_autoscaler_status(raw: Mapping[str, Any]) -> AutoscalerStatus:
+    """An Autoscaler's ``status`` alone (readable even when its spec is not).
+
+    Raises:
+        InvalidField: the status breaks the schema; its ``path`` names the field.
+    """
+    return parse(AutoscalerStatus, raw, "status")
+
+
 def parse_autoscaler(obj: Mapping[str, Any]) -> Autoscaler:
     """An Autoscaler from its API object, defaults filled in.
 

@@ -9,10 +9,10 @@ reads its inputs and shapes its outputs. Everything but :func:`kube_system_budge
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from kubeloop import Client, Resource
-from nodepool_operator.api import MAX_UNREMOVABLE_NODES, NodePool
+from nodepool_operator.api import NodePool
 from nodepool_operator.scheduling import (
     DefaultBlockers,
     PdbView,
@@ -29,7 +29,6 @@ __all__ = [
     "keep_blocked",
     "kube_system_budgets",
     "switches",
-    "unremovable_nodes",
 ]
 
 PDBS: Final = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
@@ -77,18 +76,6 @@ def blocked_nodes(
         if why is not None:
             found[node.name] = why
     return found
-
-
-def unremovable_nodes(blocked: Mapping[str, Unremovable]) -> list[dict[str, Any]]:
-    """``status.unremovableNodes``: the first :data:`MAX_UNREMOVABLE_NODES` by name."""
-    entries = []
-    for name in sorted(blocked)[:MAX_UNREMOVABLE_NODES]:
-        why = blocked[name]
-        entry: dict[str, Any] = {"node": name, "reason": str(why.reason), "message": why.note}
-        if why.pod is not None:
-            entry["pod"] = str(why.pod)
-        entries.append(entry)
-    return entries
 
 
 def keep_blocked(

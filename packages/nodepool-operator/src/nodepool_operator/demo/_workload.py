@@ -31,7 +31,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from nodepool_operator.api import AUTOSCALERS, MAX_POOL_NODES, NODEPOOLS
-from nodepool_operator.scheduling import NodeTemplate, lower_bound, plan_scale_up
+from nodepool_operator.scheduling import NodeTemplate, lower_bound, plan_scale_up, pod_view
 
 #: Every object the demo creates carries this label, so its view and clean-up ignore the rest.
 DEMO_LABEL: Final = "demo.kubeloop.dev/role"
@@ -234,7 +234,7 @@ class Workload:
     def nodes_first_fit(self) -> int:
         """How many nodes first-fit-decreasing opens for the fitting pods, from zero."""
         plan = plan_scale_up(
-            self.fitting_pods(),
+            [pod_view(p) for p in self.fitting_pods()],
             template=self.template(),
             current_target=0,
             max_nodes=MAX_POOL_NODES,

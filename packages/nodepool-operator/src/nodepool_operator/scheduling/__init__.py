@@ -37,9 +37,6 @@ from ._pods import PodReason as PodReason
 from ._pods import PodRef as PodRef
 from ._pods import PodVerdict as PodVerdict
 from ._pods import classify as classify
-from ._pods import get_list as get_list
-from ._pods import get_mapping as get_mapping
-from ._pods import get_text as get_text
 from ._pods import pod_ref as pod_ref
 from ._pods import pod_requests as pod_requests
 from ._quantity import Resources as Resources
@@ -52,6 +49,10 @@ from ._scaledown import Disposal as Disposal
 from ._scaledown import RemovalReason as RemovalReason
 from ._scaledown import ScaleDownNode as ScaleDownNode
 from ._scaledown import removal_order as removal_order
+from ._slots import Booting as Booting
+from ._slots import Existing as Existing
+from ._slots import New as New
+from ._slots import NodeSlot as NodeSlot
 from ._template import DEFAULT_MAX_PODS as DEFAULT_MAX_PODS
 from ._template import NodeShape as NodeShape
 from ._template import NodeTemplate as NodeTemplate
@@ -64,15 +65,19 @@ from ._views import is_workload as is_workload
 from ._views import node_view as node_view
 from ._views import pod_view as pod_view
 
-__all__ = [
+__all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts before the constants
+    "Booting",
     "DEFAULT_MAX_PODS",
     "DO_NOT_DISRUPT",
     "DaemonSetView",
     "DefaultBlockers",
     "Disposal",
+    "Existing",
     "FitReason",
     "FitResult",
+    "New",
     "NodeShape",
+    "NodeSlot",
     "NodeState",
     "NodeTemplate",
     "NodeView",
@@ -99,9 +104,6 @@ __all__ = [
     "daemonset_view",
     "format_bytes",
     "format_cpu",
-    "get_list",
-    "get_mapping",
-    "get_text",
     "is_workload",
     "lower_bound",
     "needs_budgets",

@@ -28,6 +28,7 @@ from ._fit import FitReason, FitResult, check_constraints, check_room, check_tem
 from ._interpod import check_interpod
 from ._pods import Pod, PodRef
 from ._quantity import Resources
+from ._slots import Booting, Existing, New, NodeSlot
 from ._template import NodeTemplate, Taint
 from ._views import HOSTNAME_KEY, HostPort, PodView, pod_view
 
@@ -72,13 +73,11 @@ class NodeState:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Where the simulation put one pod.
-
-    ``node`` is ``existing:<node name>``, ``inflight:<i>`` or ``new:<i>``, with 0-based ``i``.
-    """
+    """Where the simulation put one pod: a node of the pool (:class:`~._slots.Existing`), a
+    booting one (:class:`~._slots.Booting`) or a new one (:class:`~._slots.New`)."""
 
     pod: PodRef
-    node: str
+    node: NodeSlot
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +116,8 @@ class ScaleUpPlan:
         """Whether the plan raises the target."""
         return self.desired_target > self.current_target
 
-    def node_for(self, pod: PodRef) -> str | None:
-        """The node label ``pod`` was placed on, or ``None``."""
+    def node_for(self, pod: PodRef) -> NodeSlot | None:
+        """The node ``pod`` was placed on, or ``None``."""
         for placement in self.placements:
             if placement.pod == pod:
                 return placement.node
@@ -131,7 +130,7 @@ class ScaleUpPlan:
         E.g. ``scale up 2 -> 4: 9 pods need 2 new mem96.large nodes; 1 pod too big (memory
         120Gi > 96Gi)``.
         """
-        on_new = sum(1 for p in self.placements if p.node.startswith(_NEW))
+        on_new = sum(1 for p in self.placements if isinstance(p.node, New))
         elsewhere = len(self.placements) - on_new
         if self.new_nodes:
             verb = "needs" if on_new == 1 else "need"
@@ -161,7 +160,6 @@ class ScaleUpPlan:
         return f"{count} {_PHRASES[group.reason]} ({group.detail})"
 
 
-_NEW = "new:"
 _SUMMARY_GROUPS = 3
 _PHRASES = {
     FitReason.TOO_BIG: "too big",
@@ -207,7 +205,7 @@ class _Pending:
 class _Bin:
     """A node of the simulation: its room, and what the inter-pod filters need of it."""
 
-    label: str
+    label: NodeSlot
     free: Resources
     name: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -222,7 +220,7 @@ class _Bin:
 
 
 def plan_scale_up(
-    pending_pods: Iterable[Pod | PodView],
+    pending_pods: Sequence[PodView],
     *,
     template: NodeTemplate,
     existing_nodes: Sequence[NodeState] = (),
@@ -234,7 +232,8 @@ def plan_scale_up(
     """Plan how far to raise a pool's target so that ``pending_pods`` can run.
 
     Args:
-        pending_pods: pods :func:`classify` calls candidates. Nothing here re-checks that.
+        pending_pods: the views (:func:`~._views.pod_view`) of the pods :func:`classify` calls
+            candidates. Nothing here re-checks that.
         template: what a new node of the pool looks like.
         existing_nodes: the pool's ready nodes with their free room; tried in name order.
         in_flight: nodes requested but not ready (target minus ready), each an empty template
@@ -314,13 +313,11 @@ def plan_scale_up(
 _Rejected = dict[tuple[FitReason | PlanReason, str], list[PodRef]]
 
 
-def _admit(
-    pods: Iterable[Pod | PodView], template: NodeTemplate, rejected: _Rejected
-) -> list[_Pending]:
+def _admit(pods: Sequence[PodView], template: NodeTemplate, rejected: _Rejected) -> list[_Pending]:
     """The pods an empty template node can hold, largest first; the rest go to ``rejected``."""
     admitted: list[_Pending] = []
     for pod in pods:
-        entry = _Pending(pod_view(pod))
+        entry = _Pending(pod)
         fit = check_constraints(entry.view, template.labels, template.taints)
         if fit:
             fit = check_template_room(entry.requests, template)
@@ -358,12 +355,12 @@ class _Packer:
         self._template = template
         self._existing = sorted(existing_nodes, key=lambda n: n.name)
         self._existing_bins = [
-            _Bin(f"existing:{n.name}", n.free, n.name, n.labels, n.taints, list(n.pods))
+            _Bin(Existing(n.name), n.free, n.name, n.labels, n.taints, list(n.pods))
             for n in self._existing
         ]
         for b in self._existing_bins:
             b.ports = [port for pod in b.pods for port in pod.host_ports]
-        self._template_bins = [self._template_bin(f"inflight:{i}") for i in range(in_flight)]
+        self._template_bins = [self._template_bin(Booting(i)) for i in range(in_flight)]
         self._allowed_new = allowed_new
         self.opened = 0
         self.refusal: FitResult | None = None
@@ -376,13 +373,13 @@ class _Packer:
         #: whether a pod already on a node refuses others (before anything is placed)
         self.constraining = self._constraining
 
-    def _template_bin(self, label: str) -> _Bin:
+    def _template_bin(self, label: NodeSlot) -> _Bin:
         # Every template node is a hostname of its own; other labels are the template's.
         labels = {**self._template.labels, HOSTNAME_KEY: f"({label})"}
         return _Bin(label, self._template.allocatable, None, labels, self._template.taints)
 
-    def place(self, entry: _Pending) -> str | None:
-        """Put ``entry`` on the first bin with room and return its label; ``None`` at max."""
+    def place(self, entry: _Pending) -> NodeSlot | None:
+        """Put ``entry`` on the first bin with room and return its node; ``None`` at max."""
         view = entry.view
         self.refusal = None
         if view.interpod or self._constraining:
@@ -411,7 +408,7 @@ class _Packer:
         for b in [*self._existing_for(_Pending(view)), *self._template_bins]:
             if view.requests.fits_in(b.free) and check_interpod(view, b, everything):
                 return b
-        fresh = self._template_bin(f"{_NEW}{self.opened}")
+        fresh = self._template_bin(New(self.opened))
         refusal = check_interpod(view, fresh, [*everything, fresh])
         if not refusal:
             self.refusal = refusal  # a new node would not take it either: no count helps
@@ -421,7 +418,7 @@ class _Packer:
     def _open(self) -> _Bin | None:
         if self.opened >= self._allowed_new:
             return None
-        chosen = self._template_bin(f"{_NEW}{self.opened}")
+        chosen = self._template_bin(New(self.opened))
         self._template_bins.append(chosen)
         self.opened += 1
         return chosen
@@ -462,7 +459,7 @@ def crowded_out(pod: Pod | PodView, nodes: Sequence[NodeState]) -> bool:
 
     The autoscaler asks this of a pod it planned on a new node that the scheduler left unbound
     once the node was Ready: a crowded-out pod is planned again, any other is a disagreement
-    between the simulation and the scheduler (see ``controllers._landing``).
+    between the simulation and the scheduler (see ``controllers.autoscaler._landing``).
     """
     view = pod_view(pod)
     allowed = [n for n in nodes if check_constraints(view, n.labels, n.taints, n.name)]

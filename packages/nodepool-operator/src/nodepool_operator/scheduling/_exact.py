@@ -67,6 +67,7 @@ from ._fit import check_constraints
 from ._pods import Pod
 from ._quantity import Resources
 from ._repair import Repair
+from ._slots import Booting, Existing, New, NodeSlot
 from ._template import NodeTemplate
 from ._views import PodView
 
@@ -109,15 +110,15 @@ class ExactPacking:
     """A plan with fewer new nodes than the bound :func:`pack_fewest` was asked to beat.
 
     Attributes:
-        labels: the node label for each entry, in the entries' order: ``existing:<name>``,
-            ``inflight:<i>`` or ``new:<i>`` (as :class:`~._binpack.Placement` uses).
+        labels: the node of each entry, in the entries' order (as
+            :class:`~._binpack.Placement` says it).
         new_nodes: new template nodes the plan opens.
         proven: whether no plan with fewer new nodes exists (the search finished or met the
             lower bound); ``False`` when the budget ran out first.
         steps: branch-and-bound nodes visited plus the repair phase's steps.
     """
 
-    labels: tuple[str, ...]
+    labels: tuple[NodeSlot, ...]
     new_nodes: int
     proven: bool
     steps: int
@@ -417,17 +418,18 @@ class _Problem:
                 members.append(item)
         return len(members)
 
-    def labels(self, assignment: Sequence[int]) -> tuple[str, ...]:
+    def labels(self, assignment: Sequence[int]) -> tuple[NodeSlot, ...]:
         existing = len(self.existing_names)
         free_bins = len(self.fixed)
-        out = [""] * len(assignment)
+        out: list[NodeSlot] = [New(-1)] * len(assignment)
         for k, b in enumerate(assignment):
+            label: NodeSlot
             if b < existing:
-                label = f"existing:{self.existing_names[b]}"
+                label = Existing(self.existing_names[b])
             elif b < free_bins:
-                label = f"inflight:{b - existing}"
+                label = Booting(b - existing)
             else:
-                label = f"new:{b - free_bins}"
+                label = New(b - free_bins)
             out[self.order[k]] = label
         return tuple(out)
 

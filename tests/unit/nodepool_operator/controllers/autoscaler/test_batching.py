@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from kubeloop import Added, Deleted, Updated
-from nodepool_operator.controllers._batching import MAX_BATCH_WINDOWS, FirstSeen, batch_wait
+from nodepool_operator.controllers.autoscaler._batching import (
+    MAX_BATCH_WINDOWS,
+    FirstSeen,
+    batch_wait,
+)
 
 
 class Clock:

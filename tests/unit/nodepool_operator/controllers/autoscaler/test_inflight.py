@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodepool_operator.controllers._landing import Landing
-from nodepool_operator.controllers._provision import Provisioning, observe, requested, timed_out
+from nodepool_operator.controllers.autoscaler._landing import Landing
+from nodepool_operator.controllers.autoscaler._provision import (
+    Provisioning,
+    observe,
+    requested,
+    timed_out,
+)
 
 TIMEOUT, BACKOFF = 900.0, 300.0
 

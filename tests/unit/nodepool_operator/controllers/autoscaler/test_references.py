@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, cast
 
 from kubeloop import Client, Forbidden, NotFound, Resource
-from nodepool_operator.controllers._references import STORAGECLASSES, look_up
+from nodepool_operator.controllers.autoscaler._decode import pod_needs
+from nodepool_operator.controllers.autoscaler._references import STORAGECLASSES, look_up
 
 
 class FakeReader:
@@ -56,7 +57,9 @@ async def test_look_up_gets_each_distinct_reference_once() -> None:
         {"name": "m", "secret": {"secretName": "missing"}},
         {"name": "d", "persistentVolumeClaim": {"claimName": "data"}},
     ]
-    lookup = await look_up(cast(Client, reader), [pod("a", volumes=vols), pod("b", volumes=vols)])
+    lookup = await look_up(
+        cast(Client, reader), [pod_needs(pod("a", volumes=vols)), pod_needs(pod("b", volumes=vols))]
+    )
     assert lookup.secrets == {("prod", "tls")}
     assert set(lookup.claims) == {("prod", "data")}
     assert lookup.late_binding_classes == {"late"}
@@ -73,6 +76,7 @@ async def test_look_up_gets_each_distinct_reference_once() -> None:
 async def test_look_up_assumes_present_what_it_may_not_read() -> None:
     reader = FakeReader({}, forbidden=frozenset({"secrets"}))
     lookup = await look_up(
-        cast(Client, reader), [pod("a", volumes=[{"name": "t", "secret": {"secretName": "tls"}}])]
+        cast(Client, reader),
+        [pod_needs(pod("a", volumes=[{"name": "t", "secret": {"secretName": "tls"}}]))],
     )
     assert lookup.secrets == {("prod", "tls")}

@@ -1,17 +1,16 @@
-"""Autoscaler: targetNodes is written through /scale, guarded by resourceVersion, never lowered
-below what someone else raised."""
+"""Autoscaler: targetNodes is written through /scale, guarded by resourceVersion, and only
+from the value the decision was made from (never over what someone else wrote)."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import pytest
 
 from kubeloop import Client, Conflict, Resource
 from nodepool_operator.api import NODEPOOLS
-from nodepool_operator.controllers._scale import ScaleOutcome, lower_target, raise_target
+from nodepool_operator.controllers.autoscaler._scale import write_target
 
 
 class FakeScale:
@@ -48,61 +47,41 @@ def client(fake: FakeScale) -> Client:
     return cast(Client, fake)
 
 
-def asking(decide: Callable[[int], int]) -> Callable[[int], Awaitable[int]]:
-    """``raise_target`` awaits its decision (the plan is made off the event loop)."""
-
-    async def desired_for(current: int) -> int:
-        return decide(current)
-
-    return desired_for
-
-
-async def test_raise_writes_the_desired_target() -> None:
+async def test_a_target_is_written_from_the_value_the_decision_was_made_from() -> None:
     fake = FakeScale(1)
-    outcome = await raise_target(client(fake), "big", asking(lambda current: current + 2))
-    assert outcome == ScaleOutcome(1, 3)
-    assert outcome.written
+    assert await write_target(client(fake), "big", expected=1, desired=3) is None
     assert fake.puts == [3]
+    fake = FakeScale(4)
+    assert await write_target(client(fake), "big", expected=4, desired=2) is None
+    assert fake.puts == [2]
 
 
-async def test_raise_writes_nothing_when_the_target_is_already_high_enough() -> None:
-    fake = FakeScale(5)
-    outcome = await raise_target(client(fake), "big", asking(lambda current: 3))
-    assert outcome == ScaleOutcome(5, 5)
-    assert not outcome.written
+async def test_a_moved_target_is_not_written_and_its_value_returned() -> None:
+    fake = FakeScale(6)  # raised by someone else (or the cache lagged) since the decision
+    assert await write_target(client(fake), "big", expected=4, desired=2) == 6
+    assert await write_target(client(fake), "big", expected=4, desired=7) == 6
     assert fake.puts == []
+    assert fake.replicas == 6
 
 
-async def test_raise_re_decides_against_the_value_someone_else_wrote() -> None:
+async def test_a_conflict_reads_again_and_finds_the_other_writers_value() -> None:
     fake = FakeScale(0)
     fake.before_put = [4]  # a person scales to 4 between our GET and PUT
-    asked: list[int] = []
-
-    def desired_for(current: int) -> int:
-        asked.append(current)
-        return 3 if current < 3 else current  # the plan needs 3 nodes in all
-
-    outcome = await raise_target(client(fake), "big", asking(desired_for))
-    assert asked == [0, 4]
-    assert outcome == ScaleOutcome(4, 4)
+    assert await write_target(client(fake), "big", expected=0, desired=3) == 4
     assert fake.puts == []
     assert fake.replicas == 4
+    assert fake.gets == 2
 
 
-async def test_lower_only_from_the_value_the_decision_was_based_on() -> None:
-    fake = FakeScale(4)
-    assert await lower_target(client(fake), "big", expected=4, desired=2) == ScaleOutcome(4, 2)
-    fake = FakeScale(6)  # raised by someone else since the decision
-    assert await lower_target(client(fake), "big", expected=4, desired=2) == ScaleOutcome(6, 6)
-    assert fake.puts == []
-    fake = FakeScale(4)
-    fake.before_put = [7]
-    assert await lower_target(client(fake), "big", expected=4, desired=2) == ScaleOutcome(7, 7)
-    assert fake.replicas == 7
+async def test_a_conflict_that_left_the_value_alone_is_retried() -> None:
+    fake = FakeScale(2)
+    fake.before_put = [2]  # another write (same replicas) bumps the resourceVersion
+    assert await write_target(client(fake), "big", expected=2, desired=5) is None
+    assert fake.puts == [5]
 
 
 async def test_persistent_conflicts_end_in_a_conflict_for_the_workqueue() -> None:
     fake = FakeScale(0)
     fake.before_put = [0] * 10
     with pytest.raises(Conflict):
-        await raise_target(client(fake), "big", asking(lambda current: current + 1))
+        await write_target(client(fake), "big", expected=0, desired=1)

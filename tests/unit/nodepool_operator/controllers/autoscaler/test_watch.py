@@ -6,7 +6,7 @@ from typing import Any
 
 from kubeloop import Added, Deleted, Request, Store, Updated
 from nodepool_operator.controllers._scope import POOL_LABEL
-from nodepool_operator.controllers._watch import (
+from nodepool_operator.controllers.autoscaler._watch import (
     BY_NAMESPACE,
     BY_POOL,
     Routes,

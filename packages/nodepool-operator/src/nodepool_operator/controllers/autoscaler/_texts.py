@@ -14,7 +14,7 @@ from typing import Final
 
 from nodepool_operator.api import format_duration
 from nodepool_operator.controllers._capacity import PoolNodes
-from nodepool_operator.controllers._pending import Blocked
+from nodepool_operator.controllers.autoscaler._pending import Blocked
 from nodepool_operator.scheduling import PodRef, ScaleUpPlan
 
 __all__ = [

@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from kubeloop import Deleted, Event
-from nodepool_operator.scheduling import Pod, classify, get_mapping, get_text, pod_ref
+from nodepool_operator.controllers.autoscaler._decode import pod_key
+from nodepool_operator.scheduling import Pod, classify
 
 __all__ = ["MAX_BATCH_WINDOWS", "FirstSeen", "batch_wait"]
 
@@ -43,7 +44,7 @@ class FirstSeen:
         return len(self._since)
 
     def observe(self, event: Event) -> None:
-        key = _key(event.obj)
+        key = pod_key(event.obj)
         if isinstance(event, Deleted) or not classify(event.obj).candidate:
             self._since.pop(key, None)
         else:
@@ -51,7 +52,7 @@ class FirstSeen:
 
     def since(self, pod: Pod) -> float:
         """When ``pod`` was first seen as a candidate; now, if this is the first time."""
-        return self._since.setdefault(_key(pod), self._clock())
+        return self._since.setdefault(pod_key(pod), self._clock())
 
 
 def batch_wait(
@@ -73,8 +74,3 @@ def batch_wait(
     gathering_for = now - min(burst)
     remaining = min(window - quiet_for, MAX_BATCH_WINDOWS * window - gathering_for)
     return max(remaining, 0.0)
-
-
-def _key(pod: Pod) -> str:
-    # The uid tells a re-created pod from the one it replaces; hand-made pods may lack one.
-    return get_text(get_mapping(pod, "metadata"), "uid") or str(pod_ref(pod))

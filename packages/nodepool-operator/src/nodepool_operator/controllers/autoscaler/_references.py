@@ -23,8 +23,8 @@ from kubeloop import (
     Object,
     Resource,
 )
-from nodepool_operator.controllers._pending import Lookup, NamespacedName, references
-from nodepool_operator.scheduling import Pod, get_mapping, get_text, pod_ref
+from nodepool_operator.controllers.autoscaler._decode import claim, late_binding
+from nodepool_operator.controllers.autoscaler._pending import Lookup, NamespacedName, Needs
 
 __all__ = ["STORAGECLASSES", "look_up"]
 
@@ -37,8 +37,8 @@ STORAGECLASSES: Final = Resource(
 _CONCURRENCY: Final = 8
 
 
-async def look_up(client: Client, pods: Iterable[Pod]) -> Lookup:
-    """Find which of the pods' Secrets, ConfigMaps, claims and claim classes exist.
+async def look_up(client: Client, pods: Iterable[Needs]) -> Lookup:
+    """Find which of the Secrets, ConfigMaps, claims and claim classes ``pods`` need exist.
 
     Raises what the API raises, except NotFound (the object is missing) and Forbidden: without
     the permission to look, the object is assumed present, so a narrow RBAC role degrades to
@@ -47,9 +47,8 @@ async def look_up(client: Client, pods: Iterable[Pod]) -> Lookup:
     secrets: set[NamespacedName] = set()
     config_maps: set[NamespacedName] = set()
     claims: set[NamespacedName] = set()
-    for pod in pods:
-        namespace = pod_ref(pod).namespace
-        refs = references(pod)
+    for needs in pods:
+        namespace, refs = needs.namespace, needs.references
         secrets.update((namespace, name) for name in refs.secrets)
         config_maps.update((namespace, name) for name in refs.config_maps)
         claims.update((namespace, name) for name in refs.claims)
@@ -64,22 +63,17 @@ async def look_up(client: Client, pods: Iterable[Pod]) -> Lookup:
         _existing(config_maps, lambda key: get(CONFIGMAPS, *key)),
         _existing(claims, lambda key: get(PERSISTENTVOLUMECLAIMS, *key)),
     )
-    classes = {
-        get_text(get_mapping(claim, "spec"), "storageClassName")
-        for claim in found_claims.values()
-        if get_text(get_mapping(claim, "status"), "phase") != "Bound"
-    } - {""}
+    claims_found = {key: claim(obj) for key, obj in found_claims.items()}
+    classes = {c.storage_class for c in claims_found.values() if c.phase != "Bound"} - {""}
     found_classes = await _existing(
         {("", name) for name in classes}, lambda key: get(STORAGECLASSES, None, key[1])
     )
     return Lookup(
         secrets=frozenset(found_secrets),
         config_maps=frozenset(found_maps),
-        claims=found_claims,
+        claims=claims_found,
         late_binding_classes=frozenset(
-            name
-            for (_, name), cls in found_classes.items()
-            if cls.get("volumeBindingMode") == "WaitForFirstConsumer"
+            name for (_, name), cls in found_classes.items() if late_binding(cls)
         ),
     )
 

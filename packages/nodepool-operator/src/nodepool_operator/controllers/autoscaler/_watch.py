@@ -12,12 +12,21 @@ The predicates drop the bulk of the traffic before any routing: bound pods' stat
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Final
 
 from kubeloop import Deleted, Event, Object, Request, Store, Updated
-from nodepool_operator.controllers._scope import POOL_LABEL
-from nodepool_operator.scheduling import get_list, get_mapping, get_text
+from nodepool_operator.controllers.autoscaler._decode import (
+    autoscaler_namespaces,
+    autoscaler_pool,
+    deleting,
+    node_offer,
+    node_pool,
+    object_name,
+    pod_finished,
+    pod_namespace,
+    pod_node,
+)
 
 __all__ = [
     "BY_NAMESPACE",
@@ -38,33 +47,6 @@ __all__ = [
 BY_NAMESPACE: Final = "autoscaler.kubeloop.dev/namespace"
 BY_POOL: Final = "autoscaler.kubeloop.dev/pool"
 BY_NODE: Final = "autoscaler.kubeloop.dev/node"
-_TERMINAL_PHASES: Final = ("Succeeded", "Failed")
-
-
-# --- index functions (they see whatever the API holds, so they never assume a shape) ------
-
-
-def autoscaler_namespaces(obj: Object) -> list[str]:
-    return [ns for ns in get_list(get_mapping(obj, "spec"), "namespaces") if isinstance(ns, str)]
-
-
-def autoscaler_pool(obj: Object) -> list[str]:
-    name = get_text(get_mapping(get_mapping(obj, "spec"), "nodePoolRef"), "name")
-    return [name] if name else []
-
-
-def pod_namespace(obj: Object) -> list[str]:
-    return [get_text(get_mapping(obj, "metadata"), "namespace")]
-
-
-def pod_node(obj: Object) -> list[str]:
-    name = get_text(get_mapping(obj, "spec"), "nodeName")
-    return [name] if name else []
-
-
-def node_pool(obj: Object) -> list[str]:
-    pool = get_mapping(get_mapping(obj, "metadata"), "labels").get(POOL_LABEL)
-    return [pool] if isinstance(pool, str) and pool else []
 
 
 # --- predicates -------------------------------------------------------------------------
@@ -78,8 +60,8 @@ def pod_moved(event: Event) -> bool:
         return (
             _waiting(event.old)
             or _waiting(event.new)
-            or _finished(event.old) != _finished(event.new)
-            or _deleting(event.old) != _deleting(event.new)
+            or pod_finished(event.old) != pod_finished(event.new)
+            or deleting(event.old) != deleting(event.new)
         )
     return _waiting(event.obj)
 
@@ -87,39 +69,14 @@ def pod_moved(event: Event) -> bool:
 def node_changed(event: Event) -> bool:
     """A pool's Node came, went, or changed in what it offers (not a heartbeat)."""
     if isinstance(event, Updated):
-        return bool(node_pool(event.old) or node_pool(event.new)) and _offer(event.old) != _offer(
-            event.new
-        )
+        return bool(node_pool(event.old) or node_pool(event.new)) and node_offer(
+            event.old
+        ) != node_offer(event.new)
     return bool(node_pool(event.obj))
 
 
 def _waiting(pod: Object) -> bool:
-    return not pod_node(pod) and not _finished(pod)
-
-
-def _finished(pod: Object) -> bool:
-    return get_text(get_mapping(pod, "status"), "phase") in _TERMINAL_PHASES
-
-
-def _deleting(obj: Object) -> bool:
-    return bool(get_mapping(obj, "metadata").get("deletionTimestamp"))
-
-
-def _offer(node: Object) -> tuple[object, ...]:
-    status = get_mapping(node, "status")
-    ready = [
-        get_text(c, "status")
-        for c in get_list(status, "conditions")
-        if get_text(c, "type") == "Ready"
-    ]
-    return (
-        get_mapping(node, "metadata").get("labels"),
-        _deleting(node),
-        get_mapping(node, "spec").get("unschedulable"),
-        get_mapping(node, "spec").get("taints"),
-        status.get("allocatable"),
-        ready,
-    )
+    return not pod_node(pod) and not pod_finished(pod)
 
 
 # --- map functions ----------------------------------------------------------------------
@@ -146,15 +103,13 @@ class Routes:
         return _requests(_name(a) for pool in node_pool(node) for a in self._by(BY_POOL, pool))
 
     def for_pool(self, pool: Object) -> list[Request]:
-        name = get_text(get_mapping(pool, "metadata"), "name")
-        return _requests(_name(a) for a in self._by(BY_POOL, name))
+        return _requests(_name(a) for a in self._by(BY_POOL, object_name(pool)))
 
     def _by(self, index: str, value: str) -> list[Object]:
         return self._autoscalers.by_index(index, value)
 
 
-def _name(obj: Mapping[str, object]) -> str:
-    return get_text(get_mapping(obj, "metadata"), "name")
+_name = object_name
 
 
 def _requests(names: Iterable[str]) -> list[Request]:

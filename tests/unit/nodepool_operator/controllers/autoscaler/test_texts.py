@@ -6,7 +6,8 @@ from datetime import timedelta
 from typing import Any
 
 from nodepool_operator.controllers._capacity import PoolNodes
-from nodepool_operator.controllers._decision import (
+from nodepool_operator.controllers.autoscaler._pending import Blocked, Blocker
+from nodepool_operator.controllers.autoscaler._texts import (
     DECISION_MAX,
     NotTriggered,
     decision_text,
@@ -17,8 +18,8 @@ from nodepool_operator.controllers._decision import (
     set_aside,
     track_unneeded,
 )
-from nodepool_operator.controllers._pending import Blocked, Blocker
-from nodepool_operator.scheduling import NodeTemplate, PodRef, plan_scale_up
+from nodepool_operator.scheduling import NodeTemplate, PodRef
+from tests.unit.nodepool_operator.scheduling.plans import plan_pods
 
 
 def pod(name: str, memory: str, **spec: Any) -> dict[str, Any]:
@@ -62,7 +63,7 @@ def test_notes_name_a_few_pods_and_count_the_rest() -> None:
 
 
 def test_decision_describes_the_plan_and_the_pods_set_aside() -> None:
-    plan = plan_scale_up(
+    plan = plan_pods(
         [pod("fits", "28Gi"), pod("huge", "120Gi")],
         template=TEMPLATE,
         current_target=0,
@@ -78,7 +79,7 @@ def test_decision_describes_the_plan_and_the_pods_set_aside() -> None:
 
 
 def test_decision_with_only_pods_set_aside_does_not_claim_nothing_is_pending() -> None:
-    plan = plan_scale_up([], template=TEMPLATE, current_target=2, max_nodes=10)
+    plan = plan_pods([], template=TEMPLATE, current_target=2, max_nodes=10)
     assert decision_text(plan, ()) == "no scale up (target 2): no pending pods"
     aside = set_aside([(PodRef("prod", "s"), SECRET)])
     assert (
@@ -88,14 +89,14 @@ def test_decision_with_only_pods_set_aside_does_not_claim_nothing_is_pending() -
 
 
 def test_pods_waiting_for_the_scheduler_are_named_not_hidden() -> None:
-    plan = plan_scale_up([], template=TEMPLATE, current_target=2, max_nodes=10)
+    plan = plan_pods([], template=TEMPLATE, current_target=2, max_nodes=10)
     assert decision_text(plan, (), settling=2) == (
         "no scale up (target 2); 2 pods waiting for the scheduler on new Ready nodes"
     )
 
 
 def test_a_scale_down_replaces_the_head_and_keeps_the_groups() -> None:
-    plan = plan_scale_up([pod("huge", "120Gi")], template=TEMPLATE, current_target=3, max_nodes=10)
+    plan = plan_pods([pod("huge", "120Gi")], template=TEMPLATE, current_target=3, max_nodes=10)
     head = scale_down_text(3, 1, timedelta(minutes=10))
     assert decision_text(plan, (), head=head) == (
         "scale down 3 -> 1: nodes unneeded for 10m; 1 pod too big (memory 120Gi > 96Gi)"
@@ -103,7 +104,7 @@ def test_a_scale_down_replaces_the_head_and_keeps_the_groups() -> None:
 
 
 def test_decision_is_bounded() -> None:
-    plan = plan_scale_up([], template=TEMPLATE, current_target=0, max_nodes=10)
+    plan = plan_pods([], template=TEMPLATE, current_target=0, max_nodes=10)
     aside = tuple(NotTriggered(f"R{i}", "x" * 400, (PodRef("prod", "p"),)) for i in range(6))
     text = decision_text(plan, aside)
     assert len(text) <= DECISION_MAX

@@ -1,0 +1,141 @@
+"""Act: make a :class:`~.decide.Decision`'s writes, in the order the decision assumes.
+
+1. the target, through the scale subresource, only if it is still the value the decision was
+   made from (:mod:`._scale`); otherwise the caller decides again from the server's value;
+2. the Events;
+3. the status, if it changed (one typed change, :mod:`._status`);
+4. the reservation patches: a toleration on each planned pod, the lift on each reserved Node
+   whose pods have landed. Those are best effort: a pod gone, or whose tolerations changed
+   meanwhile, is looked at again next pass; which ones took is returned for the memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from kubeloop import (
+    NODES,
+    PODS,
+    Client,
+    Conflict,
+    Invalid,
+    NotFound,
+    Object,
+    PatchType,
+    update_status,
+)
+from nodepool_operator.api import AUTOSCALERS
+from nodepool_operator.controllers.autoscaler._report import Note, Subject
+from nodepool_operator.controllers.autoscaler._scale import write_target
+from nodepool_operator.controllers.autoscaler._status import READY, ConditionChange, StatusChange
+from nodepool_operator.controllers.autoscaler.decide import Grant, Lift, TargetWrite, Why
+from nodepool_operator.controllers.autoscaler.observe import Raw, Unready
+
+__all__ = ["Actor", "Recorder"]
+
+log = logging.getLogger("nodepool_operator.autoscaler")
+
+
+class Recorder(Protocol):
+    """What the Actor needs of :class:`kubeloop.EventRecorder`."""
+
+    def normal(
+        self, obj: Object, reason: str, note: str, *, action: str = "", aggregate_by: str = ""
+    ) -> None: ...
+
+    def warning(self, obj: Object, reason: str, message: str, *, action: str = "") -> None: ...
+
+
+class Actor:
+    """The Autoscaler controller's writes."""
+
+    def __init__(self, client: Client, recorder: Recorder) -> None:
+        self._client = client
+        self._recorder = recorder
+
+    async def write_target(self, pool: str, write: TargetWrite) -> int | None:
+        """Write ``write``; ``None`` once written, else the target the server has instead of
+        the expected one (nothing written).
+
+        Raises:
+            NotFound: the pool is gone.
+            Conflict: it kept conflicting; the workqueue's backoff takes over.
+        """
+        moved = await write_target(
+            self._client, pool, expected=write.expected, desired=write.desired
+        )
+        if moved is None:
+            what = write.why if write.why is Why.PROVISION_TIMEOUT else write.summary
+            log.info(
+                "NodePool %s targetNodes %d -> %d: %s", pool, write.expected, write.desired, what
+            )
+        return moved
+
+    def tell(self, raw: Raw, events: Sequence[Note]) -> None:
+        """Record ``events`` on the objects they are about."""
+        for event in events:
+            obj = _subject(raw, event)
+            if obj is None:
+                continue
+            if event.warning:
+                if event.subject is Subject.NODE:
+                    log.info("scale-down blocked: %s", event.note)
+                elif event.subject is Subject.AUTOSCALER:
+                    log.warning(event.note)
+                self._recorder.warning(obj, event.reason, event.note, action=event.action)
+            else:
+                self._recorder.normal(
+                    obj,
+                    event.reason,
+                    event.note,
+                    action=event.action,
+                    aggregate_by=event.aggregate_by,
+                )
+
+    async def write_status(self, obj: Object, change: StatusChange, now: datetime) -> None:
+        """Write the status ``change`` makes, if it changes anything. An Autoscaler deleted
+        meanwhile needs no status (and its deletion event ends its reconciles)."""
+        with contextlib.suppress(NotFound):
+            await update_status(self._client, AUTOSCALERS, obj, change.mutate(now))
+
+    async def not_ready(self, unready: Unready, now: datetime) -> None:
+        generation = unready.obj["metadata"].get("generation", 0)
+        ready = ConditionChange(READY, "False", unready.reason, unready.message)
+        await self.write_status(unready.obj, StatusChange(generation, (ready,)), now)
+
+    async def reserve(
+        self, raw: Raw, grants: Sequence[Grant], lifts: Sequence[Lift]
+    ) -> tuple[list[tuple[str, str]], list[str]]:
+        """Patch the planned pods' tolerations and lift the reserved Nodes due; returns the
+        (pod key, node) pairs granted and the reserved names opened."""
+        granted: list[tuple[str, str]] = []
+        for grant in grants:
+            meta = raw.pods[grant.pod]["metadata"]
+            # gone, or its tolerations changed meanwhile: the next pass looks again
+            with contextlib.suppress(NotFound, Invalid):
+                await self._client.patch(
+                    PODS, meta["name"], grant.patch, meta["namespace"], patch_type=PatchType.JSON
+                )
+                granted.append((grant.pod, grant.node))
+        opened: list[str] = []
+        for lift in lifts:
+            with contextlib.suppress(NotFound, Invalid, Conflict):
+                await self._client.patch(NODES, lift.node, lift.patch, patch_type=PatchType.JSON)
+                opened.append(lift.name)
+        return granted, opened
+
+
+def _subject(raw: Raw, event: Note) -> Object | None:
+    match event.subject:
+        case Subject.AUTOSCALER:
+            return raw.scaler
+        case Subject.NODEPOOL:
+            return raw.pool
+        case Subject.NODE:
+            return raw.nodes.get(event.key)
+        case Subject.POD:
+            return raw.pods.get(event.key)

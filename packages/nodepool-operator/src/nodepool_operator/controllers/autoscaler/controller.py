@@ -1,0 +1,215 @@
+"""The Autoscaler controller: raises a NodePool's targetNodes when pods wait for room, and
+with scale-down on lowers it when nodes are unneeded.
+
+One reconcile, for one Autoscaler, is a recipe of four steps:
+
+1. **observe** (:mod:`.observe`): the Autoscaler, its NodePool, the pending pods of its
+   namespaces and the pool's Nodes, from the cache, into one frozen record (or why it cannot
+   plan: ``Ready=False`` with the reason; the pool's watch brings the Autoscaler back when the
+   pool appears, so there is nothing to retry);
+2. wait until the burst the candidates came in has gone quiet (:mod:`._batching`), then read
+   live what they reference (:mod:`._references`);
+3. **decide** (:mod:`.decide`, pure): the target, the Events, the status, the reservation
+   patches and what to remember;
+4. **act** (:mod:`.act`): the writes. A target that moved since the cache read it is decided
+   again from the server's value; the memory is kept only once the writes are made.
+
+It then runs again after ``frequency``; pod, node and pool events bring it back sooner
+(:mod:`._watch`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Final
+
+from kubeloop import (
+    NODES,
+    PODS,
+    Conflict,
+    Controller,
+    ControllerOptions,
+    Manager,
+    NotFound,
+    Request,
+    Result,
+    generation_changed,
+)
+from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
+from nodepool_operator.controllers._capacity import DAEMONSETS
+from nodepool_operator.controllers._scope import equality_labels, node_selector
+from nodepool_operator.controllers.autoscaler._batching import FirstSeen
+from nodepool_operator.controllers.autoscaler._watch import (
+    BY_NAMESPACE,
+    BY_NODE,
+    BY_POOL,
+    Routes,
+    autoscaler_namespaces,
+    autoscaler_pool,
+    node_changed,
+    node_pool,
+    pod_moved,
+    pod_namespace,
+    pod_node,
+)
+from nodepool_operator.controllers.autoscaler.act import Actor
+from nodepool_operator.controllers.autoscaler.decide import (
+    Clock,
+    Decision,
+    Knobs,
+    Memory,
+    TargetWrite,
+    burst_wait,
+    decide,
+    settle,
+)
+from nodepool_operator.controllers.autoscaler.observe import Observation, Observer, Unready
+from nodepool_operator.settings import OperatorSettings
+
+__all__ = ["AutoscalerController", "decide_and_write"]
+
+log = logging.getLogger("nodepool_operator.autoscaler")
+
+#: Decisions made again in one pass because the target moved under them (then Conflict).
+_MOVES: Final = 5
+
+
+class AutoscalerController:
+    """Wires and runs the Autoscaler controller; see the module docstring."""
+
+    def __init__(
+        self,
+        mgr: Manager,
+        settings: OperatorSettings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.mgr = mgr
+        self.settings = settings
+        self._clock = clock
+        self._first_seen = FirstSeen(clock)
+        self._memory: dict[str, Memory] = {}
+        self._knobs = Knobs(
+            batch_window=settings.batch_window_seconds,
+            landing_grace=settings.pod_landing_grace_seconds,
+            max_node_provision=settings.max_node_provision_seconds,
+            scale_up_backoff=settings.scale_up_backoff_seconds,
+            utilization_threshold=settings.scale_down_utilization_threshold,
+        )
+        cache, selector = mgr.cache, settings.label_selector
+        # The operator's scope labels are on every Node it registers (see _scope), so the Node
+        # watch is scoped like the NodePool one, and the node template carries them too.
+        scope_labels = equality_labels(selector)
+        self._node_selector = node_selector(scope_labels)
+        # The informers the builder below (and the NodePool controller) use for the same kind,
+        # scope and selector: one watch each, and these indexes serve the map functions and the
+        # reconcile alike.
+        self._autoscalers = cache.informer(AUTOSCALERS, label_selector=selector)
+        self._nodes = cache.informer(NODES, label_selector=self._node_selector)
+        self._pods = cache.informer(PODS)
+        self._observer = Observer(
+            mgr.client,
+            cache=cache,
+            autoscalers=self._autoscalers,
+            nodes=self._nodes,
+            pods=self._pods,
+            # DaemonSets (every namespace): their pods take room on every node they land on.
+            daemonsets=cache.informer(DAEMONSETS),
+            label_selector=selector,
+            scope_labels=scope_labels,
+            first_seen=self._first_seen.since,
+        )
+        self._actor = Actor(mgr.client, mgr.recorder)
+
+    def register(self) -> Controller:
+        self._autoscalers.add_index(BY_NAMESPACE, autoscaler_namespaces)
+        self._autoscalers.add_index(BY_POOL, autoscaler_pool)
+        self._nodes.add_index(BY_POOL, node_pool)
+        self._pods.add_index(BY_NAMESPACE, pod_namespace)
+        self._pods.add_index(BY_NODE, pod_node)
+        self._pods.add_handler(self._first_seen.observe)
+        routes = Routes(self._autoscalers.store, self._nodes.store)
+        selector = self.settings.label_selector
+        return (
+            self.mgr.controller("autoscaler")
+            .for_(AUTOSCALERS, predicates=[generation_changed], label_selector=selector)
+            .watches(PODS, routes.for_pod, predicates=[pod_moved])
+            .watches(
+                NODES,
+                routes.for_node,
+                predicates=[node_changed],
+                label_selector=self._node_selector,
+            )
+            .watches(
+                NODEPOOLS, routes.for_pool, predicates=[generation_changed], label_selector=selector
+            )
+            .with_options(
+                ControllerOptions(max_concurrent_reconciles=self.settings.autoscaler_workers)
+            )
+            .complete(self.reconcile)
+        )
+
+    async def reconcile(self, req: Request) -> Result:
+        obj = await self._observer.autoscaler(req)
+        if obj is None:
+            self._memory.pop(req.name, None)
+            return Result()
+        obs = await self._observer.observe(obj)
+        if isinstance(obs, Unready):
+            await self._actor.not_ready(obs, _wall())
+            return Result(requeue_after=obs.requeue_after)
+        memory = self._memory.setdefault(req.name, Memory())
+        now = self._clock()
+        wait = burst_wait(obs, memory, now, self._knobs)
+        if wait > 0:
+            log.debug("gathering a burst of %d candidates for %.2fs", len(obs.candidates), wait)
+            return Result(requeue_after=wait)
+        obs = await self._observer.look_up(obs)
+        try:
+            decision = await self._decide_and_scale(obs, memory, Clock(now, _wall()))
+        except NotFound:  # the pool went away after we read it
+            memory.planned_at = now
+            await self._actor.not_ready(self._observer.pool_not_found(obj, obs.pool_name), _wall())
+            return Result()
+        self._actor.tell(obs.raw, decision.events)
+        await self._actor.write_status(obj, decision.status, _wall())
+        granted, opened = await self._actor.reserve(obs.raw, decision.grants, decision.lifts)
+        self._memory[req.name] = settle(decision.memory, granted, opened)
+        return Result(requeue_after=decision.requeue_after)
+
+    async def _decide_and_scale(self, obs: Observation, memory: Memory, now: Clock) -> Decision:
+        return await decide_and_write(obs, memory, now, self._knobs, self._actor.write_target)
+
+
+async def decide_and_write(
+    obs: Observation,
+    memory: Memory,
+    now: Clock,
+    knobs: Knobs,
+    write: Callable[[str, TargetWrite], Awaitable[int | None]],
+) -> Decision:
+    """Decide, and write the decision's target (``write`` returns ``None`` once written, else
+    the server's target); when the target moved under the decision (a cache behind the
+    server, another writer), decide again from the server's value.
+
+    A plan can take tens of milliseconds (the exact search's budget), so deciding runs in a
+    worker thread, where the interpreter's switch interval keeps the event loop answering
+    watches and probes meanwhile."""
+    for _ in range(_MOVES):
+        decision = await asyncio.to_thread(decide, obs, memory, now, knobs)
+        if decision.target is None:
+            return decision
+        moved = await write(obs.pool_name, decision.target)
+        if moved is None:
+            return decision
+        obs = replace(obs, target=moved, moved=True)
+    raise Conflict(409, "Conflict", f"NodePool {obs.pool_name}: its target kept moving")
+
+
+def _wall() -> datetime:
+    return datetime.now(UTC)

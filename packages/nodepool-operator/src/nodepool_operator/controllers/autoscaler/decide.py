@@ -1,0 +1,593 @@
+"""Decide: what one Autoscaler does about what it observed. Pure: an
+:class:`~.observe.Observation`, the Autoscaler's :class:`Memory` and the time in, a
+:class:`Decision` out (the one target write, the Events, the status, the reservation patches
+and the memory to keep). Nothing here reads the API or the clock.
+
+The steps, as cluster-autoscaler and Karpenter order them:
+
+1. set aside the candidates that wait on a missing Secret, ConfigMap or claim, or below the
+   priority cutoff (:mod:`._pending`), those a planned new node did not take and those still
+   settling onto new Ready nodes (:mod:`._landing`);
+2. follow the pool's in-flight nodes (:mod:`._provision`): when they made no progress for the
+   max provision time, the target goes back to the registered nodes and scale-up backs off;
+3. plan by simulation (:func:`~nodepool_operator.scheduling.plan_scale_up`): room on the
+   pool's nodes, then its booting nodes (target minus registered), then new template nodes,
+   within the smaller of the two maxNodes; a plan that needs new nodes raises the target
+   (not while backing off); else, with scale-down on, nodes unneeded for
+   ``scaleDownUnneededTime`` lower it (nodes a blocker keeps never are, :mod:`._blocked`);
+4. tell: the status (:mod:`._status`), TriggeredScaleUp / ScaleDown / NotTriggerScaleUp /
+   ProvisionTimedOut / ScaleDownBlocked Events, each distinct one once (:mod:`._report`);
+5. for a pool with ``reserveNewNodes``, let each planned pod onto the new node planned for it
+   and open a reserved node once its pods are bound (:mod:`._reserve`).
+
+One pass writes at most one target: a provisioning timeout's lowering excludes a raise or a
+scale-down in the same pass (the next pass plans against the lowered target).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+
+from nodepool_operator.api import MAX_POOL_NODES
+from nodepool_operator.controllers._blocked import SCALE_DOWN_BLOCKED, blocked_nodes, switches
+from nodepool_operator.controllers._node_manifest import ready_for
+from nodepool_operator.controllers._reserve import (
+    JsonPatch,
+    Reservation,
+    lift_due,
+    lift_patch,
+    toleration_patch,
+)
+from nodepool_operator.controllers.autoscaler._batching import batch_wait
+from nodepool_operator.controllers.autoscaler._landing import Landing
+from nodepool_operator.controllers.autoscaler._pending import blocked
+from nodepool_operator.controllers.autoscaler._provision import (
+    Provisioning,
+    observe,
+    requested,
+    timed_out,
+)
+from nodepool_operator.controllers.autoscaler._report import (
+    Note,
+    Reported,
+    Subject,
+    not_triggered,
+    scaled,
+)
+from nodepool_operator.controllers.autoscaler._status import (
+    PROVISION_TIMED_OUT,
+    PROVISIONING,
+    PROVISIONING_OK,
+    READY,
+    WATCHING,
+    ConditionChange,
+    StatusChange,
+    unremovable,
+)
+from nodepool_operator.controllers.autoscaler._texts import (
+    NotTriggered,
+    decision_text,
+    next_unneeded_due,
+    scale_down_target,
+    scale_down_text,
+    set_aside,
+    track_unneeded,
+)
+from nodepool_operator.controllers.autoscaler.observe import Observation, PendingPod
+from nodepool_operator.scheduling import (
+    Existing,
+    FitReason,
+    New,
+    PodRef,
+    ScaleUpPlan,
+    Unremovable,
+    crowded_out,
+    plan_scale_up,
+    removal_order,
+)
+
+__all__ = [
+    "Clock",
+    "Decision",
+    "Grant",
+    "Knobs",
+    "Lift",
+    "Memory",
+    "TargetWrite",
+    "Why",
+    "burst_wait",
+    "decide",
+    "settle",
+]
+
+
+@dataclass
+class Memory:
+    """What one Autoscaler's reconciles remember between runs. Lost on a restart, harmlessly:
+    the next look plans again, empty nodes start their unneeded time again, in-flight nodes
+    get a full provision time again, not-taken pods one more node and each current reason
+    one more Event."""
+
+    planned_at: float | None = None
+    unneeded_since: dict[str, float] = field(default_factory=dict)
+    provisioning: Provisioning = field(default_factory=Provisioning)
+    landing: Landing = field(default_factory=Landing)
+    reservation: Reservation = field(default_factory=Reservation)
+    blocked: dict[str, Unremovable] = field(default_factory=dict)
+    """What keeps each blocked node of the pool from scale-down, as last reported."""
+    reported: Reported = field(default_factory=Reported)
+
+    def copy(self) -> Memory:
+        """A copy a decision may change without touching this one: its containers are new,
+        what they hold is immutable (so no deep copy of the node template each pass)."""
+        landing, reservation = self.landing, self.reservation
+        return replace(
+            self,
+            unneeded_since=dict(self.unneeded_since),
+            landing=replace(
+                landing,
+                awaiting=dict(landing.awaiting),
+                not_taken=set(landing.not_taken),
+                settling=set(landing.settling),
+            ),
+            reservation=replace(
+                reservation,
+                slots=list(reservation.slots),
+                names=dict(reservation.names),
+                granted=set(reservation.granted),
+            ),
+            blocked=dict(self.blocked),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """The operator's settings a decision depends on (seconds)."""
+
+    batch_window: float = 1.0
+    landing_grace: float = 30.0
+    max_node_provision: float = 900.0
+    scale_up_backoff: float = 300.0
+    utilization_threshold: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """Now: ``mono`` on the monotonic clock the memory's times use; ``wall`` on the wall
+    clock (Node Ready times, ``lastScaleTime``)."""
+
+    mono: float
+    wall: datetime
+
+
+class Why(StrEnum):
+    """What a target write is for."""
+
+    SCALE_UP = "ScaleUp"
+    SCALE_DOWN = "ScaleDown"
+    PROVISION_TIMEOUT = "ProvisionTimedOut"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetWrite:
+    """Set the pool's target from ``expected`` (what the decision was made from) to
+    ``desired``; ``summary``: what for, as logged."""
+
+    expected: int
+    desired: int
+    why: Why
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """Let pod ``pod`` (key) onto reserved node ``node``: a JSON patch of its tolerations."""
+
+    pod: str
+    node: str
+    patch: JsonPatch
+
+
+@dataclass(frozen=True, slots=True)
+class Lift:
+    """Open reserved Node ``node`` (reserved as ``name``) to every pod."""
+
+    node: str
+    name: str
+    patch: JsonPatch
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What one pass does. ``memory`` is what to remember once the writes are made
+    (:func:`settle` adds what the reservation patches achieved)."""
+
+    target: TargetWrite | None
+    status: StatusChange
+    events: tuple[Note, ...]
+    grants: tuple[Grant, ...]
+    lifts: tuple[Lift, ...]
+    memory: Memory
+    requeue_after: float
+    plan: ScaleUpPlan
+
+
+def burst_wait(obs: Observation, memory: Memory, now: float, knobs: Knobs) -> float:
+    """Seconds to keep gathering a burst of candidates before deciding (0: decide now)."""
+    return batch_wait(
+        (p.first_seen for p in obs.candidates),
+        now=now,
+        window=knobs.batch_window,
+        planned_at=memory.planned_at,
+    )
+
+
+def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decision:
+    """The pass's decision; ``memory`` is not changed (the decision carries the new one)."""
+    m = memory.copy()
+    m.planned_at = now.mono
+    keys = {p.ref: p.key for p in obs.candidates}
+    landing_due, aside, eligible, settling = _set_aside(obs, m, now.mono, knobs)
+    timeout = _follow_provisioning(obs, m, now.mono, knobs)
+    plan, write = _scale(obs, m, eligible, now.mono, knobs, may_write=timeout is None)
+    outcome = _outcome(obs, m, plan, write, timeout, keys, memory.blocked, now)
+    said, m.reported = not_triggered(m.reported, (*_plan_groups(plan), *aside), keys)
+    grants, lifts, lift_in = _hold_reservations(obs, m, now, knobs)
+    backing_off = m.provisioning.backing_off(now.mono)
+    text = decision_text(plan, aside, head=outcome.head, settling=len(settling))
+    return Decision(
+        target=outcome.write,
+        status=_status(obs, text, outcome.scaled_at, m, backing_off, knobs),
+        events=(*outcome.events, *said),
+        grants=grants,
+        lifts=lifts,
+        memory=m,
+        requeue_after=_requeue(obs, m, now.mono, knobs, lift_in, landing_due),
+        plan=plan,
+    )
+
+
+def settle(memory: Memory, granted: Sequence[tuple[str, str]], opened: Sequence[str]) -> Memory:
+    """``memory`` after the reservation patches: the tolerations written (pod key, node), the
+    reserved nodes opened (by reserved name)."""
+    memory.reservation.granted.update(granted)
+    memory.reservation.forget(opened)
+    return memory
+
+
+# --- step 1: who drives the plan ----------------------------------------------------------
+
+
+def _set_aside(
+    obs: Observation, m: Memory, now: float, knobs: Knobs
+) -> tuple[float | None, tuple[NotTriggered, ...], list[PendingPod], set[PodRef]]:
+    """The landing guard's next due time, the groups set aside, the pods left to plan for,
+    and the refs of pods settling onto new Ready nodes."""
+    pods = {p.key: p for p in obs.candidates}
+    stuck = [(p.ref, why) for p in obs.candidates if (why := blocked(p.needs, obs.lookup))]
+    landing_due = m.landing.look(
+        candidates=pods.keys(),
+        ready=obs.nodes.ready,
+        registered=obs.nodes.registered,
+        now=now,
+        grace=knobs.landing_grace,
+        template=obs.template,
+    )
+    # Interchangeable pods: the scheduler may have bound others to the planned nodes.
+    held = m.landing.excluded(pods) | m.landing.waiting(pods)
+    m.landing.release(u for u in held if crowded_out(pods[u].view, obs.nodes.room))
+    not_taken = sorted(pods[u].ref for u in m.landing.excluded(pods))
+    settling = {pods[u].ref for u in m.landing.waiting(pods)}
+    left_out = {ref for ref, _ in stuck} | set(not_taken) | settling
+    eligible = [p for p in obs.candidates if p.ref not in left_out]
+    aside: tuple[NotTriggered, ...] = ()
+    if not_taken:
+        detail = "a new node planned for it became Ready and did not take it"
+        aside = (NotTriggered(str(FitReason.NOT_TAKEN), detail, tuple(not_taken)),)
+    return landing_due, (*aside, *set_aside(stuck)), eligible, settling
+
+
+# --- step 2: in-flight nodes --------------------------------------------------------------
+
+
+def _follow_provisioning(
+    obs: Observation, m: Memory, now: float, knobs: Knobs
+) -> tuple[TargetWrite, str] | None:
+    """Follow the pool's in-flight nodes; when they have made no progress for the max
+    provision time, stop counting them: the target goes back to the registered nodes and
+    scale-up backs off. Returns that write and the decision's head."""
+    spec = obs.pool.spec
+    effective = max(obs.target, spec.min_nodes)
+    registered = obs.nodes.registered
+    m.provisioning = observe(
+        m.provisioning, in_flight=effective - registered, registered=registered, now=now
+    )
+    failed = timed_out(
+        m.provisioning, now=now, timeout=knobs.max_node_provision, backoff=knobs.scale_up_backoff
+    )
+    if failed is None:
+        return None
+    m.provisioning = failed
+    m.reservation.drop_unnamed()  # their VMs will not come
+    desired = max(registered, spec.min_nodes)
+    after = desired if desired < obs.target and not obs.moved else obs.target
+    wait = (failed.backoff_until or now) - now
+    note = (
+        f"NodePool {obs.pool_name}: {effective - registered} requested node(s) did not register "
+        f"within {knobs.max_node_provision:g}s; no longer counted as in flight, target "
+        f"{obs.target} -> {after}, scale-up backed off for {wait:g}s"
+    )
+    head = f"provisioning timed out: target {obs.target} -> {after}, scale-up backed off"
+    return TargetWrite(obs.target, desired, Why.PROVISION_TIMEOUT, note), head
+
+
+def _timeout_notes(note: str) -> tuple[Note, ...]:
+    return tuple(
+        Note(subject, PROVISION_TIMED_OUT, note, "ScaleUp", warning=True)
+        for subject in (Subject.AUTOSCALER, Subject.NODEPOOL)
+    )
+
+
+# --- step 3: the plan and the target ------------------------------------------------------
+
+
+def _plan(obs: Observation, pods: Sequence[PendingPod], m: Memory, now: float) -> ScaleUpPlan:
+    """The plan against ``max(target, minNodes)``, the size the NodePool controller keeps. A
+    pool backing off after a failed provisioning has no nodes in flight: its phantom nodes
+    must not hide the need."""
+    effective = max(obs.target, obs.pool.spec.min_nodes)
+    return plan_scale_up(
+        [p.view for p in pods],
+        template=obs.template,
+        existing_nodes=obs.nodes.room,
+        in_flight=0 if m.provisioning.backing_off(now) else effective - obs.nodes.registered,
+        current_target=effective,
+        max_nodes=min(obs.pool.spec.max_nodes, obs.scaler.spec.max_nodes or MAX_POOL_NODES),
+    )
+
+
+def _scale(
+    obs: Observation,
+    m: Memory,
+    pods: Sequence[PendingPod],
+    now: float,
+    knobs: Knobs,
+    *,
+    may_write: bool,
+) -> tuple[ScaleUpPlan, TargetWrite | None]:
+    """Raise the target if the plan needs new nodes (not while backing off); else, with
+    scale-down on, lower it when nodes have been unneeded long enough (not after someone else
+    moved the target)."""
+    plan = _plan(obs, pods, m, now)
+    if plan.scale_up:
+        m.unneeded_since.clear()
+        if m.provisioning.backing_off(now) or not may_write:
+            return plan, None
+        return plan, TargetWrite(obs.target, plan.desired_target, Why.SCALE_UP, plan.summary)
+    if not obs.scaler.spec.scale_down_enabled:
+        m.unneeded_since.clear()
+        m.blocked.clear()
+        return plan, None
+    # Empty nodes, and nodes below the utilisation threshold whose pods the simulation
+    # places on the others, blocked ones never: the rule the NodePool controller removes
+    # nodes by.
+    m.blocked = blocked_nodes(
+        obs.nodes.candidates, obs.holds, switches=switches(obs.pool), budgets=obs.budgets
+    )
+    order = removal_order(
+        obs.nodes.candidates, threshold=knobs.utilization_threshold, blockers=m.blocked
+    )
+    unneeded = tuple(d.node for d in order if d.removable)
+    m.unneeded_since = track_unneeded(m.unneeded_since, unneeded, now)
+    unneeded_time = obs.scaler.spec.scale_down_unneeded_time
+    desired = scale_down_target(
+        target=obs.target,
+        min_nodes=obs.pool.spec.min_nodes,
+        nodes=replace(obs.nodes, empty=unneeded),
+        unneeded_since=m.unneeded_since,
+        now=now,
+        unneeded_seconds=unneeded_time.total_seconds(),
+        pods_need_room=bool(plan.placements),
+    )
+    if desired is None or not may_write or obs.moved:
+        return plan, None
+    summary = scale_down_text(obs.target, desired, unneeded_time)
+    return plan, TargetWrite(obs.target, desired, Why.SCALE_DOWN, summary)
+
+
+def _plan_groups(plan: ScaleUpPlan) -> tuple[NotTriggered, ...]:
+    return tuple(NotTriggered(str(g.reason), g.detail, g.pods) for g in plan.unschedulable)
+
+
+def _on_new_capacity(plan: ScaleUpPlan, keys: Mapping[PodRef, str]) -> list[str]:
+    """The keys of the pods ``plan`` put on booting or new nodes."""
+    return [
+        keys[p.pod] for p in plan.placements if p.pod in keys and not isinstance(p.node, Existing)
+    ]
+
+
+def _new_node_slots(plan: ScaleUpPlan, keys: Mapping[PodRef, str]) -> list[tuple[str, ...]]:
+    """The keys of the pods ``plan`` put on each new node, in the new nodes' order."""
+    slots: dict[int, list[str]] = {}
+    for p in plan.placements:
+        if p.pod in keys and isinstance(p.node, New):
+            slots.setdefault(p.node.index, []).append(keys[p.pod])
+    return [tuple(slots[i]) for i in sorted(slots)]
+
+
+# --- step 4: what the write means, and telling --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    write: TargetWrite | None
+    head: str | None
+    """Replaces the plan's summary in ``lastDecision`` (a timeout, a scale-down, a backoff)."""
+    scaled_at: datetime | None
+    events: tuple[Note, ...]
+
+
+def _outcome(
+    obs: Observation,
+    m: Memory,
+    plan: ScaleUpPlan,
+    write: TargetWrite | None,
+    timeout: tuple[TargetWrite, str] | None,
+    keys: Mapping[PodRef, str],
+    blocked_before: Mapping[str, Unremovable],
+    now: Clock,
+) -> _Outcome:
+    """The one target write of the pass, what it is remembered and told as."""
+    events: list[Note] = []
+    head: str | None = None
+    scaled_at: datetime | None = None
+    if timeout is not None:
+        lowering, head = timeout
+        scaled_at = now.wall
+        events += _timeout_notes(lowering.summary)
+        # only down, and not a target someone else moved meanwhile: theirs stands
+        lowers = lowering.desired < lowering.expected and not obs.moved
+        write = lowering if lowers else None
+    events += _blocked_notes(obs, blocked_before, m.blocked)
+    if write is not None and write.why is Why.SCALE_DOWN:
+        head = write.summary
+        m.unneeded_since.clear()  # which nodes go is the NodePool controller's choice
+        events += scaled(obs.pool_name, up=False, summary=head)
+        scaled_at = now.wall
+    elif write is not None and write.why is Why.SCALE_UP:
+        m.provisioning = requested(m.provisioning, registered=obs.nodes.registered, now=now.mono)
+        m.landing.planned(_on_new_capacity(plan, keys), write.desired)
+        if obs.pool.spec.reserve_new_nodes:
+            m.reservation.planned(
+                _new_node_slots(plan, keys), known=[r.name for r in obs.pool.status.instances]
+            )
+        events += scaled(obs.pool_name, up=True, summary=plan.summary)
+        scaled_at = now.wall
+    elif not m.provisioning.backing_off(now.mono):
+        # Pods the plan puts on nodes already booting wait for them too.
+        m.landing.planned(_on_new_capacity(plan, keys), max(obs.target, obs.pool.spec.min_nodes))
+    if head is None and m.provisioning.backing_off(now.mono) and plan.scale_up:
+        head = f"no scale up (target {obs.target}): provisioning timed out, scale-up backed off"
+    return _Outcome(write, head, scaled_at, tuple(events))
+
+
+def _requeue(
+    obs: Observation,
+    m: Memory,
+    now: float,
+    knobs: Knobs,
+    lift_in: float | None,
+    landing_due: float | None,
+) -> float:
+    """When to look again: after ``frequency``, or sooner when a timer of the memory ends."""
+    spec = obs.scaler.spec
+    waits = [spec.frequency.total_seconds()]
+    unneeded_due = next_unneeded_due(
+        m.unneeded_since, now, spec.scale_down_unneeded_time.total_seconds()
+    )
+    waits += [due for due in (lift_in, unneeded_due, landing_due) if due is not None]
+    provisioning = m.provisioning
+    if provisioning.since is not None:
+        waits.append(max(0.0, provisioning.since + knobs.max_node_provision - now) + 0.05)
+    if provisioning.backoff_until is not None and provisioning.backing_off(now):
+        waits.append(max(0.0, provisioning.backoff_until - now) + 0.05)
+    return min(waits)
+
+
+def _blocked_notes(
+    obs: Observation, before: Mapping[str, Unremovable], now: Mapping[str, Unremovable]
+) -> list[Note]:
+    """A ScaleDownBlocked Event on each Node whose blocker is new or changed."""
+    return [
+        Note(Subject.NODE, SCALE_DOWN_BLOCKED, why.note, "ScaleDown", warning=True, key=name)
+        for name, why in sorted(now.items())
+        if before.get(name) != why and name in obs.raw.nodes
+    ]
+
+
+def _status(
+    obs: Observation,
+    decision: str,
+    scaled_at: datetime | None,
+    m: Memory,
+    backing_off: bool,
+    knobs: Knobs,
+) -> StatusChange:
+    pool = obs.pool_name
+    namespaces = ", ".join(obs.scaler.spec.namespaces)
+    conditions = [
+        ConditionChange(
+            READY, "True", WATCHING, f"scaling NodePool {pool} for pods in {namespaces}"
+        )
+    ]
+    if backing_off:
+        conditions.append(
+            ConditionChange(
+                PROVISIONING,
+                "False",
+                PROVISION_TIMED_OUT,
+                f"NodePool {pool}: requested nodes did not register within "
+                f"{knobs.max_node_provision:g}s; scale-up backed off",
+            )
+        )
+    else:
+        conditions.append(
+            ConditionChange(
+                PROVISIONING,
+                "True",
+                PROVISIONING_OK,
+                f"NodePool {pool}: scale-up allowed",
+                if_present=True,
+            )
+        )
+    return StatusChange(
+        generation=obs.generation,
+        conditions=tuple(conditions),
+        pending_pods=obs.pending,
+        unschedulable_pods=len(obs.candidates),
+        last_decision=decision,
+        unremovable_nodes=unremovable(m.blocked),
+        last_scale_time=scaled_at,
+    )
+
+
+# --- step 5: reserved nodes ---------------------------------------------------------------
+
+
+def _hold_reservations(
+    obs: Observation, m: Memory, now: Clock, knobs: Knobs
+) -> tuple[tuple[Grant, ...], tuple[Lift, ...], float | None]:
+    """Reserved new nodes (``_reserve``): give the plan's slots their nodes' names, let each
+    planned pod onto its node, and open a node once its pods are bound (or it has been Ready
+    for the landing grace). Returns the patches and the seconds until the next lift is due."""
+    reservation = m.reservation
+    if not obs.reserved and not reservation.slots:
+        return (), (), None
+    records = [r.name for r in obs.pool.status.instances]
+    slots = reservation.assign(records)
+    live = {*records, *obs.raw.nodes}
+    reservation.forget([name for name in slots if name not in live])  # its VM was replaced
+    grants: list[Grant] = []
+    for name, keys in slots.items():
+        for key in keys:
+            pod = obs.raw.pods.get(key)
+            if pod is None or name not in live or (key, name) in reservation.granted:
+                continue
+            patch = toleration_patch(pod, name)
+            if patch is not None:
+                grants.append(Grant(key, name, patch))
+    wall = now.wall.timestamp()
+    lifts: list[Lift] = []
+    next_due: float | None = None
+    grace = knobs.landing_grace
+    for node_name, name in obs.reserved:
+        node = obs.raw.nodes[node_name]
+        held = ready_for(node, wall)
+        if lift_due(slot=slots.get(name), waiting=obs.unbound, ready_for=held, grace=grace):
+            lifts.append(Lift(node_name, name, lift_patch(node)))
+        elif held is not None:
+            next_due = min(grace - held, next_due if next_due is not None else grace)
+    return tuple(grants), tuple(lifts), None if next_due is None else max(0.05, next_due)

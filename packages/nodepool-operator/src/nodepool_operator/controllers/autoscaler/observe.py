@@ -1,0 +1,310 @@
+"""Observe: everything one Autoscaler's reconcile reads, once, into a frozen record.
+
+Two steps, so the live reads wait for the burst to settle (:mod:`._batching`):
+
+* :meth:`Observer.observe` reads the cache only: the Autoscaler, its NodePool (typed, with the
+  node template), the pending pods of its namespaces (each read into a :class:`PendingPod`)
+  and the pool's Nodes; or says why it cannot plan (:class:`Unready`).
+* :meth:`Observer.look_up` adds the live reads: the Secrets, ConfigMaps and claims the
+  candidates reference (:mod:`._references`), and kube-system's PodDisruptionBudgets when
+  scale-down might need them.
+
+What is raw in the record is only what the recorder and the reservation patches need to name
+an object (:class:`Raw`); every decision reads the typed fields.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+from kubeloop import Cache, Client, Informer, Object, Request, Resource
+from nodepool_operator.api import (
+    AUTOSCALERS,
+    NODEPOOLS,
+    Autoscaler,
+    InvalidField,
+    NodePool,
+    parse_autoscaler,
+    parse_nodepool,
+)
+from nodepool_operator.controllers._blocked import kube_system_budgets, switches
+from nodepool_operator.controllers._capacity import PoolNodes, pool_nodes, pool_template
+from nodepool_operator.controllers._reserve import reserved_for
+from nodepool_operator.controllers.autoscaler._decode import (
+    deleting,
+    object_name,
+    pod_key,
+    pod_needs,
+)
+from nodepool_operator.controllers.autoscaler._pending import Lookup, Needs
+from nodepool_operator.controllers.autoscaler._references import look_up
+from nodepool_operator.controllers.autoscaler._status import (
+    CONFLICTING_AUTOSCALER,
+    INVALID_NODEPOOL,
+    INVALID_SPEC,
+    NODEPOOL_NOT_FOUND,
+)
+from nodepool_operator.controllers.autoscaler._watch import BY_NAMESPACE, BY_NODE, BY_POOL
+from nodepool_operator.scheduling import (
+    DaemonSetView,
+    NodeTemplate,
+    PdbView,
+    PodReason,
+    PodRef,
+    PodView,
+    classify,
+    daemonset_view,
+    needs_budgets,
+    node_view,
+    pod_view,
+)
+
+__all__ = ["Observation", "Observer", "PendingPod", "Raw", "Unready", "snapshot"]
+
+log = logging.getLogger("nodepool_operator.autoscaler")
+
+#: How often a refused Autoscaler looks again (it takes over once the other one is gone).
+REFUSED_RECHECK: Final = 30.0
+#: Pods that are not pending at all (not counted in status.pendingPods).
+_GONE: Final = (PodReason.BOUND, PodReason.TERMINATING, PodReason.FINISHED)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPod:
+    """A candidate for scale-up (unschedulable, per the scheduler), read once.
+
+    Attributes:
+        key: its uid (namespace/name if it has none).
+        first_seen: when the watch first delivered it as a candidate (monotonic).
+    """
+
+    key: str
+    ref: PodRef
+    view: PodView
+    needs: Needs
+    first_seen: float
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """The API objects an Event or a patch has to name, as the cache has them."""
+
+    scaler: Object
+    pool: Object
+    nodes: Mapping[str, Object] = field(default_factory=dict)
+    """The pool's Nodes by name."""
+    pods: Mapping[str, Object] = field(default_factory=dict)
+    """The unbound pods of the watched namespaces by key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Everything one reconcile read, for :func:`~.decide.decide`.
+
+    Attributes:
+        target: the pool's targetNodes as last read: the cache's, or the server's once a
+            write found it moved (then ``moved``).
+        pending: pods pending in the watched namespaces, for any reason.
+        unbound: the keys of those pods (candidates or not).
+        reserved: the pool's reserved Nodes: (Node name, the name it is reserved for).
+        holds: each Node's own hold annotation (``""`` if none), for scale-down blockers.
+        lookup: what the candidates' references found (:meth:`Observer.look_up`).
+        budgets: kube-system's PodDisruptionBudgets, when a blocker check needs them.
+    """
+
+    scaler: Autoscaler
+    generation: int
+    pool: NodePool
+    template: NodeTemplate
+    nodes: PoolNodes
+    target: int
+    pending: int
+    candidates: tuple[PendingPod, ...]
+    unbound: frozenset[str]
+    reserved: tuple[tuple[str, str], ...]
+    holds: Mapping[str, str]
+    raw: Raw
+    moved: bool = False
+    lookup: Lookup = field(default_factory=Lookup)
+    budgets: tuple[PdbView, ...] = ()
+
+    @property
+    def pool_name(self) -> str:
+        return self.scaler.spec.node_pool_ref.name
+
+
+@dataclass(frozen=True, slots=True)
+class Unready:
+    """Why the Autoscaler cannot plan: its Ready condition's reason and message."""
+
+    obj: Object
+    reason: str
+    message: str
+    requeue_after: float | None = None
+
+
+def snapshot(
+    obj: Object,
+    scaler: Autoscaler,
+    pool_obj: Object,
+    *,
+    pods: Iterable[Object],
+    nodes: Sequence[Object],
+    pods_on: Callable[[str], Iterable[Object]],
+    daemonsets: Sequence[DaemonSetView] = (),
+    scope_labels: Mapping[str, str] | None = None,
+    first_seen: Callable[[Object], float],
+) -> Observation | Unready:
+    """The observation of what was read: the Autoscaler (``obj``, parsed as ``scaler``), its
+    pool, the pods of its namespaces, the pool's Nodes (``pods_on(name)``: the pods bound to
+    one) and the DaemonSets; ``first_seen(pod)``: when the watch showed it unschedulable.
+    Pure, so tests observe a fixed snapshot the way the controller observes its cache."""
+    pool_name = scaler.spec.node_pool_ref.name
+    try:
+        pool = parse_nodepool(pool_obj)
+        template = pool_template(pool, scope_labels=scope_labels or {}, daemonsets=daemonsets)
+    except ValueError as err:  # InvalidField is a ValueError too
+        return Unready(obj, INVALID_NODEPOOL, f"NodePool {pool_name}: {err}")
+    candidates: list[PendingPod] = []
+    unbound: dict[str, Object] = {}
+    for pod in pods:
+        verdict = classify(pod)
+        key = pod_key(pod)
+        if verdict.reason not in _GONE:
+            unbound[key] = pod
+        if verdict.candidate:
+            view = pod_view(pod)
+            candidates.append(PendingPod(key, view.ref, view, pod_needs(pod), first_seen(pod)))
+    summary = pool_nodes(nodes, pods_on, daemonsets=daemonsets, booting_taints=template.taints)
+    by_name = {object_name(n): n for n in nodes}
+    return Observation(
+        scaler=scaler,
+        generation=scaler.metadata.generation,
+        pool=pool,
+        template=template,
+        nodes=summary,
+        target=pool.spec.target_nodes,
+        pending=len(unbound),
+        candidates=tuple(candidates),
+        unbound=frozenset(unbound),
+        reserved=tuple(
+            (name, held)
+            for name, node in by_name.items()
+            if (held := reserved_for(node)) is not None
+        ),
+        holds={view.name: view.hold for view in map(node_view, nodes)},
+        raw=Raw(obj, pool_obj, by_name, unbound),
+    )
+
+
+class Observer:
+    """Reads for the Autoscaler controller, from the informers it shares with the NodePool
+    controller (indexed by :mod:`._watch`) and, for references, live."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        autoscalers: Informer,
+        nodes: Informer,
+        pods: Informer,
+        daemonsets: Informer,
+        cache: Cache,
+        label_selector: str | None,
+        scope_labels: Mapping[str, str],
+        first_seen: Callable[[Object], float],
+    ) -> None:
+        self._client = client
+        self._autoscalers = autoscalers
+        self._nodes = nodes
+        self._pods = pods
+        self._daemonsets = daemonsets
+        self._cache = cache
+        self._selector = label_selector
+        self._scope_labels = scope_labels
+        self._first_seen = first_seen
+
+    async def autoscaler(self, req: Request) -> Object | None:
+        """The Autoscaler, ``None`` if it is gone or going."""
+        # Through the cache, not the store: a read right after our own status write waits
+        # for the watch to bring that write back, so the next write does not conflict.
+        obj = await self._get(AUTOSCALERS, req.name)
+        if obj is None or deleting(obj):
+            return None
+        return obj
+
+    async def observe(self, obj: Object) -> Observation | Unready:
+        """Read what planning needs, or why the Autoscaler cannot plan."""
+        try:
+            scaler = parse_autoscaler(obj)
+        except InvalidField as err:
+            # Admission should have refused it; a spec fix is a generation change, which
+            # brings the Autoscaler back: nothing to retry until then.
+            return Unready(obj, INVALID_SPEC, str(err))
+        pool_name = scaler.spec.node_pool_ref.name
+        owner = self._pool_owner(obj, pool_name)
+        if owner is not None:
+            note = f"NodePool {pool_name} is already scaled by Autoscaler {owner}; this one is idle"
+            return Unready(obj, CONFLICTING_AUTOSCALER, note, REFUSED_RECHECK)
+        pool_obj = await self._get(NODEPOOLS, pool_name)
+        if pool_obj is None:
+            return self.pool_not_found(obj, pool_name)
+        pods = self._pods.store
+        return snapshot(
+            obj,
+            scaler,
+            pool_obj,
+            pods=[p for ns in scaler.spec.namespaces for p in pods.by_index(BY_NAMESPACE, ns)],
+            nodes=self._nodes.store.by_index(BY_POOL, pool_name),
+            pods_on=lambda node: pods.by_index(BY_NODE, node),
+            daemonsets=self._daemonset_views(),
+            scope_labels=self._scope_labels,
+            first_seen=self._first_seen,
+        )
+
+    async def look_up(self, obs: Observation) -> Observation:
+        """``obs`` with the live reads: what the candidates reference, and kube-system's
+        budgets when scale-down is on and a kube-system pod is on a node that might go."""
+        lookup = await look_up(self._client, (p.needs for p in obs.candidates))
+        budgets: list[PdbView] = []
+        if obs.scaler.spec.scale_down_enabled:
+            views = [pod for node in obs.nodes.candidates for pod in node.pods]
+            if needs_budgets(views, switches(obs.pool)):
+                budgets = await kube_system_budgets(self._client)
+        return replace(obs, lookup=lookup, budgets=tuple(budgets))
+
+    def pool_not_found(self, obj: Object, pool: str) -> Unready:
+        scope = f" with labels {self._selector}" if self._selector else ""
+        return Unready(obj, NODEPOOL_NOT_FOUND, f"NodePool {pool}{scope} not found")
+
+    async def _get(self, res: Resource, name: str) -> Object | None:
+        return await self._cache.get(res, name, label_selector=self._selector)
+
+    def _pool_owner(self, obj: Object, pool_name: str) -> str | None:
+        """The name of the Autoscaler that scales ``pool_name`` if it is another one: of all
+        live Autoscalers naming the pool, the oldest (then the first by name) owns it."""
+
+        def age(o: Object) -> tuple[str, str]:
+            meta = o["metadata"]
+            return (str(meta.get("creationTimestamp") or ""), str(meta["name"]))
+
+        rivals = [
+            o for o in self._autoscalers.store.by_index(BY_POOL, pool_name) if not deleting(o)
+        ]
+        if not rivals:
+            return None
+        first = min([obj, *rivals], key=age)
+        name = str(first["metadata"]["name"])
+        return None if name == obj["metadata"]["name"] else name
+
+    def _daemonset_views(self) -> list[DaemonSetView]:
+        views = []
+        for daemonset in self._daemonsets.store.list():
+            try:
+                views.append(daemonset_view(daemonset))
+            except ValueError as err:  # the API validates quantities; count it as nothing
+                log.warning("ignoring a DaemonSet: %s", err)
+        return views
