@@ -74,6 +74,8 @@ from kubeloop._handler import (
     request_for,
 )
 from kubeloop._informer import Cache, CacheReadError, Informer, OutOfScope
+from kubeloop._labelselector import Selector as LabelSelector
+from kubeloop._labelselector import parse as parse_label_selector
 from kubeloop._leader import LeaderElectionOptions, LeaderElector
 from kubeloop._log import configure_logging
 from kubeloop._loopdetect import LoopDetectionOptions
@@ -212,6 +214,7 @@ __all__ = [
     "KeyPair",
     "KindSource",
     "KubeloopError",
+    "LabelSelector",
     "LeaderElectionLost",
     "LeaderElectionOptions",
     "LeaderElector",
@@ -297,6 +300,7 @@ __all__ = [
     "object_key",
     "observed_generation_current",
     "owner_reference",
+    "parse_label_selector",
     "remove_condition",
     "remove_finalizer",
     "request_for",
