@@ -78,7 +78,7 @@ from kubeloop._labelselector import Selector as LabelSelector
 from kubeloop._labelselector import parse as parse_label_selector
 from kubeloop._leader import LeaderElectionOptions, LeaderElector
 from kubeloop._log import configure_logging
-from kubeloop._loopdetect import LoopDetectionOptions
+from kubeloop._loopdetect import LoopDetectionOptions, LoopDetector
 from kubeloop._manager import LeaderElectionLost, Manager, ManagerOptions
 from kubeloop._metrics import REGISTRY, Registry, RuntimeMetrics
 from kubeloop._objects import (
@@ -219,6 +219,7 @@ __all__ = [
     "LeaderElectionOptions",
     "LeaderElector",
     "LoopDetectionOptions",
+    "LoopDetector",
     "Manager",
     "ManagerOptions",
     "MapFunc",
