@@ -180,16 +180,18 @@ async def lift_boot_taints(
     admin: Client, selector: str, boot_seconds: float, lifted: dict[str, float]
 ) -> None:
     """Lift :data:`BOOT_TAINT` from each Node of ``selector`` ``boot_seconds`` after this
-    poll first saw it (until cancelled); ``lifted`` gets each Node lifted and when (the
+    poll first saw the Node (until cancelled); ``lifted`` gets each Node lifted and when (the
     wall clock), for the write count and as its boot-done time in the phase table."""
     first_seen: dict[str, float] = {}
     while True:
         now = time.monotonic()
         for node in await _nodes(admin, selector):
             name = node["metadata"]["name"]
-            if not any(t.get("key") == BOOT_TAINT["key"] for t in node["spec"].get("taints", [])):
-                continue
-            if now - first_seen.setdefault(name, now) < boot_seconds:
+            # The boot counts from the Node's appearance (the launch), not from when
+            # Karpenter's registration puts the taint on, a second or so later.
+            booted = now - first_seen.setdefault(name, now) >= boot_seconds
+            taints = node["spec"].get("taints", [])
+            if not booted or not any(t.get("key") == BOOT_TAINT["key"] for t in taints):
                 continue
 
             async def lift(name: str = name) -> None:

@@ -140,16 +140,17 @@ def node_schedulable(node: Mapping[str, Any]) -> bool:
 def decision_before(targets: Sequence[tuple[float, int]], at: float) -> float | None:
     """The last raise of a pool's target at or before ``at`` (``targets``: each change of
     ``targetNodes`` as (time, value), oldest first, the first one the value before any
-    raise): the decision a VM created at ``at`` answered."""
-    found = None
+    raise): the decision a VM created at ``at`` answered. If the watch delivered every raise
+    after ``at`` (it can lag behind the operator in the same process), the first raise:
+    then the decision comes out of order, and the table says so."""
+    raises = []
     previous = targets[0][1] if targets else 0
     for when, value in targets[1:]:
-        if when > at:
-            break
         if value > previous:
-            found = when
+            raises.append(when)
         previous = value
-    return found
+    before = [t for t in raises if t <= at]
+    return before[-1] if before else (raises[0] if raises else None)
 
 
 def pod_timelines(

@@ -122,14 +122,15 @@ def test_a_pod_on_an_unknown_node_keeps_its_own_milestones() -> None:
     }
 
 
-def test_the_decision_is_the_last_raise_before_the_create() -> None:
+def test_the_decision_is_the_last_raise_before_the_create_else_the_first() -> None:
     targets = [(0.0, 0), (5.0, 3), (6.0, 2), (8.0, 4), (12.0, 6)]
-    assert decision_before(targets, 4.9) is None
+    assert decision_before(targets, 4.9) == 5.0  # the watch saw the raise after the create
     assert decision_before(targets, 5.0) == 5.0
     assert decision_before(targets, 7.0) == 5.0  # the lowering at 6 is no decision to create
     assert decision_before(targets, 9.0) == 8.0
     assert decision_before(targets, 99.0) == 12.0
     assert decision_before([], 1.0) is None
+    assert decision_before([(0.0, 3), (1.0, 1)], 2.0) is None  # no raise at all
 
 
 def test_our_launches_come_from_the_cloud_records() -> None:
