@@ -43,16 +43,25 @@ def _python(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_import_contracts_hold() -> None:
-    lint = Path(sys.executable).with_name("lint-imports")
-    result = subprocess.run(
-        [str(lint), "--no-logo", "--no-cache"],
+def _lint(pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` over ``.importlinter``; ``pythonpath`` goes before the installed
+    packages (a copy of one is checked in their place)."""
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--no-logo", "--no-cache"],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
         cwd=ROOT,
+        env=env,
     )
+
+
+def test_the_import_contracts_hold() -> None:
+    result = _lint()
     assert result.returncode == 0, result.stdout + result.stderr
     assert " 0 broken" in result.stdout
 
@@ -93,16 +102,7 @@ def test_each_contract_breaks_on_a_bad_import(
     shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__"))
     with (copy / module).open("a") as f:
         f.write(f"\n{line}  # noqa\n")
-    lint = Path(sys.executable).with_name("lint-imports")
-    result = subprocess.run(
-        [str(lint), "--no-logo", "--no-cache"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},  # the copy before the installed one
-    )
+    result = _lint(pythonpath=tmp_path)
     assert result.returncode != 0, result.stdout
     out = " ".join(result.stdout.split())  # the report wraps long names
     assert f"{contract} (issue 20) BROKEN" in out
