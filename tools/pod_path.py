@@ -16,7 +16,8 @@ applied) under ``sys.setprofile``, and follows the pod by identity:
 - the path is the modules those calls run in, in the order the data is in them: entering a
   callee, and coming back to the caller when it returns. It ends at the target write.
 
-A module entered again after the data left it counts once per return. A recipe
+A coroutine suspending at an ``await`` and resuming later is not a return: the data stays
+where it is. A module entered again after the data left it counts once per return. A recipe
 (observe, decide, act) comes back to its own module between the steps: those returns are
 the recipe, and are listed apart (``returns to the reconcile's module``).
 
@@ -26,6 +27,7 @@ the recipe, and are listed apart (``returns to the reconcile's module``).
 from __future__ import annotations
 
 import asyncio
+import dis
 import sys
 import threading
 from collections import Counter
@@ -124,6 +126,10 @@ class _Follower:
             self.path.modules.append(RECIPE)
             self._carrying.add(frame)  # the pod's data comes back here between the steps
             return
+        if frame in self._carrying and event == "call":
+            return  # a coroutine on the path resumed after an await: the data did not move
+        if event == "return" and _suspended(frame):
+            return  # ... and the await that suspended it: it has not returned
         if event == "call":
             if module == "nodepool_operator.controllers.autoscaler._scale" and (
                 frame.f_code.co_name == "write_target"
@@ -153,6 +159,13 @@ class _Follower:
                 caller = caller.f_back
             if caller is not None:
                 self._enter(caller.f_globals.get("__name__", ""))
+
+
+def _suspended(frame: FrameType) -> bool:
+    """Whether a ``return`` event is a coroutine suspending at an ``await`` (its last
+    instruction a yield), not returning."""
+    code = frame.f_code
+    return dis.opname[code.co_code[frame.f_lasti]] == "YIELD_VALUE"
 
 
 def _arity(frame: FrameType) -> int:
