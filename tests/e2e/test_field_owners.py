@@ -2,12 +2,13 @@
 really writes.
 
 One short scenario on the real apiserver, the three controllers in-process: an Instance
-launched, two pods that raise a pool from 0 to 1 node, then deleted so that scale-down
-empties it again. Raw watches (``managedFields`` kept) of every object of the operator's
-kinds, the pods and the pool's Nodes collect each field manager's fields, two levels deep
-(``spec.targetNodes``, ``metadata.finalizers``). The operator's managers (its client's name,
-``-<controller>`` inside a reconcile) must own exactly the fields the table lists for this
-scenario; a row the scenario does not reach names the test that shows it instead.
+launched, two pods that raise a pool (reserving its new nodes) from 0 to 1 node, then
+deleted so that scale-down empties it again. Raw watches (``managedFields`` kept) of every
+object of the operator's kinds, the pods and the pool's Nodes collect each field manager's
+fields, two levels deep (``spec.targetNodes``, ``metadata.finalizers``). The operator's
+managers (its client's name, ``-<controller>`` inside a reconcile) must own exactly the
+fields the table lists for this scenario; a row the scenario does not reach names the test
+that shows it instead.
 """
 
 from __future__ import annotations
@@ -151,7 +152,13 @@ async def test_the_operator_writes_the_fields_the_architecture_table_lists(
         await create(
             NODEPOOLS,
             factories.nodepool(
-                pool, target=0, instance_type="mem96.large", max_nodes=3, cpu="64", memory="96Gi"
+                pool,
+                target=0,
+                instance_type="mem96.large",
+                max_nodes=3,
+                cpu="64",
+                memory="96Gi",
+                reserveNewNodes=True,  # the pods planned for the new node are granted it
             ),
         )
         await create(
