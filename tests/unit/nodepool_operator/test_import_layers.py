@@ -10,6 +10,8 @@ is ``tests/integration/test_wheels_alone.py``.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -41,18 +43,69 @@ def _python(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_import_contracts_hold() -> None:
-    lint = Path(sys.executable).with_name("lint-imports")
-    result = subprocess.run(
-        [str(lint), "--no-logo", "--no-cache"],
+def _lint(pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` over ``.importlinter``; ``pythonpath`` goes before the installed
+    packages (a copy of one is checked in their place)."""
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--no-logo", "--no-cache"],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
         cwd=ROOT,
+        env=env,
     )
+
+
+def test_the_import_contracts_hold() -> None:
+    result = _lint()
     assert result.returncode == 0, result.stdout + result.stderr
     assert " 0 broken" in result.stdout
+
+
+#: A bad import for each of issue 20's contracts: (module, the line, the contract it breaks).
+BAD_IMPORTS = [
+    (
+        "controllers/autoscaler/_scale.py",
+        "from nodepool_operator.controllers.nodepool import _budget",
+        "The operator's controllers import no _private module of another package",
+    ),
+    (
+        "controllers/nodepool/_plan.py",
+        "from nodepool_operator.controllers.autoscaler import _texts",
+        "The operator's controllers import no _private module of another package",
+    ),
+    (
+        "controllers/_scope.py",
+        "from nodepool_operator.scheduling import _pods",
+        "The operator's controllers import no _private module of another package",
+    ),
+    (
+        "scheduling/_slots.py",
+        "from nodepool_operator.controllers import POOL_LABEL",
+        "scheduling never imports controllers",
+    ),
+]
+
+
+@pytest.mark.parametrize(("module", "line", "contract"), BAD_IMPORTS, ids=lambda v: str(v)[:40])
+def test_each_contract_breaks_on_a_bad_import(
+    module: str, line: str, contract: str, tmp_path: Path
+) -> None:
+    """The same contracts over a copy of the package with one bad import added: named
+    broken (a contract that cannot fail checks nothing)."""
+    source = ROOT / "packages" / "nodepool-operator" / "src" / "nodepool_operator"
+    copy = tmp_path / "nodepool_operator"
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    with (copy / module).open("a") as f:
+        f.write(f"\n{line}  # noqa\n")
+    result = _lint(pythonpath=tmp_path)
+    assert result.returncode != 0, result.stdout
+    out = " ".join(result.stdout.split())  # the report wraps long names
+    assert f"{contract} (issue 20) BROKEN" in out
 
 
 _LOADED_AFTER = """
