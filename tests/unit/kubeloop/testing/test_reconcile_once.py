@@ -22,6 +22,7 @@ from kubeloop import (
     Request,
     Resource,
     Result,
+    TooManyRequests,
 )
 from kubeloop.testing import Snapshot, Write, new_manager, reconcile_once
 from tests import factories
@@ -267,6 +268,22 @@ async def test_writes_to_what_the_snapshot_lacks_are_answered_as_the_apiserver_w
         await client.create(CONFIGMAPS, configmap("x"))
     # every attempt is still recorded: the reconcile sent it
     assert [w.verb for w in snapshot.writes] == ["delete", "update", "evict", "create"]
+
+
+async def test_an_eviction_the_test_refuses_is_answered_429_once_and_recorded() -> None:
+    snapshot = Snapshot([pod("a", "n1"), pod("b", "n1")], refuse_evictions=["default/a"])
+    client = snapshot.client
+
+    with pytest.raises(TooManyRequests, match="disruption budget") as refused:
+        await client.evict("a", "default")
+    await client.evict("b", "default")
+
+    # not retried by the client (a PDB's "not now" is the caller's to judge), and sent
+    assert [str(w) for w in snapshot.writes] == [
+        "evict Pod/eviction default/a",
+        "evict Pod/eviction default/b",
+    ]
+    assert refused.value.status_code == 429
 
 
 def test_an_object_of_an_unknown_kind_is_refused_by_name() -> None:
