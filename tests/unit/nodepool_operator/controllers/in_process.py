@@ -10,6 +10,8 @@ can say "recorded before created" without a clock.
 from __future__ import annotations
 
 import builtins
+import hashlib
+import json
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +134,17 @@ class Pass:
         return [w.body["status"] for w in self.writes if w.subresource == "status"]
 
 
+def with_uid(obj: Object) -> Object:
+    """``obj`` with a uid of its content unless it has one. The snapshot's default
+    (``uid-<name>``, resourceVersion ``1``) is the same for two different pods of one name in
+    two tests, and the operator keeps pod views by (uid, resourceVersion) for the process,
+    as the apiserver lets it (it never reuses a uid): one test would read another's pod."""
+    if (obj.get("metadata") or {}).get("uid"):
+        return obj
+    digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+    return {**obj, "metadata": {**obj["metadata"], "uid": f"uid-{digest}"}}
+
+
 async def reconcile(
     objects: Iterable[Object],
     cloud: SimulatedCloud,
@@ -144,7 +157,7 @@ async def reconcile(
     """One reconcile of ``controller`` for ``request`` over ``objects`` and ``cloud``."""
     journal = CloudJournal(cloud)
     snapshot = Snapshot(
-        list(objects),
+        [with_uid(obj) for obj in objects],
         resources=[NODEPOOLS, INSTANCES, AWSNODECLASSES],
         refuse_evictions=refuse_evictions,
     )

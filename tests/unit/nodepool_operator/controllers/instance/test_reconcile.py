@@ -246,3 +246,20 @@ async def test_a_deleted_instance_terminates_every_vm_then_drops_its_finalizer(
     assert patch.body["metadata"]["finalizers"] == []
     assert cloud.snapshot().live == ()
     assert [r for r, _ in done.events()] == ["Terminated"]
+
+
+async def test_a_missing_node_class_is_named_in_ready_and_nothing_is_launched(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    obj = instance()
+    obj["spec"]["nodeClassRef"] = {"name": "gone"}
+
+    done = await run([obj], cloud, tmp_path)
+
+    (status,) = done.status_writes()
+    (ready,) = status["conditions"]
+    assert (ready["status"], ready["reason"]) == ("False", "NodeClassUnavailable")
+    assert "AwsNodeClass 'gone' not found" in ready["message"]
+    assert "instanceId" not in status
+    assert cloud.snapshot().instances == ()
+    assert [r for r, _ in done.events()] == ["NodeClassUnavailable"]

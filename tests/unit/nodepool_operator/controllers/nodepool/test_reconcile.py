@@ -87,6 +87,18 @@ def workload(name: str, on: Instance, cpu: str = "100m") -> Any:
     )
 
 
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [c for c in status["conditions"] if c["type"] == kind]
+    (only,) = found
+    return only
+
+
+def deleting_message(done: in_process.Pass) -> str:
+    """The Deleting condition's message of the pass's one status write."""
+    (status,) = done.status_writes()
+    return str(condition(status, "Deleting")["message"])
+
+
 def records(status: dict[str, Any]) -> list[tuple[str, str]]:
     return [(r["name"], r["state"]) for r in status["instances"]]
 
@@ -324,7 +336,7 @@ async def test_a_missing_node_class_is_named_in_the_degraded_condition(
     first, last = done.status_writes()
     assert records(first) == records(last)
     assert [state for _, state in records(last)] == ["creating"]
-    degraded = next(c for c in last["conditions"] if c["type"] == "Degraded")
+    degraded = condition(last, "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "NodeClassUnavailable")
     assert "AwsNodeClass 'gone' not found" in degraded["message"]
     assert cloud.snapshot().instances == ()
@@ -356,9 +368,7 @@ async def test_a_deleted_pool_taints_all_its_nodes_before_evicting(
         "evict Pod/eviction default/y",
         "update NodePool/status web",
     ]
-    (status,) = done.status_writes()
-    deleting = next(c for c in status["conditions"] if c["type"] == "Deleting")
-    assert "node web-a: pods terminating" in deleting["message"]
+    assert "node web-a: pods terminating" in deleting_message(done)
     assert done.journal.mutating() == []
     assert done.requeue_after is not None
 
@@ -386,3 +396,138 @@ async def test_a_deleted_pool_with_drained_nodes_removes_node_and_vm_then_its_fi
     assert cloud.snapshot().live == ()
     assert done.events()[-1] == ("Deleted", "deleted 2 node(s) and 2 VM(s)")
     assert done.requeue_after is None
+
+
+async def test_a_deleted_pool_whose_eviction_a_budget_refuses_says_so_and_keeps_the_vm(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    (a,) = await launched(cloud, "web-a")
+    objects = [pool([a], target=1, deleting=True), node(a), workload("x", a)]
+
+    done = await run(objects, cloud, tmp_path, refuse_evictions=["default/x"])
+
+    assert done.kinds() == [
+        "patch Node web-a",
+        "evict Pod/eviction default/x",
+        "update NodePool/status web",
+    ]
+    assert "node web-a: 1 pod(s) held by a PodDisruptionBudget" in deleting_message(done)
+    assert done.journal.mutating() == []
+    assert [vm.id for vm in cloud.snapshot().live] == [a.id]
+    assert done.requeue_after == 5.0
+
+
+# -- what the pass finds on its way -------------------------------------------------------------
+
+
+async def test_a_registered_node_is_adopted_with_the_pools_labels_and_finalizer(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    (vm,) = await launched(cloud, "web-a")
+    obj = pool([vm], target=1, labels={"team": "a"})
+    del obj["status"]["instances"][0]["nodeName"]  # not registered at the last pass
+    registered = factories.node(
+        vm.name,
+        labels={POOL_LABEL: "web"},
+        provider_id=provider_id(vm.id),
+        ready=True,
+    )
+
+    done = await run([obj, registered], cloud, tmp_path)
+
+    (sync,) = [w for w in done.writes if w.kind == "Node"]
+    ops = {(op["op"], op["path"]): op.get("value") for op in sync.body}
+    assert ops[("add", "/metadata/labels/team")] == "a"
+    assert ops[("add", "/metadata/finalizers")] == [NODE_FINALIZER]
+    (status,) = done.status_writes()
+    assert status["instances"][0]["nodeName"] == "web-a"
+    assert done.events() == [("Registered", f"node web-a of VM {vm.id} (web-a)")]
+    assert done.journal.mutating() == []
+
+
+async def test_a_tagged_vm_no_record_knows_is_adopted_before_any_launch(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    (leaked,) = await launched(cloud, "web-old")
+
+    done = await run([pool(target=1)], cloud, tmp_path)
+
+    assert done.journal.mutating() == []  # nothing launched: the tagged VM serves
+    assert [(r["name"], r.get("instanceId")) for r in done.status_writes()[0]["instances"]] == [
+        ("web-old", leaked.id)
+    ]
+    assert done.events()[0] == ("Adopted", f"VM {leaked.id} (web-old) tagged for the pool")
+
+
+async def test_a_tagged_vm_beyond_the_target_is_collected_once_past_its_grace(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    kept, leaked = await launched(cloud, "web-a", "web-old")
+    objects = [pool([kept], target=1), node(kept)]
+
+    young = await run(objects, cloud, tmp_path)
+    config = in_process.settings(tmp_path, gc_grace_seconds=0)
+    old = await in_process.reconcile(objects, cloud, config, WEB, controller="nodepool")
+
+    # within its grace it may be a create not recorded yet: kept, looked at when it ends
+    assert young.journal.mutating() == []
+    assert young.requeue_after is not None
+    assert young.requeue_after <= in_process.settings(tmp_path).gc_grace_seconds
+    assert old.journal.mutating() == [f"delete {leaked.id}"]
+    assert [r for r, _ in old.events()] == ["GarbageCollected"]
+    assert [vm.id for vm in cloud.snapshot().live] == [kept.id]
+
+
+async def test_a_stopped_vm_is_started(cloud: SimulatedCloud, tmp_path: Path) -> None:
+    (vm,) = await launched(cloud, "web-a")
+    cloud.stop_behind_the_back(vm.id)
+
+    done = await run([pool([vm], target=1), node(vm)], cloud, tmp_path)
+
+    assert done.journal.mutating() == [f"start {vm.id}"]
+    assert ("VMStopped", f"VM {vm.id} (web-a) was stopped; starting") in done.events()
+
+
+@pytest.mark.parametrize(
+    "hold",
+    [
+        pytest.param({"annotations": {"kubeloop.dev/do-not-disrupt": "true"}}, id="do-not-disrupt"),
+        pytest.param({"owner": None}, id="no-controller"),  # a default blocker, scale-down only
+    ],
+)
+async def test_a_blocked_node_sends_the_scale_down_to_another_node(
+    cloud: SimulatedCloud, tmp_path: Path, hold: dict[str, Any]
+) -> None:
+    vms = await launched(cloud, "web-a", "web-b")
+    busy, light = vms
+    fields: dict[str, Any] = {"owner": RS, **hold}
+    held = factories.pod(
+        "small", namespace="default", node=light.name, cpu="100m", phase="Running", **fields
+    )
+    objects = [pool(vms, target=1), node(busy), node(light), workload("big", busy, cpu="1"), held]
+
+    done = await run(objects, cloud, tmp_path)
+
+    # the least used Node is held: the other goes, though its pod is bigger
+    assert done.kinds()[:2] == ["patch Node web-a", "update NodePool/status web"]
+    assert records(done.status_writes()[0]) == [("web-a", "deleting"), ("web-b", "running")]
+    assert "evict Pod/eviction default/big" in done.kinds()
+    assert not any("small" in kind for kind in done.kinds())
+
+
+async def test_a_repair_drains_an_unhealthy_node_past_the_scale_down_blockers(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    vms = await launched(cloud, "web-a", "web-b")
+    healthy, sick = vms
+    bare = factories.pod("bare", namespace="default", node=sick.name, phase="Running")
+    obj = pool(vms, target=2, disruption={"repair": {"maxUnhealthyPercent": 100}})
+
+    done = await run([obj, node(healthy), node(sick, ready=False), bare], cloud, tmp_path)
+
+    # a pod no controller owns blocks a scale-down, not the repair of a Node gone bad
+    assert "evict Pod/eviction default/bare" in done.kinds()
+    assert f"delete {sick.id}" not in done.journal.mutating()  # its pod is still there
+    states = dict(records(done.status_writes()[0]))
+    assert states["web-b"] == "deleting"
+    assert sorted(states.values()) == ["creating", "deleting", "running"]
