@@ -123,13 +123,13 @@ class Snapshot:
     objects: Iterable[Object]
     resources: Iterable[Resource] = ()
     field_manager: str = "kubeloop"
-    #: pods (``namespace/name``) whose eviction is refused with 429, as a
-    #: PodDisruptionBudget refuses it; the refused eviction is still in :attr:`writes`
-    refuse_evictions: Collection[str] = ()
     #: every write, in the order sent
     writes: list[Write] = field(default_factory=list, init=False)
     #: a real client whose transport is this snapshot: build the manager on it
     client: Client = field(init=False, repr=False)
+    #: pods (``namespace/name``) whose eviction is refused with 429, as a
+    #: PodDisruptionBudget refuses it; the refused eviction is still in :attr:`writes`
+    refuse_evictions: Collection[str] = ()
 
     def __post_init__(self) -> None:
         kinds = [*_BUILTIN, *self.resources]
