@@ -337,10 +337,17 @@ async def test_a_failing_reconcile_raises_and_its_writes_stay_on_the_snapshot() 
     mgr = new_manager(snapshot.client)
 
     async def reconcile(req: Request) -> Result:
+        cm = await mgr.cache.get(CONFIGMAPS, req.name, req.namespace)
+        assert cm is not None
         await mgr.client.delete(CONFIGMAPS, req.name, req.namespace)
+        mgr.recorder.warning(cm, "CloudRefused", "the cloud said no")
         raise RuntimeError("the cloud said no")
 
     mgr.controller("fails").for_(CONFIGMAPS).complete(reconcile)
     with pytest.raises(RuntimeError, match="the cloud said no"):
         await reconcile_once(mgr, Request("x", "default"))
-    assert [str(w) for w in snapshot.writes] == ["delete ConfigMap default/x"]
+    # the Warning it recorded before raising is flushed too: often what a test of a
+    # failing reconcile wants to see
+    assert [str(w) for w in snapshot.writes][:1] == ["delete ConfigMap default/x"]
+    assert [(w.verb, w.kind) for w in snapshot.writes[1:]] == [("create", "Event")]
+    assert snapshot.writes[1].body["reason"] == "CloudRefused"

@@ -339,6 +339,7 @@ async def test_a_missing_node_class_is_named_in_the_degraded_condition(
     degraded = condition(last, "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "NodeClassUnavailable")
     assert "AwsNodeClass 'gone' not found" in degraded["message"]
+    assert [r for r, _ in done.events()] == ["ScalingUp", "NodeClassUnavailable"]
     assert cloud.snapshot().instances == ()
     assert cloud.calls()["create"] == 0
 
