@@ -15,7 +15,7 @@ from kubeloop import KubeloopError, Request
 from nodepool_operator.cloud import Instance, SimulatedCloud, provider_id
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.nodepool import FINALIZER, NODE_FINALIZER
-from nodepool_operator.controllers.nodepool._drain_deadline import format_time
+from nodepool_operator.controllers.nodepool._drain_deadline import DRAIN_TIMED_OUT_AT, format_time
 from nodepool_operator.controllers.nodepool._intent import create_request, idempotency_token
 from nodepool_operator.controllers.nodepool._node_sync import OWNED_ANNOTATION, Owned
 from tests import factories
@@ -79,6 +79,20 @@ def node(vm: Instance, *, ready: bool = True, since: str = LONG_AGO, **fields: A
     obj["metadata"]["finalizers"] = [NODE_FINALIZER]
     obj["metadata"]["annotations"] = {OWNED_ANNOTATION: Owned().encode()}
     return obj
+
+
+def disrupted(vm: Instance) -> Any:
+    """``vm``'s Node tainted for removal two hours ago."""
+    return node(vm, taints=[{**factories.taint(DISRUPTING), "timeAdded": LONG_AGO}])
+
+
+async def scaling_down(cloud: SimulatedCloud) -> tuple[Instance, Instance, list[Any]]:
+    """A pool of two scaled down to one: web-b's record deleting, its Node tainted; the VMs
+    kept and leaving, and the objects."""
+    kept, leaving = await launched(cloud, "web-a", "web-b")
+    obj = pool([kept, leaving], target=1)
+    obj["status"]["instances"][1]["state"] = "deleting"
+    return kept, leaving, [obj, node(kept), disrupted(leaving)]
 
 
 def workload(name: str, on: Instance, cpu: str = "100m") -> Any:
@@ -253,13 +267,9 @@ async def test_an_eviction_a_budget_refuses_waits_and_says_so(
 async def test_a_drained_node_goes_with_its_vm_and_its_record(
     cloud: SimulatedCloud, tmp_path: Path
 ) -> None:
-    vms = await launched(cloud, "web-a", "web-b")
-    kept, leaving = vms
-    obj = pool(vms, target=1)
-    obj["status"]["instances"][1]["state"] = "deleting"
-    tainted = node(leaving, taints=[{**factories.taint(DISRUPTING), "timeAdded": LONG_AGO}])
+    kept, leaving, objects = await scaling_down(cloud)
 
-    done = await run([obj, node(kept), tainted], cloud, tmp_path)
+    done = await run(objects, cloud, tmp_path)
 
     assert done.timeline() == [
         f"cloud delete {leaving.id}",
@@ -532,3 +542,60 @@ async def test_a_repair_drains_an_unhealthy_node_past_the_scale_down_blockers(
     states = dict(records(done.status_writes()[0]))
     assert states["web-b"] == "deleting"
     assert sorted(states.values()) == ["creating", "deleting", "running"]
+
+
+async def test_a_scale_down_drain_past_its_timeout_is_given_up_and_the_node_kept(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    # tainted two hours ago: past the default drainTimeout (10m), its pod still there
+    _, leaving, objects = await scaling_down(cloud)
+    objects.append(workload("small", leaving))
+
+    done = await run(objects, cloud, tmp_path)
+
+    stamp, untaint = [w for w in done.writes if w.kind == "Node"]
+    assert (stamp.name, untaint.name) == ("web-b", "web-b")
+    assert DRAIN_TIMED_OUT_AT in stamp.body["metadata"]["annotations"]
+    assert [op["op"] for op in untaint.body] == ["test", "remove"]
+    assert records(done.status_writes()[-1]) == [("web-a", "running"), ("web-b", "running")]
+    assert [r for r, _ in done.events()] == ["DrainTimedOut"] * 2  # on the pool and the Node
+    assert done.journal.mutating() == []
+
+
+async def test_a_tainted_node_the_pool_keeps_is_untainted(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    vms = await launched(cloud, "web-a", "web-b")
+    kept, chosen = vms
+    # chosen and tainted, then the target went up again before its record said so
+    tainted = disrupted(chosen)
+
+    done = await run([pool(vms, target=2), node(kept), tainted], cloud, tmp_path)
+
+    (untaint,) = [w for w in done.writes if w.kind == "Node"]
+    assert untaint.name == "web-b"
+    assert untaint.body[-1] == {"op": "remove", "path": "/spec/taints/0"}
+    assert done.journal.mutating() == []
+    assert not any(w.verb == "evict" for w in done.writes)
+
+
+async def test_a_vm_whose_node_never_registers_is_replaced(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    long_ago = time.time() - 3600
+    past = SimulatedCloud(cloud.path, boot_seconds=0, clock=lambda: long_ago)
+    (silent,) = await launched(past, "web-a")  # launched an hour ago, no Node since
+    obj = pool([silent], target=1)
+    del obj["status"]["instances"][0]["nodeName"]
+
+    done = await run([obj], cloud, tmp_path)
+
+    planned = done.status_writes()[0]
+    states = dict(records(planned))
+    assert states.pop("web-a") == "deleting"
+    assert list(states.values()) == ["creating"]
+    (new,) = states
+    assert done.journal.mutating() == [f"create {new}", f"delete {silent.id}"]
+    (reason, note), *_ = done.events()
+    assert reason == "RegistrationTimeout"
+    assert note == f"VM {silent.id} (web-a) registered no Node within 300s; replacing it"
