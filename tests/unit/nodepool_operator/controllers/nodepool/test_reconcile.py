@@ -81,9 +81,9 @@ def node(vm: Instance, *, ready: bool = True, since: str = LONG_AGO, **fields: A
     return obj
 
 
-def disrupted(vm: Instance) -> Any:
-    """``vm``'s Node tainted for removal two hours ago."""
-    return node(vm, taints=[{**factories.taint(DISRUPTING), "timeAdded": LONG_AGO}])
+def disrupted(vm: Instance, since: str = LONG_AGO) -> Any:
+    """``vm``'s Node tainted for removal ``since`` (by default two hours ago)."""
+    return node(vm, taints=[{**factories.taint(DISRUPTING), "timeAdded": since}])
 
 
 async def scaling_down(cloud: SimulatedCloud) -> tuple[Instance, Instance, list[Any]]:
@@ -297,6 +297,26 @@ async def test_the_budget_holds_a_second_disruption(cloud: SimulatedCloud, tmp_p
     # the one chosen is empty: drained at once, its VM goes; the other stays for a later pass
     assert len([c for c in done.journal.mutating() if c.startswith("delete")]) == 1
     assert len(cloud.snapshot().live) == 2
+
+
+async def test_a_node_still_draining_holds_the_next_one_by_the_budget(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    vms = await launched(cloud, "web-a", "web-b", "web-c")
+    obj = pool(vms, target=1)
+    obj["status"]["instances"][2]["state"] = "deleting"
+    draining = disrupted(vms[2], since=format_time(time.time() - 60))  # within drainTimeout
+    objects = [obj, node(vms[0]), node(vms[1]), draining, workload("x", vms[2])]
+
+    done = await run(objects, cloud, tmp_path)
+
+    # web-c, tainted in the cluster, takes the budget (1 of 3): nothing else is chosen
+    assert [w.name for w in done.writes if w.kind == "Node"] == []
+    assert "evict Pod/eviction default/x" in done.kinds()
+    (status,) = done.status_writes()
+    assert records(status) == [("web-a", "running"), ("web-b", "running"), ("web-c", "deleting")]
+    assert status["disruption"] == {"disrupting": 1, "allowed": 0}
+    assert done.journal.mutating() == []
 
 
 # -- repair ---------------------------------------------------------------------------------------
