@@ -14,6 +14,7 @@ from nodepool_operator.controllers._scope import POOL_LABEL
 
 POD_NODE_INDEX: Final = "nodepool:spec.nodeName"
 NODE_POOL_INDEX: Final = "nodepool:pool"
+NODE_CLASS_INDEX: Final = "nodepool:nodeClassRef"
 
 
 def pod_node(pod: Object) -> list[str]:
@@ -29,3 +30,10 @@ def node_pool(node: Object) -> list[str]:
 def pool_of_node(node: Object) -> list[Request]:
     """Nodes carry no ownerReference to the pool; their pool label names it."""
     return [Request(pool) for pool in node_pool(node)]
+
+
+def node_class_of_pool(pool: Object) -> list[str]:
+    """The AwsNodeClass a NodePool names (``spec.nodeClassRef.name``), if any."""
+    ref = (pool.get("spec") or {}).get("nodeClassRef") or {}
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return [name] if isinstance(name, str) and name else []
