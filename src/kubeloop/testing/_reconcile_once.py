@@ -34,8 +34,8 @@ async def reconcile_once(
     with the controller's name in context (so field managers are as in production), then
     the event recorder is flushed (its Events are writes too) and the caches stop. The
     manager is spent afterwards: build another for the next reconcile. An exception
-    from the reconciler propagates; the writes made before it are in
-    ``Snapshot.writes``.
+    from the reconciler propagates; the writes made before it (the Events it recorded
+    flushed) are in ``Snapshot.writes``.
     """
     snapshot = snapshot_of(mgr.client)
     if snapshot is None:
@@ -61,7 +61,8 @@ async def reconcile_once(
                 (_log.CONTROLLER, _log.OBJECT, _log.RECONCILE_ID), tokens, strict=True
             ):
                 var.reset(token)
-        await mgr.recorder.close(flush=True)
+            # also when it raised: the Warning a failing reconcile records is its answer
+            await mgr.recorder.close(flush=True)
     finally:
         await asyncio.gather(*(c.shutdown(0) for c in mgr.controllers))
         await mgr.cache.stop()

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import copy
 import weakref
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,7 +111,10 @@ class Snapshot:
     - merge patch and server-side apply: the snapshot's object with the body merged
       over it (RFC 7386; no field ownership), or the body for an apply that creates;
       other patch types: the snapshot's object unchanged; 404 if absent (apply excepted);
-    - delete: a Success Status; 404 if absent; an eviction: a Success Status.
+    - delete: a Success Status; 404 if absent; an eviction: a Success Status, or a 429
+      for a pod named in ``refuse_evictions`` (what the apiserver answers while a
+      PodDisruptionBudget does not allow it; the test says which pods, no budget is
+      computed here).
 
     Answers keep the snapshot's ``resourceVersion``, so a read after a write returns
     the snapshot's object again, not the write: the test asserts on :attr:`writes`.
@@ -124,6 +127,9 @@ class Snapshot:
     writes: list[Write] = field(default_factory=list, init=False)
     #: a real client whose transport is this snapshot: build the manager on it
     client: Client = field(init=False, repr=False)
+    #: pods (``namespace/name``) whose eviction is refused with 429, as a
+    #: PodDisruptionBudget refuses it; the refused eviction is still in :attr:`writes`
+    refuse_evictions: Collection[str] = ()
 
     def __post_init__(self) -> None:
         kinds = [*_BUILTIN, *self.resources]
@@ -300,6 +306,8 @@ class Snapshot:
         if verb == "evict":
             if self.get(PODS, name, ns) is None:
                 return _not_found(PODS, name)
+            if f"{ns}/{name}" in self.refuse_evictions:
+                return _status(429, "TooManyRequests", _PDB_REFUSAL, cause="DisruptionBudget")
             return _status(201, "", "", status="Success")
         if current is None and verb != "apply":
             return _not_found(res, name)
@@ -325,8 +333,14 @@ def _ok(obj: Any, status: int = 200) -> Response:
     return Response(status, {"Content-Type": "application/json"}, _encoder.encode(obj))
 
 
-def _status(code: int, reason: str, message: str, *, status: str = "Failure") -> Response:
-    body = {
+#: The apiserver's message when a PodDisruptionBudget refuses an eviction.
+_PDB_REFUSAL = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+def _status(
+    code: int, reason: str, message: str, *, status: str = "Failure", cause: str = ""
+) -> Response:
+    body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Status",
         "status": status,
@@ -334,6 +348,8 @@ def _status(code: int, reason: str, message: str, *, status: str = "Failure") ->
         "message": message,
         "code": code,
     }
+    if cause:
+        body["details"] = {"causes": [{"reason": cause, "message": message}]}
     return _ok(body, code)
 
 

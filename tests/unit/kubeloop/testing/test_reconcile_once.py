@@ -22,6 +22,7 @@ from kubeloop import (
     Request,
     Resource,
     Result,
+    TooManyRequests,
 )
 from kubeloop.testing import Snapshot, Write, new_manager, reconcile_once
 from tests import factories
@@ -269,6 +270,22 @@ async def test_writes_to_what_the_snapshot_lacks_are_answered_as_the_apiserver_w
     assert [w.verb for w in snapshot.writes] == ["delete", "update", "evict", "create"]
 
 
+async def test_an_eviction_the_test_refuses_is_answered_429_once_and_recorded() -> None:
+    snapshot = Snapshot([pod("a", "n1"), pod("b", "n1")], refuse_evictions=["default/a"])
+    client = snapshot.client
+
+    with pytest.raises(TooManyRequests, match="disruption budget") as refused:
+        await client.evict("a", "default")
+    await client.evict("b", "default")
+
+    # not retried by the client (a PDB's "not now" is the caller's to judge), and sent
+    assert [str(w) for w in snapshot.writes] == [
+        "evict Pod/eviction default/a",
+        "evict Pod/eviction default/b",
+    ]
+    assert refused.value.status_code == 429
+
+
 def test_an_object_of_an_unknown_kind_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"Greeting 'hello'.*Snapshot\(resources="):
         Snapshot([greeting()])
@@ -320,10 +337,17 @@ async def test_a_failing_reconcile_raises_and_its_writes_stay_on_the_snapshot() 
     mgr = new_manager(snapshot.client)
 
     async def reconcile(req: Request) -> Result:
+        cm = await mgr.cache.get(CONFIGMAPS, req.name, req.namespace)
+        assert cm is not None
         await mgr.client.delete(CONFIGMAPS, req.name, req.namespace)
+        mgr.recorder.warning(cm, "CloudRefused", "the cloud said no")
         raise RuntimeError("the cloud said no")
 
     mgr.controller("fails").for_(CONFIGMAPS).complete(reconcile)
     with pytest.raises(RuntimeError, match="the cloud said no"):
         await reconcile_once(mgr, Request("x", "default"))
-    assert [str(w) for w in snapshot.writes] == ["delete ConfigMap default/x"]
+    # the Warning it recorded before raising is flushed too: often what a test of a
+    # failing reconcile wants to see
+    assert [str(w) for w in snapshot.writes][:1] == ["delete ConfigMap default/x"]
+    assert [(w.verb, w.kind) for w in snapshot.writes[1:]] == [("create", "Event")]
+    assert snapshot.writes[1].body["reason"] == "CloudRefused"

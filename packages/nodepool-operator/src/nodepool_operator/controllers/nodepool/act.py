@@ -119,6 +119,8 @@ class Progress:
     """Records whose scale-down drain this pass gave up (the Node stays)."""
     resting: frozenset[str] = frozenset()
     repair_blocked: str = ""
+    tainted: set[str] = field(default_factory=set)
+    """Nodes this pass tainted (their Nodes as read do not say so yet)."""
     node_class: str = ""
     """The version of the node class the pool names, as the create gate keys its holds."""
 
@@ -255,7 +257,8 @@ class Act:
     async def record(self, p: Progress, decision: Decision) -> None:
         """Taint the Nodes chosen, emit the plan's Events, record it in one status write."""
         for name in decision.taint:
-            await taint_disrupting(self.mgr.client, p.nodes[name].raw)
+            if await taint_disrupting(self.mgr.client, p.nodes[name].raw):
+                p.tainted.add(name)
         self.emit(p.obj, decision.events, p.nodes)
         if decision.repair_held:
             log.warning(
@@ -404,7 +407,7 @@ class Act:
         if first == "give_up":
             await self._give_up(p, r, node, "")
             return False
-        if first == "taint":
+        if first == "taint" and node.name not in p.tainted:  # not twice in one pass
             await taint_disrupting(client, node.raw)
 
         def warn(reason: str, note: str) -> None:
