@@ -54,7 +54,7 @@ test-release: setup helm image
 test-karpenter: setup
 	$(PY) -m pytest -q --durations=10 -m karpenter
 
-LINTED := src packages tests examples bench
+LINTED := src packages tests examples bench tools
 
 ## lint: ruff, and the import contracts of .importlinter (the operator's layers; the product
 ## free of its demo and test bed; no _private module imported from outside its package)
