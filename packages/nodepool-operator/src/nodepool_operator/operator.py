@@ -19,7 +19,7 @@ from kubeloop import (
     load_kubeconfig,
 )
 from nodepool_operator.admission import PoolAdmission
-from nodepool_operator.api import crds
+from nodepool_operator.api import NODEPOOL_CONVERSION_PATH, crds, nodepool_converter
 from nodepool_operator.cloud import (
     AwsCloud,
     CloudProvider,
@@ -136,6 +136,8 @@ def build_manager(
             )
         )
         PoolAdmission(client).register(server)
+        # NodePool v1beta1 <-> v1alpha1, for a CRD serving both (nodepool_served_as_v1beta1)
+        server.add_conversion(NODEPOOL_CONVERSION_PATH, nodepool_converter())
     return mgr
 
 

@@ -1,4 +1,5 @@
-"""The operator's API, group ``kubeloop.dev``, version ``v1alpha1``: NodePool, Autoscaler,
+"""The operator's API, group ``kubeloop.dev``, version ``v1alpha1`` (NodePool also ``v1beta1``,
+converted by the operator's webhook: docs/versions.md): NodePool, Autoscaler,
 Instance and AwsNodeClass as Python types, the CRDs generated from them, and typed parsing
 for controllers.
 
@@ -33,6 +34,12 @@ from nodepool_operator.api._autoscaler import (
     parse_autoscaler,
     parse_autoscaler_status,
 )
+from nodepool_operator.api._conversion import (
+    ALPHA_FIELDS,
+    BETA_FIELDS,
+    NODEPOOL_CONVERSION_PATH,
+    nodepool_converter,
+)
 from nodepool_operator.api._crds import (
     AUTOSCALER,
     AUTOSCALERS,
@@ -47,6 +54,7 @@ from nodepool_operator.api._crds import (
     NODEPOOLS,
     VERSION,
     crds,
+    nodepool_served_as_v1beta1,
 )
 from nodepool_operator.api._instance import (
     Instance,
@@ -87,12 +95,23 @@ from nodepool_operator.api._nodepool import (
     TaintEffect,
     parse_nodepool,
 )
+from nodepool_operator.api._nodepool_v1beta1 import (
+    NodeCapacity,
+    NodePoolSize,
+    NodePoolSpecV1beta1,
+    NodePoolV1beta1,
+    NodeTemplate,
+    NodeTemplateMetadata,
+    NodeTemplateSpec,
+)
 
 __all__ = [
+    "ALPHA_FIELDS",
     "AUTOSCALER",
     "AUTOSCALERS",
     "AWSNODECLASS",
     "AWSNODECLASSES",
+    "BETA_FIELDS",
     "CATEGORY",
     "CUSTOM_RESOURCES",
     "DEGRADED",
@@ -106,6 +125,7 @@ __all__ = [
     "MIN_FREQUENCY",
     "NODEPOOL",
     "NODEPOOLS",
+    "NODEPOOL_CONVERSION_PATH",
     "READY",
     "RESERVED_LABEL_PREFIX",
     "SCALING",
@@ -131,11 +151,18 @@ __all__ = [
     "InstanceStatus",
     "InvalidField",
     "KubeletOptions",
+    "NodeCapacity",
     "NodeClassRef",
     "NodePool",
     "NodePoolRef",
+    "NodePoolSize",
     "NodePoolSpec",
+    "NodePoolSpecV1beta1",
     "NodePoolStatus",
+    "NodePoolV1beta1",
+    "NodeTemplate",
+    "NodeTemplateMetadata",
+    "NodeTemplateSpec",
     "ObjectMeta",
     "ScaleOperation",
     "Taint",
@@ -143,6 +170,8 @@ __all__ = [
     "UnremovableNode",
     "crds",
     "format_duration",
+    "nodepool_converter",
+    "nodepool_served_as_v1beta1",
     "parse_autoscaler",
     "parse_autoscaler_status",
     "parse_duration",

@@ -3,50 +3,85 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from kubeloop.crd import AGE, CustomResource, PrinterColumn, Scale, Version
 from nodepool_operator.api._autoscaler import Autoscaler
+from nodepool_operator.api._conversion import BETA
 from nodepool_operator.api._instance import Instance
 from nodepool_operator.api._nodeclass import AwsNodeClass
 from nodepool_operator.api._nodepool import NodePool
+from nodepool_operator.api._nodepool_v1beta1 import NodePoolV1beta1
 
 GROUP: Final = "kubeloop.dev"
 VERSION: Final = "v1alpha1"
 #: ``kubectl get kubeloop`` lists every kind of the operator.
 CATEGORY: Final = "kubeloop"
 
+_NODEPOOL_V1ALPHA1: Final = Version(
+    VERSION,
+    NodePool,
+    (
+        PrinterColumn("Target", ".spec.targetNodes", "integer", "Nodes wanted."),
+        PrinterColumn("Ready", ".status.readyNodes", "integer", "Nodes registered and Ready."),
+        PrinterColumn("Scaling", ".status.scaleOperation", "string", "Whether VMs are changing."),
+        PrinterColumn("Type", ".spec.instanceType", "string", "The VMs' instance type.", 1),
+        AGE,
+    ),
+    # `kubectl scale nodepool/x --replicas=3` and anything speaking autoscaling/v1 Scale
+    scale=Scale(
+        spec_replicas_path=".spec.targetNodes",
+        status_replicas_path=".status.currentNodes",
+        label_selector_path=".status.selector",
+    ),
+)
+# the same columns and scale at v1beta1's paths (see _nodepool_v1beta1 for why they moved)
+_NODEPOOL_V1BETA1: Final = Version(
+    BETA,
+    NodePoolV1beta1,
+    (
+        PrinterColumn("Target", ".spec.size.target", "integer", "Nodes wanted."),
+        PrinterColumn("Ready", ".status.readyNodes", "integer", "Nodes registered and Ready."),
+        PrinterColumn("Scaling", ".status.scaleOperation", "string", "Whether VMs are changing."),
+        PrinterColumn(
+            "Type", ".spec.template.spec.instanceType", "string", "The VMs' instance type.", 1
+        ),
+        AGE,
+    ),
+    scale=Scale(
+        spec_replicas_path=".spec.size.target",
+        status_replicas_path=".status.currentNodes",
+        label_selector_path=".status.selector",
+    ),
+)
 NODEPOOL: Final = CustomResource(
     GROUP,
     "NodePool",
     "nodepools",
-    (
-        Version(
-            VERSION,
-            NodePool,
-            (
-                PrinterColumn("Target", ".spec.targetNodes", "integer", "Nodes wanted."),
-                PrinterColumn(
-                    "Ready", ".status.readyNodes", "integer", "Nodes registered and Ready."
-                ),
-                PrinterColumn(
-                    "Scaling", ".status.scaleOperation", "string", "Whether VMs are changing."
-                ),
-                PrinterColumn("Type", ".spec.instanceType", "string", "The VMs' instance type.", 1),
-                AGE,
-            ),
-            # `kubectl scale nodepool/x --replicas=3` and anything speaking autoscaling/v1 Scale
-            scale=Scale(
-                spec_replicas_path=".spec.targetNodes",
-                status_replicas_path=".status.currentNodes",
-                label_selector_path=".status.selector",
-            ),
-        ),
-    ),
+    (_NODEPOOL_V1ALPHA1,),
     namespaced=False,
     short_names=("np",),
     categories=(CATEGORY,),
 )
+
+
+def nodepool_served_as_v1beta1(client_config: Mapping[str, Any]) -> CustomResource:
+    """NodePool served as v1alpha1 and v1beta1, v1alpha1 stored, converted by the operator's
+    webhook at ``client_config`` (the CRD's ``conversion.webhook.clientConfig``: a
+    ``service`` in a cluster, a ``url`` in tests; ``caBundle`` or cert-manager's CA
+    injector makes the apiserver trust it). docs/versions.md says why ``NODEPOOL`` (what
+    config/crd holds) serves v1alpha1 only until the webhook is installed everywhere."""
+    webhook = {"clientConfig": dict(client_config), "conversionReviewVersions": ["v1"]}
+    return replace(
+        NODEPOOL,
+        versions=(_NODEPOOL_V1ALPHA1, _NODEPOOL_V1BETA1),
+        storage=VERSION,
+        conversion={"strategy": "Webhook", "webhook": webhook},
+    )
+
+
 AUTOSCALER: Final = CustomResource(
     GROUP,
     "Autoscaler",
