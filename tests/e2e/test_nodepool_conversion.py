@@ -1,0 +1,201 @@
+"""NodePool served as v1alpha1 and v1beta1, the real kube-apiserver calling the operator's
+conversion webhook.
+
+The operator runs in-process with ``webhook_bind_address`` on 127.0.0.1 and certificates
+from :func:`~kubeloop.generate_serving_certificates`; the NodePool CRD is replaced by
+:func:`~nodepool_operator.api.nodepool_served_as_v1beta1` with ``url`` (the apiserver cannot
+reach a Service here, as in controller-runtime's envtest) and the CA as its ``caBundle``,
+and put back as config/crd has it afterwards (v1alpha1 stays the storage version, so
+nothing stored needs migrating back).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubeloop import ApiError, Resource
+from kubeloop.envtest import ControlPlane
+from nodepool_operator.api import (
+    BETA_FIELDS,
+    NODEPOOL,
+    NODEPOOL_CONVERSION_PATH,
+    NODEPOOLS,
+    nodepool_served_as_v1beta1,
+)
+from nodepool_operator.crdinstall import install_crds
+from tests import factories
+from tests.e2e.conftest import OperatorEnv
+from tests.e2e.webhooks import kubectl, serve_webhooks
+
+pytestmark = pytest.mark.integration
+
+BETA_NODEPOOLS: Resource = nodepool_served_as_v1beta1({}).resource("v1beta1")
+
+
+@dataclass
+class Converting:
+    """The operator serving the conversion, the two-version CRD installed."""
+
+    env: OperatorEnv
+    cp: ControlPlane
+
+    async def kubectl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return await kubectl(self.cp, *args)
+
+
+@pytest.fixture
+async def converting(
+    operator_env: OperatorEnv, kube_control_plane: ControlPlane, tmp_path: Path
+) -> AsyncIterator[Converting]:
+    env = operator_env
+    mgr, ca = await serve_webhooks(env, tmp_path / "certs")
+    assert mgr.webhooks is not None
+    assert NODEPOOL_CONVERSION_PATH in mgr.webhooks.paths
+    client_config = {
+        "url": mgr.webhooks.url(NODEPOOL_CONVERSION_PATH),
+        "caBundle": base64.b64encode(ca.cert_pem).decode(),
+    }
+    await install_crds(env.client, [nodepool_served_as_v1beta1(client_config).definition()])
+    probe = f"probe-{env.run_id}"
+    await env.create(NODEPOOLS, factories.nodepool(probe))
+
+    async def converted() -> bool:
+        # the apiserver loads the CRD's new conversion stanza a moment after it is written
+        try:
+            await env.client.get(BETA_NODEPOOLS, probe)
+        except ApiError:
+            return False
+        return True
+
+    try:
+        await env.eventually(converted, "the apiserver to call the conversion webhook", 30)
+        yield Converting(env, kube_control_plane)
+    finally:
+        await install_crds(env.client, [NODEPOOL.definition()])
+
+
+def full_pool(env: OperatorEnv, name: str) -> dict[str, Any]:
+    pool = factories.nodepool(
+        name,
+        target=2,
+        max_nodes=4,
+        labels={"team": "ml"},
+        cpu="4",
+        diskSize="50Gi",
+        taints=[{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}],
+    )
+    pool["metadata"]["annotations"] = {"example.com/owner": "ml-platform"}
+    return env.labelled(pool)
+
+
+async def test_a_nodepool_created_as_v1alpha1_reads_back_as_v1beta1(
+    converting: Converting,
+) -> None:
+    env = converting.env
+    name = f"conv-{env.run_id}"
+    created = await env.create(NODEPOOLS, full_pool(env, name))
+
+    beta = await env.client.get(BETA_NODEPOOLS, name)
+    assert beta["apiVersion"] == "kubeloop.dev/v1beta1"
+    spec = beta["spec"]
+    assert spec["size"] == {"target": 2, "min": 0, "max": 4}
+    assert spec["template"]["metadata"] == {"labels": {"team": "ml"}}
+    template = spec["template"]["spec"]
+    assert template["instanceType"] == "m5.large"
+    assert template["capacity"] == {"cpu": "4", "disk": "50Gi"}
+    assert template["taints"] == [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
+    assert spec.get("disruption") == created["spec"].get("disruption")
+    assert not {"targetNodes", "minNodes", "maxNodes", "instanceType", "labels"} & set(spec)
+    assert beta["metadata"]["annotations"] == {"example.com/owner": "ml-platform"}
+    assert beta["metadata"]["uid"] == created["metadata"]["uid"]
+
+    # kubectl, naming the version, shows the same object
+    shown = await converting.kubectl("get", f"nodepools.v1beta1.kubeloop.dev/{name}", "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["spec"] == spec
+
+    # and back as v1alpha1, exactly as created
+    alpha = await env.client.get(NODEPOOLS, name)
+    assert alpha["spec"] == created["spec"]
+    assert alpha["metadata"]["annotations"] == created["metadata"]["annotations"]
+
+
+async def test_a_write_through_v1beta1_loses_nothing(converting: Converting) -> None:
+    """Read as v1beta1, change the target, write it back: stored as v1alpha1, every other
+    field (and the user's annotations) as it was."""
+    env = converting.env
+    name = f"rw-{env.run_id}"
+    created = await env.create(NODEPOOLS, full_pool(env, name))
+    beta = await env.client.get(BETA_NODEPOOLS, name)
+    beta["spec"]["size"]["target"] = 3
+    beta["spec"]["template"]["metadata"]["labels"]["tier"] = "gold"
+    updated = await env.client.update(BETA_NODEPOOLS, beta)
+    assert updated["apiVersion"] == "kubeloop.dev/v1beta1"
+    assert updated["spec"]["size"]["target"] == 3
+
+    alpha = await env.client.get(NODEPOOLS, name)
+    want = copy.deepcopy(created["spec"])
+    want["targetNodes"] = 3
+    want["labels"] = {"team": "ml", "tier": "gold"}
+    assert alpha["spec"] == want
+    assert alpha["metadata"]["annotations"] == {"example.com/owner": "ml-platform"}
+    assert alpha["metadata"]["generation"] == created["metadata"]["generation"] + 1
+
+    # created as v1beta1, stored and read as v1alpha1
+    fresh = copy.deepcopy(beta)
+    fresh["metadata"] = {"name": f"{name}-b", "labels": beta["metadata"]["labels"]}
+    created_beta = await env.create(BETA_NODEPOOLS, fresh)
+    assert created_beta["spec"] == fresh["spec"]
+    stored = await env.client.get(NODEPOOLS, f"{name}-b")
+    assert stored["spec"] == want
+
+
+async def test_a_list_converts_in_either_version(converting: Converting) -> None:
+    env = converting.env
+    names = [f"ls{i}-{env.run_id}" for i in range(3)]
+    for i, name in enumerate(names):
+        await env.create(NODEPOOLS, env.labelled(factories.nodepool(name, target=i)))
+    selector = ",".join(f"{k}={v}" for k, v in env.labels.items())
+    for res, target in ((BETA_NODEPOOLS, ("size", "target")), (NODEPOOLS, ("targetNodes",))):
+        listed = await env.client.list(res, label_selector=selector)
+        items = sorted(
+            (i for i in listed["items"] if i["metadata"]["name"] in names),
+            key=lambda i: i["metadata"]["name"],
+        )
+        assert [i["apiVersion"] for i in items] == [res.api_version] * 3
+        got = []
+        for item in items:
+            value: Any = item["spec"]
+            for key in target:
+                value = value[key]
+            got.append(value)
+        assert got == [0, 1, 2]
+
+
+async def test_a_conversion_error_is_a_clear_message(converting: Converting) -> None:
+    """A v1alpha1 pool whose carried-over v1beta1 fields are not JSON cannot be read as
+    v1beta1: the apiserver passes on our message naming the object and the annotation; as
+    v1alpha1 (no conversion) it still reads."""
+    env = converting.env
+    name = f"bad-{env.run_id}"
+    pool = env.labelled(factories.nodepool(name))
+    pool["metadata"]["annotations"] = {BETA_FIELDS: "{not json"}
+    await env.create(NODEPOOLS, pool)
+    with pytest.raises(ApiError) as err:
+        await env.client.get(BETA_NODEPOOLS, name)
+    assert err.value.status_code == 500
+    assert f"converting NodePool /{name} to kubeloop.dev/v1beta1" in err.value.message
+    assert f"annotation {BETA_FIELDS} is not JSON" in err.value.message
+    shown = await converting.kubectl("get", f"nodepools.v1beta1.kubeloop.dev/{name}")
+    assert shown.returncode == 1
+    assert f"annotation {BETA_FIELDS} is not JSON" in shown.stderr
+    assert (await env.client.get(NODEPOOLS, name))["metadata"]["name"] == name
