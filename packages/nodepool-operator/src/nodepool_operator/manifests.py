@@ -4,6 +4,9 @@
 
 The same files go to every ``--out`` directory: by default ``config/crd`` (kustomize, ``make
 install``) and the Helm chart's ``charts/nodepool-operator/crds``, so the two cannot drift.
+Without ``--out`` it also writes ``config/conversion``: the NodePool CRD serving ``v1beta1``
+too, converted by the operator's webhook behind config/webhook's Service, its CA injected by
+cert-manager (docs/versions.md says when to apply it).
 ``--check`` writes nothing: it prints a unified diff and exits 1 when the files in any ``--out``
 differ from what the types generate (stale, hand-edited, missing or left over).
 ``kubeloop manifests`` does the same for any module; this command adds the operator's two
@@ -16,11 +19,21 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Final
 
 from kubeloop import crd
-from nodepool_operator.api import CUSTOM_RESOURCES
+from nodepool_operator.api import (
+    CUSTOM_RESOURCES,
+    NODEPOOL_CONVERSION_PATH,
+    nodepool_served_as_v1beta1,
+)
 
 DEFAULT_OUTS = (Path("config/crd"), Path("charts/nodepool-operator/crds"))
+CONVERSION_OUT = Path("config/conversion")
+#: config/webhook's Service (the apiserver calls every webhook of the operator through it).
+WEBHOOK_SERVICE: Final = {"namespace": "nodepool-system", "name": "nodepool-operator-webhook"}
+#: config/certmanager's Certificate, whose CA cert-manager's CA injector puts in caBundle.
+SERVING_CERT: Final = "nodepool-system/nodepool-operator-serving-cert"
 HEADER = (
     "# Generated from the Python types in nodepool_operator/api (packages/nodepool-operator)\n"
     "# by `make manifests`.\n"
@@ -34,6 +47,20 @@ filename = crd.filename
 def render() -> dict[str, str]:
     """File name → YAML text of every CRD."""
     return crd.render(CUSTOM_RESOURCES, HEADER)
+
+
+def conversion_crd() -> dict[str, Any]:
+    """The NodePool CRD serving v1alpha1 (stored) and v1beta1, converted by the operator's
+    webhook behind config/webhook's Service, with cert-manager's CA injection annotation."""
+    service = {**WEBHOOK_SERVICE, "path": NODEPOOL_CONVERSION_PATH, "port": 443}
+    crd = nodepool_served_as_v1beta1({"service": service}).definition()
+    crd["metadata"]["annotations"] = {"cert-manager.io/inject-ca-from": SERVING_CERT}
+    return crd
+
+
+def render_conversion() -> dict[str, str]:
+    """File name → YAML text of config/conversion's CRD."""
+    return crd.render([conversion_crd()], HEADER)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,6 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     outs: list[Path] = args.out or list(DEFAULT_OUTS)
     stale = crd.write_manifests(CUSTOM_RESOURCES, outs, header=HEADER, check=args.check)
+    if not args.out:
+        stale += crd.write_manifests(
+            [conversion_crd()], [CONVERSION_OUT], header=HEADER, check=args.check
+        )
     if args.check and stale:
         print(f"{stale} CRD file(s) out of date; run `make manifests`", file=sys.stderr)
     return 1 if args.check and stale else 0
