@@ -16,19 +16,20 @@ import copy
 import json
 import subprocess
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kubeloop import ApiError, Resource
+from kubeloop import CRDS, ApiError, Resource
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import (
     BETA_FIELDS,
     NODEPOOL,
     NODEPOOL_CONVERSION_PATH,
     NODEPOOLS,
+    VERSION,
     nodepool_served_as_v1beta1,
 )
 from nodepool_operator.crdinstall import install_crds
@@ -48,8 +49,38 @@ class Converting:
     env: OperatorEnv
     cp: ControlPlane
 
-    async def kubectl(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return await kubectl(self.cp, *args)
+    client_config: dict[str, str]
+
+    async def kubectl(
+        self, *args: str, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return await kubectl(self.cp, *args, stdin=stdin)
+
+    async def stored_versions(self) -> list[str]:
+        crd = await self.env.client.get(CRDS, NODEPOOL.name)
+        return list(crd["status"]["storedVersions"])
+
+    async def migrate(self, version: str) -> dict[str, str]:
+        """docs/versions.md's storage-version migration, to ``version``: the CRD stores it,
+        every NodePool is read and written back, and only it stays in storedVersions.
+        Returns each pool's resourceVersion after its rewrite."""
+        crd = replace(nodepool_served_as_v1beta1(self.client_config), storage=version)
+        await install_crds(self.env.client, [crd.definition()])
+        plural = f"nodepools.{version}.kubeloop.dev"
+        for _ in range(5):  # a conflict: the object was written (so re-encoded) meanwhile
+            listed = await self.kubectl("get", plural, "-o", "json")
+            assert listed.returncode == 0, listed.stderr
+            replaced = await self.kubectl("replace", stdin=listed.stdout)
+            if replaced.returncode == 0:
+                break
+        assert replaced.returncode == 0, replaced.stderr
+        patched = await self.kubectl(
+            "patch", "crd", NODEPOOL.name, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"storedVersions": [version]}}),
+        )  # fmt: skip
+        assert patched.returncode == 0, patched.stderr
+        after = json.loads((await self.kubectl("get", plural, "-o", "json")).stdout)
+        return {i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in after["items"]}
 
 
 @pytest.fixture
@@ -76,10 +107,13 @@ async def converting(
             return False
         return True
 
+    converting = Converting(env, kube_control_plane, client_config)
     try:
         await env.eventually(converted, "the apiserver to call the conversion webhook", 30)
-        yield Converting(env, kube_control_plane)
+        yield converting
     finally:
+        if await converting.stored_versions() != [VERSION]:  # a migration test failed midway
+            await converting.migrate(VERSION)
         await install_crds(env.client, [NODEPOOL.definition()])
 
 
@@ -199,3 +233,37 @@ async def test_a_conversion_error_is_a_clear_message(converting: Converting) -> 
     assert shown.returncode == 1
     assert f"annotation {BETA_FIELDS} is not JSON" in shown.stderr
     assert (await env.client.get(NODEPOOLS, name))["metadata"]["name"] == name
+
+
+async def test_the_storage_version_migration_moves_every_pool_and_back(
+    converting: Converting,
+) -> None:
+    """docs/versions.md's steps, against the apiserver: after the CRD stores v1beta1, writing
+    each pool back unchanged re-encodes it (its resourceVersion moves, which an unchanged
+    write in the same storage version does not do), and storedVersions can then drop
+    v1alpha1. The same steps take it back."""
+    env = converting.env
+    names = [f"mig{i}-{env.run_id}" for i in range(2)]
+    for name in names:
+        await env.create(NODEPOOLS, env.labelled(factories.nodepool(name, target=1)))
+    before = {n: (await env.client.get(NODEPOOLS, n))["metadata"]["resourceVersion"] for n in names}
+
+    # an unchanged write in the storage version it is already in writes nothing
+    same = await converting.kubectl(
+        "get", f"nodepools.{VERSION}.kubeloop.dev", names[0], "-o", "json"
+    )
+    assert (await converting.kubectl("replace", stdin=same.stdout)).returncode == 0
+    unchanged = await env.client.get(NODEPOOLS, names[0])
+    assert unchanged["metadata"]["resourceVersion"] == before[names[0]]
+
+    moved = await converting.migrate("v1beta1")
+    assert await converting.stored_versions() == ["v1beta1"]
+    for name in names:
+        assert int(moved[name]) > int(before[name]), f"{name} was not rewritten"
+        pool = await env.client.get(NODEPOOLS, name)  # still read as v1alpha1, converted
+        assert (pool["spec"]["targetNodes"], pool["spec"]["instanceType"]) == (1, "m5.large")
+
+    back = await converting.migrate(VERSION)
+    assert await converting.stored_versions() == [VERSION]
+    for name in names:
+        assert int(back[name]) > int(moved[name]), f"{name} was not rewritten back"
