@@ -40,7 +40,13 @@ from kubeloop import (
 )
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.admission import AUTOSCALER_PATH, NODEPOOL_PATH
-from nodepool_operator.api import AUTOSCALERS, AWSNODECLASSES, NODEPOOL_CONVERSION_PATH, NODEPOOLS
+from nodepool_operator.api import (
+    AUTOSCALER_CONVERSION_PATH,
+    AUTOSCALERS,
+    AWSNODECLASSES,
+    NODEPOOL_CONVERSION_PATH,
+    NODEPOOLS,
+)
 from tests import factories
 from tests.e2e.conftest import LABEL, OperatorEnv
 from tests.e2e.webhooks import kubectl, serve_webhooks
@@ -121,7 +127,8 @@ async def webhooked(
     env = operator_env
     mgr, ca = await serve_webhooks(env, tmp_path / "certs")
     assert mgr.webhooks is not None
-    assert set(mgr.webhooks.paths) == {AUTOSCALER_PATH, NODEPOOL_PATH, NODEPOOL_CONVERSION_PATH}
+    conversions = {NODEPOOL_CONVERSION_PATH, AUTOSCALER_CONVERSION_PATH}
+    assert set(mgr.webhooks.paths) == {AUTOSCALER_PATH, NODEPOOL_PATH, *conversions}
     name = await install_webhook(env, mgr.webhooks.url(), ca.cert_pem)
     try:
         probe = await until_enforced(env, f"probe-{env.run_id}")

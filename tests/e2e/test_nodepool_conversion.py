@@ -1,12 +1,12 @@
-"""NodePool served as v1alpha1 and v1beta1, the real kube-apiserver calling the operator's
-conversion webhook.
+"""NodePool and Autoscaler served as v1alpha1 and v1beta1, the real kube-apiserver calling the
+operator's conversion webhook.
 
 The operator runs in-process with ``webhook_bind_address`` on 127.0.0.1 and certificates
-from :func:`~kubeloop.generate_serving_certificates`; the NodePool CRD is replaced by
-:func:`~nodepool_operator.api.nodepool_served_as_v1beta1` with ``url`` (the apiserver cannot
-reach a Service here, as in controller-runtime's envtest) and the CA as its ``caBundle``,
-and put back as config/crd has it afterwards (v1alpha1 stays the storage version, so
-nothing stored needs migrating back).
+from :func:`~kubeloop.generate_serving_certificates`; the NodePool and Autoscaler CRDs are
+replaced by ``nodepool_served_as_v1beta1`` and ``autoscaler_served_as_v1beta1`` with ``url``
+(the apiserver cannot reach a Service here, as in controller-runtime's envtest) and the CA
+as ``caBundle``, and put back as config/crd has them afterwards (v1alpha1 stays the storage
+version, so nothing stored needs migrating back).
 """
 
 from __future__ import annotations
@@ -25,11 +25,15 @@ import pytest
 from kubeloop import CRDS, ApiError, Resource
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import (
+    AUTOSCALER,
+    AUTOSCALER_CONVERSION_PATH,
+    AUTOSCALERS,
     BETA_FIELDS,
     NODEPOOL,
     NODEPOOL_CONVERSION_PATH,
     NODEPOOLS,
     VERSION,
+    autoscaler_served_as_v1beta1,
     nodepool_served_as_v1beta1,
 )
 from nodepool_operator.crdinstall import install_crds
@@ -40,6 +44,7 @@ from tests.e2e.webhooks import kubectl, serve_webhooks
 pytestmark = pytest.mark.integration
 
 BETA_NODEPOOLS: Resource = nodepool_served_as_v1beta1({}).resource("v1beta1")
+BETA_AUTOSCALERS: Resource = autoscaler_served_as_v1beta1({}).resource("v1beta1")
 
 
 @dataclass
@@ -95,14 +100,23 @@ async def converting(
         "url": mgr.webhooks.url(NODEPOOL_CONVERSION_PATH),
         "caBundle": base64.b64encode(ca.cert_pem).decode(),
     }
-    await install_crds(env.client, [nodepool_served_as_v1beta1(client_config).definition()])
+    scalers_config = {**client_config, "url": mgr.webhooks.url(AUTOSCALER_CONVERSION_PATH)}
+    await install_crds(
+        env.client,
+        [
+            nodepool_served_as_v1beta1(client_config).definition(),
+            autoscaler_served_as_v1beta1(scalers_config).definition(),
+        ],
+    )
     probe = f"probe-{env.run_id}"
     await env.create(NODEPOOLS, factories.nodepool(probe))
+    await env.create(AUTOSCALERS, factories.autoscaler(probe, pool=probe, namespaces=["default"]))
 
     async def converted() -> bool:
-        # the apiserver loads the CRD's new conversion stanza a moment after it is written
+        # the apiserver loads the CRDs' new conversion stanzas a moment after they are written
         try:
             await env.client.get(BETA_NODEPOOLS, probe)
+            await env.client.get(BETA_AUTOSCALERS, probe)
         except ApiError:
             return False
         return True
@@ -114,7 +128,7 @@ async def converting(
     finally:
         if await converting.stored_versions() != [VERSION]:  # a migration test failed midway
             await converting.migrate(VERSION)
-        await install_crds(env.client, [NODEPOOL.definition()])
+        await install_crds(env.client, [NODEPOOL.definition(), AUTOSCALER.definition()])
 
 
 def full_pool(env: OperatorEnv, name: str) -> dict[str, Any]:
@@ -267,3 +281,34 @@ async def test_the_storage_version_migration_moves_every_pool_and_back(
     assert await converting.stored_versions() == [VERSION]
     for name in names:
         assert int(back[name]) > int(moved[name]), f"{name} was not rewritten back"
+
+
+async def test_an_autoscaler_created_as_v1alpha1_reads_back_as_v1beta1(
+    converting: Converting,
+) -> None:
+    """Its scale-down settings grouped in v1beta1; a write through v1beta1 stored as
+    v1alpha1 with nothing else changed."""
+    env = converting.env
+    name = f"as-{env.run_id}"
+    scaler = factories.autoscaler(
+        name, pool=name, namespaces=["default"], scaleDownEnabled=True, maxNodes=3
+    )
+    created = await env.create(AUTOSCALERS, scaler)
+    beta = await env.client.get(BETA_AUTOSCALERS, name)
+    assert beta["apiVersion"] == "kubeloop.dev/v1beta1"
+    assert beta["spec"]["scaleDown"] == {
+        "enabled": True,
+        "unneededTime": created["spec"]["scaleDownUnneededTime"],
+    }
+    assert not {"scaleDownEnabled", "scaleDownUnneededTime"} & set(beta["spec"])
+    assert (beta["spec"]["nodePoolRef"], beta["spec"]["maxNodes"]) == ({"name": name}, 3)
+    shown = await converting.kubectl(
+        "get", f"autoscalers.v1beta1.kubeloop.dev/{name}", "-o", "json"
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["spec"] == beta["spec"]
+
+    beta["spec"]["scaleDown"]["enabled"] = False
+    await env.client.update(BETA_AUTOSCALERS, beta)
+    alpha = await env.client.get(AUTOSCALERS, name)
+    assert alpha["spec"] == {**created["spec"], "scaleDownEnabled": False}

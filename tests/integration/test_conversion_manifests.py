@@ -1,5 +1,5 @@
 """config/conversion against the real kube-apiserver: kustomize renders it, and the apiserver
-accepts it over config/crd's NodePool CRD (a server-side dry run: nothing changes for the
+accepts each CRD over config/crd's (a server-side dry run: nothing changes for the
 other tests sharing this control plane)."""
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_apiserver_accepts_the_two_version_nodepool_crd(
-    kube_control_plane: ControlPlane,
+@pytest.mark.parametrize("plural", ["nodepools", "autoscalers"])
+def test_the_apiserver_accepts_the_two_version_crd(
+    kube_control_plane: ControlPlane, plural: str
 ) -> None:
-    kube_control_plane.install_crds([ROOT / "config" / "crd" / "kubeloop.dev_nodepools.yaml"])
-    (crd,) = render_kustomize(ROOT / "config" / "conversion")
+    kube_control_plane.install_crds([ROOT / "config" / "crd" / f"kubeloop.dev_{plural}.yaml"])
+    rendered = render_kustomize(ROOT / "config" / "conversion")
+    (crd,) = [c for c in rendered if c["spec"]["names"]["plural"] == plural]
     result = subprocess.run(
         [
             str(kubectl()),
@@ -48,6 +50,6 @@ def test_the_apiserver_accepts_the_two_version_nodepool_crd(
     assert applied["spec"]["conversion"]["strategy"] == "Webhook"
     # a dry run: the stored CRD still serves v1alpha1 only
     stored = kube_control_plane.rest().get(
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/nodepools.kubeloop.dev"
+        f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.kubeloop.dev"
     )
     assert [v["name"] for v in stored["spec"]["versions"]] == ["v1alpha1"]

@@ -4,7 +4,8 @@
 
 The same files go to every ``--out`` directory: by default ``config/crd`` (kustomize, ``make
 install``) and the Helm chart's ``charts/nodepool-operator/crds``, so the two cannot drift.
-Without ``--out`` it also writes ``config/conversion``: the NodePool CRD serving ``v1beta1``
+Without ``--out`` it also writes ``config/conversion``: the NodePool and Autoscaler CRDs
+serving ``v1beta1``
 too, converted by the operator's webhook behind config/webhook's Service, its CA injected by
 cert-manager (docs/versions.md says when to apply it).
 ``--check`` writes nothing: it prints a unified diff and exits 1 when the files in any ``--out``
@@ -23,8 +24,10 @@ from typing import Any, Final
 
 from kubeloop import crd
 from nodepool_operator.api import (
+    AUTOSCALER_CONVERSION_PATH,
     CUSTOM_RESOURCES,
     NODEPOOL_CONVERSION_PATH,
+    autoscaler_served_as_v1beta1,
     nodepool_served_as_v1beta1,
 )
 
@@ -49,18 +52,25 @@ def render() -> dict[str, str]:
     return crd.render(CUSTOM_RESOURCES, HEADER)
 
 
-def conversion_crd() -> dict[str, Any]:
-    """The NodePool CRD serving v1alpha1 (stored) and v1beta1, converted by the operator's
-    webhook behind config/webhook's Service, with cert-manager's CA injection annotation."""
-    service = {**WEBHOOK_SERVICE, "path": NODEPOOL_CONVERSION_PATH, "port": 443}
-    crd = nodepool_served_as_v1beta1({"service": service}).definition()
-    crd["metadata"]["annotations"] = {"cert-manager.io/inject-ca-from": SERVING_CERT}
-    return crd
+def conversion_crds() -> list[dict[str, Any]]:
+    """The NodePool and Autoscaler CRDs serving v1alpha1 (stored) and v1beta1, converted by
+    the operator's webhook behind config/webhook's Service, with cert-manager's CA injection
+    annotation."""
+    out = []
+    for served, path in (
+        (nodepool_served_as_v1beta1, NODEPOOL_CONVERSION_PATH),
+        (autoscaler_served_as_v1beta1, AUTOSCALER_CONVERSION_PATH),
+    ):
+        service = {**WEBHOOK_SERVICE, "path": path, "port": 443}
+        definition = served({"service": service}).definition()
+        definition["metadata"]["annotations"] = {"cert-manager.io/inject-ca-from": SERVING_CERT}
+        out.append(definition)
+    return out
 
 
 def render_conversion() -> dict[str, str]:
-    """File name → YAML text of config/conversion's CRD."""
-    return crd.render([conversion_crd()], HEADER)
+    """File name → YAML text of config/conversion's CRDs."""
+    return crd.render(conversion_crds(), HEADER)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stale = crd.write_manifests(CUSTOM_RESOURCES, outs, header=HEADER, check=args.check)
     if not args.out:
         stale += crd.write_manifests(
-            [conversion_crd()], [CONVERSION_OUT], header=HEADER, check=args.check
+            conversion_crds(), [CONVERSION_OUT], header=HEADER, check=args.check
         )
     if args.check and stale:
         print(f"{stale} CRD file(s) out of date; run `make manifests`", file=sys.stderr)

@@ -19,7 +19,13 @@ from kubeloop import (
     load_kubeconfig,
 )
 from nodepool_operator.admission import PoolAdmission
-from nodepool_operator.api import NODEPOOL_CONVERSION_PATH, crds, nodepool_converter
+from nodepool_operator.api import (
+    AUTOSCALER_CONVERSION_PATH,
+    NODEPOOL_CONVERSION_PATH,
+    autoscaler_converter,
+    crds,
+    nodepool_converter,
+)
 from nodepool_operator.cloud import (
     AwsCloud,
     CloudProvider,
@@ -136,8 +142,9 @@ def build_manager(
             )
         )
         PoolAdmission(client).register(server)
-        # NodePool v1beta1 <-> v1alpha1, for a CRD serving both (nodepool_served_as_v1beta1)
+        # v1beta1 <-> v1alpha1, for CRDs serving both (config/conversion, docs/versions.md)
         server.add_conversion(NODEPOOL_CONVERSION_PATH, nodepool_converter())
+        server.add_conversion(AUTOSCALER_CONVERSION_PATH, autoscaler_converter())
     return mgr
 
 

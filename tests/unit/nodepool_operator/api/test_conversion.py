@@ -1,5 +1,6 @@
-"""NodePool conversion between v1alpha1 (the hub) and v1beta1: each field's move, the round
-trip in both directions losing nothing (unmapped fields included), and clear errors."""
+"""NodePool and Autoscaler conversion between v1alpha1 (the hub) and v1beta1: each field's
+move, the round trip in both directions losing nothing (unmapped fields included), and clear
+errors."""
 
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ from kubeloop.webhook import ConversionError
 from nodepool_operator.api import (
     ALPHA_FIELDS,
     BETA_FIELDS,
+    AutoscalerV1beta1,
     NodePoolV1beta1,
+    autoscaler_converter,
     nodepool_converter,
+    parse_autoscaler,
     parse_nodepool,
 )
-from tests.factories import nodepool
+from tests.factories import autoscaler, nodepool
 
 ALPHA = "kubeloop.dev/v1alpha1"
 BETA = "kubeloop.dev/v1beta1"
@@ -177,3 +181,53 @@ def test_an_object_without_spec_converts() -> None:
     obj = _obj(ALPHA, {})
     del obj["spec"]
     assert "spec" not in CONVERT.convert(copy.deepcopy(obj), BETA)
+
+
+# -- Autoscaler --------------------------------------------------------------------------------
+SCALERS = autoscaler_converter()
+SCALER_ALPHA = {
+    "nodePoolRef": {"name": "p"},
+    "namespaces": ["prod", "batch"],
+    "frequency": "30s",
+    "maxNodes": 5,
+    "scaleDownEnabled": True,
+    "scaleDownUnneededTime": "15m",
+}
+SCALER_BETA = {
+    "nodePoolRef": {"name": "p"},
+    "namespaces": ["prod", "batch"],
+    "frequency": "30s",
+    "maxNodes": 5,
+    "scaleDown": {"enabled": True, "unneededTime": "15m"},
+}
+
+
+def _scaler(api_version: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": "Autoscaler",
+        "metadata": {"name": "a"},
+        "spec": spec,
+    }
+
+
+def test_autoscaler_scale_down_fields_group_both_ways() -> None:
+    assert SCALERS.convert(_scaler(ALPHA, dict(SCALER_ALPHA)), BETA) == _scaler(BETA, SCALER_BETA)
+    assert SCALERS.convert(_scaler(BETA, copy.deepcopy(SCALER_BETA)), ALPHA) == _scaler(
+        ALPHA, SCALER_ALPHA
+    )
+    beta = parse(AutoscalerV1beta1, _scaler(BETA, SCALER_BETA))
+    alpha = parse_autoscaler(_scaler(ALPHA, SCALER_ALPHA))
+    assert (beta.spec.scale_down.enabled, beta.spec.scale_down.unneeded_time) == (
+        alpha.spec.scale_down_enabled,
+        alpha.spec.scale_down_unneeded_time,
+    )
+
+
+def test_an_autoscaler_round_trips() -> None:
+    for start in (autoscaler("a", pool="p", namespaces=["x"]), autoscaler("b", frequency=None)):
+        assert SCALERS.convert(SCALERS.convert(copy.deepcopy(start), BETA), ALPHA) == start
+    beta = _scaler(BETA, {"nodePoolRef": {"name": "p"}, "namespaces": ["x"], "scaleDown": {}})
+    # an emptied group is not carried: it holds nothing to keep
+    back = SCALERS.convert(SCALERS.convert(copy.deepcopy(beta), ALPHA), BETA)
+    assert back["spec"] == {"nodePoolRef": {"name": "p"}, "namespaces": ["x"]}

@@ -1,5 +1,5 @@
-"""The operator's API, group ``kubeloop.dev``, version ``v1alpha1`` (NodePool also ``v1beta1``,
-converted by the operator's webhook: docs/versions.md): NodePool, Autoscaler,
+"""The operator's API, group ``kubeloop.dev``, version ``v1alpha1`` (NodePool and Autoscaler
+also ``v1beta1``, converted by the operator's webhook: docs/versions.md): NodePool, Autoscaler,
 Instance and AwsNodeClass as Python types, the CRDs generated from them, and typed parsing
 for controllers.
 
@@ -34,10 +34,17 @@ from nodepool_operator.api._autoscaler import (
     parse_autoscaler,
     parse_autoscaler_status,
 )
+from nodepool_operator.api._autoscaler_v1beta1 import (
+    AutoscalerSpecV1beta1,
+    AutoscalerV1beta1,
+    ScaleDown,
+)
 from nodepool_operator.api._conversion import (
     ALPHA_FIELDS,
+    AUTOSCALER_CONVERSION_PATH,
     BETA_FIELDS,
     NODEPOOL_CONVERSION_PATH,
+    autoscaler_converter,
     nodepool_converter,
 )
 from nodepool_operator.api._crds import (
@@ -53,6 +60,7 @@ from nodepool_operator.api._crds import (
     NODEPOOL,
     NODEPOOLS,
     VERSION,
+    autoscaler_served_as_v1beta1,
     crds,
     nodepool_served_as_v1beta1,
 )
@@ -109,6 +117,7 @@ __all__ = [
     "ALPHA_FIELDS",
     "AUTOSCALER",
     "AUTOSCALERS",
+    "AUTOSCALER_CONVERSION_PATH",
     "AWSNODECLASS",
     "AWSNODECLASSES",
     "BETA_FIELDS",
@@ -133,7 +142,9 @@ __all__ = [
     "VERSION",
     "Autoscaler",
     "AutoscalerSpec",
+    "AutoscalerSpecV1beta1",
     "AutoscalerStatus",
+    "AutoscalerV1beta1",
     "AwsNodeClass",
     "AwsNodeClassSpec",
     "Budget",
@@ -164,10 +175,13 @@ __all__ = [
     "NodeTemplateMetadata",
     "NodeTemplateSpec",
     "ObjectMeta",
+    "ScaleDown",
     "ScaleOperation",
     "Taint",
     "TaintEffect",
     "UnremovableNode",
+    "autoscaler_converter",
+    "autoscaler_served_as_v1beta1",
     "crds",
     "format_duration",
     "nodepool_converter",

@@ -1,7 +1,9 @@
-"""Converting NodePools between ``v1alpha1`` (the hub: the storage version, what the
-controllers read) and ``v1beta1`` (a spoke), served by the operator's conversion webhook.
+"""Converting NodePools and Autoscalers between ``v1alpha1`` (the hub: the storage version,
+what the controllers read) and ``v1beta1`` (a spoke), served by the operator's conversion
+webhook.
 
-Every field maps one to one (``FIELD_MAP``), so no value is lost either way. A field the
+Every spec field maps one to one (``NODEPOOL_FIELDS``, ``AUTOSCALER_FIELDS``: a v1beta1
+path and the v1alpha1 field holding its value), so no value is lost either way. A field the
 map does not know (one a later version adds before this converter learns it) is not
 dropped either: as Kubebuilder's converters do, it travels in an annotation of the other
 version (``BETA_FIELDS`` / ``ALPHA_FIELDS``, JSON) and is put back when the object is
@@ -22,13 +24,16 @@ BETA: Final = "v1beta1"
 #: Where the operator's webhook server serves the conversion (Kubebuilder's /convert, one
 #: path per kind here, as each kind has its own converter).
 NODEPOOL_CONVERSION_PATH: Final = "/convert-kubeloop-dev-nodepool"
+AUTOSCALER_CONVERSION_PATH: Final = "/convert-kubeloop-dev-autoscaler"
 #: Where v1beta1 spec fields that v1alpha1 cannot hold wait while the object is v1alpha1.
 BETA_FIELDS: Final = "conversion.kubeloop.dev/v1beta1-spec"
 #: Where v1alpha1 spec fields that v1beta1 cannot hold wait while the object is v1beta1.
 ALPHA_FIELDS: Final = "conversion.kubeloop.dev/v1alpha1-spec"
 
 #: Each v1beta1 spec field (as a path) and the v1alpha1 spec field that holds its value.
-FIELD_MAP: Final[tuple[tuple[tuple[str, ...], str], ...]] = (
+FieldMap = tuple[tuple[tuple[str, ...], str], ...]
+
+NODEPOOL_FIELDS: Final[FieldMap] = (
     (("size", "target"), "targetNodes"),
     (("size", "min"), "minNodes"),
     (("size", "max"), "maxNodes"),
@@ -41,6 +46,14 @@ FIELD_MAP: Final[tuple[tuple[tuple[str, ...], str], ...]] = (
     (("template", "spec", "nodeClassRef"), "nodeClassRef"),
     (("reserveNewNodes",), "reserveNewNodes"),
     (("disruption",), "disruption"),
+)
+AUTOSCALER_FIELDS: Final[FieldMap] = (
+    (("nodePoolRef",), "nodePoolRef"),
+    (("namespaces",), "namespaces"),
+    (("frequency",), "frequency"),
+    (("maxNodes",), "maxNodes"),
+    (("scaleDown", "enabled"), "scaleDownEnabled"),
+    (("scaleDown", "unneededTime"), "scaleDownUnneededTime"),
 )
 
 
@@ -112,13 +125,13 @@ def _unstash(obj: Object, key: str) -> dict[str, Any]:
     return value
 
 
-def beta_to_alpha(obj: Object) -> None:
-    """A v1beta1 NodePool as v1alpha1 (in place)."""
+def beta_to_alpha(obj: Object, fields: FieldMap) -> None:
+    """A v1beta1 object as v1alpha1 (in place), its spec moved by ``fields``."""
     if "spec" not in obj:
         return
     spec = _object(obj["spec"], "spec")
     alpha: dict[str, Any] = {}
-    for path, name in FIELD_MAP:
+    for path, name in fields:
         found, value = _pop_path(spec, path)
         if found:
             alpha[name] = value
@@ -127,13 +140,13 @@ def beta_to_alpha(obj: Object) -> None:
     obj["spec"] = alpha
 
 
-def alpha_to_beta(obj: Object) -> None:
-    """A v1alpha1 NodePool as v1beta1 (in place)."""
+def alpha_to_beta(obj: Object, fields: FieldMap) -> None:
+    """A v1alpha1 object as v1beta1 (in place), its spec moved by ``fields``."""
     if "spec" not in obj:
         return
     spec = _object(obj["spec"], "spec")
     beta: dict[str, Any] = {}
-    for path, name in FIELD_MAP:
+    for path, name in fields:
         if name in spec:
             _set_path(beta, path, spec.pop(name))
     _merge(beta, _unstash(obj, BETA_FIELDS))
@@ -141,9 +154,19 @@ def alpha_to_beta(obj: Object) -> None:
     obj["spec"] = beta
 
 
+def field_map_converter(fields: FieldMap) -> Converter:
+    """A converter moving spec fields by ``fields``: v1alpha1 the hub, v1beta1 both ways."""
+    converter = Converter(hub=HUB)
+    converter.to_hub(BETA)(lambda obj: beta_to_alpha(obj, fields))
+    converter.from_hub(BETA)(lambda obj: alpha_to_beta(obj, fields))
+    return converter
+
+
 def nodepool_converter() -> Converter:
     """The NodePool's converter: v1alpha1 the hub, v1beta1 both ways."""
-    converter = Converter(hub=HUB)
-    converter.to_hub(BETA)(beta_to_alpha)
-    converter.from_hub(BETA)(alpha_to_beta)
-    return converter
+    return field_map_converter(NODEPOOL_FIELDS)
+
+
+def autoscaler_converter() -> Converter:
+    """The Autoscaler's converter: v1alpha1 the hub, v1beta1 both ways."""
+    return field_map_converter(AUTOSCALER_FIELDS)

@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from kubeloop.crd import AGE, CustomResource, PrinterColumn, Scale, Version
 from nodepool_operator.api._autoscaler import Autoscaler
+from nodepool_operator.api._autoscaler_v1beta1 import AutoscalerV1beta1
 from nodepool_operator.api._conversion import BETA
 from nodepool_operator.api._instance import Instance
 from nodepool_operator.api._nodeclass import AwsNodeClass
@@ -73,43 +74,46 @@ def nodepool_served_as_v1beta1(client_config: Mapping[str, Any]) -> CustomResour
     ``service`` in a cluster, a ``url`` in tests; ``caBundle`` or cert-manager's CA
     injector makes the apiserver trust it). docs/versions.md says why ``NODEPOOL`` (what
     config/crd holds) serves v1alpha1 only until the webhook is installed everywhere."""
+    return _with_conversion(NODEPOOL, _NODEPOOL_V1BETA1, client_config)
+
+
+def _with_conversion(
+    kind: CustomResource, beta: Version, client_config: Mapping[str, Any]
+) -> CustomResource:
+    """``kind`` serving ``beta`` too, v1alpha1 stored, converted by the webhook."""
     webhook = {"clientConfig": dict(client_config), "conversionReviewVersions": ["v1"]}
     return replace(
-        NODEPOOL,
-        versions=(_NODEPOOL_V1ALPHA1, _NODEPOOL_V1BETA1),
+        kind,
+        versions=(*kind.versions, beta),
         storage=VERSION,
         conversion={"strategy": "Webhook", "webhook": webhook},
     )
 
 
+_AUTOSCALER_COLUMNS: Final = (
+    PrinterColumn("Pool", ".spec.nodePoolRef.name", "string", "The NodePool it scales."),
+    PrinterColumn(
+        "Pending", ".status.unschedulablePods", "integer", "Pods unschedulable for size."
+    ),
+    PrinterColumn("Decision", ".status.lastDecision", "string", "The last scaling decision."),
+    AGE,
+)
 AUTOSCALER: Final = CustomResource(
     GROUP,
     "Autoscaler",
     "autoscalers",
-    (
-        Version(
-            VERSION,
-            Autoscaler,
-            (
-                PrinterColumn(
-                    "Pool", ".spec.nodePoolRef.name", "string", "The NodePool it scales."
-                ),
-                PrinterColumn(
-                    "Pending",
-                    ".status.unschedulablePods",
-                    "integer",
-                    "Pods unschedulable for size.",
-                ),
-                PrinterColumn(
-                    "Decision", ".status.lastDecision", "string", "The last scaling decision."
-                ),
-                AGE,
-            ),
-        ),
-    ),
+    (Version(VERSION, Autoscaler, _AUTOSCALER_COLUMNS),),
     namespaced=False,
     categories=(CATEGORY,),
 )
+
+
+def autoscaler_served_as_v1beta1(client_config: Mapping[str, Any]) -> CustomResource:
+    """Autoscaler served as v1alpha1 and v1beta1, as :func:`nodepool_served_as_v1beta1`."""
+    beta = Version(BETA, AutoscalerV1beta1, _AUTOSCALER_COLUMNS)
+    return _with_conversion(AUTOSCALER, beta, client_config)
+
+
 INSTANCE: Final = CustomResource(
     GROUP,
     "Instance",
