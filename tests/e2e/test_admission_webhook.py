@@ -44,6 +44,7 @@ from nodepool_operator.api import (
     AUTOSCALER_CONVERSION_PATH,
     AUTOSCALERS,
     AWSNODECLASSES,
+    INSTANCE_CONVERSION_PATH,
     NODEPOOL_CONVERSION_PATH,
     NODEPOOLS,
 )
@@ -127,7 +128,7 @@ async def webhooked(
     env = operator_env
     mgr, ca = await serve_webhooks(env, tmp_path / "certs")
     assert mgr.webhooks is not None
-    conversions = {NODEPOOL_CONVERSION_PATH, AUTOSCALER_CONVERSION_PATH}
+    conversions = {NODEPOOL_CONVERSION_PATH, AUTOSCALER_CONVERSION_PATH, INSTANCE_CONVERSION_PATH}
     assert set(mgr.webhooks.paths) == {AUTOSCALER_PATH, NODEPOOL_PATH, *conversions}
     name = await install_webhook(env, mgr.webhooks.url(), ca.cert_pem)
     try:

@@ -1,12 +1,12 @@
-"""NodePool and Autoscaler served as v1alpha1 and v1beta1, the real kube-apiserver calling the
-operator's conversion webhook.
+"""NodePool, Autoscaler and Instance served as v1alpha1 and v1beta1, the real kube-apiserver
+calling the operator's conversion webhook.
 
 The operator runs in-process with ``webhook_bind_address`` on 127.0.0.1 and certificates
-from :func:`~kubeloop.generate_serving_certificates`; the NodePool and Autoscaler CRDs are
-replaced by ``nodepool_served_as_v1beta1`` and ``autoscaler_served_as_v1beta1`` with ``url``
-(the apiserver cannot reach a Service here, as in controller-runtime's envtest) and the CA
-as ``caBundle``, and put back as config/crd has them afterwards (v1alpha1 stays the storage
-version, so nothing stored needs migrating back).
+from :func:`~kubeloop.generate_serving_certificates`; the three CRDs are replaced by
+``nodepool_served_as_v1beta1`` and its two siblings with ``url`` (the apiserver cannot reach
+a Service here, as in controller-runtime's envtest) and the CA as ``caBundle``, and put back
+as config/crd has them afterwards (v1alpha1 stays the storage version, so nothing stored
+needs migrating back).
 """
 
 from __future__ import annotations
@@ -29,11 +29,15 @@ from nodepool_operator.api import (
     AUTOSCALER_CONVERSION_PATH,
     AUTOSCALERS,
     BETA_FIELDS,
+    INSTANCE,
+    INSTANCE_CONVERSION_PATH,
+    INSTANCES,
     NODEPOOL,
     NODEPOOL_CONVERSION_PATH,
     NODEPOOLS,
     VERSION,
     autoscaler_served_as_v1beta1,
+    instance_served_as_v1beta1,
     nodepool_served_as_v1beta1,
 )
 from nodepool_operator.crdinstall import install_crds
@@ -45,6 +49,7 @@ pytestmark = pytest.mark.integration
 
 BETA_NODEPOOLS: Resource = nodepool_served_as_v1beta1({}).resource("v1beta1")
 BETA_AUTOSCALERS: Resource = autoscaler_served_as_v1beta1({}).resource("v1beta1")
+BETA_INSTANCES: Resource = instance_served_as_v1beta1({}).resource("v1beta1")
 
 
 @dataclass
@@ -101,11 +106,13 @@ async def converting(
         "caBundle": base64.b64encode(ca.cert_pem).decode(),
     }
     scalers_config = {**client_config, "url": mgr.webhooks.url(AUTOSCALER_CONVERSION_PATH)}
+    vms_config = {**client_config, "url": mgr.webhooks.url(INSTANCE_CONVERSION_PATH)}
     await install_crds(
         env.client,
         [
             nodepool_served_as_v1beta1(client_config).definition(),
             autoscaler_served_as_v1beta1(scalers_config).definition(),
+            instance_served_as_v1beta1(vms_config).definition(),
         ],
     )
     probe = f"probe-{env.run_id}"
@@ -117,6 +124,7 @@ async def converting(
         try:
             await env.client.get(BETA_NODEPOOLS, probe)
             await env.client.get(BETA_AUTOSCALERS, probe)
+            await env.client.list(BETA_INSTANCES, "default")
         except ApiError:
             return False
         return True
@@ -128,7 +136,8 @@ async def converting(
     finally:
         if await converting.stored_versions() != [VERSION]:  # a migration test failed midway
             await converting.migrate(VERSION)
-        await install_crds(env.client, [NODEPOOL.definition(), AUTOSCALER.definition()])
+        restored = [NODEPOOL.definition(), AUTOSCALER.definition(), INSTANCE.definition()]
+        await install_crds(env.client, restored)
 
 
 def full_pool(env: OperatorEnv, name: str) -> dict[str, Any]:
@@ -312,3 +321,18 @@ async def test_an_autoscaler_created_as_v1alpha1_reads_back_as_v1beta1(
     await env.client.update(BETA_AUTOSCALERS, beta)
     alpha = await env.client.get(AUTOSCALERS, name)
     assert alpha["spec"] == {**created["spec"], "scaleDownEnabled": False}
+
+
+async def test_an_instance_created_as_v1alpha1_reads_back_as_v1beta1(
+    converting: Converting,
+) -> None:
+    env = converting.env
+    name = f"vm-{env.run_id}"
+    vm = factories.instance(name, namespace="default", image="ami-0abcdef1234567890")
+    created = await env.create(INSTANCES, env.labelled(vm), "default")
+    beta = await env.client.get(BETA_INSTANCES, name, "default")
+    assert beta["spec"] == {"imageId": "ami-0abcdef1234567890", "instanceType": "m5.large"}
+    beta["spec"]["instanceType"] = "m5.xlarge"
+    await env.client.update(BETA_INSTANCES, beta)
+    alpha = await env.client.get(INSTANCES, name, "default")
+    assert alpha["spec"] == {**created["spec"], "instanceType": "m5.xlarge"}

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("plural", ["nodepools", "autoscalers"])
+@pytest.mark.parametrize("plural", ["nodepools", "autoscalers", "instances"])
 def test_the_apiserver_accepts_the_two_version_crd(
     kube_control_plane: ControlPlane, plural: str
 ) -> None:

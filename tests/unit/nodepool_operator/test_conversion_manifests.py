@@ -1,6 +1,6 @@
-"""config/conversion: the NodePool and Autoscaler CRDs serving v1beta1, as `make manifests`
-writes them, pointing at the Service, paths and Certificate that config/webhook, the operator
-and config/certmanager actually have."""
+"""config/conversion: the NodePool, Autoscaler and Instance CRDs serving v1beta1, as
+`make manifests` writes them, pointing at the Service, paths and Certificate that
+config/webhook, the operator and config/certmanager actually have."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from nodepool_operator import manifests
 from nodepool_operator.api import (
     AUTOSCALER,
     AUTOSCALER_CONVERSION_PATH,
+    INSTANCE,
+    INSTANCE_CONVERSION_PATH,
     NODEPOOL,
     NODEPOOL_CONVERSION_PATH,
 )
@@ -21,7 +23,8 @@ from nodepool_operator.api import (
 ROOT = Path(__file__).resolve().parents[3]
 CONVERSION = ROOT / manifests.CONVERSION_OUT
 KINDS = [("nodepools", NODEPOOL.name, NODEPOOL_CONVERSION_PATH),
-         ("autoscalers", AUTOSCALER.name, AUTOSCALER_CONVERSION_PATH)]  # fmt: skip
+         ("autoscalers", AUTOSCALER.name, AUTOSCALER_CONVERSION_PATH),
+         ("instances", INSTANCE.name, INSTANCE_CONVERSION_PATH)]  # fmt: skip
 each_kind = pytest.mark.parametrize(("plural", "name", "path"), KINDS, ids=[k[0] for k in KINDS])
 
 

@@ -4,8 +4,8 @@
 
 The same files go to every ``--out`` directory: by default ``config/crd`` (kustomize, ``make
 install``) and the Helm chart's ``charts/nodepool-operator/crds``, so the two cannot drift.
-Without ``--out`` it also writes ``config/conversion``: the NodePool and Autoscaler CRDs
-serving ``v1beta1``
+Without ``--out`` it also writes ``config/conversion``: the NodePool, Autoscaler and
+Instance CRDs serving ``v1beta1``
 too, converted by the operator's webhook behind config/webhook's Service, its CA injected by
 cert-manager (docs/versions.md says when to apply it).
 ``--check`` writes nothing: it prints a unified diff and exits 1 when the files in any ``--out``
@@ -26,8 +26,10 @@ from kubeloop import crd
 from nodepool_operator.api import (
     AUTOSCALER_CONVERSION_PATH,
     CUSTOM_RESOURCES,
+    INSTANCE_CONVERSION_PATH,
     NODEPOOL_CONVERSION_PATH,
     autoscaler_served_as_v1beta1,
+    instance_served_as_v1beta1,
     nodepool_served_as_v1beta1,
 )
 
@@ -53,13 +55,14 @@ def render() -> dict[str, str]:
 
 
 def conversion_crds() -> list[dict[str, Any]]:
-    """The NodePool and Autoscaler CRDs serving v1alpha1 (stored) and v1beta1, converted by
-    the operator's webhook behind config/webhook's Service, with cert-manager's CA injection
-    annotation."""
+    """The NodePool, Autoscaler and Instance CRDs serving v1alpha1 (stored) and v1beta1,
+    converted by the operator's webhook behind config/webhook's Service, with cert-manager's
+    CA injection annotation."""
     out = []
     for served, path in (
         (nodepool_served_as_v1beta1, NODEPOOL_CONVERSION_PATH),
         (autoscaler_served_as_v1beta1, AUTOSCALER_CONVERSION_PATH),
+        (instance_served_as_v1beta1, INSTANCE_CONVERSION_PATH),
     ):
         service = {**WEBHOOK_SERVICE, "path": path, "port": 443}
         definition = served({"service": service}).definition()

@@ -1,4 +1,4 @@
-"""NodePool and Autoscaler conversion between v1alpha1 (the hub) and v1beta1: each field's
+"""NodePool, Autoscaler and Instance conversion between v1alpha1 (the hub) and v1beta1: each field's
 move, the round trip in both directions losing nothing (unmapped fields included), and clear
 errors."""
 
@@ -16,13 +16,16 @@ from nodepool_operator.api import (
     ALPHA_FIELDS,
     BETA_FIELDS,
     AutoscalerV1beta1,
+    InstanceV1beta1,
     NodePoolV1beta1,
     autoscaler_converter,
+    instance_converter,
     nodepool_converter,
     parse_autoscaler,
+    parse_instance,
     parse_nodepool,
 )
-from tests.factories import autoscaler, nodepool
+from tests.factories import autoscaler, instance, nodepool
 
 ALPHA = "kubeloop.dev/v1alpha1"
 BETA = "kubeloop.dev/v1beta1"
@@ -231,3 +234,16 @@ def test_an_autoscaler_round_trips() -> None:
     # an emptied group is not carried: it holds nothing to keep
     back = SCALERS.convert(SCALERS.convert(copy.deepcopy(beta), ALPHA), BETA)
     assert back["spec"] == {"nodePoolRef": {"name": "p"}, "namespaces": ["x"]}
+
+
+# -- Instance ----------------------------------------------------------------------------------
+def test_instance_image_is_named_image_id_in_v1beta1() -> None:
+    vm = instance("vm", namespace="ns", image="ami-0abcdef1234567890", nodeClassRef={"name": "c"})
+    beta = instance_converter().convert(copy.deepcopy(vm), BETA)
+    assert beta["spec"] == {
+        "imageId": "ami-0abcdef1234567890",
+        "instanceType": "m5.large",
+        "nodeClassRef": {"name": "c"},
+    }
+    assert parse(InstanceV1beta1, beta).spec.image_id == parse_instance(vm).spec.image
+    assert instance_converter().convert(beta, ALPHA) == vm

@@ -1,7 +1,7 @@
-"""The operator's API, group ``kubeloop.dev``, version ``v1alpha1`` (NodePool and Autoscaler
-also ``v1beta1``, converted by the operator's webhook: docs/versions.md): NodePool, Autoscaler,
-Instance and AwsNodeClass as Python types, the CRDs generated from them, and typed parsing
-for controllers.
+"""The operator's API, group ``kubeloop.dev``, version ``v1alpha1`` (NodePool, Autoscaler and
+Instance also ``v1beta1``, converted by the operator's webhook: docs/versions.md): NodePool,
+Autoscaler, Instance and AwsNodeClass as Python types, the CRDs generated from them, and typed
+parsing for controllers.
 
 >>> pool = parse_nodepool({"spec": {"instanceType": "m5.large"}})
 >>> (pool.spec.min_nodes, pool.spec.max_nodes, pool.status.scale_operation)
@@ -43,8 +43,11 @@ from nodepool_operator.api._conversion import (
     ALPHA_FIELDS,
     AUTOSCALER_CONVERSION_PATH,
     BETA_FIELDS,
+    INSTANCE_CONVERSION_PATH,
     NODEPOOL_CONVERSION_PATH,
     autoscaler_converter,
+    field_map_converter,
+    instance_converter,
     nodepool_converter,
 )
 from nodepool_operator.api._crds import (
@@ -62,6 +65,7 @@ from nodepool_operator.api._crds import (
     VERSION,
     autoscaler_served_as_v1beta1,
     crds,
+    instance_served_as_v1beta1,
     nodepool_served_as_v1beta1,
 )
 from nodepool_operator.api._instance import (
@@ -71,6 +75,7 @@ from nodepool_operator.api._instance import (
     InstanceStatus,
     parse_instance,
 )
+from nodepool_operator.api._instance_v1beta1 import InstanceSpecV1beta1, InstanceV1beta1
 from nodepool_operator.api._nodeclass import (
     USER_DATA_VARIABLES,
     AwsNodeClass,
@@ -128,6 +133,7 @@ __all__ = [
     "GROUP",
     "INSTANCE",
     "INSTANCES",
+    "INSTANCE_CONVERSION_PATH",
     "MAX_POOL_NODES",
     "MAX_UNREMOVABLE_NODES",
     "MIN_DRAIN_TIMEOUT",
@@ -158,8 +164,10 @@ __all__ = [
     "Instance",
     "InstanceRecord",
     "InstanceSpec",
+    "InstanceSpecV1beta1",
     "InstanceState",
     "InstanceStatus",
+    "InstanceV1beta1",
     "InvalidField",
     "KubeletOptions",
     "NodeCapacity",
@@ -183,7 +191,10 @@ __all__ = [
     "autoscaler_converter",
     "autoscaler_served_as_v1beta1",
     "crds",
+    "field_map_converter",
     "format_duration",
+    "instance_converter",
+    "instance_served_as_v1beta1",
     "nodepool_converter",
     "nodepool_served_as_v1beta1",
     "parse_autoscaler",

@@ -1,8 +1,9 @@
-"""Converting NodePools and Autoscalers between ``v1alpha1`` (the hub: the storage version,
-what the controllers read) and ``v1beta1`` (a spoke), served by the operator's conversion
-webhook.
+"""Converting NodePools, Autoscalers and Instances between ``v1alpha1`` (the hub: the storage
+version, what the controllers read) and ``v1beta1`` (a spoke), served by the operator's
+conversion webhook.
 
-Every spec field maps one to one (``NODEPOOL_FIELDS``, ``AUTOSCALER_FIELDS``: a v1beta1
+Every spec field maps one to one (``NODEPOOL_FIELDS``, ``AUTOSCALER_FIELDS``,
+``INSTANCE_FIELDS``: a v1beta1
 path and the v1alpha1 field holding its value), so no value is lost either way. A field the
 map does not know (one a later version adds before this converter learns it) is not
 dropped either: as Kubebuilder's converters do, it travels in an annotation of the other
@@ -25,6 +26,7 @@ BETA: Final = "v1beta1"
 #: path per kind here, as each kind has its own converter).
 NODEPOOL_CONVERSION_PATH: Final = "/convert-kubeloop-dev-nodepool"
 AUTOSCALER_CONVERSION_PATH: Final = "/convert-kubeloop-dev-autoscaler"
+INSTANCE_CONVERSION_PATH: Final = "/convert-kubeloop-dev-instance"
 #: Where v1beta1 spec fields that v1alpha1 cannot hold wait while the object is v1alpha1.
 BETA_FIELDS: Final = "conversion.kubeloop.dev/v1beta1-spec"
 #: Where v1alpha1 spec fields that v1beta1 cannot hold wait while the object is v1beta1.
@@ -54,6 +56,11 @@ AUTOSCALER_FIELDS: Final[FieldMap] = (
     (("maxNodes",), "maxNodes"),
     (("scaleDown", "enabled"), "scaleDownEnabled"),
     (("scaleDown", "unneededTime"), "scaleDownUnneededTime"),
+)
+INSTANCE_FIELDS: Final[FieldMap] = (
+    (("imageId",), "image"),
+    (("instanceType",), "instanceType"),
+    (("nodeClassRef",), "nodeClassRef"),
 )
 
 
@@ -170,3 +177,8 @@ def nodepool_converter() -> Converter:
 def autoscaler_converter() -> Converter:
     """The Autoscaler's converter: v1alpha1 the hub, v1beta1 both ways."""
     return field_map_converter(AUTOSCALER_FIELDS)
+
+
+def instance_converter() -> Converter:
+    """The Instance's converter: v1alpha1 the hub, v1beta1 both ways."""
+    return field_map_converter(INSTANCE_FIELDS)

@@ -12,6 +12,7 @@ from nodepool_operator.api._autoscaler import Autoscaler
 from nodepool_operator.api._autoscaler_v1beta1 import AutoscalerV1beta1
 from nodepool_operator.api._conversion import BETA
 from nodepool_operator.api._instance import Instance
+from nodepool_operator.api._instance_v1beta1 import InstanceV1beta1
 from nodepool_operator.api._nodeclass import AwsNodeClass
 from nodepool_operator.api._nodepool import NodePool
 from nodepool_operator.api._nodepool_v1beta1 import NodePoolV1beta1
@@ -114,24 +115,27 @@ def autoscaler_served_as_v1beta1(client_config: Mapping[str, Any]) -> CustomReso
     return _with_conversion(AUTOSCALER, beta, client_config)
 
 
+_INSTANCE_COLUMNS: Final = (
+    PrinterColumn("ID", ".status.instanceId", "string", "The cloud's instance id."),
+    PrinterColumn("State", ".status.state", "string", "The cloud's instance state."),
+    PrinterColumn("IP", ".status.publicIP", "string", "The public address."),
+    AGE,
+)
 INSTANCE: Final = CustomResource(
     GROUP,
     "Instance",
     "instances",
-    (
-        Version(
-            VERSION,
-            Instance,
-            (
-                PrinterColumn("ID", ".status.instanceId", "string", "The cloud's instance id."),
-                PrinterColumn("State", ".status.state", "string", "The cloud's instance state."),
-                PrinterColumn("IP", ".status.publicIP", "string", "The public address."),
-                AGE,
-            ),
-        ),
-    ),
+    (Version(VERSION, Instance, _INSTANCE_COLUMNS),),
     categories=(CATEGORY,),
 )
+
+
+def instance_served_as_v1beta1(client_config: Mapping[str, Any]) -> CustomResource:
+    """Instance served as v1alpha1 and v1beta1, as :func:`nodepool_served_as_v1beta1`."""
+    beta = Version(BETA, InstanceV1beta1, _INSTANCE_COLUMNS)
+    return _with_conversion(INSTANCE, beta, client_config)
+
+
 # settings only, no status: no controller reconciles a node class
 AWSNODECLASS: Final = CustomResource(
     GROUP,
