@@ -336,3 +336,25 @@ async def test_an_instance_created_as_v1alpha1_reads_back_as_v1beta1(
     await env.client.update(BETA_INSTANCES, beta)
     alpha = await env.client.get(INSTANCES, name, "default")
     assert alpha["spec"] == {**created["spec"], "instanceType": "m5.xlarge"}
+
+
+async def test_kubectl_scale_through_v1beta1_sets_the_stored_target(
+    converting: Converting,
+) -> None:
+    """v1beta1's scale subresource is at .spec.size.target; through it, the stored
+    v1alpha1 targetNodes moves (what an HPA or `kubectl scale` speaking v1beta1 does)."""
+    env = converting.env
+    name = f"sc-{env.run_id}"
+    await env.create(NODEPOOLS, env.labelled(factories.nodepool(name, target=1, max_nodes=5)))
+    scaled = await converting.kubectl(
+        "scale", f"nodepools.v1beta1.kubeloop.dev/{name}", "--replicas=4"
+    )
+    assert scaled.returncode == 0, scaled.stderr
+    assert (await env.client.get(NODEPOOLS, name))["spec"]["targetNodes"] == 4
+    # past size.max: the v1beta1 rule refuses it, naming its own field
+    refused = await converting.kubectl(
+        "scale", f"nodepools.v1beta1.kubeloop.dev/{name}", "--replicas=6"
+    )
+    assert refused.returncode == 1
+    assert "spec.size.target: Invalid value" in refused.stderr
+    assert (await env.client.get(NODEPOOLS, name))["spec"]["targetNodes"] == 4
