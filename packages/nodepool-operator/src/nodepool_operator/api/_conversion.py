@@ -3,11 +3,10 @@ version, what the controllers read) and ``v1beta1`` (a spoke), served by the ope
 conversion webhook.
 
 Every spec field maps one to one (``NODEPOOL_FIELDS``, ``AUTOSCALER_FIELDS``,
-``INSTANCE_FIELDS``: a v1beta1
-path and the v1alpha1 field holding its value), so no value is lost either way. A field the
-map does not know (one a later version adds before this converter learns it) is not
-dropped either: as Kubebuilder's converters do, it travels in an annotation of the other
-version (``BETA_FIELDS`` / ``ALPHA_FIELDS``, JSON) and is put back when the object is
+``INSTANCE_FIELDS``: a v1beta1 path and the v1alpha1 field holding its value), so no value is
+lost either way. A field the map does not know (one a later version adds before this converter
+learns it) is not dropped either: as Kubebuilder's converters do, it travels in an annotation of
+the other version (``BETA_FIELDS`` / ``ALPHA_FIELDS``, JSON) and is put back when the object is
 converted back, so a round trip through either version returns the object it started with.
 """
 
@@ -19,7 +18,7 @@ from typing import Any, Final
 from kubeloop import Object
 from kubeloop.webhook import ConversionError, Converter
 
-#: The hub: etcd keeps NodePools as this version and the controllers read it.
+#: The hub: etcd keeps the three kinds as this version and the controllers read it.
 HUB: Final = "v1alpha1"
 BETA: Final = "v1beta1"
 #: Where the operator's webhook server serves the conversion (Kubebuilder's /convert, one
