@@ -40,9 +40,17 @@ from kubeloop import (
 )
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.admission import AUTOSCALER_PATH, NODEPOOL_PATH
-from nodepool_operator.api import AUTOSCALERS, AWSNODECLASSES, NODEPOOLS
+from nodepool_operator.api import (
+    AUTOSCALER_CONVERSION_PATH,
+    AUTOSCALERS,
+    AWSNODECLASSES,
+    INSTANCE_CONVERSION_PATH,
+    NODEPOOL_CONVERSION_PATH,
+    NODEPOOLS,
+)
 from tests import factories
 from tests.e2e.conftest import LABEL, OperatorEnv
+from tests.e2e.webhooks import kubectl, serve_webhooks
 
 pytestmark = pytest.mark.integration
 
@@ -52,21 +60,6 @@ MANIFEST = (
     / "webhook"
     / "validating_webhook_configuration.yaml"
 )
-
-
-async def kubectl(cp: ControlPlane, *args: str, stdin: str) -> subprocess.CompletedProcess[str]:
-    """kubectl in a thread: the webhook server it reaches runs on this test's event loop."""
-    assert cp.assets is not None
-    assert cp.assets.kubectl is not None
-    return await asyncio.to_thread(
-        subprocess.run,
-        [str(cp.assets.kubectl), f"--kubeconfig={cp.kubeconfig}", *args, "-f", "-"],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def pool(env: OperatorEnv, name: str, node_class: str | None = None) -> dict[str, Any]:
@@ -133,23 +126,11 @@ async def webhooked(
     operator_env: OperatorEnv, kube_control_plane: ControlPlane, tmp_path: Path
 ) -> AsyncIterator[Webhooked]:
     env = operator_env
-    ca, _pair = generate_serving_certificates(tmp_path / "certs", ["127.0.0.1"])
-    # no controllers: what is checked is admission alone (the conditions are the fallback)
-    await env.start(
-        controllers=(),
-        kubelets=False,
-        webhook_bind_address="127.0.0.1:0",
-        webhook_cert_dir=tmp_path / "certs",
-    )
-    await env.eventually(
-        lambda: _true(env.mgr is not None and env.mgr.webhooks is not None
-                      and env.mgr.webhooks.address is not None),
-        "the webhook server to listen",
-    )  # fmt: skip
-    assert env.mgr is not None
-    assert env.mgr.webhooks is not None
-    assert set(env.mgr.webhooks.paths) == {AUTOSCALER_PATH, NODEPOOL_PATH}
-    name = await install_webhook(env, env.mgr.webhooks.url(), ca.cert_pem)
+    mgr, ca = await serve_webhooks(env, tmp_path / "certs")
+    assert mgr.webhooks is not None
+    conversions = {NODEPOOL_CONVERSION_PATH, AUTOSCALER_CONVERSION_PATH, INSTANCE_CONVERSION_PATH}
+    assert set(mgr.webhooks.paths) == {AUTOSCALER_PATH, NODEPOOL_PATH, *conversions}
+    name = await install_webhook(env, mgr.webhooks.url(), ca.cert_pem)
     try:
         probe = await until_enforced(env, f"probe-{env.run_id}")
         yield Webhooked(env, kube_control_plane, probe)
@@ -164,10 +145,6 @@ def denied(result: subprocess.CompletedProcess[str], webhook: str, message: str)
     assert f'admission webhook "{webhook}.kubeloop.dev" denied the request: {message}' in (
         result.stderr
     )
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def test_a_second_autoscaler_for_a_pool_is_refused_at_admission(webhooked: Webhooked) -> None:

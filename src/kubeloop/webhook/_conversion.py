@@ -176,11 +176,16 @@ def review_conversion(
         try:
             converted.append(converter.convert(obj, desired))
         except Exception as err:
-            log.exception(
-                "webhook %s: converting %s to %s failed",
+            # a ConversionError is the object's fault (its message says what): no traceback;
+            # anything else is a converter's bug, logged with one
+            log.log(
+                logging.WARNING if isinstance(err, ConversionError) else logging.ERROR,
+                "webhook %s: converting %s to %s failed: %s",
                 webhook,
                 name,
                 desired,
+                err,
+                exc_info=not isinstance(err, ConversionError),
                 extra={"webhook": webhook, "uid": uid},
             )
             why = err if isinstance(err, ConversionError) else f"{type(err).__name__}: {err}"

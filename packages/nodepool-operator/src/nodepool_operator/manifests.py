@@ -4,6 +4,10 @@
 
 The same files go to every ``--out`` directory: by default ``config/crd`` (kustomize, ``make
 install``) and the Helm chart's ``charts/nodepool-operator/crds``, so the two cannot drift.
+Without ``--out`` it also writes ``config/conversion``: the NodePool, Autoscaler and
+Instance CRDs serving ``v1beta1``
+too, converted by the operator's webhook behind config/webhook's Service, its CA injected by
+cert-manager (docs/versions.md says when to apply it).
 ``--check`` writes nothing: it prints a unified diff and exits 1 when the files in any ``--out``
 differ from what the types generate (stale, hand-edited, missing or left over).
 ``kubeloop manifests`` does the same for any module; this command adds the operator's two
@@ -16,11 +20,25 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Final
 
 from kubeloop import crd
-from nodepool_operator.api import CUSTOM_RESOURCES
+from nodepool_operator.api import (
+    AUTOSCALER_CONVERSION_PATH,
+    CUSTOM_RESOURCES,
+    INSTANCE_CONVERSION_PATH,
+    NODEPOOL_CONVERSION_PATH,
+    autoscaler_served_as_v1beta1,
+    instance_served_as_v1beta1,
+    nodepool_served_as_v1beta1,
+)
 
 DEFAULT_OUTS = (Path("config/crd"), Path("charts/nodepool-operator/crds"))
+CONVERSION_OUT = Path("config/conversion")
+#: config/webhook's Service (the apiserver calls every webhook of the operator through it).
+WEBHOOK_SERVICE: Final = {"namespace": "nodepool-system", "name": "nodepool-operator-webhook"}
+#: config/certmanager's Certificate, whose CA cert-manager's CA injector puts in caBundle.
+SERVING_CERT: Final = "nodepool-system/nodepool-operator-serving-cert"
 HEADER = (
     "# Generated from the Python types in nodepool_operator/api (packages/nodepool-operator)\n"
     "# by `make manifests`.\n"
@@ -34,6 +52,28 @@ filename = crd.filename
 def render() -> dict[str, str]:
     """File name → YAML text of every CRD."""
     return crd.render(CUSTOM_RESOURCES, HEADER)
+
+
+def conversion_crds() -> list[dict[str, Any]]:
+    """The NodePool, Autoscaler and Instance CRDs serving v1alpha1 (stored) and v1beta1,
+    converted by the operator's webhook behind config/webhook's Service, with cert-manager's
+    CA injection annotation."""
+    out = []
+    for served, path in (
+        (nodepool_served_as_v1beta1, NODEPOOL_CONVERSION_PATH),
+        (autoscaler_served_as_v1beta1, AUTOSCALER_CONVERSION_PATH),
+        (instance_served_as_v1beta1, INSTANCE_CONVERSION_PATH),
+    ):
+        service = {**WEBHOOK_SERVICE, "path": path, "port": 443}
+        definition = served({"service": service}).definition()
+        definition["metadata"]["annotations"] = {"cert-manager.io/inject-ca-from": SERVING_CERT}
+        out.append(definition)
+    return out
+
+
+def render_conversion() -> dict[str, str]:
+    """File name → YAML text of config/conversion's CRDs."""
+    return crd.render(conversion_crds(), HEADER)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,6 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     outs: list[Path] = args.out or list(DEFAULT_OUTS)
     stale = crd.write_manifests(CUSTOM_RESOURCES, outs, header=HEADER, check=args.check)
+    if not args.out:
+        stale += crd.write_manifests(
+            conversion_crds(), [CONVERSION_OUT], header=HEADER, check=args.check
+        )
     if args.check and stale:
         print(f"{stale} CRD file(s) out of date; run `make manifests`", file=sys.stderr)
     return 1 if args.check and stale else 0

@@ -19,7 +19,15 @@ from kubeloop import (
     load_kubeconfig,
 )
 from nodepool_operator.admission import PoolAdmission
-from nodepool_operator.api import crds
+from nodepool_operator.api import (
+    AUTOSCALER_CONVERSION_PATH,
+    INSTANCE_CONVERSION_PATH,
+    NODEPOOL_CONVERSION_PATH,
+    autoscaler_converter,
+    crds,
+    instance_converter,
+    nodepool_converter,
+)
 from nodepool_operator.cloud import (
     AwsCloud,
     CloudProvider,
@@ -136,6 +144,10 @@ def build_manager(
             )
         )
         PoolAdmission(client).register(server)
+        # v1beta1 <-> v1alpha1, for CRDs serving both (config/conversion, docs/versions.md)
+        server.add_conversion(NODEPOOL_CONVERSION_PATH, nodepool_converter())
+        server.add_conversion(AUTOSCALER_CONVERSION_PATH, autoscaler_converter())
+        server.add_conversion(INSTANCE_CONVERSION_PATH, instance_converter())
     return mgr
 
 

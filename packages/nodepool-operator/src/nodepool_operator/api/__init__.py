@@ -1,6 +1,7 @@
-"""The operator's API, group ``kubeloop.dev``, version ``v1alpha1``: NodePool, Autoscaler,
-Instance and AwsNodeClass as Python types, the CRDs generated from them, and typed parsing
-for controllers.
+"""The operator's API, group ``kubeloop.dev``, version ``v1alpha1`` (NodePool, Autoscaler and
+Instance also ``v1beta1``, converted by the operator's webhook: docs/versions.md): NodePool,
+Autoscaler, Instance and AwsNodeClass as Python types, the CRDs generated from them, and typed
+parsing for controllers.
 
 >>> pool = parse_nodepool({"spec": {"instanceType": "m5.large"}})
 >>> (pool.spec.min_nodes, pool.spec.max_nodes, pool.status.scale_operation)
@@ -33,6 +34,22 @@ from nodepool_operator.api._autoscaler import (
     parse_autoscaler,
     parse_autoscaler_status,
 )
+from nodepool_operator.api._autoscaler_v1beta1 import (
+    AutoscalerSpecV1beta1,
+    AutoscalerV1beta1,
+    ScaleDown,
+)
+from nodepool_operator.api._conversion import (
+    ALPHA_FIELDS,
+    AUTOSCALER_CONVERSION_PATH,
+    BETA_FIELDS,
+    INSTANCE_CONVERSION_PATH,
+    NODEPOOL_CONVERSION_PATH,
+    autoscaler_converter,
+    field_map_converter,
+    instance_converter,
+    nodepool_converter,
+)
 from nodepool_operator.api._crds import (
     AUTOSCALER,
     AUTOSCALERS,
@@ -46,7 +63,10 @@ from nodepool_operator.api._crds import (
     NODEPOOL,
     NODEPOOLS,
     VERSION,
+    autoscaler_served_as_v1beta1,
     crds,
+    instance_served_as_v1beta1,
+    nodepool_served_as_v1beta1,
 )
 from nodepool_operator.api._instance import (
     Instance,
@@ -55,6 +75,7 @@ from nodepool_operator.api._instance import (
     InstanceStatus,
     parse_instance,
 )
+from nodepool_operator.api._instance_v1beta1 import InstanceSpecV1beta1, InstanceV1beta1
 from nodepool_operator.api._nodeclass import (
     USER_DATA_VARIABLES,
     AwsNodeClass,
@@ -87,12 +108,24 @@ from nodepool_operator.api._nodepool import (
     TaintEffect,
     parse_nodepool,
 )
+from nodepool_operator.api._nodepool_v1beta1 import (
+    NodeCapacity,
+    NodePoolSize,
+    NodePoolSpecV1beta1,
+    NodePoolV1beta1,
+    NodeTemplate,
+    NodeTemplateMetadata,
+    NodeTemplateSpec,
+)
 
 __all__ = [
+    "ALPHA_FIELDS",
     "AUTOSCALER",
     "AUTOSCALERS",
+    "AUTOSCALER_CONVERSION_PATH",
     "AWSNODECLASS",
     "AWSNODECLASSES",
+    "BETA_FIELDS",
     "CATEGORY",
     "CUSTOM_RESOURCES",
     "DEGRADED",
@@ -100,12 +133,14 @@ __all__ = [
     "GROUP",
     "INSTANCE",
     "INSTANCES",
+    "INSTANCE_CONVERSION_PATH",
     "MAX_POOL_NODES",
     "MAX_UNREMOVABLE_NODES",
     "MIN_DRAIN_TIMEOUT",
     "MIN_FREQUENCY",
     "NODEPOOL",
     "NODEPOOLS",
+    "NODEPOOL_CONVERSION_PATH",
     "READY",
     "RESERVED_LABEL_PREFIX",
     "SCALING",
@@ -113,7 +148,9 @@ __all__ = [
     "VERSION",
     "Autoscaler",
     "AutoscalerSpec",
+    "AutoscalerSpecV1beta1",
     "AutoscalerStatus",
+    "AutoscalerV1beta1",
     "AwsNodeClass",
     "AwsNodeClassSpec",
     "Budget",
@@ -127,22 +164,39 @@ __all__ = [
     "Instance",
     "InstanceRecord",
     "InstanceSpec",
+    "InstanceSpecV1beta1",
     "InstanceState",
     "InstanceStatus",
+    "InstanceV1beta1",
     "InvalidField",
     "KubeletOptions",
+    "NodeCapacity",
     "NodeClassRef",
     "NodePool",
     "NodePoolRef",
+    "NodePoolSize",
     "NodePoolSpec",
+    "NodePoolSpecV1beta1",
     "NodePoolStatus",
+    "NodePoolV1beta1",
+    "NodeTemplate",
+    "NodeTemplateMetadata",
+    "NodeTemplateSpec",
     "ObjectMeta",
+    "ScaleDown",
     "ScaleOperation",
     "Taint",
     "TaintEffect",
     "UnremovableNode",
+    "autoscaler_converter",
+    "autoscaler_served_as_v1beta1",
     "crds",
+    "field_map_converter",
     "format_duration",
+    "instance_converter",
+    "instance_served_as_v1beta1",
+    "nodepool_converter",
+    "nodepool_served_as_v1beta1",
     "parse_autoscaler",
     "parse_autoscaler_status",
     "parse_duration",

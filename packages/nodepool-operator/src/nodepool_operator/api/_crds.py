@@ -3,96 +3,139 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from kubeloop.crd import AGE, CustomResource, PrinterColumn, Scale, Version
 from nodepool_operator.api._autoscaler import Autoscaler
+from nodepool_operator.api._autoscaler_v1beta1 import AutoscalerV1beta1
+from nodepool_operator.api._conversion import BETA
 from nodepool_operator.api._instance import Instance
+from nodepool_operator.api._instance_v1beta1 import InstanceV1beta1
 from nodepool_operator.api._nodeclass import AwsNodeClass
 from nodepool_operator.api._nodepool import NodePool
+from nodepool_operator.api._nodepool_v1beta1 import NodePoolV1beta1
 
 GROUP: Final = "kubeloop.dev"
 VERSION: Final = "v1alpha1"
 #: ``kubectl get kubeloop`` lists every kind of the operator.
 CATEGORY: Final = "kubeloop"
 
+_NODEPOOL_V1ALPHA1: Final = Version(
+    VERSION,
+    NodePool,
+    (
+        PrinterColumn("Target", ".spec.targetNodes", "integer", "Nodes wanted."),
+        PrinterColumn("Ready", ".status.readyNodes", "integer", "Nodes registered and Ready."),
+        PrinterColumn("Scaling", ".status.scaleOperation", "string", "Whether VMs are changing."),
+        PrinterColumn("Type", ".spec.instanceType", "string", "The VMs' instance type.", 1),
+        AGE,
+    ),
+    # `kubectl scale nodepool/x --replicas=3` and anything speaking autoscaling/v1 Scale
+    scale=Scale(
+        spec_replicas_path=".spec.targetNodes",
+        status_replicas_path=".status.currentNodes",
+        label_selector_path=".status.selector",
+    ),
+)
+# the same columns and scale at v1beta1's paths (see _nodepool_v1beta1 for why they moved)
+_NODEPOOL_V1BETA1: Final = Version(
+    BETA,
+    NodePoolV1beta1,
+    (
+        PrinterColumn("Target", ".spec.size.target", "integer", "Nodes wanted."),
+        PrinterColumn("Ready", ".status.readyNodes", "integer", "Nodes registered and Ready."),
+        PrinterColumn("Scaling", ".status.scaleOperation", "string", "Whether VMs are changing."),
+        PrinterColumn(
+            "Type", ".spec.template.spec.instanceType", "string", "The VMs' instance type.", 1
+        ),
+        AGE,
+    ),
+    scale=Scale(
+        spec_replicas_path=".spec.size.target",
+        status_replicas_path=".status.currentNodes",
+        label_selector_path=".status.selector",
+    ),
+)
 NODEPOOL: Final = CustomResource(
     GROUP,
     "NodePool",
     "nodepools",
-    (
-        Version(
-            VERSION,
-            NodePool,
-            (
-                PrinterColumn("Target", ".spec.targetNodes", "integer", "Nodes wanted."),
-                PrinterColumn(
-                    "Ready", ".status.readyNodes", "integer", "Nodes registered and Ready."
-                ),
-                PrinterColumn(
-                    "Scaling", ".status.scaleOperation", "string", "Whether VMs are changing."
-                ),
-                PrinterColumn("Type", ".spec.instanceType", "string", "The VMs' instance type.", 1),
-                AGE,
-            ),
-            # `kubectl scale nodepool/x --replicas=3` and anything speaking autoscaling/v1 Scale
-            scale=Scale(
-                spec_replicas_path=".spec.targetNodes",
-                status_replicas_path=".status.currentNodes",
-                label_selector_path=".status.selector",
-            ),
-        ),
-    ),
+    (_NODEPOOL_V1ALPHA1,),
     namespaced=False,
     short_names=("np",),
     categories=(CATEGORY,),
+)
+
+
+def nodepool_served_as_v1beta1(client_config: Mapping[str, Any]) -> CustomResource:
+    """NodePool served as v1alpha1 and v1beta1, v1alpha1 stored, converted by the operator's
+    webhook at ``client_config`` (the CRD's ``conversion.webhook.clientConfig``: a
+    ``service`` in a cluster, a ``url`` in tests; ``caBundle`` or cert-manager's CA
+    injector makes the apiserver trust it). docs/versions.md says why ``NODEPOOL`` (what
+    config/crd holds) serves v1alpha1 only until the webhook is installed everywhere."""
+    return _with_conversion(NODEPOOL, _NODEPOOL_V1BETA1, client_config)
+
+
+def _with_conversion(
+    kind: CustomResource, beta: Version, client_config: Mapping[str, Any]
+) -> CustomResource:
+    """``kind`` serving ``beta`` too, v1alpha1 stored, converted by the webhook."""
+    webhook = {"clientConfig": dict(client_config), "conversionReviewVersions": ["v1"]}
+    return replace(
+        kind,
+        versions=(*kind.versions, beta),
+        storage=VERSION,
+        conversion={"strategy": "Webhook", "webhook": webhook},
+    )
+
+
+_AUTOSCALER_COLUMNS: Final = (
+    PrinterColumn("Pool", ".spec.nodePoolRef.name", "string", "The NodePool it scales."),
+    PrinterColumn(
+        "Pending", ".status.unschedulablePods", "integer", "Pods unschedulable for size."
+    ),
+    PrinterColumn("Decision", ".status.lastDecision", "string", "The last scaling decision."),
+    AGE,
 )
 AUTOSCALER: Final = CustomResource(
     GROUP,
     "Autoscaler",
     "autoscalers",
-    (
-        Version(
-            VERSION,
-            Autoscaler,
-            (
-                PrinterColumn(
-                    "Pool", ".spec.nodePoolRef.name", "string", "The NodePool it scales."
-                ),
-                PrinterColumn(
-                    "Pending",
-                    ".status.unschedulablePods",
-                    "integer",
-                    "Pods unschedulable for size.",
-                ),
-                PrinterColumn(
-                    "Decision", ".status.lastDecision", "string", "The last scaling decision."
-                ),
-                AGE,
-            ),
-        ),
-    ),
+    (Version(VERSION, Autoscaler, _AUTOSCALER_COLUMNS),),
     namespaced=False,
     categories=(CATEGORY,),
+)
+
+
+def autoscaler_served_as_v1beta1(client_config: Mapping[str, Any]) -> CustomResource:
+    """Autoscaler served as v1alpha1 and v1beta1, as :func:`nodepool_served_as_v1beta1`."""
+    beta = Version(BETA, AutoscalerV1beta1, _AUTOSCALER_COLUMNS)
+    return _with_conversion(AUTOSCALER, beta, client_config)
+
+
+_INSTANCE_COLUMNS: Final = (
+    PrinterColumn("ID", ".status.instanceId", "string", "The cloud's instance id."),
+    PrinterColumn("State", ".status.state", "string", "The cloud's instance state."),
+    PrinterColumn("IP", ".status.publicIP", "string", "The public address."),
+    AGE,
 )
 INSTANCE: Final = CustomResource(
     GROUP,
     "Instance",
     "instances",
-    (
-        Version(
-            VERSION,
-            Instance,
-            (
-                PrinterColumn("ID", ".status.instanceId", "string", "The cloud's instance id."),
-                PrinterColumn("State", ".status.state", "string", "The cloud's instance state."),
-                PrinterColumn("IP", ".status.publicIP", "string", "The public address."),
-                AGE,
-            ),
-        ),
-    ),
+    (Version(VERSION, Instance, _INSTANCE_COLUMNS),),
     categories=(CATEGORY,),
 )
+
+
+def instance_served_as_v1beta1(client_config: Mapping[str, Any]) -> CustomResource:
+    """Instance served as v1alpha1 and v1beta1, as :func:`nodepool_served_as_v1beta1`."""
+    beta = Version(BETA, InstanceV1beta1, _INSTANCE_COLUMNS)
+    return _with_conversion(INSTANCE, beta, client_config)
+
+
 # settings only, no status: no controller reconciles a node class
 AWSNODECLASS: Final = CustomResource(
     GROUP,
