@@ -41,21 +41,19 @@ from kubeloop import (
     generation_changed,
 )
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
+from nodepool_operator.controllers import _indexes as indexes
 from nodepool_operator.controllers._capacity import DAEMONSETS
 from nodepool_operator.controllers._scope import equality_labels, node_selector
 from nodepool_operator.controllers.autoscaler._batching import FirstSeen
 from nodepool_operator.controllers.autoscaler._watch import (
     BY_NAMESPACE,
-    BY_NODE,
     BY_POOL,
     Routes,
     autoscaler_namespaces,
     autoscaler_pool,
     node_changed,
-    node_pool,
     pod_moved,
     pod_namespace,
-    pod_node,
 )
 from nodepool_operator.controllers.autoscaler.act import Actor
 from nodepool_operator.controllers.autoscaler.decide import (
@@ -129,9 +127,9 @@ class AutoscalerController:
     def register(self) -> Controller:
         self._autoscalers.add_index(BY_NAMESPACE, autoscaler_namespaces)
         self._autoscalers.add_index(BY_POOL, autoscaler_pool)
-        self._nodes.add_index(BY_POOL, node_pool)
         self._pods.add_index(BY_NAMESPACE, pod_namespace)
-        self._pods.add_index(BY_NODE, pod_node)
+        # a pool's Nodes and the pods on each: shared with the NodePool controller
+        indexes.register(self.mgr.cache, self._node_selector)
         self._pods.add_handler(self._first_seen.observe)
         routes = Routes(self._autoscalers.store, self._nodes.store)
         selector = self.settings.label_selector
