@@ -86,12 +86,18 @@ class AutoscalerController:
         settings: OperatorSettings,
         *,
         clock: Callable[[], float] = time.monotonic,
+        memory: dict[str, Memory] | None = None,
+        first_seen: FirstSeen | None = None,
     ) -> None:
+        """``memory`` (per Autoscaler name) and ``first_seen`` are what reconciles remember
+        between runs; a test that builds one manager per pass (each on its own snapshot)
+        hands the same ones to each pass's controller, as one long-running controller keeps
+        them."""
         self.mgr = mgr
         self.settings = settings
         self._clock = clock
-        self._first_seen = FirstSeen(clock)
-        self._memory: dict[str, Memory] = {}
+        self._first_seen = FirstSeen(clock) if first_seen is None else first_seen
+        self._memory: dict[str, Memory] = {} if memory is None else memory
         self._knobs = Knobs(
             batch_window=settings.batch_window_seconds,
             landing_grace=settings.pod_landing_grace_seconds,
