@@ -364,6 +364,17 @@ async def test_nodes_that_never_register_are_given_up_after_the_provision_time()
         ("Autoscaler/as", "ProvisionTimedOut"),
         ("NodePool/big", "ProvisionTimedOut"),
     ]
+    # backing off: pods that need new nodes wait, until the backoff is over
+    after = (scaler(), pool(target=1), *pods("w", 6), node("n-0"))
+    passes.now += 10
+    _, writes = await passes.run(*after)
+    assert scale_targets(writes) == []
+    assert status(writes)["lastDecision"] == (
+        "no scale up (target 1): provisioning timed out, scale-up backed off"
+    )
+    passes.now += 300
+    _, writes = await passes.run(*after)
+    assert scale_targets(writes) == [2]
 
 
 # --- scale down ---------------------------------------------------------------------------
@@ -385,6 +396,16 @@ async def test_empty_nodes_go_after_the_unneeded_time_and_not_before() -> None:
     _, writes = await passes.run(*world)
     assert scale_targets(writes) == [0]
     assert told(writes) == SCALED_DOWN
+
+
+async def test_scale_down_stops_at_min_nodes() -> None:
+    passes = Passes()
+    world = (scaling_down(), pool(target=2, min_nodes=1), node("n-0"), node("n-1"))
+    await passes.run(*world)
+    passes.now += 600
+    _, writes = await passes.run(*world)
+    assert scale_targets(writes) == [1]
+    assert status(writes)["lastDecision"] == "scale down 2 -> 1: nodes unneeded for 10m"
 
 
 async def test_a_blocked_node_stays_is_told_once_and_listed_unremovable() -> None:
