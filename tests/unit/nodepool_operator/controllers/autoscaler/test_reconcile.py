@@ -31,7 +31,10 @@ from nodepool_operator.scheduling import DO_NOT_DISRUPT
 from nodepool_operator.settings import OperatorSettings
 from tests import factories
 
+#: The start of every scenario, on the controller's monotonic clock and on the wall clock; a
+#: pass's wall time moves with its monotonic time.
 NOW = 10_000.0
+WALL = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 #: The pod annotations other autoscalers honour, which the Autoscaler honours too.
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
@@ -63,10 +66,15 @@ def pool(target: int = 0, *, max_nodes: int = 10, **spec: Any) -> dict[str, Any]
     )
 
 
-def node(name: str, *, ready: bool = True, ready_for: float = 300, **fields: Any) -> dict[str, Any]:
-    """A Node of pool big, Ready (or not) since ``ready_for`` seconds ago on the wall clock
-    (the controller reads the wall clock for it)."""
-    since = datetime.now(UTC) - timedelta(seconds=ready_for)
+def wall(mono: float) -> datetime:
+    return WALL + timedelta(seconds=mono - NOW)
+
+
+def node(
+    name: str, *, ready: bool = True, ready_since: float = NOW - 300, **fields: Any
+) -> dict[str, Any]:
+    """A Node of pool big, Ready (or not) since ``ready_since`` (the scenario's clock)."""
+    since = wall(ready_since)
     return factories.node(
         name,
         labels={POOL_LABEL: "big"},
@@ -102,7 +110,12 @@ class Passes:
         )
         mgr = new_manager(snapshot.client)
         AutoscalerController(
-            mgr, self.settings, clock=self.clock, memory=self.memory, first_seen=self.first_seen
+            mgr,
+            self.settings,
+            clock=self.clock,
+            wall=lambda: wall(self.now),
+            memory=self.memory,
+            first_seen=self.first_seen,
         ).register()
         return await reconcile_once(mgr, Request("as"))
 
@@ -121,9 +134,9 @@ def scale_targets(writes: list[Write]) -> list[int]:
 
 
 def status(writes: list[Write]) -> dict[str, Any]:
-    """The one Autoscaler status written, without its wall-clock times."""
+    """The one Autoscaler status written, its conditions as type -> (status, reason)."""
     [body] = [w.body for w in writes if (w.kind, w.subresource) == ("Autoscaler", "status")]
-    out = {k: v for k, v in body["status"].items() if k != "lastScaleTime"}
+    out = dict(body["status"])
     out["conditions"] = {
         c["type"]: (c["status"], c.get("reason")) for c in out.get("conditions", [])
     }
@@ -173,11 +186,16 @@ async def test_scale_up_writes_the_target_then_the_status_then_the_events() -> N
     assert status(writes) == {
         "pendingPods": 6,
         "unschedulablePods": 6,
+        "lastScaleTime": "2026-01-01T12:00:00Z",
         "lastDecision": decision,
         "observedGeneration": 3,
         "conditions": {"Ready": ("True", "Watching")},
     }
-    assert "lastScaleTime" in writes[1].body["status"]
+    [ready] = writes[1].body["status"]["conditions"]
+    assert (ready["lastTransitionTime"], ready["message"]) == (
+        "2026-01-01T12:00:00Z",
+        "scaling NodePool big for pods in prod",
+    )
     assert events(writes) == [
         ("Autoscaler/as", "TriggeredScaleUp", f"NodePool big: {decision}"),
         ("NodePool/big", "TriggeredScaleUp", f"NodePool big: {decision}"),
@@ -452,7 +470,7 @@ async def test_reserved_nodes_get_their_planned_pods_then_open() -> None:
     passes.now += 60
     # the VMs are recorded and their Nodes register, reserved and Ready just now
     booted = [
-        node(name, ready_for=0, taints=[factories.taint(RESERVED_KEY, value=name)])
+        node(name, ready_since=passes.now, taints=[factories.taint(RESERVED_KEY, value=name)])
         for name in ("vm-a", "vm-b")
     ]
     ours = reserving(2, "vm-a", "vm-b")
@@ -484,17 +502,23 @@ async def test_reserved_nodes_get_their_planned_pods_then_open() -> None:
         )
         for i in range(3)
     ]
-    _, writes = await passes.run(scaler(), ours, *bound, *pods("w", 4)[3:], *booted)
-    taint = {"key": RESERVED_KEY, "effect": "NoSchedule", "value": "vm-a"}
-    assert patches(writes) == [
-        (
-            "patch Node vm-a",
-            [
-                {"op": "test", "path": "/spec/taints/0", "value": taint},
-                {"op": "remove", "path": "/spec/taints/0"},
-            ],
-        )
-    ]
+    landed = (scaler(), ours, *bound, *pods("w", 4)[3:], booted[1])
+
+    def lifting(node: str) -> tuple[str, list[dict[str, Any]]]:
+        taint = {"key": RESERVED_KEY, "effect": "NoSchedule", "value": node}
+        test = {"op": "test", "path": "/spec/taints/0", "value": taint}
+        return f"patch Node {node}", [test, {"op": "remove", "path": "/spec/taints/0"}]
+
+    _, writes = await passes.run(*landed, booted[0])
+    assert patches(writes) == [lifting("vm-a")]
+    # vm-b's pod is still unbound: it opens to every pod once Ready for the landing grace
+    opened = node("vm-a", ready_since=NOW + 60)
+    passes.now += 19
+    _, writes = await passes.run(*landed, opened)
+    assert patches(writes) == []
+    passes.now += 1
+    _, writes = await passes.run(*landed, opened)
+    assert patches(writes) == [lifting("vm-b")]
 
 
 # --- nothing changed, nothing written ----------------------------------------------------------
