@@ -51,6 +51,7 @@ from typing import Any, Final
 from bench import Benchmark, BenchResult, Context, rounded
 from bench._naive_autoscaler import NaiveAutoscaler, running
 from bench._optimum import fewest_new_nodes
+from bench.phases import unschedulable
 from kubeloop import (
     EVENTS,
     NAMESPACES,
@@ -447,7 +448,7 @@ class Observer:
         self.created.setdefault(name, now)
         if pod.get("spec", {}).get("nodeName"):
             self.bound.setdefault(name, now)
-        elif _unschedulable(pod):
+        elif unschedulable(pod):
             self.unschedulable.setdefault(name, now)
         if classify(pod).candidate:
             self.candidates.add(name)
@@ -485,15 +486,6 @@ class Observer:
             return None, None
         last = max(t for t in seen if t <= raised)
         return raised - seen[0], raised - last
-
-
-def _unschedulable(pod: dict[str, Any]) -> bool:
-    return any(
-        c.get("type") == "PodScheduled"
-        and c.get("status") == "False"
-        and c.get("reason") == "Unschedulable"
-        for c in (pod.get("status") or {}).get("conditions") or []
-    )
 
 
 # -- one run -----------------------------------------------------------------------------

@@ -54,6 +54,7 @@ from kubeloop import (
     Event,
     Generic,
     KubeloopError,
+    LoopDetector,
     Manager,
     ManagerOptions,
     ReflectorOptions,
@@ -286,13 +287,11 @@ async def observe_pods(
     }
 
 
-def _held_bytes(det: object) -> tuple[int, int]:
+def _held_bytes(det: LoopDetector) -> tuple[int, int]:
     """Bytes (``sys.getsizeof``, each object once) of what the loop detector's own tables
     reach, and how many decoded API objects among them. Requests are left out: the
-    workqueue holds the same ones. The detector is read by reflection (``vars``): it has no
-    public accessor, and the benchmark measures what it holds, not how."""
-    skip = {"options", "on_loop", "on_fight", "primary_kind"}
-    stack: list[Any] = [v for k, v in vars(det).items() if k not in skip]
+    workqueue holds the same ones."""
+    stack: list[Any] = list(det.tables().values())
     seen: set[int] = set()
     size = api_objects = 0
     while stack:

@@ -13,8 +13,12 @@ Karpenter gets one instance type equal to our pool's node (its instance-types fi
 NodePool whose limits are the pool's ``maxNodes`` (``limits.nodes``, and that many instances'
 CPU); it runs with consolidation as it
 defaults (``WhenEmptyOrUnderutilized`` after 0 s) and separately with consolidation off
-(``consolidateAfter: Never``). Ours is the operator in this process (NodePool + Autoscaler
-controllers and the simulated VMs' kubelets; scale-down enabled for the scale-down scenario).
+(``consolidateAfter: Never``). A fair variant (``karpenter-nodes-after-boot``, consolidation
+as it defaults) runs beside them: its KWOKNodeClass sets the provider's own
+``nodeRegistrationDelay`` to the boot delay, so each Node appears only when the boot is done, as a
+kubelet registers it on a real cloud, and needs no start-up taint. Ours is the operator in this
+process (NodePool + Autoscaler controllers and the simulated VMs' kubelets; scale-down enabled for
+the scale-down scenario).
 
 Per scenario and side, from a poll of the pods (every 0.25 s): nodes created, seconds from the
 first pod's creation until every fitting pod is scheduled and until every one runs; for the
@@ -22,7 +26,9 @@ scale-down scenario, nodes left after part of the pods go; API writes counted by
 (``apiserver_request_total`` from its ``/metrics``, write verbs, minus the bench's own pod creates
 and deletes; kube-scheduler's bindings and kwok's status writes for the same pods are in both
 sides' counts); and cloud calls (Karpenter: ``karpenter_cloudprovider_duration_seconds_count``
-from its metrics; ours: the simulated cloud's call log).
+from its metrics; ours: the simulated cloud's call log). And where the time goes
+(:mod:`bench.phases`): the median of each phase of a pod's wait, from pod created to Running,
+from what the bench's own watches saw and the cloud's records.
 
 By hand::
 
@@ -51,6 +57,7 @@ import yaml
 
 from bench import ROOT, Benchmark, BenchResult, Context, rounded
 from bench import autoscaler_scenarios as sc_mod
+from bench._phase_watch import PhaseWatch
 from bench._raw import Api, connect
 from bench.autoscaler_scenarios import (
     Names,
@@ -61,7 +68,17 @@ from bench.autoscaler_scenarios import (
     expected,
 )
 from bench.kopf_compare import scrape
-from kubeloop import NAMESPACES, NODES, PODS, Client, NotFound, Resource, retry_on_conflict
+from bench.phases import karpenter_launches, our_launches, phase_medians, pod_timelines, table
+from kubeloop import (
+    NAMESPACES,
+    NODES,
+    PODS,
+    AlreadyExists,
+    Client,
+    NotFound,
+    Resource,
+    retry_on_conflict,
+)
 from kubeloop.envtest import (
     KWOK_NODE_ANNOTATIONS,
     ControlPlane,
@@ -82,7 +99,9 @@ CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
     namespaced=False,
 )  # fmt: skip
-SIDES: Final = ("karpenter", "karpenter-noconsolidation", "ours")
+#: ``karpenter-nodes-after-boot``: the fair variant, whose Nodes appear when the boot is done.
+NODES_AFTER_BOOT: Final = "karpenter-nodes-after-boot"
+SIDES: Final = ("karpenter", NODES_AFTER_BOOT, "karpenter-noconsolidation", "ours")
 FULL_SET: Final = ("S1", "S2", "S3", "S6", "S14", "S15", "SD")
 QUICK_SET: Final = ("S15", "SD")
 TIMEOUT_S: Final = 300.0
@@ -158,18 +177,21 @@ BOOT_TAINT: Final = {"key": "bench.kubeloop.dev/booting", "effect": "NoSchedule"
 
 
 async def lift_boot_taints(
-    admin: Client, selector: str, boot_seconds: float, lifted: list[str]
+    admin: Client, selector: str, boot_seconds: float, lifted: dict[str, float]
 ) -> None:
     """Lift :data:`BOOT_TAINT` from each Node of ``selector`` ``boot_seconds`` after this
-    poll first saw it (until cancelled); ``lifted`` gets each Node lifted, for the write count."""
+    poll first saw the Node (until cancelled); ``lifted`` gets each Node lifted and when (the
+    wall clock), for the write count and as its boot-done time in the phase table."""
     first_seen: dict[str, float] = {}
     while True:
         now = time.monotonic()
         for node in await _nodes(admin, selector):
             name = node["metadata"]["name"]
-            if not any(t.get("key") == BOOT_TAINT["key"] for t in node["spec"].get("taints", [])):
-                continue
-            if now - first_seen.setdefault(name, now) < boot_seconds:
+            # The boot counts from the Node's appearance (the launch), not from when
+            # Karpenter's registration puts the taint on, a second or so later.
+            booted = now - first_seen.setdefault(name, now) >= boot_seconds
+            taints = node["spec"].get("taints", [])
+            if not booted or not any(t.get("key") == BOOT_TAINT["key"] for t in taints):
                 continue
 
             async def lift(name: str = name) -> None:
@@ -180,11 +202,33 @@ async def lift_boot_taints(
 
             with contextlib.suppress(NotFound):
                 await retry_on_conflict(lift)
-                lifted.append(name)
+                lifted.setdefault(name, time.time())
         await asyncio.sleep(POLL_S)
 
 
-def karpenter_nodepool(sc: Scenario, names: Names, consolidation: bool) -> dict[str, Any]:
+def boot_nodeclass(sc: Scenario) -> dict[str, Any]:
+    """A KWOKNodeClass whose provider creates each Node the scenario's boot delay after the
+    launch (``nodeRegistrationDelay``, which the provider documents as modelling instance
+    start-up), as a kubelet registers it on a real cloud once the VM has booted."""
+    if sc.boot_seconds != int(sc.boot_seconds):
+        raise ValueError(
+            f"{sc.id}: boot_seconds {sc.boot_seconds} is not whole seconds, which "
+            "nodeRegistrationDelay cannot say"
+        )
+    seconds = int(sc.boot_seconds)
+    return {
+        "apiVersion": "karpenter.kwok.sh/v1alpha1",
+        "kind": "KWOKNodeClass",
+        "metadata": {"name": f"boot-{seconds}s"},
+        "spec": {"nodeRegistrationDelay": f"{seconds}s"},
+    }
+
+
+def karpenter_nodepool(
+    sc: Scenario, names: Names, consolidation: bool, *, nodes_after_boot: bool = False
+) -> dict[str, Any]:
+    """Karpenter's NodePool for ``sc``: with the bench's boot taint, or (``nodes_after_boot``)
+    on :func:`boot_nodeclass`, whose Nodes need no stand-in for the boot."""
     # maxNodes is a count of nodes, which Karpenter's `limits.nodes` says as it is (it takes
     # one node per NodeClaim off what is left before it picks an instance type); the CPU of
     # maxNodes instances of the one type stays beside it, as NodePools are usually limited
@@ -201,7 +245,9 @@ def karpenter_nodepool(sc: Scenario, names: Names, consolidation: bool) -> dict[
                     "nodeClassRef": {
                         "group": "karpenter.kwok.sh",
                         "kind": "KWOKNodeClass",
-                        "name": "default",
+                        "name": boot_nodeclass(sc)["metadata"]["name"]
+                        if nodes_after_boot
+                        else "default",
                     },
                     "requirements": [
                         {
@@ -211,7 +257,7 @@ def karpenter_nodepool(sc: Scenario, names: Names, consolidation: bool) -> dict[
                         }
                     ],
                     "expireAfter": "Never",
-                    "startupTaints": [dict(BOOT_TAINT)],
+                    **({} if nodes_after_boot else {"startupTaints": [dict(BOOT_TAINT)]}),
                 },
             },
             "limits": {"cpu": cpu_limit, "nodes": str(sc.max_nodes)},
@@ -415,13 +461,33 @@ async def run_side(
     pods = [p for g, p in all_pods(sc, names) if g.drives]
     exp = expected(sc)
     node_selector = f"{POOL_LABEL}={names.pool}"
-    lifted: list[str] = []  # the bench's own boot-taint lifts (Karpenter's side)
+    lifted: dict[str, float] = {}  # the bench's own boot-taint lifts (Karpenter's side)
     fig: dict[str, Any]
+    watch = PhaseWatch()
     async with contextlib.AsyncExitStack() as stack:
         checks: list[Any] = []
+        stack.push_async_callback(watch.stop)
         if side.startswith("karpenter"):
             checks.append(stack.enter_context(kwok(cp, base_stages, workdir)).check)
-            await admin.create(K_NODEPOOLS, karpenter_nodepool(sc, names, side == "karpenter"))
+            after_boot = side == NODES_AFTER_BOOT
+            if after_boot:
+                with contextlib.suppress(AlreadyExists):  # one per boot delay, kept between runs
+                    await admin.create(KWOK_NODECLASSES, boot_nodeclass(sc))
+            await admin.create(
+                K_NODEPOOLS,
+                karpenter_nodepool(
+                    sc,
+                    names,
+                    side != "karpenter-noconsolidation",
+                    nodes_after_boot=after_boot,
+                ),
+            )
+            await watch.start(
+                admin,
+                names.namespace,
+                node_selector,
+                (K_NODECLAIMS, "", f"karpenter.sh/nodepool={names.pool}"),
+            )
             kp = stack.enter_context(karpenter(cp, built, sc, workdir))
             checks.append(kp.check)
             await _until_ok(lambda: cloud_calls_karpenter(kp), "Karpenter's metrics", 60, checks)
@@ -439,10 +505,11 @@ async def run_side(
 
             claim_task = asyncio.create_task(watch_claims())
             stack.callback(claim_task.cancel)
-            boot_task = asyncio.create_task(
-                lift_boot_taints(admin, node_selector, sc.boot_seconds, lifted)
-            )
-            stack.callback(boot_task.cancel)
+            if not after_boot:
+                boot_task = asyncio.create_task(
+                    lift_boot_taints(admin, node_selector, sc.boot_seconds, lifted)
+                )
+                stack.callback(boot_task.cancel)
             op = None
         else:
             checks.append(stack.enter_context(kwok(cp, base_stages, workdir)).check)
@@ -462,6 +529,8 @@ async def run_side(
                 scaler["spec"]["scaleDownEnabled"] = True
                 scaler["spec"]["scaleDownUnneededTime"] = OURS_UNNEEDED
             await admin.create(AUTOSCALERS, scaler)
+            pool_field = f"metadata.name={names.pool}"
+            await watch.start(admin, names.namespace, node_selector, (NODEPOOLS, pool_field, ""))
             calls_before = Counter(await asyncio.to_thread(op.cloud.calls))
             await asyncio.sleep(1.0)  # the controllers' caches sync
         writes_before = await apiserver_writes(api)
@@ -473,6 +542,7 @@ async def run_side(
             await _create(admin, [p for p in pods if _wave(sc, p) == 2], names.namespace)
         times = await _poll_pods(admin, names.namespace, exp.fitting, t0, checks)
         nodes_up = await _nodes(admin, node_selector)
+        fig_phases = await _phases(watch, exp.fitting, side, lifted, op)
         own_writes = len(pods)
         fig = {
             "all_fitting_scheduled_s": rounded(
@@ -482,6 +552,7 @@ async def run_side(
                 sorted(times.running.values())[exp.fitting - 1] - t0, 3
             ),
             "nodes_after_scale_up": len(nodes_up),
+            "phases": fig_phases,
         }
         if sc.id == "SD":
             doomed = [p["metadata"]["name"] for i, p in enumerate(pods) if i % 3 != 0]
@@ -535,6 +606,34 @@ async def run_side(
         fig["api_writes_by_resource"] = dict(sorted((k, v) for k, v in writes.items() if v > 0))
         await _clean(admin, names, side)
     return fig
+
+
+async def _phases(
+    watch: PhaseWatch,
+    fitting: int,
+    side: str,
+    lifted: dict[str, float],
+    op: sc_mod._Operator | None,
+) -> dict[str, Any]:
+    """The phase table's entry for this side (:mod:`bench.phases`), once the watch has seen
+    what the poll saw (every fitting pod Running)."""
+    for _ in range(int(10.0 / POLL_S)):  # the watch is seldom behind the poll for long
+        if watch.running() >= fitting:
+            break
+        await asyncio.sleep(POLL_S)
+    if op is not None:
+        snapshot = await asyncio.to_thread(op.cloud.snapshot)
+        launches = our_launches(snapshot.instances, watch.targets)
+    else:
+        # Karpenter's boot ends when the bench lifts its taint, or, where the provider
+        # registers Nodes only after the boot, when the Node appears.
+        boot_done = (
+            {n: s.registered for n, s in watch.nodes.items() if s.registered is not None}
+            if side == NODES_AFTER_BOOT
+            else lifted
+        )
+        launches = karpenter_launches(watch.claims, watch.nodes, boot_done)
+    return phase_medians(pod_timelines(watch.pods, watch.nodes, launches).values())
 
 
 def _wave(sc: Scenario, pod: dict[str, Any]) -> int:
@@ -666,10 +765,13 @@ async def run(ctx: Context) -> BenchResult:
                 figures[sid] = entry
     ratios: dict[str, float] = {}
     for sid, entry in figures.items():
-        ours, kp = entry.get("ours", {}), entry.get("karpenter", {})
-        for key in ("nodes_created", "all_fitting_running_s", "api_writes"):
-            if ours.get(key) and kp.get(key):
-                ratios[f"{sid}_ours_over_karpenter_{key}"] = rounded(ours[key] / kp[key], 3)
+        ours = entry.get("ours", {})
+        for peer, tag in (("karpenter", "karpenter"), (NODES_AFTER_BOOT, "karpenter_after_boot")):
+            kp = entry.get(peer, {})
+            for key in ("nodes_created", "all_fitting_running_s", "api_writes"):
+                if ours.get(key) and kp.get(key):
+                    ratios[f"{sid}_ours_over_{tag}_{key}"] = rounded(ours[key] / kp[key], 3)
+    ctx.log("where the time goes (median s per phase):\n" + phase_table(figures, chosen, sides))
     return {
         "name": "karpenter",
         "params": {
@@ -678,7 +780,9 @@ async def run(ctx: Context) -> BenchResult:
             "karpenter": "sigs.k8s.io/karpenter v1.15.0, kwok cloud provider, out of cluster",
             "kwok": "v0.8.0, its stages as built, for both sides",
             "boot": "ours: the simulated VM boots before its Node registers; Karpenter: a "
-            "start-up taint lifted by the bench the boot delay after its Node appears",
+            "start-up taint lifted by the bench the boot delay after its Node appears; "
+            f"{NODES_AFTER_BOOT}: the provider creates the Node the boot delay after the "
+            "launch (KWOKNodeClass nodeRegistrationDelay), no start-up taint",
             "scheduler_scoring": scoring,
             "ours_scale_down_unneeded": OURS_UNNEEDED,
             "scale_down_wait_s": SCALE_DOWN_WAIT_S,
@@ -688,6 +792,18 @@ async def run(ctx: Context) -> BenchResult:
         "figures": figures,
         "ratios": ratios,
     }
+
+
+def phase_table(figures: dict[str, Any], scenarios: Sequence[str], sides: Sequence[str]) -> str:
+    """The phase table (:func:`bench.phases.table`) of every scenario and side that ran."""
+    return table(
+        [
+            (sid, side, fig["phases"])
+            for sid in scenarios
+            for side in sides
+            if "phases" in (fig := figures.get(sid, {}).get(side, {}))
+        ]
+    )
 
 
 def markdown(result: BenchResult) -> str:
@@ -737,16 +853,28 @@ def markdown(result: BenchResult) -> str:
         if over
         else []
     )
+    phases = [
+        "",
+        "Where the time goes: per scenario and side, the median seconds of each phase over the "
+        "pods that ran (each column the wait from the previous milestone; `[k early]`: k pods "
+        "reached that milestone before the previous one, counted as 0 s there; `–`: no pod "
+        "had both ends). What each milestone is measured from: see the notes below.",
+        "",
+        phase_table(f, p["scenarios"], p["sides"]),
+    ]
     return "\n".join(
         [
             f"Karpenter: {p['karpenter']}; kwok {p['kwok']}; kube-scheduler scoring "
             f"{p['scheduler_scoring']}. `karpenter` = consolidation as it defaults; "
+            f"`{NODES_AFTER_BOOT}` = consolidation as it defaults, its Nodes created by the "
+            "provider only when the boot is done (`nodeRegistrationDelay`, no start-up taint); "
             "`karpenter-noconsolidation` = `consolidateAfter: Never`. Scale-down waits "
             f"{p['scale_down_wait_s']:g} s after deleting the pods (ours: unneeded time "
             f"{p['ours_scale_down_unneeded']}).",
             "",
             *rows,
             *notes,
+            *phases,
         ]
     )
 

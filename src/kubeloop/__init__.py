@@ -74,9 +74,11 @@ from kubeloop._handler import (
     request_for,
 )
 from kubeloop._informer import Cache, CacheReadError, Informer, OutOfScope
+from kubeloop._labelselector import Selector as LabelSelector
+from kubeloop._labelselector import parse as parse_label_selector
 from kubeloop._leader import LeaderElectionOptions, LeaderElector
 from kubeloop._log import configure_logging
-from kubeloop._loopdetect import LoopDetectionOptions
+from kubeloop._loopdetect import LoopDetectionOptions, LoopDetector
 from kubeloop._manager import LeaderElectionLost, Manager, ManagerOptions
 from kubeloop._metrics import REGISTRY, Registry, RuntimeMetrics
 from kubeloop._objects import (
@@ -212,10 +214,12 @@ __all__ = [
     "KeyPair",
     "KindSource",
     "KubeloopError",
+    "LabelSelector",
     "LeaderElectionLost",
     "LeaderElectionOptions",
     "LeaderElector",
     "LoopDetectionOptions",
+    "LoopDetector",
     "Manager",
     "ManagerOptions",
     "MapFunc",
@@ -297,6 +301,7 @@ __all__ = [
     "object_key",
     "observed_generation_current",
     "owner_reference",
+    "parse_label_selector",
     "remove_condition",
     "remove_finalizer",
     "request_for",

@@ -353,6 +353,9 @@ class Cache:
         # informer that does not hold it need not wait for a version outside its selector
         self._labels: dict[Resource, dict[str, dict[str, str]]] = {}
         self.live_read_fallbacks = 0
+        #: Waits for our own writes that ran out of time (at most one per read: once a
+        #: read's deadline has passed, its other keys are not waited for).
+        self.expired_read_waits = 0
 
     @property
     def informers(self) -> list[Informer]:
@@ -732,8 +735,10 @@ class Cache:
         # many lagging writes waits at most read_your_writes_timeout, then reads them live
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.read_your_writes_timeout
+        expired = False
         for key in keys:
-            timeout = max(0.0, deadline - loop.time())
+            # once one wait ran out, the rest only look (the deadline is the read's)
+            timeout = 0.0 if expired else max(0.0, deadline - loop.time())
             # the read's own informer must have it; the expectation goes once every
             # informer covering the key has it (another may be read next)
             deleted = gone.get(key)
@@ -741,6 +746,7 @@ class Cache:
                 uid, floor = deleted
                 if not await inf.reflector.wait_gone(key, uid, floor, timeout):
                     lagging.append(key)
+                    expired = self._ran_out(timeout) or expired
                 elif self._all_gone(resource, key, deleted):
                     gone.pop(key, None)
                 continue
@@ -751,9 +757,17 @@ class Cache:
                 continue  # nothing to wait for; kept for the other informers
             if not await inf.reflector.wait_for(key, want, timeout):
                 lagging.append(key)
+                expired = self._ran_out(timeout) or expired
             elif self._all_have(resource, key, want):
                 exp.pop(key, None)
         return lagging
+
+    def _ran_out(self, timeout: float) -> bool:
+        """Count a wait that had time and ran out of it; whether one did."""
+        if timeout <= 0:
+            return False
+        self.expired_read_waits += 1
+        return True
 
     def _never_holds(self, resource: Resource, inf: Informer, key: str) -> bool:
         """Whether ``inf`` (with a label selector) neither holds ``key`` nor will be sent

@@ -37,6 +37,9 @@ class Selector:
     tests: tuple[_Test, ...]
     #: ``"key":"value"`` byte strings every matching object's JSON contains.
     needles: tuple[bytes, ...]
+    #: The ``key=value`` (or ``key==value``) requirements, in order: the labels an object
+    #: must carry to match, e.g. to put on objects made for this selector's scope.
+    equalities: tuple[tuple[str, str], ...] = ()
 
     def matches(self, obj: Mapping[str, Any]) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}
@@ -66,13 +69,16 @@ def parse(text: str) -> Selector:
     """Parse ``text`` (the ``labelSelector`` query parameter's form)."""
     tests: list[_Test] = []
     needles: list[bytes] = []
+    equalities: list[tuple[str, str]] = []
     if text.strip():
         for part in _split(text):
-            tests.append(_requirement(text, part, needles))
-    return Selector(text, tuple(tests), tuple(needles))
+            tests.append(_requirement(text, part, needles, equalities))
+    return Selector(text, tuple(tests), tuple(needles), tuple(equalities))
 
 
-def _requirement(text: str, part: str, needles: list[bytes]) -> _Test:
+def _requirement(
+    text: str, part: str, needles: list[bytes], equalities: list[tuple[str, str]]
+) -> _Test:
     if m := _SET.match(part):
         key, op = m.group(1), m.group(2)
         values = frozenset(v.strip() for v in m.group(3).split(",") if v.strip())
@@ -85,6 +91,7 @@ def _requirement(text: str, part: str, needles: list[bytes]) -> _Test:
         key, op, value = m.group(1), m.group(2), m.group(3)
         if op in ("=", "=="):
             needles.append(_needle(key, value))
+            equalities.append((key, value))
             return lambda labels: labels.get(key) == value
         if op == "!=":
             return lambda labels: labels.get(key) != value

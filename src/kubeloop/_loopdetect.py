@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -286,6 +286,17 @@ class LoopDetector:
             "streaks": len(self._streaks),
             "reports": len(self._report),
             "fields": len(self._owners),
+        }
+
+    def tables(self) -> dict[str, Sized]:
+        """The tables themselves, by the names :meth:`footprint` counts: what the detector
+        holds, for a benchmark that measures their bytes (read-only by contract)."""
+        return {
+            "pending": self._pending,
+            "own_objects": self._own,
+            "streaks": self._streaks,
+            "reports": self._report,
+            "fields": self._owners,
         }
 
     # -- two writers --------------------------------------------------------------------

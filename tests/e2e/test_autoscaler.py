@@ -46,15 +46,9 @@ POOL_CPU, POOL_MEMORY = "64", "96Gi"
 
 
 def pool_manifest(name: str, **spec: Any) -> dict[str, Any]:
-    return factories.nodepool(
-        name,
-        target=0,
-        instance_type="mem96.large",
-        max_nodes=10,
-        cpu=POOL_CPU,
-        memory=POOL_MEMORY,
-        **spec,
-    )
+    """The seeds' pool; ``spec`` (camelCase fields) overrides its defaults."""
+    fields: dict[str, Any] = {"cpu": POOL_CPU, "memory": POOL_MEMORY, **spec}
+    return factories.nodepool(name, target=0, instance_type="mem96.large", max_nodes=10, **fields)
 
 
 def autoscaler_manifest(name: str, pool: str, *namespaces: str, **spec: Any) -> dict[str, Any]:

@@ -181,3 +181,72 @@ async def test_nodes_are_named_and_labelled_as_eks_registers_them(
     await env.eventually(one_left, "one instance and one Node to be left", timeout=90)
     with contextlib.suppress(Exception):
         await env.client.delete(AWSNODECLASSES, name)
+
+
+def _condition(obj: Object, type_: str) -> dict[str, Any] | None:
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == type_:
+            return dict(cond)
+    return None
+
+
+async def test_a_create_refused_for_its_node_class_holds_until_the_class_is_fixed(
+    aws_env: OperatorEnv, moto: MotoServer
+) -> None:
+    """The node class names an AMI parameter that does not exist: the pool is Degraded with
+    reason InvalidAMI (not InvalidInstanceType) and no VM is made; fixing the class alone,
+    the pool untouched, gives it a fresh try and it converges."""
+    env = aws_env
+    name = f"held-{env.run_id}"
+    seeded = await seed_launch_environment(moto.endpoint_url, name=name)
+    spec = {**seeded.node_class_spec(), "amiSsmParameter": f"/{name}/no-such-ami"}
+    await env.create(
+        AWSNODECLASSES,
+        {
+            "apiVersion": AWSNODECLASSES.api_version,
+            "kind": AWSNODECLASSES.kind,
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
+    await env.create(
+        NODEPOOLS,
+        {
+            "apiVersion": NODEPOOLS.api_version,
+            "kind": NODEPOOLS.kind,
+            "metadata": {"name": name},
+            "spec": {
+                "instanceType": "m5.large",
+                "targetNodes": 1,
+                "maxNodes": 2,
+                "nodeClassRef": {"name": name},
+            },
+        },
+    )
+    await env.start(controllers=("nodepool",))
+
+    async def refused() -> dict[str, Any] | None:
+        cond = _condition(await env.client.get(NODEPOOLS, name), "Degraded")
+        return cond if cond is not None and cond.get("reason") == "InvalidAMI" else None
+
+    cond = await env.eventually(refused, "Degraded=InvalidAMI", timeout=90)
+    assert cond is not None
+    assert "ParameterNotFound" in cond["message"]
+    assert await _instances(moto.endpoint_url, name) == []
+    generation = (await env.client.get(NODEPOOLS, name))["metadata"]["generation"]
+
+    await env.client.patch(
+        AWSNODECLASSES, name, {"spec": {"amiSsmParameter": seeded.ami_parameter}}
+    )
+
+    async def launched() -> bool:
+        pool = await env.client.get(NODEPOOLS, name)
+        degraded = _condition(pool, "Degraded") or {}
+        states = [i["State"]["Name"] for i in await _instances(moto.endpoint_url, name)]
+        return states == ["running"] and degraded.get("status") == "False"
+
+    await env.eventually(launched, "one VM launched with the fixed class", timeout=90)
+    # nothing but the class changed: the pool's spec is as it was
+    assert (await env.client.get(NODEPOOLS, name))["metadata"]["generation"] == generation
+    with contextlib.suppress(Exception):
+        await env.client.delete(AWSNODECLASSES, name)

@@ -89,7 +89,7 @@ OPERATOR_GRANTS = {
     ("kubeloop.dev", "autoscalers/status", "update"),
     *(("kubeloop.dev", "instances", v) for v in ("get", "list", "watch", "patch")),
     ("kubeloop.dev", "instances/status", "update"),
-    ("kubeloop.dev", "awsnodeclasses", "get"),
+    *(("kubeloop.dev", "awsnodeclasses", v) for v in ("get", "list", "watch")),
     *(("", "nodes", v) for v in ("list", "watch", "patch", "delete")),
     ("", "pods", "list"),
     ("", "pods", "watch"),

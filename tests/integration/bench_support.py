@@ -19,8 +19,10 @@ def run_quick(
     *args: str,
     timeout: float,
     env: Mapping[str, str] | None = None,
+    progress: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run ``bench/run.py --quick ARGS --kubeconfig K --write --docs DOCS``; its JSON line."""
+    """Run ``bench/run.py --quick ARGS --kubeconfig K --write --docs DOCS``; its JSON line
+    (and its progress lines, from stderr, into ``progress`` if given)."""
     proc = subprocess.run(
         [
             sys.executable,
@@ -41,6 +43,8 @@ def run_quick(
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
+    if progress is not None:
+        progress.extend(proc.stderr.splitlines())
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stdout
     result: dict[str, Any] = lines[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from kubeloop import LabelSelector, parse_label_selector
 from kubeloop._labelselector import parse
 
 
@@ -45,3 +46,9 @@ def test_matches_as_the_apiserver(selector: str, labels: dict[str, str], want: b
 def test_a_malformed_selector_names_itself() -> None:
     with pytest.raises(ValueError, match="app=\\(x"):
         parse("app=(x")
+
+
+def test_equalities_are_the_key_value_requirements_in_order() -> None:
+    selector = parse_label_selector("b=2, tier in (x), a==1, c!=3, d")
+    assert selector.equalities == (("b", "2"), ("a", "1"))
+    assert isinstance(selector, LabelSelector)

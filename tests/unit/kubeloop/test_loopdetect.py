@@ -196,3 +196,15 @@ def test_an_event_that_beats_our_write_response_is_still_ours() -> None:
         assert det.starting(REQ)
         child = new
     assert found == [(REQ, ["ConfigMap web-config: data.stamp"])]
+
+
+def test_tables_are_what_footprint_counts() -> None:
+    det = LoopDetector(LoopDetectionOptions(remembered_objects=10), lambda *a: None)
+    for i in range(15):
+        det.own_write(obj("ConfigMap", f"c{i}", 100 + i))
+    det.enqueued(REQ, Added(big("web", 1)))
+    tables = det.tables()
+    assert set(tables) == set(det.footprint())
+    assert {k: len(v) for k, v in tables.items()} == det.footprint()
+    assert det.footprint()["own_objects"] == 10
+    assert det.footprint()["pending"] == 1

@@ -119,3 +119,14 @@ def test_aws_with_an_unknown_profile_names_it(
     assert run(tmp_path, "https://127.0.0.1:1", "--cloud", "aws", "--aws-profile", "nope") == 2
     logged = capfd.readouterr().err
     assert "'nope' not found" in logged
+
+
+def test_a_bad_label_selector_is_refused_at_the_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--label-selector", "shard in (a"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--label-selector" in err
+    assert "cannot parse" in err

@@ -26,6 +26,7 @@ from kubeloop import (
     KubeloopError,
     LeaderElectionLost,
     configure_logging,
+    parse_label_selector,
 )
 from nodepool_operator import operator
 from nodepool_operator.cloud import SimulatedCloud
@@ -156,6 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--label-selector",
         default=_DEFAULTS.label_selector,
+        type=_label_selector,
         metavar="SEL",
         help="only handle NodePools, Autoscalers and Instances with these labels, e.g. "
         "shard=a (default: all)",
@@ -336,6 +338,15 @@ def _port(value: str) -> int:
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"port {port} is not between 1 and 65535")
     return port
+
+
+def _label_selector(value: str) -> str:
+    """Refused at the command line (exit 2, naming it) rather than at the first read."""
+    try:
+        parse_label_selector(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return value
 
 
 def _address(value: str) -> str | None:

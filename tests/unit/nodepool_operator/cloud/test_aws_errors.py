@@ -24,10 +24,10 @@ from nodepool_operator.cloud import (
 from nodepool_operator.cloud._aws_errors import translate
 
 
-def ec2_error(code: str, status: int = 400) -> ClientError:
+def ec2_error(code: str, status: int = 400, message: str = "") -> ClientError:
     return ClientError(
         {
-            "Error": {"Code": code, "Message": f"message of {code}"},
+            "Error": {"Code": code, "Message": message or f"message of {code}"},
             "ResponseMetadata": {"HTTPStatusCode": status},  # type: ignore[typeddict-item]
         },
         "RunInstances",
@@ -67,6 +67,42 @@ def test_ec2_codes_become_typed_errors(code: str, expected: type[CloudError]) ->
     err = translate(ec2_error(code), operation="RunInstances", instance_id="i-1")
     assert type(err) is expected
     assert code in str(err), "the message keeps EC2's code for the condition and the log"
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "reason"),
+    [
+        ("InvalidAMIID.NotFound", "The image id '[ami-0badbadbad]' does not exist", "InvalidAMI"),
+        ("InvalidAMIID.Malformed", "Invalid id: ami-x", "InvalidAMI"),
+        ("ParameterNotFound", "/aws/service/eks/...", "InvalidAMI"),
+        ("InvalidSubnetID.NotFound", "The subnet ID 'subnet-1' does not exist", "InvalidSubnet"),
+        (
+            "InvalidGroup.NotFound",
+            "The security group 'sg-1' does not exist",
+            "InvalidSecurityGroup",
+        ),
+        ("InvalidSecurityGroupID.NotFound", "sg-1", "InvalidSecurityGroup"),
+        ("NoSuchEntity", "Instance profile p cannot be found", "InvalidInstanceProfile"),
+        (
+            "InvalidParameterValue",
+            "Value (p) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance "
+            "Profile name",
+            "InvalidInstanceProfile",
+        ),
+        ("InvalidParameterValue", "Invalid value 'z9' for InstanceType.", "InvalidInstanceType"),
+        ("InvalidInstanceType.NotFound", "z9", "InvalidInstanceType"),
+        ("InvalidUserData.Malformed", "not base64", "InvalidUserData"),
+        ("InvalidKeyPair.NotFound", "key", "InvalidKeyPair"),
+        ("InvalidParameterCombination", "cannot use both", "InvalidParameter"),
+    ],
+)
+def test_an_invalid_request_names_what_is_wrong(code: str, message: str, reason: str) -> None:
+    err = translate(ec2_error(code, message=message), operation="ec2:RunInstances")
+    assert isinstance(err, InvalidRequest)
+    assert err.reason == reason
+    assert code in str(err)  # EC2's own code stays in the message
+    # only IAM's propagation delay clears by itself; the rest hold until something changes
+    assert (err.retry_after is not None) == (reason == "InvalidInstanceProfile")
 
 
 def test_not_found_names_the_instance() -> None:

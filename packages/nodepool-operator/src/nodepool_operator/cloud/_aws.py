@@ -325,7 +325,9 @@ class AwsCloud:
             reply = await self._eks.describe_cluster(name=name)
         except ClientError as err:
             if error_code(err) == "ResourceNotFoundException":
-                raise InvalidRequest(f"eks:DescribeCluster: no EKS cluster {name!r}") from err
+                raise InvalidRequest(
+                    f"eks:DescribeCluster: no EKS cluster {name!r}", reason="InvalidCluster"
+                ) from err
             raise translate(err, operation=f"eks:DescribeCluster {name}") from err
         except Exception as err:
             raise translate(err, operation=f"eks:DescribeCluster {name}") from err
@@ -471,7 +473,9 @@ class AwsCloud:
             raise translate(err, operation=f"ssm:GetParameter {name}") from err
         value = str(reply.get("Parameter", {}).get("Value") or "")
         if not value.startswith("ami-"):
-            raise InvalidRequest(f"SSM parameter {name} holds {value[:64]!r}, not an AMI id")
+            raise InvalidRequest(
+                f"SSM parameter {name} holds {value[:64]!r}, not an AMI id", reason="InvalidAMI"
+            )
         return value
 
     async def _raw_state(self, instance_id: str) -> str:

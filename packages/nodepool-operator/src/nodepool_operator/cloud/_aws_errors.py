@@ -135,7 +135,7 @@ def translate(err: Exception, *, operation: str, instance_id: str | None = None)
     if isinstance(err, NoCredentialsError | PartialCredentialsError):
         return PermissionDenied(f"{operation}: no usable AWS credentials: {err}")
     if isinstance(err, NoRegionError):
-        return InvalidRequest(f"{operation}: no AWS region configured: {err}")
+        return InvalidRequest(f"{operation}: no AWS region configured: {err}", reason="NoRegion")
     if isinstance(
         err, EndpointConnectionError | ConnectionError | HTTPClientError | ReadTimeoutError
     ):
@@ -165,5 +165,55 @@ def _from_client_error(err: ClientError, *, operation: str, instance_id: str | N
     if code in PERMISSION_CODES or status == 403:
         return PermissionDenied(message)
     if code in INVALID_CODES or code.startswith("Invalid"):
-        return InvalidRequest(message)
+        reason = invalid_reason(code, detail)
+        # IAM is eventually consistent: a profile made a moment ago is refused by EC2 until
+        # it propagates, so that refusal is asked again after a while, not held for good.
+        wait = INSTANCE_PROFILE_RETRY if reason == "InvalidInstanceProfile" else None
+        return InvalidRequest(message, reason=reason, retry_after=wait)
     return CloudError(message)
+
+
+#: How long a refused instance profile holds creates back before they are asked again.
+INSTANCE_PROFILE_RETRY: Final = 60.0
+
+#: An invalid request's reason by EC2's code prefix (the part before the first dot).
+_REASON_BY_CODE: Final = {
+    "InvalidAMIID": "InvalidAMI",
+    "ParameterNotFound": "InvalidAMI",  # SSM: the AMI's parameter does not exist
+    "InvalidSubnetID": "InvalidSubnet",
+    "InvalidSubnet": "InvalidSubnet",
+    "InvalidGroup": "InvalidSecurityGroup",
+    "InvalidGroupId": "InvalidSecurityGroup",
+    "InvalidSecurityGroupID": "InvalidSecurityGroup",
+    "NoSuchEntity": "InvalidInstanceProfile",  # moto: the profile does not exist
+    "InvalidInstanceType": "InvalidInstanceType",
+    "InvalidUserData": "InvalidUserData",
+    "InvalidKeyPair": "InvalidKeyPair",
+    "InvalidBlockDeviceMapping": "InvalidBlockDeviceMapping",
+    "InvalidKeyId": "InvalidKmsKey",
+}
+
+#: Words in the message of a generic code (InvalidParameterValue...) naming what is wrong.
+_REASON_BY_WORD: Final = (
+    ("iaminstanceprofile", "InvalidInstanceProfile"),
+    ("instance profile", "InvalidInstanceProfile"),
+    ("subnet", "InvalidSubnet"),
+    ("security group", "InvalidSecurityGroup"),
+    ("instance type", "InvalidInstanceType"),
+    ("instancetype", "InvalidInstanceType"),
+    ("image id", "InvalidAMI"),
+    ("imageid", "InvalidAMI"),
+)
+
+
+def invalid_reason(code: str, message: str) -> str:
+    """The condition reason for an invalid request: what is wrong, not EC2's code
+    (``InvalidParameterValue`` says little; its message names the parameter)."""
+    reason = _REASON_BY_CODE.get(code.split(".", 1)[0])
+    if reason is not None:
+        return reason
+    text = message.lower()
+    for word, named in _REASON_BY_WORD:
+        if word in text:
+            return named
+    return "InvalidParameter"

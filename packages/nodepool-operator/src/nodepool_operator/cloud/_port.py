@@ -261,14 +261,32 @@ class TransientCloudError(CloudError):
 
 class InvalidRequest(CloudError):
     """Terminal: the request can never succeed as sent (e.g. an unknown instance type).
-    Report it on the object and make no further calls until its spec changes.
+    Report it on the object and make no further calls until its spec (or the node class it
+    names) changes.
+
+    Attributes:
+        reason: what is wrong, as a condition's reason names it (``InvalidInstanceType``,
+            ``InvalidAMI``, ``InvalidSubnet``, ``InvalidSecurityGroup``,
+            ``InvalidInstanceProfile``, ``InvalidUserData``, ``InvalidKeyPair``,
+            ``InvalidParameter``...).
+        retry_after: None, except for a refusal known to clear by itself (an instance
+            profile IAM has not yet propagated to EC2): then the wait before asking again.
     """
+
+    def __init__(
+        self, message: str, *, reason: str = "InvalidRequest", retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.reason = reason
 
 
 class IdempotencyMismatch(InvalidRequest):
     """The idempotency token was already used with different arguments (EC2's
     ``IdempotentParameterMismatch``): the intent recorded for this VM changed, a bug.
     """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message, reason="IdempotencyMismatch", retry_after=retry_after)
 
 
 def check_request(request: CreateRequest) -> None:

@@ -512,7 +512,9 @@ class SimulatedCloud:
                 )
             return existing
         if request.instance_type not in self._types:
-            raise InvalidRequest(f"unknown instance type {request.instance_type!r}")
+            raise InvalidRequest(
+                f"unknown instance type {request.instance_type!r}", reason="InvalidInstanceType"
+            )
         quota = _get_setting(conn, "quota")
         live = _scalar(conn, "SELECT COUNT(*) FROM instances WHERE state != 'terminated'")
         if quota is not None and live >= quota:

@@ -10,42 +10,23 @@ from __future__ import annotations
 
 from typing import Final
 
+from kubeloop import parse_label_selector
+
 #: Every Node of a pool carries this label, with the pool's name as its value.
 POOL_LABEL: Final = "kubeloop.dev/nodepool"
-
-
-def _terms(selector: str) -> list[str]:
-    """The comma-separated terms of a selector; commas inside ``in (a,b)`` don't split."""
-    terms, depth, start = [], 0, 0
-    for i, char in enumerate(selector):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "," and depth == 0:
-            terms.append(selector[start:i])
-            start = i + 1
-    terms.append(selector[start:])
-    return [t.strip() for t in terms if t.strip()]
 
 
 def equality_labels(selector: str | None) -> dict[str, str]:
     """The ``key=value`` (or ``key==value``) terms of a label selector as labels.
 
     Set-based terms (``in``, ``notin``, ``!=``, ``key``, ``!key``) name no single value and
-    are left out.
+    are left out. The selector is parsed as the apiserver would (kubeloop's parser): one it
+    cannot parse raises :class:`ValueError` naming it.
 
     >>> equality_labels("e2e.kubeloop.dev/run=ab12, tier in (a,b), x!=y")
     {'e2e.kubeloop.dev/run': 'ab12'}
     """
-    labels: dict[str, str] = {}
-    for term in _terms(selector or ""):
-        if "!=" in term or "(" in term:
-            continue
-        key, sep, value = term.replace("==", "=").partition("=")
-        if sep:
-            labels[key.strip()] = value.strip()
-    return labels
+    return dict(parse_label_selector(selector or "").equalities)
 
 
 def node_selector(run_labels: dict[str, str]) -> str:

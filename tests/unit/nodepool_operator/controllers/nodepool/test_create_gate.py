@@ -10,7 +10,11 @@ from nodepool_operator.cloud import (
     QuotaExceeded,
     TransientCloudError,
 )
-from nodepool_operator.controllers.nodepool._create_gate import DEFAULT_QUOTA_WAIT, CreateGate
+from nodepool_operator.controllers.nodepool._create_gate import (
+    DEFAULT_QUOTA_WAIT,
+    CreateGate,
+    class_version,
+)
 from nodepool_operator.controllers.nodepool._pool_status import cloud_failure
 
 
@@ -74,3 +78,31 @@ def test_forget() -> None:
     gate.refused("uid", 1, cloud_failure(QuotaExceeded("full")))
     gate.forget("uid")
     assert gate.holding("uid", 1) is None
+
+
+def test_an_invalid_node_class_holds_until_the_class_changes() -> None:
+    gate = CreateGate(Clock())
+    bad_ami = cloud_failure(InvalidRequest("ami-0 not found", reason="InvalidAMI"))
+    assert gate.refused("uid", 3, bad_ami, node_class="c1/1") == math.inf
+    assert gate.holding("uid", 3, node_class="c1/1") is bad_ami
+    assert gate.holding("uid", 3, node_class="c1/2") is None, "the class was edited"
+    assert gate.holding("uid", 3, node_class="c1/1") is None, "and the old hold is over"
+    gate.refused("uid", 3, bad_ami, node_class="absent")
+    assert gate.holding("uid", 3, node_class="c2/1") is None, "the missing class was made"
+
+
+def test_a_refused_instance_profile_is_asked_again_after_its_wait() -> None:
+    clock = Clock()
+    gate = CreateGate(clock)
+    err = InvalidRequest("profile p", reason="InvalidInstanceProfile", retry_after=60.0)
+    assert gate.refused("uid", 1, cloud_failure(err), node_class="c/1") == 60.0
+    clock.now += 59
+    assert gate.holding("uid", 1, node_class="c/1") is not None
+    clock.now += 1
+    assert gate.holding("uid", 1, node_class="c/1") is None
+
+
+def test_class_version() -> None:
+    assert class_version(None) == "absent"
+    made = {"metadata": {"name": "c", "uid": "u1", "generation": 2}}
+    assert class_version(made) == "u1/2"

@@ -98,7 +98,9 @@ def test_cloud_failures_degrade_the_pool() -> None:
     assert conditions(st)["Degraded"] == ("True", "QuotaExceeded", "instance quota of 1 reached")
     assert conditions(st)["Ready"][1] == "Provisioning"
 
-    bad_type = cloud_failure(InvalidRequest("unknown instance type 'z9'"))
+    bad_type = cloud_failure(
+        InvalidRequest("unknown instance type 'z9'", reason="InvalidInstanceType")
+    )
     assert bad_type.reason == "InvalidInstanceType"
     st = status_for([], desired=1, ready=set(), failure=bad_type)
     assert conditions(st)["Ready"] == (
@@ -107,6 +109,11 @@ def test_cloud_failures_degrade_the_pool() -> None:
         "spec.instanceType: unknown instance type 'z9'",
     )
     assert cloud_failure(IdempotencyMismatch("x")).reason == "IdempotencyMismatch"
+    # what the cloud refused is the reason, and only the instance type is Ready's InvalidSpec
+    bad_ami = cloud_failure(InvalidRequest("ami-0 not found", reason="InvalidAMI"))
+    st = status_for([], desired=1, ready=set(), failure=bad_ami)
+    assert conditions(st)["Degraded"] == ("True", "InvalidAMI", "ami-0 not found")
+    assert conditions(st)["Ready"][1] == "Provisioning"
 
 
 def test_apply_writes_everything_and_is_stable() -> None:

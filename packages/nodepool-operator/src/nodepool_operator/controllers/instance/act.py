@@ -135,7 +135,9 @@ class Act:
         # cannot launch, the create would fail after the working VM was already gone.
         offered = {t.name for t in await self.cloud.instance_types()}
         if instance_type not in offered:
-            raise InvalidRequest(f"unknown instance type {instance_type!r}")
+            raise InvalidRequest(
+                f"unknown instance type {instance_type!r}", reason="InvalidInstanceType"
+            )
 
     async def sweep(self, inst: Instance, keep: str) -> None:
         """Terminate this Instance's live VMs other than ``keep``. Best effort: the cloud's

@@ -23,7 +23,7 @@ from nodepool_operator.api import (
     ScaleOperation,
     to_api,
 )
-from nodepool_operator.cloud import CloudError, IdempotencyMismatch, InvalidRequest
+from nodepool_operator.cloud import CloudError, InvalidRequest
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.nodepool._intent import CREATING, DELETING
 from nodepool_operator.controllers.nodepool._repair import REPAIR_BLOCKED
@@ -48,13 +48,9 @@ class CloudFailure:
 
 
 def cloud_failure(err: CloudError) -> CloudFailure:
-    """The Degraded reason for ``err``: its class name, except that a plain InvalidRequest
-    from a create can only mean an instance type the cloud does not offer (the operator
-    always sends a name and a token)."""
-    if isinstance(err, InvalidRequest) and not isinstance(err, IdempotencyMismatch):
-        reason = INVALID_INSTANCE_TYPE
-    else:
-        reason = type(err).__name__
+    """The Degraded reason for ``err``: what an invalid request got wrong (its ``reason``:
+    ``InvalidInstanceType``, ``InvalidAMI``, ``InvalidSubnet``...), else the error's class."""
+    reason = err.reason if isinstance(err, InvalidRequest) else type(err).__name__
     return CloudFailure(reason, str(err)[:_MAX_MESSAGE], err)
 
 

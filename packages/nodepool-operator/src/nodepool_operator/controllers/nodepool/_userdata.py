@@ -58,7 +58,8 @@ async def pool_user_data(
     if instance_type is None:
         raise InvalidRequest(
             f"spec.instanceType: {type_name!r} is not in the cloud's catalogue, so its "
-            "kubelet's max pods and reservations are unknown"
+            "kubelet's max pods and reservations are unknown",
+            reason="InvalidInstanceType",
         )
     cluster = await _cluster(cloud, node_class)
     options = node_class.kubelet

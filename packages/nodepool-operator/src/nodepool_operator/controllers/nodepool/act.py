@@ -119,6 +119,8 @@ class Progress:
     """Records whose scale-down drain this pass gave up (the Node stays)."""
     resting: frozenset[str] = frozenset()
     repair_blocked: str = ""
+    node_class: str = ""
+    """The version of the node class the pool names, as the create gate keys its holds."""
 
     @property
     def name(self) -> str:
@@ -140,7 +142,9 @@ class Progress:
         self.dropped.add(name)
 
 
-def begin(obj: Object, seen: Observation, decision: Decision | None = None) -> Progress:
+def begin(
+    obj: Object, seen: Observation, decision: Decision | None = None, *, node_class: str = ""
+) -> Progress:
     """The progress of a pass that observed ``seen`` and decided ``decision``."""
     p = Progress(
         obj=obj,
@@ -150,6 +154,7 @@ def begin(obj: Object, seen: Observation, decision: Decision | None = None) -> P
         by_instance=seen.by_instance(),
         vms=dict(seen.vms),
         listed=seen.listed,
+        node_class=node_class,
     )
     if decision is not None:
         p.waits += decision.waits
@@ -223,7 +228,7 @@ class Act:
 
     def requeue(self, p: Progress) -> Result:
         """Requeue when there is something to look at; raise what needs the backoff."""
-        remaining = self.gate.remaining(p.uid, p.generation)
+        remaining = self.gate.remaining(p.uid, p.generation, node_class=p.node_class)
         if p.failure is not None and remaining is None:
             # Errors that name no wait (transient ones): the per-item backoff spaces retries.
             # Raised as a kubeloop error: a cloud's refusal (a missing node class, a
@@ -347,7 +352,8 @@ class Act:
                     return
                 vm = found
             except CloudError as err:
-                self.gate.refused(p.uid, p.generation, self.failed(p, err))
+                failure = self.failed(p, err)
+                self.gate.refused(p.uid, p.generation, failure, node_class=p.node_class)
                 return  # the next create would be refused as well
             else:
                 failpoints.hit("after-cloud-create")

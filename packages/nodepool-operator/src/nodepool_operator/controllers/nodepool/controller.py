@@ -18,12 +18,14 @@ from kubeloop import (
     generation_changed,
     has_finalizer,
 )
-from nodepool_operator.api import NODEPOOLS, InvalidField, parse_nodepool
+from nodepool_operator.api import AWSNODECLASSES, NODEPOOLS, InvalidField, NodePool, parse_nodepool
 from nodepool_operator.cloud import CloudProvider
 from nodepool_operator.controllers import _indexes as indexes
 from nodepool_operator.controllers._indexes import pool_of_node
 from nodepool_operator.controllers._scope import equality_labels, node_selector
 from nodepool_operator.controllers.nodepool import act, decide, observe
+from nodepool_operator.controllers.nodepool._create_gate import class_version
+from nodepool_operator.controllers.nodepool._indexes import NODE_CLASS_INDEX, node_class_of_pool
 from nodepool_operator.settings import OperatorSettings
 
 NAME: Final = "nodepool"
@@ -46,6 +48,12 @@ class NodePoolController:
     def register(self) -> Controller:
         # Scale-down needs "which pods are on this node"; Nodes are read per pool.
         indexes.register(self.mgr.cache, self._node_selector)
+        # A refused create holds until the pool or its node class changes: a class's new
+        # spec (a fixed AMI, subnet, profile) gives the pools naming it a fresh pass.
+        self._pools = self.mgr.cache.informer(
+            NODEPOOLS, label_selector=self.settings.label_selector
+        )
+        self._pools.add_index(NODE_CLASS_INDEX, node_class_of_pool)
         return (
             self.mgr.controller(NAME)
             .for_(
@@ -54,6 +62,7 @@ class NodePoolController:
                 label_selector=self.settings.label_selector,
             )
             .watches(NODES, pool_of_node, label_selector=self._node_selector)
+            .watches(AWSNODECLASSES, self._pools_of_class, predicates=[generation_changed])
             .with_options(
                 ControllerOptions(max_concurrent_reconciles=self.settings.nodepool_workers)
             )
@@ -80,9 +89,12 @@ class NodePoolController:
         if seen.refused is not None:
             await self.act.refused(obj, seen, seen.refused)
             raise seen.refused
-        holding = self.act.gate.holding(pool.metadata.uid, pool.metadata.generation)
+        node_class = await self._class_version(pool)
+        holding = self.act.gate.holding(
+            pool.metadata.uid, pool.metadata.generation, node_class=node_class
+        )
         decision = decide.decide(seen, observe.now(), self.settings, holding)
-        p = act.begin(obj, seen, decision)
+        p = act.begin(obj, seen, decision, node_class=node_class)
         await self.act.record(p, decision)
         try:
             await self.act.converge(p, decision)
@@ -93,6 +105,17 @@ class NodePoolController:
             raise
         await self.act.write_status(p)
         return self.act.requeue(p)
+
+    def _pools_of_class(self, node_class: Object) -> list[Request]:
+        name = node_class["metadata"]["name"]
+        return [Request(key) for key in self._pools.store.index_keys(NODE_CLASS_INDEX, name)]
+
+    async def _class_version(self, pool: NodePool) -> str:
+        """The version of the node class ``pool`` names, as the create gate keys holds."""
+        ref = pool.spec.node_class_ref
+        if ref is None:
+            return ""
+        return class_version(await self.mgr.cache.get(AWSNODECLASSES, ref.name))
 
     async def _finalize(self, obj: Object) -> Result:
         """Drain the pool's Nodes, then delete each Node and its VM, then every VM tagged
