@@ -419,6 +419,12 @@ class Store:
     def index_func(self, name: str) -> IndexFunc:
         return self._index_funcs[name]
 
+    @property
+    def indexes(self) -> tuple[str, ...]:
+        """The registered index names, in the order added (each object is filed under every
+        one of them, so two controllers sharing an informer can check they share indexes)."""
+        return tuple(self._index_funcs)
+
     def index_keys(self, name: str, value: str, namespace: str | None = None) -> builtins.list[str]:
         """Keys filed under ``value`` in index ``name``, optionally of one namespace."""
         keys = self._tables.indexes[name].get(value, ())

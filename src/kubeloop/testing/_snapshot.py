@@ -101,7 +101,8 @@ class Snapshot:
     ``resources``. Missing ``resourceVersion`` and ``uid`` are filled in (``"1"``,
     ``uid-<name>``) so the runtime's bookkeeping has something to key on.
 
-    Reads (GET, LIST with label and simple field selectors, metadata-only reads)
+    Reads (GET, LIST with label and simple field selectors, metadata-only reads, the
+    ``scale`` subresource as an ``autoscaling/v1`` Scale read at :attr:`scale_paths`)
     answer from the objects, which never change. Writes are appended to
     :attr:`writes` and answered, without being applied, with what the caller needs to
     go on:
@@ -123,6 +124,9 @@ class Snapshot:
     objects: Iterable[Object]
     resources: Iterable[Resource] = ()
     field_manager: str = "kubeloop"
+    #: where a kind's ``scale`` subresource reads its replicas (a dotted path, as a CRD's
+    #: ``specReplicasPath`` without the leading dot); ``spec.replicas`` for kinds not named
+    scale_paths: Mapping[Resource, str] = field(default_factory=dict)
     #: every write, in the order sent
     writes: list[Write] = field(default_factory=list, init=False)
     #: a real client whose transport is this snapshot: build the manager on it
@@ -201,6 +205,8 @@ class Snapshot:
             obj = self.get(res, name, ns)
             if obj is None:
                 return _not_found(res, name)
+            if sub == "scale":
+                return _ok(_scale(obj, self.scale_paths.get(res, "spec.replicas")))
             return _ok(_metadata_only(obj) if meta else obj)
         sent = _decoder.decode(body) if body else None
         return self._write(method, res, ns, name, sub, sent, params, headers or {})
@@ -390,6 +396,22 @@ def _field_terms(selector: str) -> list[tuple[str, str, bool]]:
             path, value = term.replace("==", "=").split("=", 1)
             terms.append((path, value, True))
     return terms
+
+
+def _scale(obj: Object, replicas_path: str) -> Object:
+    """The object's Scale, as the apiserver builds it for a scale subresource."""
+    meta = obj["metadata"]
+    replicas: Any = obj
+    for part in replicas_path.split("."):
+        replicas = replicas.get(part) if isinstance(replicas, Mapping) else None
+    return {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta
+        },
+        "spec": {"replicas": replicas if isinstance(replicas, int) else 0},
+    }
 
 
 def _dig(obj: Mapping[str, Any], path: str) -> str:

@@ -185,6 +185,17 @@ def test_indexes_added_late_or_during_a_relist_cover_everything() -> None:
     assert store.by_index("owner", "p") == []
 
 
+def test_an_index_name_registered_again_keeps_the_first_function() -> None:
+    store = Store()
+    store.put(cm("x", owner="p"))
+    store.add_index("owner", lambda o: [o["owner"]])
+    store.add_index("owner", lambda o: ["other"])
+    store.add_index("size", lambda o: [str(o.get("size", 0))])
+    assert store.indexes == ("owner", "size")
+    assert [object_key(o) for o in store.by_index("owner", "p")] == ["a/x"]
+    assert store.by_index("owner", "other") == []
+
+
 def test_a_handler_subscribing_while_a_relist_is_announced_gets_each_object_once() -> None:
     """A relist is announced in slices after its swap; a handler added in the middle
     gets the objects already announced as a replay and the rest as they come."""

@@ -219,6 +219,30 @@ async def test_reads_answer_from_the_snapshot_through_the_client() -> None:
     assert snapshot.writes == []
 
 
+async def test_the_scale_subresource_reads_replicas_where_the_kind_keeps_them() -> None:
+    deployments = Resource("apps", "v1", "deployments", "Deployment")
+    pools = Resource("example.dev", "v1", "pools", "Pool", namespaced=False)
+    pool = {"apiVersion": "example.dev/v1", "kind": "Pool", "metadata": {"name": "big"}}
+    snapshot = Snapshot(
+        [
+            factories.deployment("web", replicas=3, namespace="default"),
+            {**pool, "spec": {"targetNodes": 2}},
+        ],
+        resources=[deployments, pools],
+        scale_paths={pools: "spec.targetNodes"},
+    )
+    client = snapshot.client
+    web = await client.get_scale(deployments, "web", "default")
+    assert (web["kind"], web["metadata"]["name"], web["spec"]) == ("Scale", "web", {"replicas": 3})
+    big = await client.get_scale(pools, "big")
+    assert big["spec"] == {"replicas": 2}
+    big["spec"]["replicas"] = 4
+    await client.update_scale(pools, big)
+    [write] = snapshot.writes
+    assert (str(write), write.body["spec"]) == ("update Pool/scale big", {"replicas": 4})
+    assert (await client.get_scale(pools, "big"))["spec"] == {"replicas": 2}  # not applied
+
+
 async def test_writes_are_recorded_with_their_bodies_and_never_applied() -> None:
     snapshot = Snapshot([pod("a", "n1"), configmap("x")])
     client = snapshot.client

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubeloop import Added, Deleted, Request, Store, Updated
+from nodepool_operator.controllers._indexes import NODE_POOL, node_pool
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.autoscaler._watch import (
     BY_NAMESPACE,
@@ -13,7 +14,6 @@ from nodepool_operator.controllers.autoscaler._watch import (
     autoscaler_namespaces,
     autoscaler_pool,
     node_changed,
-    node_pool,
     pod_moved,
 )
 
@@ -55,7 +55,7 @@ def routes() -> Routes:
     scalers.put(autoscaler("c", "small", "prod"))
     scalers.put({"metadata": {"name": "broken"}, "spec": {"namespaces": "prod"}})
     nodes = Store()
-    nodes.add_index(BY_POOL, node_pool)
+    nodes.add_index(NODE_POOL, node_pool)
     nodes.put(node("n1", "big"))
     nodes.put(node("other", None))
     return Routes(scalers, nodes)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Final
 
-from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.autoscaler._pending import Claim, Needs, References
 from nodepool_operator.scheduling import pod_ref
 
@@ -23,13 +22,11 @@ __all__ = [
     "deleting",
     "late_binding",
     "node_offer",
-    "node_pool",
     "object_name",
     "pod_finished",
     "pod_key",
     "pod_namespace",
     "pod_needs",
-    "pod_node",
 ]
 
 _TERMINAL_PHASES: Final = ("Succeeded", "Failed")
@@ -79,16 +76,6 @@ def autoscaler_pool(obj: object) -> list[str]:
 
 def pod_namespace(obj: object) -> list[str]:
     return [_text(_mapping(obj, "metadata"), "namespace")]
-
-
-def pod_node(obj: object) -> list[str]:
-    name = _text(_mapping(obj, "spec"), "nodeName")
-    return [name] if name else []
-
-
-def node_pool(obj: object) -> list[str]:
-    pool = _mapping(_mapping(obj, "metadata"), "labels").get(POOL_LABEL)
-    return [pool] if isinstance(pool, str) and pool else []
 
 
 def pod_finished(pod: object) -> bool:

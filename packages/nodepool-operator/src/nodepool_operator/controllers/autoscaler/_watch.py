@@ -16,37 +16,33 @@ from collections.abc import Iterable
 from typing import Final
 
 from kubeloop import Deleted, Event, Object, Request, Store, Updated
+from nodepool_operator.controllers._indexes import node_pool, pod_node
 from nodepool_operator.controllers.autoscaler._decode import (
     autoscaler_namespaces,
     autoscaler_pool,
     deleting,
     node_offer,
-    node_pool,
     object_name,
     pod_finished,
     pod_namespace,
-    pod_node,
 )
 
 __all__ = [
     "BY_NAMESPACE",
-    "BY_NODE",
     "BY_POOL",
     "Routes",
     "autoscaler_namespaces",
     "autoscaler_pool",
     "node_changed",
-    "node_pool",
     "pod_moved",
     "pod_namespace",
-    "pod_node",
 ]
 
 #: Index names. On the Autoscaler store: the namespaces it watches, the pool it scales. On the
-#: pod store: the pod's namespace and node. On the node store: the node's pool.
+#: pod store: the pod's namespace. (A pod's node and a node's pool: the shared
+#: :mod:`nodepool_operator.controllers._indexes`.)
 BY_NAMESPACE: Final = "autoscaler.kubeloop.dev/namespace"
 BY_POOL: Final = "autoscaler.kubeloop.dev/pool"
-BY_NODE: Final = "autoscaler.kubeloop.dev/node"
 
 
 # --- predicates -------------------------------------------------------------------------

@@ -41,21 +41,19 @@ from kubeloop import (
     generation_changed,
 )
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
+from nodepool_operator.controllers import _indexes as indexes
 from nodepool_operator.controllers._capacity import DAEMONSETS
 from nodepool_operator.controllers._scope import equality_labels, node_selector
 from nodepool_operator.controllers.autoscaler._batching import FirstSeen
 from nodepool_operator.controllers.autoscaler._watch import (
     BY_NAMESPACE,
-    BY_NODE,
     BY_POOL,
     Routes,
     autoscaler_namespaces,
     autoscaler_pool,
     node_changed,
-    node_pool,
     pod_moved,
     pod_namespace,
-    pod_node,
 )
 from nodepool_operator.controllers.autoscaler.act import Actor
 from nodepool_operator.controllers.autoscaler.decide import (
@@ -88,12 +86,21 @@ class AutoscalerController:
         settings: OperatorSettings,
         *,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] | None = None,
+        memory: dict[str, Memory] | None = None,
+        first_seen: FirstSeen | None = None,
     ) -> None:
+        """``clock`` times the waits (monotonic), ``wall`` the status and a Node's Ready
+        age. ``memory`` (per Autoscaler name) and ``first_seen`` are what reconciles remember
+        between runs; a test that builds one manager per pass (each on its own snapshot)
+        hands the same ones to each pass's controller, as one long-running controller keeps
+        them."""
         self.mgr = mgr
         self.settings = settings
         self._clock = clock
-        self._first_seen = FirstSeen(clock)
-        self._memory: dict[str, Memory] = {}
+        self._wall = _wall if wall is None else wall
+        self._first_seen = FirstSeen(clock) if first_seen is None else first_seen
+        self._memory: dict[str, Memory] = {} if memory is None else memory
         self._knobs = Knobs(
             batch_window=settings.batch_window_seconds,
             landing_grace=settings.pod_landing_grace_seconds,
@@ -129,9 +136,9 @@ class AutoscalerController:
     def register(self) -> Controller:
         self._autoscalers.add_index(BY_NAMESPACE, autoscaler_namespaces)
         self._autoscalers.add_index(BY_POOL, autoscaler_pool)
-        self._nodes.add_index(BY_POOL, node_pool)
         self._pods.add_index(BY_NAMESPACE, pod_namespace)
-        self._pods.add_index(BY_NODE, pod_node)
+        # a pool's Nodes and the pods on each: shared with the NodePool controller
+        indexes.register(self.mgr.cache, self._node_selector)
         self._pods.add_handler(self._first_seen.observe)
         routes = Routes(self._autoscalers.store, self._nodes.store)
         selector = self.settings.label_selector
@@ -161,7 +168,7 @@ class AutoscalerController:
             return Result()
         obs = await self._observer.observe(obj)
         if isinstance(obs, Unready):
-            await self._actor.not_ready(obs, _wall())
+            await self._actor.not_ready(obs, self._wall())
             return Result(requeue_after=obs.requeue_after)
         memory = self._memory.setdefault(req.name, Memory())
         now = self._clock()
@@ -171,13 +178,15 @@ class AutoscalerController:
             return Result(requeue_after=wait)
         obs = await self._observer.look_up(obs)
         try:
-            decision = await self._decide_and_scale(obs, memory, Clock(now, _wall()))
+            decision = await self._decide_and_scale(obs, memory, Clock(now, self._wall()))
         except NotFound:  # the pool went away after we read it
             memory.planned_at = now
-            await self._actor.not_ready(self._observer.pool_not_found(obj, obs.pool_name), _wall())
+            await self._actor.not_ready(
+                self._observer.pool_not_found(obj, obs.pool_name), self._wall()
+            )
             return Result()
         self._actor.tell(obs.raw, decision.events)
-        await self._actor.write_status(obj, decision.status, _wall())
+        await self._actor.write_status(obj, decision.status, self._wall())
         granted, opened = await self._actor.reserve(obs.raw, decision.grants, decision.lifts)
         self._memory[req.name] = settle(decision.memory, granted, opened)
         return Result(requeue_after=decision.requeue_after)

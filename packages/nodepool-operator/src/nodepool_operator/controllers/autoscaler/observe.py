@@ -32,6 +32,7 @@ from nodepool_operator.api import (
 )
 from nodepool_operator.controllers._blocked import kube_system_budgets, switches
 from nodepool_operator.controllers._capacity import PoolNodes, pool_nodes, pool_template
+from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
 from nodepool_operator.controllers._reserve import reserved_for
 from nodepool_operator.controllers.autoscaler._decode import (
     deleting,
@@ -47,7 +48,7 @@ from nodepool_operator.controllers.autoscaler._status import (
     INVALID_SPEC,
     NODEPOOL_NOT_FOUND,
 )
-from nodepool_operator.controllers.autoscaler._watch import BY_NAMESPACE, BY_NODE, BY_POOL
+from nodepool_operator.controllers.autoscaler._watch import BY_NAMESPACE, BY_POOL
 from nodepool_operator.scheduling import (
     DaemonSetView,
     NodeTemplate,
@@ -258,8 +259,8 @@ class Observer:
             scaler,
             pool_obj,
             pods=[p for ns in scaler.spec.namespaces for p in pods.by_index(BY_NAMESPACE, ns)],
-            nodes=self._nodes.store.by_index(BY_POOL, pool_name),
-            pods_on=lambda node: pods.by_index(BY_NODE, node),
+            nodes=self._nodes.store.by_index(NODE_POOL, pool_name),
+            pods_on=lambda node: pods.by_index(POD_NODE, node),
             daemonsets=self._daemonset_views(),
             scope_labels=self._scope_labels,
             first_seen=self._first_seen,

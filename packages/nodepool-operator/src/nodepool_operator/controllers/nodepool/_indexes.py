@@ -1,35 +1,15 @@
-"""The cache indexes the NodePool controller registers and reads: which pods are bound to a
-Node (a scale-down judges them), which Nodes are a pool's (by its label).
-
-The Autoscaler's ``controllers/_watch.py`` indexes the same two things under its own names;
-they are kept apart here, in one place, until both controllers share one set.
+"""The cache index only the NodePool controller registers and reads: which pools name an
+AwsNodeClass (a class's new spec gives them a fresh pass). The Pod-by-node and Node-by-pool
+indexes it shares with the Autoscaler are in :mod:`nodepool_operator.controllers._indexes`.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from kubeloop import Object, Request
-from nodepool_operator.controllers._scope import POOL_LABEL
+from kubeloop import Object
 
-POD_NODE_INDEX: Final = "nodepool:spec.nodeName"
-NODE_POOL_INDEX: Final = "nodepool:pool"
 NODE_CLASS_INDEX: Final = "nodepool:nodeClassRef"
-
-
-def pod_node(pod: Object) -> list[str]:
-    node = (pod.get("spec") or {}).get("nodeName")
-    return [node] if node else []
-
-
-def node_pool(node: Object) -> list[str]:
-    pool = (node["metadata"].get("labels") or {}).get(POOL_LABEL)
-    return [pool] if pool else []
-
-
-def pool_of_node(node: Object) -> list[Request]:
-    """Nodes carry no ownerReference to the pool; their pool label names it."""
-    return [Request(pool) for pool in node_pool(node)]
 
 
 def node_class_of_pool(pool: Object) -> list[str]:

@@ -8,7 +8,6 @@ from typing import Final
 
 from kubeloop import (
     NODES,
-    PODS,
     Controller,
     ControllerOptions,
     Manager,
@@ -21,18 +20,12 @@ from kubeloop import (
 )
 from nodepool_operator.api import AWSNODECLASSES, NODEPOOLS, InvalidField, NodePool, parse_nodepool
 from nodepool_operator.cloud import CloudProvider
+from nodepool_operator.controllers import _indexes as indexes
+from nodepool_operator.controllers._indexes import pool_of_node
 from nodepool_operator.controllers._scope import equality_labels, node_selector
 from nodepool_operator.controllers.nodepool import act, decide, observe
 from nodepool_operator.controllers.nodepool._create_gate import class_version
-from nodepool_operator.controllers.nodepool._indexes import (
-    NODE_CLASS_INDEX,
-    NODE_POOL_INDEX,
-    POD_NODE_INDEX,
-    node_class_of_pool,
-    node_pool,
-    pod_node,
-    pool_of_node,
-)
+from nodepool_operator.controllers.nodepool._indexes import NODE_CLASS_INDEX, node_class_of_pool
 from nodepool_operator.settings import OperatorSettings
 
 NAME: Final = "nodepool"
@@ -53,14 +46,13 @@ class NodePoolController:
         self.act = act.Act(mgr, cloud, settings, run_labels)
 
     def register(self) -> Controller:
-        cache = self.mgr.cache
         # Scale-down needs "which pods are on this node"; Nodes are read per pool.
-        cache.informer(PODS).add_index(POD_NODE_INDEX, pod_node)
-        nodes = cache.informer(NODES, label_selector=self._node_selector)
-        nodes.add_index(NODE_POOL_INDEX, node_pool)
+        indexes.register(self.mgr.cache, self._node_selector)
         # A refused create holds until the pool or its node class changes: a class's new
         # spec (a fixed AMI, subnet, profile) gives the pools naming it a fresh pass.
-        self._pools = cache.informer(NODEPOOLS, label_selector=self.settings.label_selector)
+        self._pools = self.mgr.cache.informer(
+            NODEPOOLS, label_selector=self.settings.label_selector
+        )
         self._pools.add_index(NODE_CLASS_INDEX, node_class_of_pool)
         return (
             self.mgr.controller(NAME)

@@ -22,10 +22,10 @@ from nodepool_operator.api import (
 from nodepool_operator.cloud import CloudError, CloudProvider, Instance, InstanceNotFound
 from nodepool_operator.controllers._blocked import kube_system_budgets, switches
 from nodepool_operator.controllers._capacity import scale_down_node
+from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.nodepool import decide
 from nodepool_operator.controllers.nodepool._drain_deadline import parse_time
-from nodepool_operator.controllers.nodepool._indexes import NODE_POOL_INDEX, POD_NODE_INDEX
 from nodepool_operator.controllers.nodepool._intent import DELETING, POOL_UID_TAG, idempotency_token
 from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode, decode_node
 from nodepool_operator.scheduling import PdbView, is_workload, needs_budgets
@@ -58,7 +58,7 @@ class Observation:
 async def pool_nodes(mgr: Manager, pool: NodePool, node_selector: str) -> dict[str, PoolNode]:
     """The pool's Nodes from the cache (its pool-label index), decoded."""
     objs = await mgr.cache.list(
-        NODES, index=(NODE_POOL_INDEX, pool.metadata.name), label_selector=node_selector
+        NODES, index=(NODE_POOL, pool.metadata.name), label_selector=node_selector
     )
     conditions = pool.spec.disruption.repair.unhealthy_conditions
     return {n.name: n for n in (decode_node(o, conditions) for o in objs)}
@@ -89,7 +89,7 @@ async def node_pods(
     for name, node in nodes.items():
         if name not in names:
             continue
-        bound = await mgr.cache.list(PODS, index=(POD_NODE_INDEX, name))
+        bound = await mgr.cache.list(PODS, index=(POD_NODE, name))
         empty = not any(is_workload(p) and not _finished(p) for p in bound)
         pods[name] = NodePods(scale_down_node(node.raw, bound), empty)
     views = [pod for n in pods.values() for pod in n.view.pods]

@@ -1,0 +1,624 @@
+"""The Autoscaler controller's reconcile, in process (Karpenter's ``ExpectObjectReconciled``):
+each pass runs the real controller, its informers, observe, decide and act, on a manager
+whose client reads a fixed :class:`~kubeloop.testing.Snapshot`; the writes are recorded, not
+applied, and asserted on: the NodePool's targetNodes through its scale subresource, the
+Autoscaler's status, the Events, the reservation patches, and nothing when nothing changed.
+
+A scenario of several passes builds one manager per pass on that pass's snapshot and hands the
+same memory, first-seen times and clock to each pass's controller, as one long-running
+controller keeps them; time moves only by setting the clock. What needs the real cluster
+(convergence, the scheduler, drain, crash) stays in tests/e2e.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from kubeloop import Request, Result
+from kubeloop.testing import Snapshot, Write, new_manager, reconcile_once
+from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
+from nodepool_operator.controllers._reserve import RESERVED_KEY
+from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers.autoscaler import AutoscalerController
+from nodepool_operator.controllers.autoscaler._batching import FirstSeen
+from nodepool_operator.controllers.autoscaler.decide import Memory
+from nodepool_operator.scheduling import DO_NOT_DISRUPT
+from nodepool_operator.settings import OperatorSettings
+from tests import factories
+
+#: The start of every scenario, on the controller's monotonic clock and on the wall clock; a
+#: pass's wall time moves with its monotonic time.
+NOW = 10_000.0
+WALL = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+#: The pod annotations other autoscalers honour, which the Autoscaler honours too.
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+#: Deciding at once: the batching test sets its own window.
+SETTINGS = OperatorSettings(batch_window_seconds=0.0)
+
+pending = functools.partial(factories.pod, namespace="prod", memory="28Gi", unschedulable=True)
+
+
+def pods(prefix: str, count: int, memory: str = "28Gi") -> list[dict[str, Any]]:
+    return [pending(f"{prefix}-{i}", memory=memory, uid=f"uid-{prefix}-{i}") for i in range(count)]
+
+
+def scaler(**spec: Any) -> dict[str, Any]:
+    obj = factories.autoscaler("as", pool="big", namespaces=["prod"], **spec)
+    obj["metadata"]["generation"] = 3
+    return obj
+
+
+def pool(target: int = 0, *, max_nodes: int = 10, **spec: Any) -> dict[str, Any]:
+    return factories.nodepool(
+        "big",
+        target=target,
+        instance_type="mem96.large",
+        max_nodes=max_nodes,
+        minNodes=spec.pop("min_nodes", 0),
+        generation=1,
+        **spec,
+    )
+
+
+def wall(mono: float) -> datetime:
+    return WALL + timedelta(seconds=mono - NOW)
+
+
+def node(
+    name: str, *, ready: bool = True, ready_since: float = NOW - 300, **fields: Any
+) -> dict[str, Any]:
+    """A Node of pool big, Ready (or not) since ``ready_since`` (the scenario's clock)."""
+    since = wall(ready_since)
+    return factories.node(
+        name,
+        labels={POOL_LABEL: "big"},
+        allocatable={"cpu": "12", "memory": "96Gi", "pods": "110"},
+        conditions=[
+            factories.condition(
+                "Ready", ready, lastTransitionTime=since.strftime("%Y-%m-%dT%H:%M:%SZ")
+            )
+        ],
+        **fields,
+    )
+
+
+@dataclass
+class Passes:
+    """One Autoscaler's reconciles over time, each on its own snapshot."""
+
+    settings: OperatorSettings = field(default_factory=lambda: SETTINGS)
+    now: float = NOW
+    memory: dict[str, Memory] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.first_seen = FirstSeen(self.clock)
+
+    def clock(self) -> float:
+        return self.now
+
+    async def run(self, *objects: dict[str, Any]) -> tuple[Result, list[Write]]:
+        snapshot = Snapshot(
+            objects,
+            resources=[NODEPOOLS, AUTOSCALERS],
+            scale_paths={NODEPOOLS: "spec.targetNodes"},
+        )
+        mgr = new_manager(snapshot.client)
+        AutoscalerController(
+            mgr,
+            self.settings,
+            clock=self.clock,
+            wall=lambda: wall(self.now),
+            memory=self.memory,
+            first_seen=self.first_seen,
+        ).register()
+        return await reconcile_once(mgr, Request("as"))
+
+
+async def reconcile(*objects: dict[str, Any]) -> tuple[Result, list[Write]]:
+    return await Passes().run(*objects)
+
+
+def scale_targets(writes: list[Write]) -> list[int]:
+    """The targets written, through the NodePool's scale subresource."""
+    return [
+        w.body["spec"]["replicas"]
+        for w in writes
+        if (w.verb, w.kind, w.subresource, w.name) == ("update", "NodePool", "scale", "big")
+    ]
+
+
+def status(writes: list[Write]) -> dict[str, Any]:
+    """The one Autoscaler status written, its conditions as type -> (status, reason)."""
+    [body] = [w.body for w in writes if (w.kind, w.subresource) == ("Autoscaler", "status")]
+    out = dict(body["status"])
+    out["conditions"] = {
+        c["type"]: (c["status"], c.get("reason")) for c in out.get("conditions", [])
+    }
+    return out
+
+
+def events(writes: list[Write]) -> list[tuple[str, str, str]]:
+    """(kind/name regarded, reason, note) of each Event, in order."""
+    return [
+        (
+            f"{w.body['regarding']['kind']}/{w.body['regarding']['name']}",
+            w.body["reason"],
+            w.body["note"],
+        )
+        for w in writes
+        if w.kind == "Event"
+    ]
+
+
+def told(writes: list[Write]) -> list[tuple[str, str]]:
+    return [(who, reason) for who, reason, _ in events(writes)]
+
+
+def patches(writes: list[Write]) -> list[tuple[str, Any]]:
+    return [(str(w), w.body) for w in writes if w.verb == "patch"]
+
+
+# --- scale up -------------------------------------------------------------------------------
+
+
+async def test_scale_up_writes_the_target_then_the_status_then_the_events() -> None:
+    result, writes = await reconcile(scaler(), pool(), *pods("w", 6))
+    decision = "scale up 0 -> 2: 6 pods need 2 new mem96.large nodes"
+    assert [str(w) for w in writes] == [
+        "update NodePool/scale big",
+        "update Autoscaler/status as",
+        *(f"create Event default/{w.name}" for w in writes[2:]),
+    ]
+    scale = writes[0]
+    assert scale.field_manager == "kubeloop-autoscaler"
+    assert scale.body == {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {"name": "big", "uid": "uid-big", "resourceVersion": "1"},
+        "spec": {"replicas": 2},
+    }
+    assert status(writes) == {
+        "pendingPods": 6,
+        "unschedulablePods": 6,
+        "lastScaleTime": "2026-01-01T12:00:00Z",
+        "lastDecision": decision,
+        "observedGeneration": 3,
+        "conditions": {"Ready": ("True", "Watching")},
+    }
+    [ready] = writes[1].body["status"]["conditions"]
+    assert (ready["lastTransitionTime"], ready["message"]) == (
+        "2026-01-01T12:00:00Z",
+        "scaling NodePool big for pods in prod",
+    )
+    assert events(writes) == [
+        ("Autoscaler/as", "TriggeredScaleUp", f"NodePool big: {decision}"),
+        ("NodePool/big", "TriggeredScaleUp", f"NodePool big: {decision}"),
+    ]
+    assert result == Result(requeue_after=30.0)  # the Autoscaler's frequency
+
+
+async def test_booting_nodes_are_counted_and_a_second_wave_asks_only_for_the_rest() -> None:
+    _, writes = await reconcile(scaler(), pool(target=2), *pods("w", 6))
+    assert scale_targets(writes) == []
+    assert events(writes) == []
+    assert status(writes)["lastDecision"] == (
+        "no scale up (target 2): 6 pods fit existing or booting nodes"
+    )
+    _, writes = await reconcile(scaler(), pool(target=2), *pods("w", 9))
+    assert scale_targets(writes) == [3]
+    assert status(writes)["lastDecision"] == (
+        "scale up 2 -> 3: 3 pods need 1 new mem96.large node, 6 fit existing or booting nodes"
+    )
+
+
+async def test_room_on_a_ready_node_is_used_first() -> None:
+    _, writes = await reconcile(scaler(), pool(target=1), *pods("w", 1), node("n-0"))
+    assert scale_targets(writes) == []
+    assert status(writes)["lastDecision"] == (
+        "no scale up (target 1): 1 pod fit existing or booting nodes"
+    )
+
+
+async def test_a_burst_is_planned_once_when_it_has_gone_quiet() -> None:
+    passes = Passes(settings=OperatorSettings(batch_window_seconds=1.0))
+    world = [scaler(), pool(), *pods("w", 3)]
+    result, writes = await passes.run(*world)
+    assert (writes, result) == ([], Result(requeue_after=1.0))
+    passes.now += 0.5  # more of the burst arrives: the quiet time starts again
+    world += pods("x", 6)
+    result, writes = await passes.run(*world)
+    assert (writes, result) == ([], Result(requeue_after=1.0))
+    passes.now += 0.6
+    result, writes = await passes.run(*world)
+    assert writes == []  # the second wave's window is not over
+    assert result.requeue_after == pytest.approx(0.4)
+    passes.now += 0.4
+    _, writes = await passes.run(*world)
+    assert scale_targets(writes) == [3]  # the nine pods in one decision
+    assert status(writes)["lastDecision"] == (
+        "scale up 0 -> 3: 9 pods need 3 new mem96.large nodes"
+    )
+
+
+# --- what caps the raise, what sets pods aside ------------------------------------------------
+
+
+async def test_the_pools_max_nodes_caps_the_raise_and_tells_the_pods_left_waiting() -> None:
+    _, writes = await reconcile(scaler(), pool(max_nodes=2), *pods("w", 9))
+    assert scale_targets(writes) == [2]
+    assert status(writes)["lastDecision"] == (
+        "scale up 0 -> 2: 6 pods need 2 new mem96.large nodes; 3 pods waiting: pool at max 2 nodes"
+    )
+    said = told(writes)
+    assert said[:3] == [
+        ("Autoscaler/as", "TriggeredScaleUp"),
+        ("NodePool/big", "TriggeredScaleUp"),
+        ("Autoscaler/as", "NotTriggerScaleUp"),
+    ]
+    assert sorted(said[3:]) == [(f"Pod/w-{i}", "NotTriggerScaleUp") for i in (6, 7, 8)]
+
+
+async def test_the_autoscalers_max_nodes_caps_below_the_pools() -> None:
+    _, writes = await reconcile(scaler(maxNodes=1), pool(max_nodes=5), *pods("w", 6))
+    assert scale_targets(writes) == [1]
+
+
+async def test_at_max_nodes_nothing_is_written_to_the_pool() -> None:
+    _, writes = await reconcile(
+        scaler(), pool(target=2, max_nodes=2), *pods("w", 9), node("n-0"), node("n-1")
+    )
+    assert scale_targets(writes) == []
+    assert status(writes)["lastDecision"] == (
+        "no scale up (target 2): 6 pods fit existing or booting nodes; "
+        "3 pods waiting: pool at max 2 nodes"
+    )
+
+
+async def test_a_pod_that_fits_no_node_triggers_nothing_and_is_told_why() -> None:
+    _, writes = await reconcile(scaler(), pool(), *pods("huge", 1, memory="120Gi"))
+    assert scale_targets(writes) == []
+    assert status(writes)["lastDecision"] == (
+        "no scale up (target 0); 1 pod too big (memory 120Gi > 96Gi)"
+    )
+    assert told(writes) == [
+        ("Autoscaler/as", "NotTriggerScaleUp"),
+        ("Pod/huge-0", "NotTriggerScaleUp"),
+    ]
+
+
+async def test_a_missing_secret_is_not_capacity_and_a_present_one_is() -> None:
+    db = pending("db", volumes=[{"name": "s", "secret": {"secretName": "db-password"}}])
+    _, writes = await reconcile(scaler(), pool(), db)
+    assert scale_targets(writes) == []
+    assert status(writes)["lastDecision"] == (
+        'no scale up (target 0); 1 pod MissingSecret (secret "db-password" not found)'
+    )
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": factories.metadata("db-password", "prod"),
+    }
+    _, writes = await reconcile(scaler(), pool(), db, secret)
+    assert scale_targets(writes) == [1]
+
+
+async def test_a_missing_volume_claim_is_not_capacity() -> None:
+    app = pending("app", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}])
+    _, writes = await reconcile(scaler(), pool(), app)
+    assert scale_targets(writes) == []
+    assert status(writes)["lastDecision"] == (
+        'no scale up (target 0); 1 pod MissingPVC (persistentvolumeclaim "data" not found)'
+    )
+
+
+# --- landing on the planned node -----------------------------------------------------------
+
+
+async def landing(*extra: dict[str, Any], after: float) -> list[list[Write]]:
+    """w-0 planned onto a new node (0 -> 1); a minute later n-0 is Ready (with ``extra``
+    beside it) and w-0 still pending; ``after`` seconds later the Autoscaler looks again:
+    each pass's writes."""
+    passes = Passes()
+    _, first = await passes.run(scaler(), pool(), *pods("w", 1))
+    assert scale_targets(first) == [1]
+    passes.now += 60
+    world = (scaler(), pool(target=1), *pods("w", 1), node("n-0"), *extra)
+    _, ready = await passes.run(*world)
+    passes.now += after
+    _, later = await passes.run(*world)
+    return [first, ready, later]
+
+
+async def test_a_pod_in_the_schedulers_grace_on_its_new_node_drives_nothing() -> None:
+    _, ready, later = await landing(after=5)
+    assert scale_targets(ready) == scale_targets(later) == []
+    assert status(later)["lastDecision"] == (
+        "no scale up (target 1); 1 pod waiting for the scheduler on new Ready nodes"
+    )
+
+
+async def test_a_pod_its_new_node_did_not_take_is_reported_not_scaled_for_again() -> None:
+    _, ready, later = await landing(after=31)
+    assert scale_targets(ready) == scale_targets(later) == []
+    assert status(later)["lastDecision"] == (
+        "no scale up (target 1); 1 pod NotTakenByNewNode "
+        "(a new node planned for it became Ready and did not take it)"
+    )
+    assert ("Pod/w-0", "NotTriggerScaleUp") in told(later)
+
+
+async def test_a_pod_crowded_out_of_its_new_node_is_planned_again() -> None:
+    others = [
+        factories.pod(f"r-{i}", namespace="prod", memory="30Gi", node="n-0", phase="Running")
+        for i in range(3)
+    ]
+    _, ready, _ = await landing(*others, after=31)
+    assert scale_targets(ready) == [2]
+    assert status(ready)["lastDecision"] == "scale up 1 -> 2: 1 pod needs 1 new mem96.large node"
+
+
+# --- provisioning timeout --------------------------------------------------------------------
+
+
+async def test_nodes_that_never_register_are_given_up_after_the_provision_time() -> None:
+    passes = Passes()
+    world = (scaler(), pool(target=3), *pods("w", 3), node("n-0"))
+    _, writes = await passes.run(*world)
+    assert scale_targets(writes) == []
+    passes.now += 899
+    _, writes = await passes.run(*world)
+    assert scale_targets(writes) == []
+    passes.now += 2
+    _, writes = await passes.run(*world)
+    assert scale_targets(writes) == [1]
+    assert status(writes)["conditions"]["Provisioning"] == ("False", "ProvisionTimedOut")
+    assert told(writes)[:2] == [
+        ("Autoscaler/as", "ProvisionTimedOut"),
+        ("NodePool/big", "ProvisionTimedOut"),
+    ]
+    # backing off: pods that need new nodes wait, until the backoff is over
+    after = (scaler(), pool(target=1), *pods("w", 6), node("n-0"))
+    passes.now += 10
+    _, writes = await passes.run(*after)
+    assert scale_targets(writes) == []
+    assert status(writes)["lastDecision"] == (
+        "no scale up (target 1): provisioning timed out, scale-up backed off"
+    )
+    passes.now += 300
+    _, writes = await passes.run(*after)
+    assert scale_targets(writes) == [2]
+
+
+# --- scale down ---------------------------------------------------------------------------
+
+scaling_down = functools.partial(scaler, scaleDownEnabled=True, scaleDownUnneededTime="10m")
+#: A scale-down is told on the Autoscaler and its pool.
+SCALED_DOWN = [("Autoscaler/as", "ScaleDown"), ("NodePool/big", "ScaleDown")]
+
+
+async def test_empty_nodes_go_after_the_unneeded_time_and_not_before() -> None:
+    passes = Passes()
+    world = (scaling_down(), pool(target=2), node("n-0"), node("n-1"))
+    result, writes = await passes.run(*world)
+    assert (scale_targets(writes), result) == ([], Result(requeue_after=30.0))
+    passes.now += 590
+    result, writes = await passes.run(*world)
+    assert (scale_targets(writes), result) == ([], Result(requeue_after=10.0))
+    passes.now += 10
+    _, writes = await passes.run(*world)
+    assert scale_targets(writes) == [0]
+    assert told(writes) == SCALED_DOWN
+
+
+async def test_scale_down_stops_at_min_nodes() -> None:
+    passes = Passes()
+    world = (scaling_down(), pool(target=2, min_nodes=1), node("n-0"), node("n-1"))
+    await passes.run(*world)
+    passes.now += 600
+    _, writes = await passes.run(*world)
+    assert scale_targets(writes) == [1]
+    assert status(writes)["lastDecision"] == "scale down 2 -> 1: nodes unneeded for 10m"
+
+
+async def test_a_blocked_node_stays_is_told_once_and_listed_unremovable() -> None:
+    passes = Passes()
+    world = (
+        scaling_down(),
+        pool(target=2),
+        node("n-0", annotations={DO_NOT_DISRUPT: "true"}),
+        node("n-1"),
+    )
+    _, writes = await passes.run(*world)
+    assert told(writes) == [("Node/n-0", "ScaleDownBlocked")]
+    unremovable = status(writes)["unremovableNodes"]
+    assert [(u["node"], u["reason"]) for u in unremovable] == [("n-0", "NodeDoNotDisrupt")]
+    passes.now += 600
+    _, writes = await passes.run(*world)
+    assert scale_targets(writes) == [1]
+    assert told(writes) == SCALED_DOWN
+
+
+async def test_scale_down_off_leaves_unneeded_nodes() -> None:
+    passes = Passes()
+    world = (scaler(), pool(target=2), node("n-0"), node("n-1"))
+    await passes.run(*world)
+    passes.now += 601
+    _, writes = await passes.run(*world)
+    assert scale_targets(writes) == []
+
+
+# --- reservation ----------------------------------------------------------------------------
+
+
+async def test_reserved_nodes_get_their_planned_pods_then_open() -> None:
+    passes = Passes()
+
+    def reserving(target: int = 0, *instances: str) -> dict[str, Any]:
+        obj = pool(target, reserveNewNodes=True)
+        obj["status"] = {"instances": [{"name": n, "state": "running"} for n in instances]}
+        return obj
+
+    _, writes = await passes.run(scaler(), reserving(), *pods("w", 4))
+    assert scale_targets(writes) == [2]
+    assert patches(writes) == []
+    passes.now += 60
+    # the VMs are recorded and their Nodes register, reserved and Ready just now
+    booted = [
+        node(name, ready_since=passes.now, taints=[factories.taint(RESERVED_KEY, value=name)])
+        for name in ("vm-a", "vm-b")
+    ]
+    ours = reserving(2, "vm-a", "vm-b")
+    _, writes = await passes.run(scaler(), ours, *pods("w", 4), *booted)
+    assert scale_targets(writes) == []
+
+    def tolerating(node: str) -> list[dict[str, Any]]:
+        toleration = {"key": RESERVED_KEY, "operator": "Equal", "value": node}
+        value = [{**toleration, "effect": "NoSchedule"}]
+        return [{"op": "add", "path": "/spec/tolerations", "value": value}]
+
+    assert patches(writes) == [
+        ("patch Pod prod/w-0", tolerating("vm-a")),
+        ("patch Pod prod/w-1", tolerating("vm-a")),
+        ("patch Pod prod/w-2", tolerating("vm-a")),
+        ("patch Pod prod/w-3", tolerating("vm-b")),
+    ]
+    assert {w.patch_type for w in writes if w.verb == "patch"} == {"application/json-patch+json"}
+    # once vm-a's pods are bound it opens to every pod; the tolerations are not written twice
+    passes.now += 10
+    bound = [
+        factories.pod(
+            f"w-{i}",
+            namespace="prod",
+            memory="28Gi",
+            node="vm-a",
+            phase="Running",
+            uid=f"uid-w-{i}",
+        )
+        for i in range(3)
+    ]
+    landed = (scaler(), ours, *bound, *pods("w", 4)[3:], booted[1])
+
+    def lifting(node: str) -> tuple[str, list[dict[str, Any]]]:
+        taint = {"key": RESERVED_KEY, "effect": "NoSchedule", "value": node}
+        test = {"op": "test", "path": "/spec/taints/0", "value": taint}
+        return f"patch Node {node}", [test, {"op": "remove", "path": "/spec/taints/0"}]
+
+    _, writes = await passes.run(*landed, booted[0])
+    assert patches(writes) == [lifting("vm-a")]
+    # vm-b's pod is still unbound: it opens to every pod once Ready for the landing grace
+    opened = node("vm-a", ready_since=NOW + 60)
+    passes.now += 19
+    _, writes = await passes.run(*landed, opened)
+    assert patches(writes) == []
+    passes.now += 1
+    _, writes = await passes.run(*landed, opened)
+    assert patches(writes) == [lifting("vm-b")]
+
+
+# --- nothing changed, nothing written ----------------------------------------------------------
+
+
+async def test_a_second_look_at_an_unchanged_world_writes_nothing() -> None:
+    passes = Passes()
+    world = [scaler(), pool(target=1), *pods("w", 2), node("n-0")]
+    _, writes = await passes.run(*world)
+    [written] = [w.body for w in writes if w.kind == "Autoscaler"]
+    passes.now += 30
+    result, writes = await passes.run(written, *world[1:])
+    assert writes == []
+    assert result == Result(requeue_after=30.0)
+
+
+# --- blockers, DaemonSets, spread, a missing pool ---------------------------------------------
+
+
+async def test_blocked_nodes_stay_and_the_unneeded_ones_without_blockers_go() -> None:
+    """Five nearly empty nodes: a bare pod on a, a safe-to-evict "false" pod on b and a
+    karpenter.sh/do-not-disrupt pod on c (both replicated), nothing on d, a bare pod
+    overridden safe-to-evict "true" on e: a, b and c are reported, d and e go."""
+    replicated = factories.owner_reference("ReplicaSet", "rs", controller=True)
+    on = functools.partial(factories.pod, namespace="prod", memory="1Gi", phase="Running")
+    world = (
+        scaling_down(),
+        pool(target=5),
+        *(node(n) for n in "abcde"),
+        on("bare", node="a"),
+        on("unsafe", node="b", owner=replicated, annotations={SAFE_TO_EVICT: "false"}),
+        on("karp", node="c", owner=replicated, annotations={KARPENTER_DO_NOT_DISRUPT: "true"}),
+        on("overridden", node="e", annotations={SAFE_TO_EVICT: "true"}),
+    )
+    passes = Passes()
+    _, writes = await passes.run(*world)
+    unremovable = status(writes)["unremovableNodes"]
+    assert {u["node"]: (u["reason"], u.get("pod")) for u in unremovable} == {
+        "a": ("NotReplicated", "prod/bare"),
+        "b": ("NotSafeToEvictAnnotation", "prod/unsafe"),
+        "c": ("DoNotDisruptAnnotation", "prod/karp"),
+    }
+    blocked = {who: note for who, reason, note in events(writes) if reason == "ScaleDownBlocked"}
+    assert sorted(blocked) == ["Node/a", "Node/b", "Node/c"]
+    assert "has no controller" in blocked["Node/a"]
+    assert SAFE_TO_EVICT in blocked["Node/b"]
+    assert KARPENTER_DO_NOT_DISRUPT in blocked["Node/c"]
+    passes.now += 600
+    _, writes = await passes.run(*world)
+    assert scale_targets(writes) == [3]
+    assert told(writes) == SCALED_DOWN
+
+
+async def test_a_pod_that_fits_the_vm_but_not_beside_its_daemonsets_is_reported() -> None:
+    agent = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": factories.metadata("agent", "kube-system"),
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {
+                    "nodeSelector": {POOL_LABEL: "big"},
+                    "containers": [factories.container("agent", memory="8Gi")],
+                },
+            },
+        },
+    }
+    _, writes = await reconcile(scaler(), pool(), agent, *pods("vm-sized", 1, memory="90Gi"))
+    assert scale_targets(writes) == []
+    assert "after DaemonSets" in status(writes)["lastDecision"]
+    [note] = [note for who, _, note in events(writes) if who == "Pod/vm-sized-0"]
+    assert "TooBig: memory 90Gi > 88Gi after DaemonSets" in note
+    _, writes = await reconcile(scaler(), pool(), agent, *pods("fits", 1, memory="80Gi"))
+    assert scale_targets(writes) == [1]
+
+
+async def test_hostname_anti_affinity_needing_five_nodes_gets_five_in_one_decision() -> None:
+    spread = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "spread"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    apart = [
+        pending(f"s-{i}", memory="1Gi", labels={"app": "spread"}, affinity=spread) for i in range(5)
+    ]
+    _, writes = await reconcile(scaler(), pool(), *apart)
+    assert scale_targets(writes) == [5]
+
+
+async def test_a_missing_pool_makes_the_autoscaler_unready_without_a_retry() -> None:
+    result, writes = await reconcile(scaler(), *pods("w", 3))
+    assert [str(w) for w in writes] == ["update Autoscaler/status as"]
+    assert status(writes)["conditions"] == {"Ready": ("False", "NodePoolNotFound")}
+    assert "big" in writes[0].body["status"]["conditions"][0]["message"]
+    # the pool's watch brings the Autoscaler back; nothing to retry meanwhile
+    assert result == Result()
