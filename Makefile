@@ -4,7 +4,7 @@ export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := .venv/bin/python
 
-.PHONY: setup controlplane monitoring certmanager nodeadm helm chart test test-release test-karpenter lint typecheck pytest docs demo manifests bench faults clean dist \
+.PHONY: setup controlplane monitoring certmanager nodeadm helm chart test test-release test-bench lint typecheck pytest docs demo manifests bench faults clean dist \
 	docker-build image install uninstall deploy undeploy
 
 ## setup: the venv with dev dependencies, and the control-plane binaries (built once, cached)
@@ -48,11 +48,11 @@ test: setup lint typecheck docs pytest
 test-release: setup helm image
 	$(PY) -m pytest -q --durations=10 -m release
 
-## test-karpenter: the tests marked `karpenter` (the Karpenter benchmark's smoke test, Karpenter
-## live beside ours); its kwok provider is built on first use (tools/karpenter/build.sh, about
-## 5 minutes cold, cached). CI runs it after `make test` (.ci/run), for the same budget reason.
-test-karpenter: setup
-	$(PY) -m pytest -q --durations=10 -m karpenter
+## test-bench: the tests marked `bench`: each benchmark's harness at quick size (about 8 minutes;
+## the Karpenter one builds Karpenter's kwok provider on first use, about 5 minutes cold, cached).
+## CI runs it after `make test` (.ci/run), for the same budget reason.
+test-bench: setup
+	$(PY) -m pytest -q --durations=10 -m bench
 
 LINTED := src packages tests examples bench tools
 
@@ -71,8 +71,8 @@ typecheck:
 ## in one process: on 2 cores two test beds starve the fault tests' leader pairs (see the note).
 PYTEST_WORKERS ?= 0
 
-## PYTEST_MARK: which tests `make pytest` runs (the release and Karpenter tests have targets of their own)
-PYTEST_MARK ?= not release and not karpenter
+## PYTEST_MARK: which tests `make pytest` runs (the release and bench tests have targets of their own)
+PYTEST_MARK ?= not release and not bench
 
 pytest:
 	$(PY) -m pytest -q --durations=25 -m "$(PYTEST_MARK)" $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)

@@ -19,8 +19,8 @@ from bench.phases import LABELS, PHASES
 from kubeloop.envtest import ControlPlane
 from tests.integration.bench_support import run_quick
 
-# may build Karpenter: kept out of `make test` (make test-karpenter, which CI runs)
-pytestmark = [pytest.mark.integration, pytest.mark.karpenter, pytest.mark.timeout(1200)]
+# may build Karpenter: kept out of `make test` (make test-bench, which CI runs)
+pytestmark = [pytest.mark.integration, pytest.mark.bench, pytest.mark.timeout(1200)]
 
 SIDES = ("karpenter", "karpenter-nodes-after-boot", "ours")
 

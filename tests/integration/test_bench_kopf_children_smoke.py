@@ -27,7 +27,7 @@ from bench.throughput import SAMPLES, install_crd
 from kubeloop import CONFIGMAPS, Client, NotFound
 from kubeloop.envtest import ControlPlane
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.bench, pytest.mark.integration, pytest.mark.timeout(300)]
 
 OBJECTS = 4
 #: A generous bound; kopf's timer needs up to TIMER_INTERVAL_S to notice a deleted child.

@@ -18,7 +18,11 @@ import pytest
 from kubeloop.envtest import ControlPlane
 from tests.integration.bench_support import run_quick
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]  # runs bench/run.py
+pytestmark = [
+    pytest.mark.bench,
+    pytest.mark.integration,
+    pytest.mark.timeout(600),
+]  # runs bench/run.py
 
 OBJECTS = 10
 

@@ -17,7 +17,7 @@ from kubeloop import PODS, Client, Resource
 from kubeloop.envtest import ControlPlane
 from tests.integration.bench_support import run_quick
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.bench]
 
 
 def test_loop_quick_smoke(kube_control_plane: ControlPlane, tmp_path: Path) -> None:

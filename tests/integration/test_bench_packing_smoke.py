@@ -16,7 +16,7 @@ import pytest
 
 from tests.integration.bench_support import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.bench]
 
 
 def test_packing_quick_smoke(tmp_path: Path) -> None:

@@ -14,7 +14,11 @@ import pytest
 from kubeloop.envtest import ControlPlane
 from tests.integration.bench_support import run_quick
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # runs bench/run.py
+pytestmark = [
+    pytest.mark.bench,
+    pytest.mark.integration,
+    pytest.mark.timeout(900),
+]  # runs bench/run.py
 
 
 def test_throughput_quick_smoke(kube_control_plane: ControlPlane, tmp_path: Path) -> None:

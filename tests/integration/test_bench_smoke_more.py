@@ -16,7 +16,7 @@ from bench.workers import TARGET_RATIO
 from kubeloop.envtest import ControlPlane
 from tests.integration.bench_support import run_quick
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.bench]
 
 
 def test_workers_quick_smoke(kube_control_plane: ControlPlane, tmp_path: Path) -> None:
