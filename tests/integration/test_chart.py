@@ -4,9 +4,11 @@ and with a non-default set, a server-side dry run of what it renders against the
 
 "In step" is checked object by object: with its default values the chart renders what
 config/default renders (the validating webhook with cert-manager's Issuer and Certificate
-included), apart from Helm's labels, the Namespace (Helm's --create-namespace makes
-it) and the CRDs (crds/, which `make manifests` writes from the same generator as config/crd and
-tests/unit/nodepool_operator/api/test_schema.py pins). The operator's arguments are compared as
+included), apart from Helm's labels and the Namespace (Helm's --create-namespace makes it).
+config/default's CRDs serve v1beta1 through the webhook; the chart renders those with
+crds.conversion (templates, from files/crds), while its crds/ stays v1alpha1-only, as
+config/crd (`make manifests` writes all of them from one generator, and
+tests/unit/nodepool_operator pins the text). The operator's arguments are compared as
 the operator's own
 parser reads them, so a flag spelled another way but meaning the same passes, and a flag the
 operator does not know fails.
@@ -131,8 +133,15 @@ def operator_args(deployment: dict[str, Any]) -> dict[str, Any]:
     return vars(_parser().parse_args(container["args"]))
 
 
+# Helm's own annotation: a templated CRD (and so every NodePool) stays on `helm uninstall`.
+KEEP = "helm.sh/resource-policy"
+
+
 def comparable(doc: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = without_helm_labels(doc)
+    annotations = out["metadata"].get("annotations") or {}
+    if annotations.pop(KEEP, None) and not annotations:
+        del out["metadata"]["annotations"]
     if doc["kind"] == "Deployment":
         [container] = out["spec"]["template"]["spec"]["containers"]
         container["args"] = operator_args(doc)
@@ -171,10 +180,11 @@ def test_chart_versions_follow_the_operator_package() -> None:
 def test_default_values_render_what_config_default_renders() -> None:
     chart = by_kind_and_name(
         template(
-            "--include-crds",
-            # config/default's image and its monitoring objects; all else is the default
+            # config/default's image, its monitoring objects and its CRDs serving v1beta1
+            # through the webhook; all else is the default
             "--set",
-            "image.tag=dev,serviceMonitor.enabled=true,prometheusRule.enabled=true",
+            "image.tag=dev,serviceMonitor.enabled=true,prometheusRule.enabled=true,"
+            "crds.conversion=true",
         )
     )
     kustomize = by_kind_and_name(render_kustomize(ROOT / "config" / "default"))
@@ -183,6 +193,9 @@ def test_default_values_render_what_config_default_renders() -> None:
     assert set(chart) - set(kustomize) == set()
     for key, doc in chart.items():
         assert comparable(doc) == comparable(kustomize[key]), key
+    crds = [doc for doc in chart.values() if doc["kind"] == "CustomResourceDefinition"]
+    assert len(crds) == 4
+    assert all(doc["metadata"]["annotations"][KEEP] == "keep" for doc in crds)
     # the comparison sees the settings: the operator leads, serves on all interfaces, and
     # serves its webhook with cert-manager's certificate
     args = operator_args(chart[("Deployment", "nodepool-operator")])
@@ -486,7 +499,8 @@ def test_rendered_rbac_rules_are_config_rbacs_rules(values: str, tmp_path: Path)
 
 def test_the_chart_crds_are_config_crd() -> None:
     """crds/ is written with config/crd by `make manifests`; the unit test pins the text, this
-    one what `helm template --include-crds` hands the apiserver."""
+    one what `helm template --include-crds` hands the apiserver: v1alpha1 only, no conversion,
+    and no templated CRD beside them unless crds.conversion asks."""
     docs = template("--include-crds")
     chart_crds = sorted(
         (d for d in docs if d["kind"] == "CustomResourceDefinition"),
@@ -497,6 +511,23 @@ def test_the_chart_crds_are_config_crd() -> None:
     )
     assert len(chart_crds) == len(config_crds) == 4
     assert chart_crds == config_crds
+    assert all("conversion" not in d["spec"] for d in chart_crds)
+
+
+def test_crds_conversion_with_a_certificate_of_ones_own_puts_the_ca_in_the_crds() -> None:
+    sets = "crds.conversion=true,webhook.certManager.enabled=false,webhook.certSecret=s,"
+    docs = template("--set", sets + "webhook.caBundle=Q0E=", release="own")
+    converted = [d for d in docs if "conversion" in d.get("spec", {})]
+    assert sorted(d["metadata"]["name"] for d in converted) == [
+        "autoscalers.kubeloop.dev",
+        "instances.kubeloop.dev",
+        "nodepools.kubeloop.dev",
+    ]
+    for crd in converted:
+        client = crd["spec"]["conversion"]["webhook"]["clientConfig"]
+        assert client["caBundle"] == "Q0E="
+        assert client["service"]["name"] == "own-nodepool-operator-webhook"
+        assert "cert-manager.io/inject-ca-from" not in crd["metadata"]["annotations"]
 
 
 # -- bad values: a clear error naming the value -------------------------------------------------
@@ -516,6 +547,9 @@ def test_the_chart_crds_are_config_crd() -> None:
         ("webhook.failurePolicy=Sometimes", "/webhook/failurePolicy"),
         ("webhook.timeoutSeconds=60", "/webhook/timeoutSeconds"),
         ("webhook.certManager.issuerRef.kind=ClusterIssuer", "/webhook/certManager/issuerRef"),
+        ("crds.conversion=true,webhook.enabled=false", "crds.conversion"),
+        ("crds.conversion=true,operator.installCRDs=true", "operator.installCRDs"),
+        ("crds.conversion=yes", "/crds/conversion"),
     ],
 )
 def test_bad_values_fail_naming_the_value(sets: str, message: str) -> None:
@@ -551,7 +585,10 @@ def test_the_rendered_chart_passes_server_side_dry_run(
         }
     }
     own = template("--values", str(values_file(tmp_path, own_cert)), release="own")
-    for label, docs in (("default", default), ("aws", aws), ("own", own)):
+    # the CRDs serving v1beta1 through the release's webhook, as config/default's
+    conversion = template("--set", "crds.conversion=true")
+    assert sum(d["kind"] == "CustomResourceDefinition" for d in conversion) == 4
+    for label, docs in (("default", default), ("aws", aws), ("own", own), ("conv", conversion)):
         directory = tmp_path / label
         directory.mkdir()
         lines = server_side_dry_run(kube_control_plane, docs, directory)
