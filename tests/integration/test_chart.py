@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
+import textwrap
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ import pytest
 import yaml
 
 from kubeloop import generate_serving_certificates
-from kubeloop.envtest import ControlPlane
+from kubeloop.envtest import ControlPlane, ControlPlaneOptions
 from kubeloop.envtest._rest import RestError
 from nodepool_operator.__main__ import _parser
 from nodepool_operator.api import crds
@@ -41,6 +43,7 @@ from tests.integration.manifest_support import (
     helm,
     install_cert_manager_crds,
     install_monitoring_crds,
+    kubectl,
     load_docs,
     render_kustomize,
     server_side_dry_run,
@@ -672,3 +675,83 @@ def test_helm_install_and_uninstall_against_the_real_apiserver(
             rest.get(path)
         assert gone.value.status == 404, path
     rest.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/nodepools.kubeloop.dev")
+
+
+# -- crds.conversion as the README installs it -------------------------------------------------
+
+CONVERTED = ("nodepools.kubeloop.dev", "autoscalers.kubeloop.dev", "instances.kubeloop.dev")
+
+
+def readme_scripts(section: str) -> list[str]:
+    """The commands of each console block under the README's ``section`` heading, as a script
+    (a block sits in a list item, so it is indented; a command may continue over lines)."""
+    text = (CHART / "README.md").read_text()
+    body = text.split(f"### {section}\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^( *)```console\n(.*?)^\1```$", body, re.S | re.M)
+    return [textwrap.dedent(block).replace("$ ", "") for _, block in blocks]
+
+
+def test_crds_conversion_installed_and_upgraded_to_as_the_readme_says(tmp_path: Path) -> None:
+    """The README's two ways to crds.conversion, typed as written, on a control plane of the
+    test's own (it leaves CRDs converting through a webhook no pod serves, which the shared
+    one's other tests must not meet): a new install with --skip-crds, and a release installed
+    with crds/ that Helm refuses to upgrade, naming what is missing, until the README's
+    commands hand it the CRDs. Both end with the CRDs serving v1beta1 through the release's
+    webhook Service, and `helm uninstall` leaves them."""
+    fresh, adopt = readme_scripts("Serving v1beta1: `crds.conversion`")
+    with ControlPlane(ControlPlaneOptions(scheduler=False, dir=tmp_path / "cp")) as cp:
+        install_cert_manager_crds(cp)
+        tools = os.pathsep.join(str(p.parent) for p in (kubectl(), helm()))
+        env = {
+            "HOME": str(tmp_path),
+            "KUBECONFIG": str(cp.kubeconfig),
+            "PATH": tools + os.pathsep + os.environ.get("PATH", ""),
+        }
+
+        def sh(script: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                ["bash", "-euc", script],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+
+        def assert_converting() -> None:
+            for name in CONVERTED:
+                crd = cp.rest().get(
+                    f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+                )
+                assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1", "v1beta1"]
+                service = crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+                assert (service["namespace"], service["name"]) == (
+                    NAMESPACE,
+                    "nodepool-operator-webhook",
+                )
+                assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+                    f"{NAMESPACE}/nodepool-operator-serving-cert"
+                )
+
+        done = sh(fresh)
+        assert done.returncode == 0, done.stderr
+        assert_converting()
+        uninstall = sh(f"helm uninstall nodepool-operator -n {NAMESPACE} --wait")
+        assert uninstall.returncode == 0, uninstall.stderr
+        assert_converting()  # kept
+
+        # a release installed the default way, its CRDs from crds/
+        plain = sh(
+            f"kubectl delete crd {' '.join(c['metadata']['name'] for c in crds())}\n"
+            f"helm install nodepool-operator {CHART} -n {NAMESPACE}"
+        )
+        assert plain.returncode == 0, plain.stderr
+        refused = sh(
+            f"helm upgrade nodepool-operator {CHART} -n {NAMESPACE} --set crds.conversion=true"
+        )
+        assert refused.returncode != 0
+        assert 'missing key "app.kubernetes.io/managed-by"' in refused.stderr, refused.stderr
+        done = sh(adopt)
+        assert done.returncode == 0, done.stderr
+        assert_converting()
