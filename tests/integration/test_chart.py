@@ -188,7 +188,13 @@ def test_default_values_render_what_config_default_renders() -> None:
     args = operator_args(chart[("Deployment", "nodepool-operator")])
     assert args["leader_elect"] is True
     assert args["metrics_bind_address"] == "0.0.0.0:8080"
-    assert args["cloud"] == "simulated"
+    # EC2 by default, as the image's own command: the simulated cloud is a test bed the
+    # image does not carry
+    assert args["cloud"] == "aws"
+    [container] = chart[("Deployment", "nodepool-operator")]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert not [a for a in container["args"] if a.startswith("--cloud-state")]
     assert args["webhook_port"] == 9443
     for key in (
         ("Issuer", "nodepool-operator-selfsigned"),
@@ -232,7 +238,7 @@ def test_webhook_disabled_renders_no_webhook_and_the_operator_serves_none() -> N
     pod = deployment["spec"]["template"]["spec"]
     [container] = pod["containers"]
     assert [p["name"] for p in container["ports"]] == ["metrics", "health"]
-    assert [v["name"] for v in pod["volumes"]] == ["cloud-state", "tmp"]
+    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
     assert_wired(docs)
 
 
@@ -335,12 +341,13 @@ def test_simulated_cloud_values_reach_the_operator(tmp_path: Path) -> None:
         "replicaCount": 1,
         "leaderElection": {"enabled": False},
         "cloud": {
+            "name": "simulated",
             "simulated": {
                 "allowAnyCluster": True,
                 "statePath": "/data/cloud/vms.sqlite",
                 "bootSeconds": 2.5,
                 "kubelets": False,
-            }
+            },
         },
         "operator": {"extraArgs": ["--node-repair-seconds=120"]},
     }
@@ -600,7 +607,7 @@ def test_helm_install_and_uninstall_against_the_real_apiserver(
         "image.repository=registry.example.com/nodepool-operator,image.tag=v9",
     )
     assert "STATUS: deployed" in out
-    assert "Cloud: simulated" in out  # NOTES.txt, with its warning about the simulated cloud
+    assert "Cloud: aws" in out  # NOTES.txt, with the IAM policy to grant
     assert "Webhook: on" in out  # and how to see cert-manager's certificate
     assert f"get certificate {release}-nodepool-operator-serving-cert" in out
     rest = kube_control_plane.rest()
