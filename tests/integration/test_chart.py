@@ -642,3 +642,12 @@ def test_helm_install_and_uninstall_against_the_real_apiserver(
             rest.get(path)
         assert gone.value.status == 404, path
     rest.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/nodepools.kubeloop.dev")
+
+
+def test_the_pdb_follows_its_value() -> None:
+    """On by default (two replicas: a drain leaves the leader's standby); off on request."""
+    [pdb] = [d for d in template() if d["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    docs = template("--set", "podDisruptionBudget.enabled=false")
+    assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert [d for d in docs if d["kind"] == "Deployment"]
