@@ -204,7 +204,13 @@ def test_default_values_render_what_config_default_renders() -> None:
     args = operator_args(chart[("Deployment", "nodepool-operator")])
     assert args["leader_elect"] is True
     assert args["metrics_bind_address"] == "0.0.0.0:8080"
-    assert args["cloud"] == "simulated"
+    # EC2 by default, as the image's own command: the simulated cloud is a test bed the
+    # image does not carry
+    assert args["cloud"] == "aws"
+    [container] = chart[("Deployment", "nodepool-operator")]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert not [a for a in container["args"] if a.startswith("--cloud-state")]
     assert args["webhook_port"] == 9443
     for key in (
         ("Issuer", "nodepool-operator-selfsigned"),
@@ -248,7 +254,7 @@ def test_webhook_disabled_renders_no_webhook_and_the_operator_serves_none() -> N
     pod = deployment["spec"]["template"]["spec"]
     [container] = pod["containers"]
     assert [p["name"] for p in container["ports"]] == ["metrics", "health"]
-    assert [v["name"] for v in pod["volumes"]] == ["cloud-state", "tmp"]
+    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
     assert_wired(docs)
 
 
@@ -351,12 +357,13 @@ def test_simulated_cloud_values_reach_the_operator(tmp_path: Path) -> None:
         "replicaCount": 1,
         "leaderElection": {"enabled": False},
         "cloud": {
+            "name": "simulated",
             "simulated": {
                 "allowAnyCluster": True,
                 "statePath": "/data/cloud/vms.sqlite",
                 "bootSeconds": 2.5,
                 "kubelets": False,
-            }
+            },
         },
         "operator": {"extraArgs": ["--node-repair-seconds=120"]},
     }
@@ -640,7 +647,7 @@ def test_helm_install_and_uninstall_against_the_real_apiserver(
         "image.repository=registry.example.com/nodepool-operator,image.tag=v9",
     )
     assert "STATUS: deployed" in out
-    assert "Cloud: simulated" in out  # NOTES.txt, with its warning about the simulated cloud
+    assert "Cloud: aws" in out  # NOTES.txt, with the IAM policy to grant
     assert "Webhook: on" in out  # and how to see cert-manager's certificate
     assert f"get certificate {release}-nodepool-operator-serving-cert" in out
     rest = kube_control_plane.rest()
@@ -675,6 +682,15 @@ def test_helm_install_and_uninstall_against_the_real_apiserver(
             rest.get(path)
         assert gone.value.status == 404, path
     rest.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/nodepools.kubeloop.dev")
+
+
+def test_the_pdb_follows_its_value() -> None:
+    """On by default (two replicas: a drain leaves the leader's standby); off on request."""
+    [pdb] = [d for d in template() if d["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    docs = template("--set", "podDisruptionBudget.enabled=false")
+    assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert [d for d in docs if d["kind"] == "Deployment"]
 
 
 # -- crds.conversion as the README installs it -------------------------------------------------

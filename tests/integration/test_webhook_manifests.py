@@ -152,7 +152,7 @@ def test_config_default_deploys_the_webhook_wired_together() -> None:
     assert [p["name"] for p in manager["ports"]] == ["webhook-server", "metrics", "health"]
     assert manager["args"][-1] == "--webhook-port=9443"
     assert "--leader-elect" in manager["args"]
-    assert {m["name"] for m in manager["volumeMounts"]} == {"webhook-cert", "cloud-state", "tmp"}
+    assert {m["name"] for m in manager["volumeMounts"]} == {"webhook-cert", "tmp"}
 
 
 def test_another_namespace_in_config_default_moves_the_names_that_must_agree(
