@@ -157,11 +157,12 @@ def snapshot(
     pods_on: Callable[[str], Iterable[Object]],
     daemonsets: Sequence[DaemonSetView] = (),
     scope_labels: Mapping[str, str] | None = None,
-    first_seen: Callable[[Object], float],
+    first_seen: Callable[[str], float],
 ) -> Observation | Unready:
     """The observation of what was read: the Autoscaler (``obj``, parsed as ``scaler``), its
     pool, the pods of its namespaces, the pool's Nodes (``pods_on(name)``: the pods bound to
-    one) and the DaemonSets; ``first_seen(pod)``: when the watch showed it unschedulable.
+    one) and the DaemonSets; ``first_seen(key)``: when the watch showed the pod of that key
+    (:func:`~._decode.pod_key`) unschedulable.
     Pure, so tests observe a fixed snapshot the way the controller observes its cache."""
     pool_name = scaler.spec.node_pool_ref.name
     try:
@@ -178,7 +179,7 @@ def snapshot(
             unbound[key] = pod
         if verdict.candidate:
             view = pod_view(pod)
-            candidates.append(PendingPod(key, view.ref, view, pod_needs(pod), first_seen(pod)))
+            candidates.append(PendingPod(key, view.ref, view, pod_needs(pod), first_seen(key)))
     summary = pool_nodes(nodes, pods_on, daemonsets=daemonsets, booting_taints=template.taints)
     by_name = {object_name(n): n for n in nodes}
     return Observation(
@@ -216,7 +217,7 @@ class Observer:
         cache: Cache,
         label_selector: str | None,
         scope_labels: Mapping[str, str],
-        first_seen: Callable[[Object], float],
+        first_seen: Callable[[str], float],
     ) -> None:
         self._client = client
         self._autoscalers = autoscalers
