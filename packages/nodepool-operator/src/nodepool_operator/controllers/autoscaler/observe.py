@@ -33,6 +33,7 @@ from nodepool_operator.api import (
 from nodepool_operator.controllers._blocked import kube_system_budgets, switches
 from nodepool_operator.controllers._capacity import PoolNodes, pool_nodes, pool_template
 from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
+from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._reserve import reserved_for
 from nodepool_operator.controllers.autoscaler._decode import (
     deleting,
@@ -195,7 +196,7 @@ def snapshot(
         reserved=tuple(
             (name, held)
             for name, node in by_name.items()
-            if (held := reserved_for(node)) is not None
+            if (held := reserved_for(node_fields(node))) is not None
         ),
         holds={view.name: view.hold for view in map(node_view, nodes)},
         raw=Raw(obj, pool_obj, by_name, unbound),

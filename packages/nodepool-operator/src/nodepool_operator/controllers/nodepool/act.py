@@ -257,7 +257,7 @@ class Act:
     async def record(self, p: Progress, decision: Decision) -> None:
         """Taint the Nodes chosen, emit the plan's Events, record it in one status write."""
         for name in decision.taint:
-            if await taint_disrupting(self.mgr.client, p.nodes[name].raw):
+            if await taint_disrupting(self.mgr.client, p.nodes[name].fields):
                 p.tainted.add(name)
         self.emit(p.obj, decision.events, p.nodes)
         if decision.repair_held:
@@ -286,7 +286,7 @@ class Act:
     async def converge(self, p: Progress, decision: Decision) -> None:
         await self._create(p, decision)
         for name in decision.untaint:
-            await untaint_disrupting(self.mgr.client, p.nodes[name].raw)
+            await untaint_disrupting(self.mgr.client, p.nodes[name].fields)
         await self._retire(p)
         await self._restart_stopped(p)
         await self._adopt_nodes(p)
@@ -408,7 +408,7 @@ class Act:
             await self._give_up(p, r, node, "")
             return False
         if first == "taint" and node.name not in p.tainted:  # not twice in one pass
-            await taint_disrupting(client, node.raw)
+            await taint_disrupting(client, node.fields)
 
         def warn(reason: str, note: str) -> None:
             on_node = node.name if reason == "DisruptionBlocked" else ""
@@ -448,7 +448,7 @@ class Act:
             await client.patch(NODES, node.name, stamp)
         except NotFound:
             return
-        await untaint_disrupting(client, node.raw)  # refused (changed meanwhile): next pass
+        await untaint_disrupting(client, node.fields)  # refused (changed meanwhile): next pass
         vm = p.vms.get(r.instance_id or "")
         p.update(r.name, state=vm.state if vm is not None else "running")
         p.kept.add(r.name)
@@ -506,7 +506,7 @@ class Act:
     async def _sync_node(
         self, p: Progress, node: PoolNode, labels: dict[str, str], taints: list[dict[str, str]]
     ) -> None:
-        ops = sync_patch(node.raw, labels, taints, finalizers=(NODE_FINALIZER,))
+        ops = sync_patch(node.fields, labels, taints, finalizers=(NODE_FINALIZER,))
         if not ops:
             return
         try:
@@ -529,7 +529,7 @@ class Act:
             return
         with contextlib.suppress(Invalid, NotFound, Conflict):  # changed meanwhile: next pass
             updated = await self.mgr.client.patch(
-                NODES, node.name, lift_patch(node.raw), patch_type=PatchType.JSON
+                NODES, node.name, lift_patch(node.fields), patch_type=PatchType.JSON
             )
             conditions = p.pool.spec.disruption.repair.unhealthy_conditions
             p.nodes[node.name] = decode_node(updated, conditions)
@@ -575,7 +575,7 @@ class Act:
         untainted = set()
         by_name = {n.name: n for n in deleted.nodes}
         for name in plan.taint:  # every Node before any is drained
-            if not await taint_disrupting(client, by_name[name].raw):
+            if not await taint_disrupting(client, by_name[name].fields):
                 untainted.add(name)
         draining: dict[str, tuple[str, str]] = {}
         waits: list[float] = []
