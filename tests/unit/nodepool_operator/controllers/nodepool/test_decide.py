@@ -12,10 +12,17 @@ import pytest
 
 from nodepool_operator.api import InstanceRecord, NodePool, parse_nodepool, to_api
 from nodepool_operator.cloud import Instance, QuotaExceeded
-from nodepool_operator.controllers.nodepool import decide
+from nodepool_operator.controllers.nodepool import (
+    _deletion,
+    _disruption,
+    _outcome,
+    _retire,
+    _upkeep,
+    decide,
+)
 from nodepool_operator.controllers.nodepool._drain import DrainStatus
 from nodepool_operator.controllers.nodepool._pool_status import CloudFailure, cloud_failure
-from nodepool_operator.controllers.nodepool.decide import Verdict
+from nodepool_operator.controllers.nodepool._retire import Verdict
 from nodepool_operator.controllers.nodepool.observe import Deleted, Observation
 from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode
 from nodepool_operator.scheduling import Resources, ScaleDownNode, pod_view
@@ -270,7 +277,7 @@ def test_disruption_status_counts_taints_deletions_and_this_pass_s_choices() -> 
     records = [rec("a", "deleting"), rec("b"), rec("c")]
     nodes = {"n-a": node("a"), "n-b": node("b", tainted=True), "n-c": node("c")}
     by_instance = {n.instance_id: n for n in nodes.values()}
-    status = decide.disruption_status(the_pool, records, nodes, by_instance)
+    status = _disruption.disruption_status(the_pool, records, nodes, by_instance)
     assert status.disrupting == 2  # b by its taint, a by this pass's record
     assert status.allowed == 0  # the default budget, 10% of 3, rounds up to 1
 
@@ -290,7 +297,7 @@ def test_disruption_status_counts_taints_deletions_and_this_pass_s_choices() -> 
     ],
 )
 def test_termination(the_node: PoolNode | None, alive: bool, want: str) -> None:
-    assert decide.termination(the_node, alive) == want
+    assert _retire.termination(the_node, alive) == want
 
 
 @pytest.mark.parametrize(
@@ -303,7 +310,7 @@ def test_termination(the_node: PoolNode | None, alive: bool, want: str) -> None:
     ],
 )
 def test_before_drain(the_node: PoolNode, want: str) -> None:
-    assert decide.before_drain(the_node, NOW) == want
+    assert _retire.before_drain(the_node, NOW) == want
 
 
 TIMEOUT = timedelta(minutes=10)
@@ -328,7 +335,7 @@ PENDING = DrainStatus(done=False, retry_after=1.0, message="1 pod(s) on n-a")
 def test_after_drain_the_drain_deadline(
     the_node: PoolNode, status: DrainStatus, want: Verdict
 ) -> None:
-    assert decide.after_drain(the_node, status, TIMEOUT, NOW) is want
+    assert _retire.after_drain(the_node, status, TIMEOUT, NOW) is want
 
 
 # -- the rest of a pass ---------------------------------------------------------------------------
@@ -338,7 +345,7 @@ def test_garbage_unknown_vms_past_grace_and_nodes_whose_vm_is_gone() -> None:
     records = [rec("a"), rec("b", "creating", vm=False)]
     listed = [vm("a"), vm("old", age=120), vm("young", age=10), vm("b")]
     nodes = {"n-a": node("a"), "n-gone": node("gone"), "n-old": node("old")}
-    found = decide.garbage(records, listed, set(), nodes, NOW, grace=60)
+    found = _upkeep.garbage(records, listed, set(), nodes, NOW, grace=60)
     assert [v.name for v in found.vms] == ["old"]  # b's id is not back yet: its name guards it
     assert found.wait == 50
     assert found.nodes == ("n-gone",)  # n-old's VM is alive (until it is collected)
@@ -354,7 +361,7 @@ def test_garbage_unknown_vms_past_grace_and_nodes_whose_vm_is_gone() -> None:
     ],
 )
 def test_backstop_due(the_node: PoolNode, want: float | None) -> None:
-    assert decide.backstop_due(the_node, NOW, landing_grace=30.0) == want
+    assert _upkeep.backstop_due(the_node, NOW, landing_grace=30.0) == want
 
 
 def requeue(records: Sequence[InstanceRecord], vms: Sequence[Instance], **given: Any) -> float:
@@ -367,7 +374,7 @@ def requeue(records: Sequence[InstanceRecord], vms: Sequence[Instance], **given:
         "resting": False,
     }
     args.update(given)
-    return decide.requeue_after(
+    return _outcome.requeue_after(
         pool=pool(len(records)),
         records=records,
         vms={v.id: v for v in vms},
@@ -386,8 +393,8 @@ def test_requeue_while_booting_when_the_vm_should_be_running() -> None:
 
 
 def test_requeue_draining_and_gate() -> None:
-    assert requeue([rec("a")], [vm("a")], draining=True) == decide.DRAIN_POLL
-    assert requeue([rec("a")], [vm("a")], draining=True, drain_wait=0.01) == decide.MIN_POLL
+    assert requeue([rec("a")], [vm("a")], draining=True) == _outcome.DRAIN_POLL
+    assert requeue([rec("a")], [vm("a")], draining=True, drain_wait=0.01) == _outcome.MIN_POLL
     assert requeue([rec("a")], [vm("a")], gate_remaining=7.0) == 7.0
 
 
@@ -419,7 +426,7 @@ def test_deletion_taints_every_drainable_node_before_draining_any() -> None:
         node("d"),
         alive=["i-a", "i-b", "i-c"],
     )
-    plan = decide.plan_deletion(seen, NOW)
+    plan = _deletion.plan_deletion(seen, NOW)
     assert not plan.expired
     assert plan.taint == ("n-a",)  # b has it; c is not Ready; d's VM is gone
     assert [(n.name, step) for n, step in plan.steps] == [
@@ -432,7 +439,7 @@ def test_deletion_taints_every_drainable_node_before_draining_any() -> None:
 
 def test_deletion_past_the_grace_period_forces_and_taints_nothing() -> None:
     seen = deleted(node("a"), node("b", ready=False), alive=["i-a", "i-b"], ago=301)
-    plan = decide.plan_deletion(seen, NOW)
+    plan = _deletion.plan_deletion(seen, NOW)
     assert plan.expired
     assert plan.taint == ()
     assert [step for _, step in plan.steps] == ["force", "remove"]
@@ -440,8 +447,8 @@ def test_deletion_past_the_grace_period_forces_and_taints_nothing() -> None:
 
 def test_deletion_outcome_while_draining_keeps_that_vm_and_requeues() -> None:
     seen = deleted(node("a"), node("b"), alive=["i-a", "i-b"], ids=["i-a", "i-b", "i-x"])
-    plan = decide.plan_deletion(seen, NOW)
-    outcome = decide.deletion_outcome(
+    plan = _deletion.plan_deletion(seen, NOW)
+    outcome = _deletion.deletion_outcome(
         seen, plan, {"n-a": ("i-a", "node n-a: pods terminating")}, [1.0], {}
     )
     assert outcome.terminate == ("i-b", "i-x")
@@ -453,8 +460,8 @@ def test_deletion_outcome_while_draining_keeps_that_vm_and_requeues() -> None:
 
 def test_deletion_outcome_past_grace_reports_the_pods_left_then_deletes() -> None:
     seen = deleted(node("a"), alive=["i-a"], ago=301)
-    plan = decide.plan_deletion(seen, NOW)
-    outcome = decide.deletion_outcome(seen, plan, {}, [], {"n-a": 2})
+    plan = _deletion.plan_deletion(seen, NOW)
+    outcome = _deletion.deletion_outcome(seen, plan, {}, [], {"n-a": 2})
     assert outcome.requeue_after is None
     assert outcome.terminate == ("i-a",)
     assert [e.reason for e in outcome.events] == ["TerminationGracePeriodExpired", "Deleted"]
@@ -464,7 +471,7 @@ def test_deletion_outcome_past_grace_reports_the_pods_left_then_deletes() -> Non
 
 def test_deletion_outcome_when_done_is_deleted_alone() -> None:
     seen = deleted(node("a"), alive=["i-a"])
-    outcome = decide.deletion_outcome(seen, decide.plan_deletion(seen, NOW), {}, [], {})
+    outcome = _deletion.deletion_outcome(seen, _deletion.plan_deletion(seen, NOW), {}, [], {})
     assert outcome.condition is None
     assert outcome.requeue_after is None
     assert [(e.reason, e.note) for e in outcome.events] == [
