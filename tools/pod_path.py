@@ -16,10 +16,15 @@ applied) under ``sys.setprofile``, and follows the pod by identity:
 - the path is the modules those calls run in, in the order the data is in them: entering a
   callee, and coming back to the caller when it returns. It ends at the target write.
 
-A coroutine suspending at an ``await`` and resuming later is not a return: the data stays
-where it is. A module entered again after the data left it counts once per return. A recipe
-(observe, decide, act) comes back to its own module between the steps: those returns are
-the recipe, and are listed apart (``returns to the reconcile's module``).
+A record's own behaviour is not a room: a method or property of the object carrying the data
+(``obs.pool_name``, ``view.requests.fits_in(free)``), a frozen value's arithmetic and a
+record's constructor read or make the record where it is; what they return joins the data
+(``follow(strict=True)`` counts them as rooms too). A call of another module's function with
+the data (a getter above all) is a move. A coroutine suspending at an ``await`` and resuming
+later is not a return: the data stays where it is. A module entered again after the data
+left it counts once per return. A recipe (observe, decide, act) comes back to its own
+module between the steps: those returns are the recipe, and are listed apart (``returns to
+the reconcile's module``).
 
     .venv/bin/python tools/pod_path.py          # the modules passed and every re-entry
 """
