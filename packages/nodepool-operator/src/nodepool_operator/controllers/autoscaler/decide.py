@@ -33,6 +33,7 @@ from enum import StrEnum
 
 from nodepool_operator.api import MAX_POOL_NODES
 from nodepool_operator.controllers._blocked import SCALE_DOWN_BLOCKED, blocked_nodes, switches
+from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._node_manifest import ready_for
 from nodepool_operator.controllers._reserve import (
     JsonPatch,
@@ -587,7 +588,7 @@ def _hold_reservations(
         node = obs.raw.nodes[node_name]
         held = ready_for(node, wall)
         if lift_due(slot=slots.get(name), waiting=obs.unbound, ready_for=held, grace=grace):
-            lifts.append(Lift(node_name, name, lift_patch(node)))
+            lifts.append(Lift(node_name, name, lift_patch(node_fields(node))))
         elif held is not None:
             next_due = min(grace - held, next_due if next_due is not None else grace)
     return tuple(grants), tuple(lifts), None if next_due is None else max(0.05, next_due)

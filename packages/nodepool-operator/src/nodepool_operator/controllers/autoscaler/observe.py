@@ -33,6 +33,7 @@ from nodepool_operator.api import (
 from nodepool_operator.controllers._blocked import kube_system_budgets, switches
 from nodepool_operator.controllers._capacity import PoolNodes, pool_nodes, pool_template
 from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
+from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._reserve import reserved_for
 from nodepool_operator.controllers.autoscaler._decode import (
     deleting,
@@ -157,11 +158,12 @@ def snapshot(
     pods_on: Callable[[str], Iterable[Object]],
     daemonsets: Sequence[DaemonSetView] = (),
     scope_labels: Mapping[str, str] | None = None,
-    first_seen: Callable[[Object], float],
+    first_seen: Callable[[str], float],
 ) -> Observation | Unready:
     """The observation of what was read: the Autoscaler (``obj``, parsed as ``scaler``), its
     pool, the pods of its namespaces, the pool's Nodes (``pods_on(name)``: the pods bound to
-    one) and the DaemonSets; ``first_seen(pod)``: when the watch showed it unschedulable.
+    one) and the DaemonSets; ``first_seen(key)``: when the watch showed the pod of that key
+    (:func:`~._decode.pod_key`) unschedulable.
     Pure, so tests observe a fixed snapshot the way the controller observes its cache."""
     pool_name = scaler.spec.node_pool_ref.name
     try:
@@ -178,7 +180,7 @@ def snapshot(
             unbound[key] = pod
         if verdict.candidate:
             view = pod_view(pod)
-            candidates.append(PendingPod(key, view.ref, view, pod_needs(pod), first_seen(pod)))
+            candidates.append(PendingPod(key, view.ref, view, pod_needs(pod), first_seen(key)))
     summary = pool_nodes(nodes, pods_on, daemonsets=daemonsets, booting_taints=template.taints)
     by_name = {object_name(n): n for n in nodes}
     return Observation(
@@ -194,7 +196,7 @@ def snapshot(
         reserved=tuple(
             (name, held)
             for name, node in by_name.items()
-            if (held := reserved_for(node)) is not None
+            if (held := reserved_for(node_fields(node))) is not None
         ),
         holds={view.name: view.hold for view in map(node_view, nodes)},
         raw=Raw(obj, pool_obj, by_name, unbound),
@@ -216,7 +218,7 @@ class Observer:
         cache: Cache,
         label_selector: str | None,
         scope_labels: Mapping[str, str],
-        first_seen: Callable[[Object], float],
+        first_seen: Callable[[str], float],
     ) -> None:
         self._client = client
         self._autoscalers = autoscalers
