@@ -1,0 +1,75 @@
+"""One pool per pod on the real control plane: two Autoscalers watch the same namespace, both
+pools' nodes would take its pods, and only the one with the higher weight raises its pool.
+
+The oracle is the apiserver: both NodePools' ``spec.targetNodes`` and ``metadata.generation``
+(a raise of the loser's target would bump its generation, even if lowered again), the
+Autoscalers' status, and the Events on the pods. The NodePool controller is not started: the
+choice is the Autoscalers' alone, and no VM is needed to see it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubeloop import PODS
+from kubeloop.envtest import ControlPlane
+from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
+from nodepool_operator.controllers.autoscaler._choice import SERVED_ELSEWHERE
+from tests import factories
+from tests.e2e.conftest import OperatorEnv
+from tests.e2e.test_autoscaler import (
+    autoscaler_manifest,
+    events_about,
+    pool_manifest,
+    scale_writes,
+    status_of,
+)
+
+pytestmark = pytest.mark.integration
+
+#: A label both pools give their nodes, and the only one the pods select.
+SHARED = "e2e.kubeloop.dev/choice"
+
+
+@pytest.fixture
+def namespace(kube_control_plane: ControlPlane) -> str:
+    return kube_control_plane.create_namespace("choice")
+
+
+async def test_only_the_heavier_autoscaler_raises_its_pool(
+    operator_env: OperatorEnv, namespace: str
+) -> None:
+    env = operator_env
+    heavy, light = f"heavy-{env.run_id}", f"light-{env.run_id}"
+    for pool in (heavy, light):
+        await env.create(NODEPOOLS, pool_manifest(pool, labels={SHARED: env.run_id}))
+    # same shape, so least waste ties: the weight decides (and would even against the name)
+    await env.create(AUTOSCALERS, autoscaler_manifest(f"as-{heavy}", heavy, namespace, weight=10))
+    await env.create(AUTOSCALERS, autoscaler_manifest(f"as-{light}", light, namespace))
+    await env.start(controllers=("autoscaler",))
+    app = factories.container("app", cpu="100m", memory="28Gi")
+    for i in range(2):
+        pod = factories.pod(f"p{i}", node_selector={SHARED: env.run_id}, containers=[app], grace=0)
+        await env.create(PODS, pod, namespace)
+
+    async def settled() -> dict[str, Any] | None:
+        """Both have looked at both pods: the winner's later look counts its booting node."""
+        won = (await status_of(env, f"as-{heavy}")).get("lastDecision", "")
+        lost = await status_of(env, f"as-{light}")
+        done = won.startswith("no scale up (target 1)") and "2 pods" in lost.get("lastDecision", "")
+        return lost if done else None
+
+    lost = await env.eventually(settled, "both Autoscalers to decide on both pods")
+    assert lost is not None
+    why = f"Autoscaler as-{heavy} scales NodePool {heavy} for it: weight 10 > 0"
+    assert lost["lastDecision"] == f"no scale up (target 0); 2 pods {SERVED_ELSEWHERE} ({why})"
+    pools = {p: await env.client.get(NODEPOOLS, p) for p in (heavy, light)}
+    assert pools[heavy]["spec"]["targetNodes"] == 1  # two 28Gi pods, one 96Gi node
+    assert pools[light]["spec"]["targetNodes"] == 0
+    assert pools[light]["metadata"]["generation"] == 1  # never raised, not even for a moment
+    assert scale_writes(env) == 1
+    for i in range(2):
+        notes = await events_about(env.client, f"p{i}", namespace, "NotTriggerScaleUp")
+        assert notes == [f"pod didn't trigger scale-up: {SERVED_ELSEWHERE}: {why}"]
