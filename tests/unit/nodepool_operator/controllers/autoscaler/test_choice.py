@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.api import parse_autoscaler, parse_nodepool
+from nodepool_operator.api import InvalidField, parse_autoscaler, parse_nodepool
 from nodepool_operator.controllers.autoscaler._choice import (
     SERVED_ELSEWHERE,
     Option,
@@ -196,3 +196,9 @@ def test_the_winner_scales_as_if_alone() -> None:
     assert decision.target is not None
     assert (decision.target.expected, decision.target.desired) == (0, 1)
     assert not any(SERVED_ELSEWHERE in n.note for n in decision.events)
+
+
+@pytest.mark.parametrize("weight", [-1, 101, "high"])
+def test_a_bad_weight_names_the_field(weight: object) -> None:
+    with pytest.raises(InvalidField, match=r"spec\.weight"):
+        parse_autoscaler(factories.autoscaler("a", namespaces=["prod"], weight=weight))
