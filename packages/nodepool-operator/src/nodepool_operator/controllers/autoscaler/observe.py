@@ -332,14 +332,24 @@ class Observer:
                 continue
             try:
                 pool = parse_nodepool(pool_obj)
-                template = pool_template(
-                    pool, scope_labels=self._scope_labels, daemonsets=daemonsets
-                )
+                template = await self._rival_template(pool, daemonsets)
             except ValueError:
                 continue
             nodes = self._nodes.store.by_index(NODE_POOL, pool_name)
             rivals.append(option(rival, pool, template, sum(not deleting(n) for n in nodes)))
         return rivals
+
+    async def _rival_template(
+        self, pool: NodePool, daemonsets: Sequence[DaemonSetView]
+    ) -> NodeTemplate:
+        """Another Autoscaler's pool's template, computed from the same inputs as that
+        Autoscaler computes its own (:func:`snapshot`): the choice is only the same everywhere
+        if the templates are.
+
+        Raises:
+            ValueError: the pool's template cannot be made (that Autoscaler is no option).
+        """
+        return pool_template(pool, scope_labels=self._scope_labels, daemonsets=daemonsets)
 
     def _daemonset_views(self) -> list[DaemonSetView]:
         views = []
