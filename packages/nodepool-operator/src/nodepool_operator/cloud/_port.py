@@ -25,6 +25,9 @@ class InstanceType:
     disk_bytes: int
     pods: int
     """How many pods the kubelet on this type may run (EC2's ENI-derived max-pods)."""
+    gpus: int = 0
+    """NVIDIA GPUs (EC2's ``GpuInfo``): what the NVIDIA device plugin advertises on the node
+    as ``nvidia.com/gpu``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
