@@ -285,8 +285,10 @@ def _set_aside(
     settling = {pods[u].ref for u in m.landing.waiting(pods)}
     left_out = {ref for ref, _ in stuck} | set(not_taken) | settling
     eligible = [p for p in obs.candidates if p.ref not in left_out]
-    own = option(obs.scaler, obs.pool, obs.template, obs.nodes.registered)
-    elsewhere = served_elsewhere([p.view for p in eligible], own, obs.rivals)
+    elsewhere: dict[tuple[str, str], list[PodRef]] = {}
+    if obs.rivals:  # alone, the pods do not even pass through the choice
+        own = option(obs.scaler, obs.pool, obs.template, obs.nodes.registered)
+        elsewhere = served_elsewhere([p.view for p in eligible], own, obs.rivals)
     if elsewhere:
         theirs = {ref for refs in elsewhere.values() for ref in refs}
         eligible = [p for p in eligible if p.ref not in theirs]
