@@ -108,7 +108,8 @@ async def test_a_gpu_pod_gets_a_gpu_node_though_the_cpu_pool_weighs_more(
     await env.create(PODS, pod, namespace)
 
     async def bound() -> str | None:
-        return (await env.client.get(PODS, "train", namespace))["spec"].get("nodeName")
+        name = (await env.client.get(PODS, "train", namespace))["spec"].get("nodeName")
+        return str(name) if name else None
 
     node_name = await env.eventually(bound, "the GPU pod to be scheduled", timeout=60)
     node = await env.client.get(NODES, str(node_name))
