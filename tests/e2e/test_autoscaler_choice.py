@@ -17,7 +17,7 @@ import pytest
 from kubeloop import NODES, PODS
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
-from nodepool_operator.controllers._node_manifest import NVIDIA_GPU
+from nodepool_operator.cloud import NVIDIA_GPU
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.autoscaler._choice import SERVED_ELSEWHERE
 from tests import factories

@@ -17,6 +17,7 @@ from typing import Any, Final, cast
 from kubeloop import Object
 from nodepool_operator.api import NodePool, NodePoolSpec
 from nodepool_operator.cloud import (
+    NVIDIA_GPU,
     PROVIDER_ID_PREFIX,
     Instance,
     InstanceType,
@@ -46,8 +47,6 @@ __all__ = [
     "ready_since",
 ]
 
-#: The extended resource the NVIDIA device plugin advertises, one per GPU.
-NVIDIA_GPU: Final = "nvidia.com/gpu"
 _BINARY_UNITS: Final = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20))
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from nodepool_operator.api import parse_autoscaler, parse_nodepool
-from nodepool_operator.cloud import CATALOGUE
+from nodepool_operator.cloud import CATALOGUE, NVIDIA_GPU
 from nodepool_operator.controllers._capacity import pool_template
-from nodepool_operator.controllers._node_manifest import NVIDIA_GPU, node_bootstrap
+from nodepool_operator.controllers._node_manifest import node_bootstrap
 from nodepool_operator.controllers.autoscaler._choice import SERVED_ELSEWHERE, option
 from nodepool_operator.controllers.autoscaler._report import Subject
 from nodepool_operator.controllers.autoscaler.decide import Clock, Decision, Knobs, Memory, decide
