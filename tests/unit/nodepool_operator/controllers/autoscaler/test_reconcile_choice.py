@@ -85,3 +85,24 @@ async def test_a_pod_only_one_pool_fits_goes_to_that_pool_whatever_the_weight() 
     assert scales(big) == [("big", 1)]
     assert scales(wide) == []
     assert "Autoscaler as scales NodePool big for it: the only" in decision(wide)
+
+
+async def test_a_rival_that_cannot_scale_is_no_option() -> None:
+    """Heavier rivals that could not act: one whose pool does not exist, one that is idle
+    behind an older Autoscaler of the same pool, one watching another namespace. ``as``
+    scales as if alone."""
+    objects = [
+        factories.autoscaler("as", pool="big", namespaces=["prod"]),
+        factories.nodepool("big", target=0, instance_type="mem96.large", max_nodes=10),
+        factories.autoscaler("gone", pool="missing", namespaces=["prod"], weight=90),
+        factories.autoscaler("elsewhere", pool="wide", namespaces=["dev"], weight=90),
+        factories.nodepool("wide", target=0, instance_type="r5.2xlarge", max_nodes=10),
+        factories.autoscaler("idle", pool="big", namespaces=["prod"], weight=90),
+        *pods("alone", 2),
+    ]
+    # "idle" is younger than "as" (same pool): the oldest owns a pool, then the first by name
+    objects[0]["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    objects[5]["metadata"]["creationTimestamp"] = "2026-01-02T00:00:00Z"
+    writes = await reconcile("as", objects)
+    assert scales(writes) == [("big", 1)]
+    assert SERVED_ELSEWHERE not in decision(writes)
