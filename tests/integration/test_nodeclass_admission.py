@@ -119,6 +119,16 @@ BAD = [
         ["spec.tags", "reserved"],
         id="tag-operator-reserved",
     ),
+    pytest.param(
+        {"tags": {"kubernetes.io/cluster/demo": "owned"}},
+        ["spec.tags", "reserved"],
+        id="tag-cluster-ownership-reserved",
+    ),
+    pytest.param(
+        {"tags": {"eks:eks-cluster-name": "demo"}},
+        ["spec.tags", "reserved"],
+        id="tag-eks-cluster-reserved",
+    ),
     pytest.param({"tags": {"k" * 129: "x"}}, ["spec.tags", "128"], id="tag-key-too-long"),
     pytest.param(
         {"tags": {f"t{i}": "x" for i in range(41)}},

@@ -37,9 +37,10 @@ USER_DATA_VARIABLES: Final = ("nodeName", "poolName", "instanceType")
 MAX_USER_DATA: Final = 16384
 #: EC2 allows 50 tags per resource; the operator's own tags take up to 10 of them.
 MAX_USER_TAGS: Final = 40
-#: Tag keys users may not set: AWS's own prefix, the operator's, and the VM's name.
-RESERVED_TAG_PREFIXES: Final = ("aws:", "kubeloop.dev/")
-RESERVED_TAG_KEYS: Final = ("Name",)
+#: Tag keys users may not set: AWS's own prefix, the operator's, the cluster ownership tags
+#: the operator sets from ``cluster.name`` (the IAM policy trusts them), and the VM's name.
+RESERVED_TAG_PREFIXES: Final = ("aws:", "kubeloop.dev/", "kubernetes.io/cluster/")
+RESERVED_TAG_KEYS: Final = ("Name", "eks:eks-cluster-name")
 
 #: How the AMI bootstraps its kubelet, which decides what user data the operator writes.
 AmiFamily = Literal["AL2023", "Bottlerocket", "Custom"]
@@ -54,7 +55,10 @@ _ONLY_KNOWN_PLACEHOLDERS = all_found_in(
 _NO_RESERVED_TAGS = reserved_keys(
     prefixes=RESERVED_TAG_PREFIXES,
     keys=RESERVED_TAG_KEYS,
-    message="tag keys Name, aws:* and kubeloop.dev/* are reserved",
+    message=(
+        "tag keys Name, eks:eks-cluster-name, aws:*, kubeloop.dev/* and "
+        "kubernetes.io/cluster/* are reserved"
+    ),
 )
 _TAG_KEY_LENGTH = key_length(1, 128, message="tag keys must be 1 to 128 characters long")
 
@@ -118,7 +122,9 @@ class AwsNodeClassSpec:
     join the node itself."""
     cluster: EksCluster | None = None
     """The EKS cluster the nodes join; a NodePool naming an AL2023 or Bottlerocket class
-    needs it (an Instance, which is no node, does not)."""
+    needs it (an Instance, which is no node, does not). Every VM of a class that names it is
+    tagged kubernetes.io/cluster/<name>: owned and eks:eks-cluster-name: <name> at launch,
+    which the operator's least IAM policy requires to launch, stop, start or terminate it."""
     kubelet: KubeletOptions | None = None
     """Kubelet settings (AL2023, Bottlerocket)."""
     subnet_ids: Annotated[
@@ -149,7 +155,9 @@ class AwsNodeClassSpec:
         _TAG_KEY_LENGTH,
         _NO_RESERVED_TAGS,
     ] = field(default_factory=dict)
-    """Extra tags on every VM and its volumes. Name, aws:* and kubeloop.dev/* are reserved."""
+    """Extra tags on every VM and its volumes. Name, eks:eks-cluster-name, aws:*,
+    kubeloop.dev/* and kubernetes.io/cluster/* are reserved: with cluster set, the operator
+    tags each VM kubernetes.io/cluster/<name>: owned and eks:eks-cluster-name: <name>."""
 
     @property
     def image(self) -> str:

@@ -7,7 +7,15 @@ moto's server itself, are test-bed parts: :mod:`nodepool_operator.testbed`, whic
 never imports. Everything AWS-specific the operator uses lives in this package.
 """
 
-from ._aws import SSM_IMAGE_PREFIX, AwsCloud, aws_environment_problems, max_pods
+from ._aws import (
+    CLUSTER_TAG_PREFIX,
+    EKS_CLUSTER_TAG,
+    SSM_IMAGE_PREFIX,
+    AwsCloud,
+    aws_environment_problems,
+    cluster_tags,
+    max_pods,
+)
 from ._bootstrap import (
     PROVIDER_ID_PREFIX,
     NodeBootstrap,
@@ -60,7 +68,9 @@ from ._simulated import (
 
 __all__ = [
     "CATALOGUE",
+    "CLUSTER_TAG_PREFIX",
     "DEFAULT_EVICTION_HARD",
+    "EKS_CLUSTER_TAG",
     "MAX_TOKEN_LENGTH",
     "METHODS",
     "NODECONFIG_API_VERSION",
@@ -97,6 +107,7 @@ __all__ = [
     "aws_environment_problems",
     "bottlerocket_user_data",
     "check_request",
+    "cluster_tags",
     "instance_id_of",
     "kube_reserved",
     "kubelet_may_set_label",

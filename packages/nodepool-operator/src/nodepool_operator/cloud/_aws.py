@@ -78,6 +78,12 @@ IMAGE_TAG: Final = "kubeloop.dev/image"
 LAUNCH_TAG: Final = "kubeloop.dev/launch-hash"
 #: Tags this module writes for itself; a VM's reported ``tags`` leave them out.
 BOOKKEEPING_TAGS: Final = frozenset({NAME_TAG, TOKEN_TAG, IMAGE_TAG, LAUNCH_TAG})
+#: The tag that says a resource belongs to a Kubernetes cluster (``<prefix><cluster>: owned``):
+#: the cloud controller manager's convention, and what the IAM policy's terminate, stop and
+#: start are conditioned on (config/iam).
+CLUSTER_TAG_PREFIX: Final = "kubernetes.io/cluster/"
+#: EKS's tag naming the cluster a node belongs to (the console groups nodes by it).
+EKS_CLUSTER_TAG: Final = "eks:eks-cluster-name"
 #: EC2's own notation for "the AMI id in this SSM parameter" (RunInstances accepts it too).
 SSM_IMAGE_PREFIX: Final = "resolve:ssm:"
 
@@ -102,6 +108,13 @@ _BY_EC2_STATE: Final[dict[str, InstanceState]] = {
 }
 # DescribeInstanceTypes takes at most 100 names per call.
 _TYPES_PER_CALL = 100
+
+
+def cluster_tags(cluster_name: str) -> dict[str, str]:
+    """The tags that make a VM (and its volumes) the EKS cluster's: set at launch on every VM
+    of a node class naming the cluster, and required by the IAM policy to launch one and,
+    later, to terminate, stop or start it."""
+    return {f"{CLUSTER_TAG_PREFIX}{cluster_name}": "owned", EKS_CLUSTER_TAG: cluster_name}
 
 
 def max_pods(enis: int, ips_per_eni: int) -> int:

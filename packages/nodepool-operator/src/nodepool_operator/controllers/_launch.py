@@ -8,6 +8,7 @@ one would wait for ever.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from kubeloop import Client, NotFound
@@ -18,7 +19,7 @@ from nodepool_operator.api import (
     NodeClassRef,
     parse_nodeclass,
 )
-from nodepool_operator.cloud import CloudError, LaunchSettings
+from nodepool_operator.cloud import CloudError, LaunchSettings, cluster_tags
 
 
 class NodeClassUnavailable(CloudError):
@@ -61,3 +62,13 @@ def launch_settings(spec: AwsNodeClassSpec | None) -> LaunchSettings:
         security_groups=tuple(spec.security_group_ids),
         instance_profile=spec.instance_profile,
     )
+
+
+def launch_tags(spec: AwsNodeClassSpec | None, own: Mapping[str, str]) -> dict[str, str]:
+    """The tags a VM (and its volumes) is launched with: the class's, the cluster's ownership
+    tags when the class names a cluster, then ``own`` (the owner's: pool or Instance). Later
+    ones win, so a class can neither take a VM from its owner nor from its cluster."""
+    if spec is None:
+        return dict(own)
+    owned = cluster_tags(spec.cluster.name) if spec.cluster is not None else {}
+    return {**spec.tags, **owned, **own}
