@@ -101,6 +101,34 @@ class KubeletOptions:
     as on EKS."""
 
 
+#: EBS volume types a root volume may be.
+VolumeType = Literal["gp3", "gp2", "io1", "io2"]
+#: The root volume when a class gives none: Karpenter's for AL2023, and EKS's advice (gp3,
+#: encrypted). Its size is the node's ephemeral-storage capacity.
+DEFAULT_ROOT_VOLUME_GIB: Final = 20
+#: Where each family's kubelet keeps its files (Bottlerocket: its data volume, the second).
+DEFAULT_ROOT_DEVICE: Final[Mapping[str, str]] = {
+    "AL2023": "/dev/xvda",
+    "Bottlerocket": "/dev/xvdb",
+    "Custom": "/dev/xvda",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RootVolumeSpec:
+    """The EBS volume the kubelet keeps its files and the pods' ephemeral storage on."""
+
+    size_gib: Annotated[int, Minimum(4), Maximum(16384)] = DEFAULT_ROOT_VOLUME_GIB
+    """Size in GiB (the node's ephemeral-storage capacity). Default 20."""
+    volume_type: VolumeType = "gp3"
+    """EBS volume type. Default gp3."""
+    encrypted: bool = True
+    """Encrypted with the account's default EBS key. Default true."""
+    device_name: Annotated[str, Pattern(r"^/dev/[a-z0-9]+$")] | None = None
+    """The device it is mapped to. Default: /dev/xvda (AL2023, Custom), /dev/xvdb
+    (Bottlerocket's data volume)."""
+
+
 @rules(exactly_one_of("amiId", "amiSsmParameter"))
 @dataclass(frozen=True, kw_only=True)
 class AwsNodeClassSpec:
@@ -127,6 +155,9 @@ class AwsNodeClassSpec:
     which the operator's least IAM policy requires to launch, stop, start or terminate it."""
     kubelet: KubeletOptions | None = None
     """Kubelet settings (AL2023, Bottlerocket)."""
+    root_volume: RootVolumeSpec | None = None
+    """The root volume each VM is launched with (a block device mapping). Omitted: 20 GiB,
+    gp3, encrypted. Its size is what the pool's node template offers as ephemeral-storage."""
     subnet_ids: Annotated[
         list[Annotated[str, Pattern(r"^subnet-[0-9a-f]{8,17}$")]], MaxItems(16), ListSet()
     ] = field(default_factory=list)
@@ -158,6 +189,16 @@ class AwsNodeClassSpec:
     """Extra tags on every VM and its volumes. Name, eks:eks-cluster-name, aws:*,
     kubeloop.dev/* and kubernetes.io/cluster/* are reserved: with cluster set, the operator
     tags each VM kubernetes.io/cluster/<name>: owned and eks:eks-cluster-name: <name>."""
+
+    @property
+    def root(self) -> RootVolumeSpec:
+        """The root volume, the default one if none is given."""
+        return self.root_volume if self.root_volume is not None else RootVolumeSpec()
+
+    @property
+    def root_device(self) -> str:
+        """The root volume's device, the family's default if none is given."""
+        return self.root.device_name or DEFAULT_ROOT_DEVICE[self.ami_family]
 
     @property
     def image(self) -> str:

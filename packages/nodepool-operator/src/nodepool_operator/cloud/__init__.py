@@ -53,6 +53,7 @@ from ._port import (
     LaunchSettings,
     PermissionDenied,
     QuotaExceeded,
+    RootVolume,
     TransientCloudError,
     check_request,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "NodeBootstrap",
     "PermissionDenied",
     "QuotaExceeded",
+    "RootVolume",
     "SimulatedCloud",
     "TransientCloudError",
     "al2023_user_data",

@@ -106,6 +106,8 @@ _BY_EC2_STATE: Final[dict[str, InstanceState]] = {
     "shutting-down": "terminated",
     "terminated": "terminated",
 }
+#: EC2's architecture names as Kubernetes' ``kubernetes.io/arch`` has them.
+_ARCHITECTURES: Final = {"x86_64": "amd64", "arm64": "arm64", "i386": "386"}
 # DescribeInstanceTypes takes at most 100 names per call.
 _TYPES_PER_CALL = 100
 
@@ -470,6 +472,20 @@ class AwsCloud:
         if launch.instance_profile:
             key = "Arn" if launch.instance_profile.startswith("arn:") else "Name"
             params["IamInstanceProfile"] = {key: launch.instance_profile}  # type: ignore[misc]
+        if launch.root_volume is not None:
+            root = launch.root_volume
+            params["BlockDeviceMappings"] = [
+                {
+                    "DeviceName": root.device_name,
+                    "Ebs": {
+                        # EC2 sizes volumes in whole GiB; the node class's sizes are GiB
+                        "VolumeSize": -(-root.size_bytes // GiB),
+                        "VolumeType": root.volume_type,  # type: ignore[typeddict-item]
+                        "Encrypted": root.encrypted,
+                        "DeleteOnTermination": True,
+                    },
+                }
+            ]
         if request.user_data:
             params["UserData"] = request.user_data  # botocore base64-encodes it
         return params
@@ -558,6 +574,7 @@ def _launch_hash(request: CreateRequest) -> str:
             ",".join(launch.subnets),
             ",".join(launch.security_groups),
             launch.instance_profile or "",
+            repr(launch.root_volume) if launch.root_volume is not None else "",
             hashlib.sha256(request.user_data.encode()).hexdigest(),
         ]
     )
@@ -608,6 +625,7 @@ def _epoch(value: datetime | None) -> float:
 
 def _to_type(raw: InstanceTypeInfoTypeDef) -> InstanceType:
     network = raw.get("NetworkInfo", {})
+    archs = [str(a) for a in raw.get("ProcessorInfo", {}).get("SupportedArchitectures", [])]
     storage = raw.get("InstanceStorageInfo", {})
     local_disk = int(storage.get("TotalSizeInGB") or 0) * GiB
     return InstanceType(
@@ -619,6 +637,8 @@ def _to_type(raw: InstanceTypeInfoTypeDef) -> InstanceType:
             int(network.get("MaximumNetworkInterfaces") or 1),
             int(network.get("Ipv4AddressesPerInterface") or 1),
         ),
+        # the first architecture is the one the type runs (x86_64 types also list i386)
+        architecture=_ARCHITECTURES.get(archs[0], archs[0]) if archs else "amd64",
     )
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kubeloop import Resource
-from nodepool_operator.api import NodePool
+from nodepool_operator.api import AwsNodeClassSpec, NodePool
 from nodepool_operator.cloud import CATALOGUE, InstanceType
 from nodepool_operator.controllers._node_manifest import DISRUPTING_TAINT, pool_shape
 from nodepool_operator.controllers._reserve import RESERVED_KEY
@@ -55,12 +55,15 @@ def pool_template(
     *,
     scope_labels: Mapping[str, str] | None = None,
     daemonsets: Iterable[DaemonSetView] = (),
+    node_class: AwsNodeClassSpec | None = None,
 ) -> NodeTemplate:
     """An empty node of ``pool``, exactly as its Nodes register, minus its DaemonSets.
 
     Labels, taints and allocatable come from :func:`~._node_manifest.pool_shape`, the
-    function the registered Node is built from, so the plan and the scheduler agree on what
-    fits. ``daemonsets`` are all the cluster's DaemonSets: those whose pods would land on the
+    function the registered Node (or, with ``node_class``, the kubelet settings of its
+    bootstrap) is built from, so the plan and the scheduler agree on what fits.
+    ``catalogue``: the cloud's instance types (``CloudProvider.instance_types``).
+    ``daemonsets`` are all the cluster's DaemonSets: those whose pods would land on the
     pool's nodes take their requests from every node's allocatable.
 
     Raises:
@@ -69,7 +72,7 @@ def pool_template(
     """
     spec = pool.spec
     known = next((t for t in catalogue if t.name == spec.instance_type), None)
-    shape = pool_shape(pool, known, scope_labels=scope_labels)
+    shape = pool_shape(pool, known, scope_labels=scope_labels, node_class=node_class)
     if "cpu" not in shape.resources or "memory" not in shape.resources:
         raise ValueError(
             f"instance type {spec.instance_type!r} is not in the catalogue; "

@@ -20,6 +20,7 @@ from nodepool_operator.api import (
     parse_nodeclass,
 )
 from nodepool_operator.cloud import CloudError, LaunchSettings, cluster_tags
+from nodepool_operator.controllers._node_resources import root_volume
 
 
 class NodeClassUnavailable(CloudError):
@@ -61,6 +62,7 @@ def launch_settings(spec: AwsNodeClassSpec | None) -> LaunchSettings:
         subnets=tuple(spec.subnet_ids),
         security_groups=tuple(spec.security_group_ids),
         instance_profile=spec.instance_profile,
+        root_volume=root_volume(spec),
     )
 
 

@@ -30,9 +30,11 @@ from nodepool_operator.api import (
     parse_autoscaler,
     parse_nodepool,
 )
+from nodepool_operator.cloud import CATALOGUE, CloudError
 from nodepool_operator.controllers._blocked import kube_system_budgets, switches
 from nodepool_operator.controllers._capacity import PoolNodes, pool_nodes, pool_template
 from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
+from nodepool_operator.controllers._launch import NodeClassUnavailable
 from nodepool_operator.controllers._reserve import reserved_for
 from nodepool_operator.controllers.autoscaler._decode import (
     deleting,
@@ -44,9 +46,14 @@ from nodepool_operator.controllers.autoscaler._pending import Lookup, Needs
 from nodepool_operator.controllers.autoscaler._references import look_up
 from nodepool_operator.controllers.autoscaler._status import (
     CONFLICTING_AUTOSCALER,
+    INSTANCE_TYPES_UNAVAILABLE,
     INVALID_NODEPOOL,
     INVALID_SPEC,
     NODEPOOL_NOT_FOUND,
+)
+from nodepool_operator.controllers.autoscaler._template_inputs import (
+    TemplateInputs,
+    TemplateSources,
 )
 from nodepool_operator.controllers.autoscaler._watch import BY_NAMESPACE, BY_POOL
 from nodepool_operator.scheduling import (
@@ -158,15 +165,25 @@ def snapshot(
     daemonsets: Sequence[DaemonSetView] = (),
     scope_labels: Mapping[str, str] | None = None,
     first_seen: Callable[[Object], float],
+    template_inputs: TemplateInputs | None = None,
 ) -> Observation | Unready:
     """The observation of what was read: the Autoscaler (``obj``, parsed as ``scaler``), its
     pool, the pods of its namespaces, the pool's Nodes (``pods_on(name)``: the pods bound to
-    one) and the DaemonSets; ``first_seen(pod)``: when the watch showed it unschedulable.
-    Pure, so tests observe a fixed snapshot the way the controller observes its cache."""
+    one) and the DaemonSets; ``first_seen(pod)``: when the watch showed it unschedulable;
+    ``template_inputs``: the cloud's instance types and the pool's node class (default: the
+    simulated catalogue, no class). Pure, so tests observe a fixed snapshot the way the
+    controller observes its cache."""
     pool_name = scaler.spec.node_pool_ref.name
+    inputs = template_inputs or TemplateInputs(CATALOGUE, None)
     try:
         pool = parse_nodepool(pool_obj)
-        template = pool_template(pool, scope_labels=scope_labels or {}, daemonsets=daemonsets)
+        template = pool_template(
+            pool,
+            inputs.catalogue,
+            scope_labels=scope_labels or {},
+            daemonsets=daemonsets,
+            node_class=inputs.node_class,
+        )
     except ValueError as err:  # InvalidField is a ValueError too
         return Unready(obj, INVALID_NODEPOOL, f"NodePool {pool_name}: {err}")
     candidates: list[PendingPod] = []
@@ -217,8 +234,10 @@ class Observer:
         label_selector: str | None,
         scope_labels: Mapping[str, str],
         first_seen: Callable[[Object], float],
+        template_sources: TemplateSources | None = None,
     ) -> None:
         self._client = client
+        self._sources = template_sources or TemplateSources(client, None)
         self._autoscalers = autoscalers
         self._nodes = nodes
         self._pods = pods
@@ -253,6 +272,16 @@ class Observer:
         pool_obj = await self._get(NODEPOOLS, pool_name)
         if pool_obj is None:
             return self.pool_not_found(obj, pool_name)
+        inputs = None
+        try:
+            inputs = await self._sources.read(parse_nodepool(pool_obj))
+        except InvalidField:
+            pass  # the snapshot reports the pool as invalid
+        except NodeClassUnavailable as err:
+            return Unready(obj, INVALID_NODEPOOL, f"NodePool {pool_name}: {err}", err.retry_after)
+        except CloudError as err:
+            note = f"NodePool {pool_name}: instance types: {err}"
+            return Unready(obj, INSTANCE_TYPES_UNAVAILABLE, note, err.retry_after or 5.0)
         pods = self._pods.store
         return snapshot(
             obj,
@@ -264,6 +293,7 @@ class Observer:
             daemonsets=self._daemonset_views(),
             scope_labels=self._scope_labels,
             first_seen=self._first_seen,
+            template_inputs=inputs,
         )
 
     async def look_up(self, obs: Observation) -> Observation:
