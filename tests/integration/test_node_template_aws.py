@@ -44,6 +44,9 @@ OFFERED = (
     "t3.micro",
     "t4g.medium",
 )
+#: Types launched by a class with VPC CNI prefix delegation: capped at 110 (up to 30 vCPUs)
+#: and 250, and under the cap (t3.micro: 2 ENIs x 1 prefix x 16 + 2 = 34).
+PREFIX_DELEGATED = frozenset({"c6g.xlarge", "m5.24xlarge", "r5.2xlarge", "t3.micro"})
 #: Labels the kubelet and cloud controller manager put per node: no template can know them
 #: (zone and region belong to issue 21's item 4).
 PER_NODE = (
@@ -57,19 +60,23 @@ async def test_every_offered_types_template_is_its_registered_node(
     moto: MotoServer, kube_client: Client
 ) -> None:
     env = await seed_launch_environment(moto.endpoint_url, name="shop")
-    node_class = parse_nodeclass(
-        factories.nodeclass(
-            "general",
-            **env.node_class_spec(),
-            kubelet={"systemReserved": {"cpu": "100m", "memory": "200Mi"}},
-            rootVolume={"sizeGib": 37},
-        )
-    ).spec
+    classes = [
+        parse_nodeclass(
+            factories.nodeclass(
+                "general",
+                **env.node_class_spec(),
+                kubelet={"systemReserved": {"cpu": "100m", "memory": "200Mi"}, **kubelet},
+                rootVolume={"sizeGib": 37},
+            )
+        ).spec
+        for kubelet in ({}, {"prefixDelegation": True})
+    ]
     templates: dict[str, Any] = {}
     async with AwsCloud(endpoint_url=moto.endpoint_url, instance_types=OFFERED) as aws:
         catalogue = await aws.instance_types()
         assert sorted(t.name for t in catalogue) == sorted(OFFERED)
         for index, instance_type in enumerate(catalogue):
+            node_class = classes[instance_type.name in PREFIX_DELEGATED]
             pool = parse_nodepool(
                 factories.nodepool(
                     f"p{index}",
@@ -104,7 +111,7 @@ async def test_every_offered_types_template_is_its_registered_node(
         await kubelets.sync()
     nodes = (await kube_client.list(NODES))["items"]
     assert len(nodes) == len(OFFERED)
-    arches = set()
+    arches, pods = set(), set()
     for node in nodes:
         instance_id = node["spec"]["providerID"].rsplit("/", 1)[1]
         template = templates[instance_id]
@@ -116,4 +123,7 @@ async def test_every_offered_types_template_is_its_registered_node(
         taints = [(t["key"], t.get("value", ""), t["effect"]) for t in node["spec"]["taints"]]
         assert taints == [(t.key, t.value, t.effect) for t in template.taints], kind
         arches.add(labels["kubernetes.io/arch"])
+        pods.add(int(node["status"]["allocatable"]["pods"]))
     assert arches == {"amd64", "arm64"}, "Graviton types register as arm64, and say so"
+    assert {34, 110, 250} <= pods, "prefix delegation's caps and count were exercised"
+    assert {29, 234} <= pods, "and the ENI limit of the others"

@@ -6,7 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nodepool_operator.api import parse_nodeclass
-from nodepool_operator.cloud import GiB, RootVolume, kubelet_settings
+from nodepool_operator.cloud import (
+    GiB,
+    InstanceType,
+    RootVolume,
+    kubelet_settings,
+    prefix_delegation_max_pods,
+)
 from nodepool_operator.controllers._node_resources import (
     class_kubelet,
     node_resources,
@@ -71,3 +77,27 @@ def test_the_root_volume_defaults_by_family() -> None:
         )
     ).spec
     assert described(root_volume(given)) == ("/dev/sda1", 100 * GiB, "io2", False)
+
+
+def test_prefix_delegation_max_pods_capped_as_eks_caps_it() -> None:
+    """m5.large: 3 x (9 x 16) + 2 = 434, capped at 110 (2 vCPUs); m5.24xlarge: 15 ENIs of 50
+    addresses, 11522, capped at 250 (96 vCPUs); a type of unknown ENIs keeps its count."""
+    assert prefix_delegation_max_pods(M5) == 110
+    big = InstanceType(
+        name="m5.24xlarge",
+        cpu_cores=96,
+        memory_bytes=384 * GiB,
+        disk_bytes=0,
+        pods=737,
+        enis=15,
+        ips_per_eni=50,
+    )
+    assert prefix_delegation_max_pods(big) == 250
+    unknown = replace(M5, enis=0, ips_per_eni=0)
+    assert prefix_delegation_max_pods(unknown) == 29
+    few = replace(M5, enis=1, ips_per_eni=2)  # 1 x 16 + 2: under the cap
+    assert prefix_delegation_max_pods(few) == 18
+    spec = parse_nodeclass(factories.nodeclass(kubelet={"prefixDelegation": True})).spec
+    kubelet = class_kubelet(spec, M5)
+    assert kubelet.max_pods == 110
+    assert kubelet.kube_reserved["memory"] == "574Mi", "AL2023: from the ENI limit still"

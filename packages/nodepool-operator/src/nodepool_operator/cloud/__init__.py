@@ -36,6 +36,7 @@ from ._nodeconfig import (
     kubelet_may_set_label,
     kubelet_settings,
     node_config,
+    prefix_delegation_max_pods,
 )
 from ._port import (
     MAX_TOKEN_LENGTH,
@@ -116,6 +117,7 @@ __all__ = [
     "kubelet_settings",
     "max_pods",
     "node_config",
+    "prefix_delegation_max_pods",
     "provider_id",
     "registered_node",
 ]

@@ -628,15 +628,16 @@ def _to_type(raw: InstanceTypeInfoTypeDef) -> InstanceType:
     archs = [str(a) for a in raw.get("ProcessorInfo", {}).get("SupportedArchitectures", [])]
     storage = raw.get("InstanceStorageInfo", {})
     local_disk = int(storage.get("TotalSizeInGB") or 0) * GiB
+    enis = int(network.get("MaximumNetworkInterfaces") or 1)
+    ips_per_eni = int(network.get("Ipv4AddressesPerInterface") or 1)
     return InstanceType(
         name=str(raw.get("InstanceType", "")),
         cpu_cores=int(raw.get("VCpuInfo", {}).get("DefaultVCpus") or 0),
         memory_bytes=int(raw.get("MemoryInfo", {}).get("SizeInMiB") or 0) * _MIB,
         disk_bytes=local_disk or _ROOT_DISK,
-        pods=max_pods(
-            int(network.get("MaximumNetworkInterfaces") or 1),
-            int(network.get("Ipv4AddressesPerInterface") or 1),
-        ),
+        pods=max_pods(enis, ips_per_eni),
+        enis=enis,
+        ips_per_eni=ips_per_eni,
         # the first architecture is the one the type runs (x86_64 types also list i386)
         architecture=_ARCHITECTURES.get(archs[0], archs[0]) if archs else "amd64",
     )

@@ -13,27 +13,30 @@ GiB = 1024**3
 _ROOT_DISK = 100 * GiB  # one root volume size for all types: disk is not what we scale on
 
 
-def _type(name: str, cpu: int, memory_gib: int, pods: int) -> InstanceType:
+def _type(name: str, cpu: int, memory_gib: int, enis: int = 0, ips: int = 0) -> InstanceType:
     return InstanceType(
         name=name,
         cpu_cores=cpu,
         memory_bytes=memory_gib * GiB,
         disk_bytes=_ROOT_DISK,
-        pods=pods,
+        # EKS's ENI-based max pods (cloud.max_pods); 110, the kubelet's default, without ENIs
+        pods=enis * (ips - 1) + 2 if enis else 110,
+        enis=enis,
+        ips_per_eni=ips,
     )
 
 
 CATALOGUE: tuple[InstanceType, ...] = (
-    _type("c5.large", 2, 4, 29),
-    _type("c5.xlarge", 4, 8, 58),
-    _type("m5.large", 2, 8, 29),
-    _type("m5.xlarge", 4, 16, 58),
-    _type("m5.2xlarge", 8, 32, 58),
-    _type("m5.4xlarge", 16, 64, 234),
-    _type("r5.large", 2, 16, 29),
-    _type("r5.xlarge", 4, 32, 58),
-    _type("r5.2xlarge", 8, 64, 58),
-    _type("r5.4xlarge", 16, 128, 234),
-    _type("mem96.large", 12, 96, 110),
+    _type("c5.large", 2, 4, 3, 10),
+    _type("c5.xlarge", 4, 8, 4, 15),
+    _type("m5.large", 2, 8, 3, 10),
+    _type("m5.xlarge", 4, 16, 4, 15),
+    _type("m5.2xlarge", 8, 32, 4, 15),
+    _type("m5.4xlarge", 16, 64, 8, 30),
+    _type("r5.large", 2, 16, 3, 10),
+    _type("r5.xlarge", 4, 32, 4, 15),
+    _type("r5.2xlarge", 8, 64, 4, 15),
+    _type("r5.4xlarge", 16, 128, 8, 30),
+    _type("mem96.large", 12, 96),
 )
 """The default catalogue of :class:`SimulatedCloud`, smallest family first."""

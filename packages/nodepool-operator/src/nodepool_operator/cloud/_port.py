@@ -27,6 +27,11 @@ class InstanceType:
     """How many pods the kubelet on this type may run (EC2's ENI-derived max-pods)."""
     architecture: str = "amd64"
     """The CPU architecture as Kubernetes names it (``kubernetes.io/arch``): amd64, arm64."""
+    enis: int = 0
+    """Network interfaces the type takes (0: unknown); with ``ips_per_eni``, what max pods
+    with VPC CNI prefix delegation is computed from."""
+    ips_per_eni: int = 0
+    """IPv4 addresses per network interface (0: unknown)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

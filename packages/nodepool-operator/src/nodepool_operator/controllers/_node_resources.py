@@ -45,7 +45,7 @@ class NodeResources:
 
 def class_kubelet(node_class: AwsNodeClassSpec, instance_type: InstanceType) -> KubeletSettings:
     """The kubelet settings of a node of ``instance_type`` booted by ``node_class``: max
-    pods (the class's, else the type's ENI limit), EKS's kube-reserved, the class's
+    pods (the class's, else the type's ENI or prefix limit), EKS's kube-reserved, the class's
     system-reserved, the default hard eviction thresholds."""
     options = node_class.kubelet
     return kubelet_settings(
@@ -53,6 +53,7 @@ def class_kubelet(node_class: AwsNodeClassSpec, instance_type: InstanceType) -> 
         max_pods=options.max_pods if options else None,
         system_reserved=options.system_reserved if options else None,
         eni_limited_memory=node_class.ami_family == "AL2023",
+        prefix_delegation=options.prefix_delegation if options else False,
     )
 
 

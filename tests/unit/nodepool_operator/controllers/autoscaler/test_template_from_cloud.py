@@ -67,6 +67,15 @@ async def test_max_pods_of_the_type_30_tiny_pods_on_m5_large_need_two_nodes(
     assert targets(await reconcile(cloud, CLASS, pool(), *tiny(29))) == [1]
 
 
+async def test_with_prefix_delegation_30_tiny_pods_fit_one_m5_large(tmp_path: Path) -> None:
+    cloud = SimulatedCloud(tmp_path / "cloud.db")
+    prefixes = factories.nodeclass(
+        "general", cluster={"name": "demo"}, kubelet={"prefixDelegation": True}
+    )
+    assert targets(await reconcile(cloud, prefixes, pool(), *tiny(30))) == [1]
+    assert targets(await reconcile(cloud, prefixes, pool(), *tiny(111))) == [2]
+
+
 async def test_a_pod_that_fits_the_vm_but_not_the_kubelets_allocatable_scales_nothing(
     tmp_path: Path,
 ) -> None:
