@@ -118,3 +118,16 @@ async def test_a_missing_node_class_is_reported_not_planned_around(tmp_path: Pat
     assert (status, reason) == ("False", "InvalidNodePool")
     assert "spec.nodeClassRef" in message
     assert "general" in message
+
+
+async def test_a_cloud_that_does_not_answer_for_its_types_is_reported_and_retried(
+    tmp_path: Path,
+) -> None:
+    cloud = SimulatedCloud(tmp_path / "cloud.db")
+    cloud.inject("instance_types")
+    writes = await reconcile(cloud, CLASS, pool(), *tiny(1))
+    assert targets(writes) == []
+    status, reason, message = ready(writes)
+    assert (status, reason) == ("False", "InstanceTypesUnavailable")
+    assert "NodePool web: instance types" in message
+    assert targets(await reconcile(cloud, CLASS, pool(), *tiny(1))) == [1]
