@@ -95,10 +95,10 @@ class KubeletOptions:
     max_pods: Annotated[int, Minimum(1), Maximum(1024)] | None = None
     """Pods per node. Omitted: the type's ENI limit (EKS's max pods), or with
     prefixDelegation the prefix count."""
-    prefix_delegation: bool = False
+    prefix_delegation: bool | None = None
     """The cluster's VPC CNI assigns /28 prefixes to ENIs (ENABLE_PREFIX_DELEGATION on the
     aws-node DaemonSet): max pods is then ENIs x (addresses per ENI - 1) x 16 + 2, at most
-    110 (up to 30 vCPUs) or 250. Default false: one address per pod."""
+    110 (up to 30 vCPUs) or 250. Omitted: false, one address per pod."""
     system_reserved: Annotated[dict[str, Annotated[str, MaxLength(64)]], MaxProperties(8)] = field(
         default_factory=dict
     )

@@ -53,7 +53,7 @@ def class_kubelet(node_class: AwsNodeClassSpec, instance_type: InstanceType) -> 
         max_pods=options.max_pods if options else None,
         system_reserved=options.system_reserved if options else None,
         eni_limited_memory=node_class.ami_family == "AL2023",
-        prefix_delegation=options.prefix_delegation if options else False,
+        prefix_delegation=bool(options and options.prefix_delegation),
     )
 
 
