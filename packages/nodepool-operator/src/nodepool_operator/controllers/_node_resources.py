@@ -15,9 +15,11 @@ the user data and EC2 alone, and on purpose apart from this module: a test compa
 (tests/integration/test_node_template_aws.py) then checks the arithmetic too, not only what
 reaches the user data.
 
-Not modelled: the memory the hypervisor and kernel keep (a real node's capacity is some 5-8%
-below the type's memory, which Karpenter estimates with ``VM_MEMORY_OVERHEAD_PERCENT``); the
-file system's own overhead on the root volume.
+A real node's memory capacity is some 5-8% below the type's (the hypervisor's share): the
+Autoscaler passes the memory a registered Node of the type reports instead, once there is one
+(:func:`._capacity.machine_memory`); before that the template overstates memory by that share
+(Karpenter estimates it with ``VM_MEMORY_OVERHEAD_PERCENT``). Not modelled: the file system's
+own overhead on the root volume.
 """
 
 from __future__ import annotations

@@ -12,12 +12,15 @@ from kubeloop import Request
 from kubeloop.testing import Snapshot, Write, new_manager, reconcile_once
 from nodepool_operator.api import AUTOSCALERS, AWSNODECLASSES, NODEPOOLS
 from nodepool_operator.cloud import CATALOGUE, GiB, InstanceType, SimulatedCloud
+from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.autoscaler import AutoscalerController
 from nodepool_operator.settings import OperatorSettings
 from tests import factories
 
 SETTINGS = OperatorSettings(batch_window_seconds=0.0)
 CLASS = factories.nodeclass("general", cluster={"name": "demo"})
+#: Each pod of this module has a uid of its own: the operator keeps pod views by uid and
+#: resourceVersion, so two pods of one uid across tests would read as one.
 pending = functools.partial(factories.pod, namespace="prod", unschedulable=True)
 
 
@@ -131,3 +134,37 @@ async def test_a_cloud_that_does_not_answer_for_its_types_is_reported_and_retrie
     assert (status, reason) == ("False", "InstanceTypesUnavailable")
     assert "NodePool web: instance types" in message
     assert targets(await reconcile(cloud, CLASS, pool(), *tiny(1))) == [1]
+
+
+async def test_a_registered_node_teaches_the_template_its_machines_memory(
+    tmp_path: Path,
+) -> None:
+    """A real m5.large reports some 7.5% less memory than EC2's 8 GiB (the hypervisor's share;
+    7577Mi, say). Once one has registered, the template computes from that: 7577Mi - 574Mi
+    kube-reserved - 100Mi eviction = 6903Mi, so a 7000Mi pod (which the nominal 8 GiB would
+    have planned a node for) scales nothing, and a 6900Mi pod still does."""
+    cloud = SimulatedCloud(tmp_path / "cloud.db")
+    registered = factories.node(
+        "ip-10-0-0-1.ec2.internal",
+        labels={POOL_LABEL: "web", "node.kubernetes.io/instance-type": "m5.large"},
+        capacity={"cpu": "2", "memory": "7577Mi", "pods": "29"},
+        allocatable={"cpu": "1930m", "memory": "6903Mi", "pods": "29"},
+        ready=True,
+        unschedulable=True,  # cordoned: it offers no room, only its figures
+    )
+    one = factories.nodepool(
+        "web", target=1, instance_type="m5.large", max_nodes=10, node_class="general"
+    )
+    too_big = pending("big", memory="7000Mi", uid="uid-learn-big")
+    assert targets(await reconcile(cloud, CLASS, one, registered, too_big)) == []
+    fits = pending("fits", memory="6900Mi", uid="uid-learn-fits")
+    assert targets(await reconcile(cloud, CLASS, one, registered, fits)) == [2]
+    # a Node of another type teaches nothing about this one
+    other = {
+        **registered,
+        "metadata": {
+            **registered["metadata"],
+            "labels": {POOL_LABEL: "web", "node.kubernetes.io/instance-type": "m5.xlarge"},
+        },
+    }
+    assert targets(await reconcile(cloud, CLASS, one, other, too_big)) == [2]

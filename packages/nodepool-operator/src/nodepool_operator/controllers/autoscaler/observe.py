@@ -32,7 +32,12 @@ from nodepool_operator.api import (
 )
 from nodepool_operator.cloud import CATALOGUE, CloudError
 from nodepool_operator.controllers._blocked import kube_system_budgets, switches
-from nodepool_operator.controllers._capacity import PoolNodes, pool_nodes, pool_template
+from nodepool_operator.controllers._capacity import (
+    PoolNodes,
+    machine_memory,
+    pool_nodes,
+    pool_template,
+)
 from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
 from nodepool_operator.controllers._launch import NodeClassUnavailable
 from nodepool_operator.controllers._reserve import reserved_for
@@ -183,6 +188,7 @@ def snapshot(
             scope_labels=scope_labels or {},
             daemonsets=daemonsets,
             node_class=inputs.node_class,
+            memory=machine_memory(nodes, pool.spec.instance_type),
         )
     except ValueError as err:  # InvalidField is a ValueError too
         return Unready(obj, INVALID_NODEPOOL, f"NodePool {pool_name}: {err}")
