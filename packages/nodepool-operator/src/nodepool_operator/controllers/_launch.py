@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from kubeloop import Client, NotFound
+from kubeloop import Cache, Client, NotFound, Object
 from nodepool_operator.api import (
     AWSNODECLASSES,
     AwsNodeClassSpec,
@@ -31,20 +31,27 @@ class NodeClassUnavailable(CloudError):
     default_retry_after: ClassVar[float | None] = 10.0
 
 
-async def node_class(client: Client, ref: NodeClassRef | None) -> AwsNodeClassSpec | None:
-    """The referenced class's spec; None when there is no reference.
+async def node_class(
+    client: Client, ref: NodeClassRef | None, *, cache: Cache | None = None
+) -> AwsNodeClassSpec | None:
+    """The referenced class's spec; None when there is no reference. Read live, or from
+    ``cache`` when given (the Autoscaler reads it on every plan; a create reads it live).
 
     Raises:
         NodeClassUnavailable: naming the class and what is wrong with it.
     """
     if ref is None:
         return None
-    try:
-        obj = await client.get(AWSNODECLASSES, ref.name)
-    except NotFound:
-        raise NodeClassUnavailable(
-            f"spec.nodeClassRef: AwsNodeClass {ref.name!r} not found"
-        ) from None
+    obj: Object | None
+    if cache is not None:
+        obj = await cache.get(AWSNODECLASSES, ref.name)
+    else:
+        try:
+            obj = await client.get(AWSNODECLASSES, ref.name)
+        except NotFound:
+            obj = None
+    if obj is None:
+        raise NodeClassUnavailable(f"spec.nodeClassRef: AwsNodeClass {ref.name!r} not found")
     try:
         return parse_nodeclass(obj).spec
     except InvalidField as err:

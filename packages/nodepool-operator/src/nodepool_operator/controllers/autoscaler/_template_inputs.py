@@ -5,8 +5,8 @@ The types come from the cloud port (``CloudProvider.instance_types``: EC2's
 DescribeInstanceTypes, the simulated cloud's catalogue), asked again only when a pool names a
 type the last answer did not have (a catalogue rarely changes, and AwsCloud caches its own
 answer too). Without a cloud (tests that run the Autoscaler alone) the simulated catalogue is
-used. The node class is read live, as the NodePool controller reads it before a create: its
-kubelet settings and root volume decide the node's allocatable.
+used. The node class is read from the cache (the NodePool controller watches the kind too;
+a create reads it live): its kubelet settings and root volume decide the node's allocatable.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kubeloop import Client
+from kubeloop import Cache, Client
 from nodepool_operator.api import AwsNodeClassSpec, NodePool
 from nodepool_operator.cloud import CATALOGUE, CloudProvider, InstanceType
 from nodepool_operator.controllers import _launch as launching
@@ -30,9 +30,12 @@ class TemplateInputs:
 class TemplateSources:
     """Reads :class:`TemplateInputs`; see the module docstring."""
 
-    def __init__(self, client: Client, cloud: CloudProvider | None) -> None:
+    def __init__(
+        self, client: Client, cloud: CloudProvider | None, cache: Cache | None = None
+    ) -> None:
         self._client = client
         self._cloud = cloud
+        self._cache = cache
         self._types: builtins.list[InstanceType] = [] if cloud is not None else list(CATALOGUE)
 
     async def read(self, pool: NodePool) -> TemplateInputs:
@@ -43,5 +46,7 @@ class TemplateSources:
         name = pool.spec.instance_type
         if self._cloud is not None and all(t.name != name for t in self._types):
             self._types = await self._cloud.instance_types()
-        node_class = await launching.node_class(self._client, pool.spec.node_class_ref)
+        node_class = await launching.node_class(
+            self._client, pool.spec.node_class_ref, cache=self._cache
+        )
         return TemplateInputs(tuple(self._types), node_class)

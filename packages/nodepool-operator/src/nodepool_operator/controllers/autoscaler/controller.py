@@ -134,7 +134,7 @@ class AutoscalerController:
             label_selector=selector,
             scope_labels=scope_labels,
             first_seen=self._first_seen.since,
-            template_sources=TemplateSources(mgr.client, cloud),
+            template_sources=TemplateSources(mgr.client, cloud, cache),
         )
         self._actor = Actor(mgr.client, mgr.recorder)
 
