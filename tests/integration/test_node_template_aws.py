@@ -36,6 +36,7 @@ OFFERED = (
     "c5.large",
     "c5.12xlarge",  # the demo's (nodepool-operator demo --cloud aws)
     "c6g.xlarge",
+    "g5.xlarge",  # one NVIDIA A10G: nvidia.com/gpu in the template and on the Node
     "m5.large",
     "m5.4xlarge",
     "m5.24xlarge",
@@ -112,7 +113,7 @@ async def test_every_offered_types_template_is_its_registered_node(
         await kubelets.sync()
     nodes = (await kube_client.list(NODES))["items"]
     assert len(nodes) == len(OFFERED)
-    arches, pods = set(), set()
+    arches, pods, gpus = set(), set(), 0
     for node in nodes:
         instance_id = node["spec"]["providerID"].rsplit("/", 1)[1]
         template = templates[instance_id]
@@ -125,6 +126,8 @@ async def test_every_offered_types_template_is_its_registered_node(
         assert taints == [(t.key, t.value, t.effect) for t in template.taints], kind
         arches.add(labels["kubernetes.io/arch"])
         pods.add(int(node["status"]["allocatable"]["pods"]))
+        gpus += int(node["status"]["allocatable"].get("nvidia.com/gpu", 0))
     assert arches == {"amd64", "arm64"}, "Graviton types register as arm64, and say so"
     assert {34, 110, 250} <= pods, "prefix delegation's caps and count were exercised"
     assert {29, 234} <= pods, "and the ENI limit of the others"
+    assert gpus == 1, "the GPU type's template and Node both offer its one GPU"

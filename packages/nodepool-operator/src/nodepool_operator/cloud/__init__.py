@@ -40,6 +40,7 @@ from ._nodeconfig import (
 )
 from ._port import (
     MAX_TOKEN_LENGTH,
+    NVIDIA_GPU,
     CapacityUnavailable,
     CloudError,
     CloudProvider,
@@ -77,6 +78,7 @@ __all__ = [
     "METHODS",
     "NODECONFIG_API_VERSION",
     "NODECONFIG_MEDIA_TYPE",
+    "NVIDIA_GPU",
     "PROVIDER_ID_PREFIX",
     "SSM_IMAGE_PREFIX",
     "AwsCloud",

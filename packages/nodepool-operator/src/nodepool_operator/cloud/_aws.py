@@ -640,7 +640,15 @@ def _to_type(raw: InstanceTypeInfoTypeDef) -> InstanceType:
         ips_per_eni=ips_per_eni,
         # the first architecture is the one the type runs (x86_64 types also list i386)
         architecture=_ARCHITECTURES.get(archs[0], archs[0]) if archs else "amd64",
+        gpus=_nvidia_gpus(raw),
     )
+
+
+def _nvidia_gpus(raw: InstanceTypeInfoTypeDef) -> int:
+    """The type's NVIDIA GPUs: only those become ``nvidia.com/gpu`` (another maker's device
+    plugin advertises another resource)."""
+    gpus = raw.get("GpuInfo", {}).get("Gpus", [])
+    return sum(int(g.get("Count") or 0) for g in gpus if g.get("Manufacturer") == "NVIDIA")
 
 
 async def aws_environment_problems(

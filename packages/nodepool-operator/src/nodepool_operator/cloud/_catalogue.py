@@ -1,4 +1,5 @@
-"""The instance types the simulated cloud offers, loosely after EC2's m5/c5/r5 families.
+"""The instance types the simulated cloud offers, loosely after EC2's m5/c5/r5 families and
+its g4dn/g5 NVIDIA types.
 
 Pod capacities follow EC2's ENI-based max-pods for the real types. ``mem96.large`` is
 not an EC2 type: it exists for the seeds' example of a 96 GiB node holding 28 GiB pods.
@@ -13,7 +14,18 @@ GiB = 1024**3
 _ROOT_DISK = 100 * GiB  # one root volume size for all types: disk is not what we scale on
 
 
-def _type(name: str, cpu: int, memory_gib: int, enis: int = 0, ips: int = 0) -> InstanceType:
+#: EC2's NVIDIA types as (name, vCPUs, GiB, ENIs, addresses per ENI, GPUs): one T4, one
+#: A10G, four T4s.
+_GPU_TYPES = (
+    ("g4dn.xlarge", 4, 16, 3, 10, 1),
+    ("g5.xlarge", 4, 16, 4, 15, 1),
+    ("g4dn.12xlarge", 48, 192, 8, 30, 4),
+)
+
+
+def _type(
+    name: str, cpu: int, memory_gib: int, enis: int = 0, ips: int = 0, gpus: int = 0
+) -> InstanceType:
     return InstanceType(
         name=name,
         cpu_cores=cpu,
@@ -23,6 +35,7 @@ def _type(name: str, cpu: int, memory_gib: int, enis: int = 0, ips: int = 0) -> 
         pods=enis * (ips - 1) + 2 if enis else 110,
         enis=enis,
         ips_per_eni=ips,
+        gpus=gpus,
     )
 
 
@@ -38,5 +51,6 @@ CATALOGUE: tuple[InstanceType, ...] = (
     _type("r5.2xlarge", 8, 64, 4, 15),
     _type("r5.4xlarge", 16, 128, 8, 30),
     _type("mem96.large", 12, 96),
+    *(_type(*gpu_type) for gpu_type in _GPU_TYPES),
 )
 """The default catalogue of :class:`SimulatedCloud`, smallest family first."""

@@ -8,7 +8,8 @@ Allocatable is computed as the kubelet computes it: capacity less kube-reserved 
 from max pods and vCPUs), system-reserved and the hard eviction threshold (a quantity, or a
 percentage of capacity: ``memory.available`` of memory, ``nodefs.available`` of the root
 volume). Capacity is the type's vCPUs and memory (DescribeInstanceTypes), max pods, and the
-root volume's size (the class's, sent as the launch's block device mapping).
+root volume's size (the class's, sent as the launch's block device mapping), and the type's
+NVIDIA GPUs as ``nvidia.com/gpu`` (what the device plugin advertises).
 
 The moto kubelets (``testbed/_boot.py``) do the same arithmetic on the kubelet's side, from
 the user data and EC2 alone, and on purpose apart from this module: a test comparing the two
@@ -29,7 +30,13 @@ from decimal import Decimal
 from typing import Final
 
 from nodepool_operator.api import AwsNodeClassSpec
-from nodepool_operator.cloud import InstanceType, KubeletSettings, RootVolume, kubelet_settings
+from nodepool_operator.cloud import (
+    NVIDIA_GPU,
+    InstanceType,
+    KubeletSettings,
+    RootVolume,
+    kubelet_settings,
+)
 from nodepool_operator.scheduling import format_bytes, format_cpu, parse_bytes, parse_cpu
 
 _GIB: Final = 1024**3
@@ -89,18 +96,22 @@ def node_resources(
     evict_memory = _threshold(kubelet.eviction_hard.get("memory.available"), memory)
     evict_disk = _threshold(kubelet.eviction_hard.get("nodefs.available"), disk)
     pods = str(kubelet.max_pods)
+    # the NVIDIA device plugin advertises every GPU; nothing of them is reserved
+    gpus = {NVIDIA_GPU: str(instance_type.gpus)} if instance_type.gpus else {}
     return NodeResources(
         capacity={
             "cpu": format_cpu(cpu),
             "memory": format_bytes(memory),
             "ephemeral-storage": format_bytes(disk),
             "pods": pods,
+            **gpus,
         },
         allocatable={
             "cpu": format_cpu(max(0, cpu - reserved_cpu)),
             "memory": format_bytes(max(0, memory - reserved_memory - evict_memory)),
             "ephemeral-storage": format_bytes(max(0, disk - reserved_disk - evict_disk)),
             "pods": pods,
+            **gpus,
         },
     )
 
