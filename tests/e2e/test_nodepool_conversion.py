@@ -61,6 +61,12 @@ BETA_NODEPOOLS: Resource = nodepool_served_as_v1beta1({}).resource("v1beta1")
 BETA_AUTOSCALERS: Resource = autoscaler_served_as_v1beta1({}).resource("v1beta1")
 BETA_INSTANCES: Resource = instance_served_as_v1beta1({}).resource("v1beta1")
 BETA = "v1beta1"
+#: docs/versions.md's patch moving a two-version CRD's storage back to v1alpha1
+STORE_V1ALPHA1 = [
+    {"op": "test", "path": "/spec/versions/0/name", "value": "v1alpha1"},
+    {"op": "replace", "path": "/spec/versions/0/storage", "value": True},
+    {"op": "replace", "path": "/spec/versions/1/storage", "value": False},
+]
 #: Each converted kind's two-version CRD, by the config its conversion calls.
 Served = Callable[[Mapping[str, Any]], CustomResource]
 
@@ -92,7 +98,13 @@ class Converting:
         stores it, every object is read and written back, and only it stays in
         storedVersions. Returns each object's resourceVersion after its rewrite."""
         [(_, served, config)] = [k for k in self.kinds if k[0] == kind]
-        await install_crds(self.env.client, [replace(served(config), storage=version).definition()])
+        if version == BETA:  # the upgrade applies the default CRDs
+            await install_crds(self.env.client, [served(config).definition()])
+        else:  # the way back flips the flag in place, as docs/versions.md types it
+            flipped = await self.kubectl(
+                "patch", "crd", kind.name, "--type=json", "-p", json.dumps(STORE_V1ALPHA1)
+            )
+            assert flipped.returncode == 0, flipped.stderr
         plural = f"{kind.plural}.{version}.kubeloop.dev"
         for _ in range(5):  # a conflict: the object was written (so re-encoded) meanwhile
             listed = await self.kubectl("get", plural, "-A", "-o", "json")
