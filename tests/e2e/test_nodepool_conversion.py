@@ -109,9 +109,7 @@ class Converting:
         for _ in range(5):  # a conflict: the object was written (so re-encoded) meanwhile
             listed = await self.kubectl("get", plural, "-A", "-o", "json")
             assert listed.returncode == 0, listed.stderr
-            if not json.loads(listed.stdout)["items"]:
-                break
-            replaced = await self.kubectl("replace", stdin=listed.stdout)
+            replaced = await self.kubectl("replace", stdin=listed.stdout)  # an empty List too
             if replaced.returncode == 0:
                 break
         else:
