@@ -61,6 +61,8 @@ BETA_NODEPOOLS: Resource = nodepool_served_as_v1beta1({}).resource("v1beta1")
 BETA_AUTOSCALERS: Resource = autoscaler_served_as_v1beta1({}).resource("v1beta1")
 BETA_INSTANCES: Resource = instance_served_as_v1beta1({}).resource("v1beta1")
 BETA = "v1beta1"
+#: the label of the pools the lone operator of one test reconciles
+LONE = "e2e.kubeloop.dev/lone"
 #: docs/versions.md's patch moving a two-version CRD's storage back to v1alpha1
 STORE_V1ALPHA1 = [
     {"op": "test", "path": "/spec/versions/0/name", "value": "v1alpha1"},
@@ -386,6 +388,10 @@ async def test_the_migration_from_an_install_that_stored_v1alpha1(
         pool = await env.client.get(NODEPOOLS, name)  # still read as v1alpha1, converted
         assert (pool["spec"]["targetNodes"], pool["spec"]["instanceType"]) == (1, "m5.large")
     assert await converting.stored_as([*old, new]) == dict.fromkeys([*old, new], BETA)
+    # the same steps for the two other kinds (the fixture's probe Autoscaler among them)
+    for kind in (AUTOSCALER, INSTANCE):
+        await converting.migrate(BETA, kind)
+        assert await converting.stored_versions(kind) == [BETA]
 
     back = await converting.migrate(VERSION)
     assert await converting.stored_versions() == [VERSION]
@@ -420,7 +426,7 @@ async def test_a_lone_operator_reads_pools_stored_as_v1beta1_through_its_own_web
     beta = {
         "apiVersion": BETA_NODEPOOLS.api_version,
         "kind": "NodePool",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": {LONE: env.run_id}},
         "spec": {**spec, "size": {"target": 0, "max": 3}},
     }
     await env.create(BETA_NODEPOOLS, beta)
@@ -431,6 +437,8 @@ async def test_a_lone_operator_reads_pools_stored_as_v1beta1_through_its_own_web
         env.settings,
         webhook_bind_address=f"127.0.0.1:{port}",
         webhook_cert_dir=tmp_path / "certs",
+        # these two pools only: the fixture's probe must not get a finalizer of this operator
+        label_selector=f"{LONE}={env.run_id}",
     )
     mgr = build_manager(
         env.client, env.cloud, settings, registry=Registry(), controllers=("nodepool",)
@@ -440,7 +448,9 @@ async def test_a_lone_operator_reads_pools_stored_as_v1beta1_through_its_own_web
 
         async def created_later() -> bool:
             try:
-                await env.create(NODEPOOLS, env.labelled(factories.nodepool(later, target=0)))
+                pool = factories.nodepool(later, target=0)
+                pool.setdefault("metadata", {})["labels"] = {LONE: env.run_id}
+                await env.create(NODEPOOLS, pool)
             except ApiError:  # its webhook not listening yet
                 return False
             return True
