@@ -201,6 +201,7 @@ SCALER_ALPHA = {
     "namespaces": ["prod", "batch"],
     "frequency": "30s",
     "maxNodes": 5,
+    "weight": 10,
     "scaleDownEnabled": True,
     "scaleDownUnneededTime": "15m",
 }
@@ -209,6 +210,7 @@ SCALER_BETA = {
     "namespaces": ["prod", "batch"],
     "frequency": "30s",
     "maxNodes": 5,
+    "weight": 10,
     "scaleDown": {"enabled": True, "unneededTime": "15m"},
 }
 
@@ -233,6 +235,7 @@ def test_autoscaler_scale_down_fields_group_both_ways() -> None:
         alpha.spec.scale_down_enabled,
         alpha.spec.scale_down_unneeded_time,
     )
+    assert beta.spec.weight == alpha.spec.weight == 10
 
 
 def test_an_autoscaler_round_trips() -> None:

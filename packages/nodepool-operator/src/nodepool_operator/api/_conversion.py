@@ -55,6 +55,7 @@ AUTOSCALER_FIELDS: Final[FieldMap] = (
     (("namespaces",), "namespaces"),
     (("frequency",), "frequency"),
     (("maxNodes",), "maxNodes"),
+    (("weight",), "weight"),
     (("scaleDown", "enabled"), "scaleDownEnabled"),
     (("scaleDown", "unneededTime"), "scaleDownUnneededTime"),
 )

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from ._pods import PodRef, get_mapping, get_text
+from ._pods import PodRef, get_mapping, get_text, label_selector
 from ._views import SAFE_TO_EVICT, LabelSelector, PodView
 
 __all__ = [
@@ -91,7 +91,7 @@ def pdb_view(pdb: Mapping[str, object]) -> PdbView:
     """Read a PodDisruptionBudget (an API object) into a :class:`PdbView`."""
     meta = get_mapping(pdb, "metadata")
     spec = get_mapping(pdb, "spec")
-    return PdbView(get_text(meta, "namespace"), LabelSelector.from_api(spec.get("selector")))
+    return PdbView(get_text(meta, "namespace"), label_selector(spec.get("selector")))
 
 
 @dataclass(frozen=True, slots=True)
