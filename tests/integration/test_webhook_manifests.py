@@ -119,7 +119,8 @@ def assert_conversion_wired(
     assert converted == paths.keys()
     for crd_name in converted:
         crd = crds[crd_name]
-        assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1", "v1beta1"]
+        stored = [(v["name"], v["storage"]) for v in crd["spec"]["versions"]]
+        assert stored == [("v1alpha1", False), ("v1beta1", True)]
         assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
             f"{cert['metadata']['namespace']}/{cert['metadata']['name']}"
         )
@@ -137,6 +138,10 @@ def assert_conversion_wired(
         assert crd["spec"]["versions"] == want["spec"]["versions"]
         assert crd["spec"]["conversion"]["webhook"]["conversionReviewVersions"] == ["v1"]
     assert crds[AWSNODECLASS.name]["spec"] == generated[AWSNODECLASS.name]["spec"]
+    # The operator reads v1alpha1, converted from the stored v1beta1 by its own webhook, and is
+    # Ready only once those reads have synced its caches: the Service must route to replicas
+    # not yet Ready, or a lone restarting replica would wait on itself.
+    assert service["spec"]["publishNotReadyAddresses"] is True
 
 
 def pod_labels(deployment: dict[str, Any]) -> dict[str, str]:

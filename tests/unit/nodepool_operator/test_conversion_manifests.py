@@ -56,13 +56,14 @@ def test_the_node_class_has_one_version_as_in_config_crd() -> None:
 
 
 @each_kind
-def test_it_serves_both_versions_and_stores_v1alpha1(plural: str, name: str, path: str) -> None:
+def test_it_serves_both_versions_and_stores_v1beta1(plural: str, name: str, path: str) -> None:
     (crd,) = _load(CONVERSION / f"kubeloop.dev_{plural}.yaml")
     served = [(v["name"], v["served"], v["storage"]) for v in crd["spec"]["versions"]]
-    assert served == [("v1alpha1", True, True), ("v1beta1", True, False)]
-    # v1alpha1 exactly as config/crd serves it, so applying this over it changes nothing else
+    assert served == [("v1alpha1", True, False), ("v1beta1", True, True)]
+    # v1alpha1 as config/crd serves it but for storage, so applying this over config/crd's
+    # changes nothing else for a v1alpha1 client
     (plain,) = _load(ROOT / "config" / "crd" / f"kubeloop.dev_{plural}.yaml")
-    assert crd["spec"]["versions"][0] == plain["spec"]["versions"][0]
+    assert crd["spec"]["versions"][0] == {**plain["spec"]["versions"][0], "storage": False}
     assert crd["metadata"]["name"] == name
 
 

@@ -59,7 +59,7 @@ def render() -> dict[str, str]:
 
 
 def conversion_crds() -> list[dict[str, Any]]:
-    """The NodePool, Autoscaler and Instance CRDs serving v1alpha1 (stored) and v1beta1,
+    """The NodePool, Autoscaler and Instance CRDs serving v1alpha1 and v1beta1 (stored),
     converted by the operator's webhook behind config/webhook's Service, with cert-manager's
     CA injection annotation."""
     out = []

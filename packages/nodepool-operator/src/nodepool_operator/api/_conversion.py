@@ -1,6 +1,6 @@
-"""Converting NodePools, Autoscalers and Instances between ``v1alpha1`` (the hub: the storage
-version, what the controllers read) and ``v1beta1`` (a spoke), served by the operator's
-conversion webhook.
+"""Converting NodePools, Autoscalers and Instances between ``v1alpha1`` (the hub: what the
+controllers read) and ``v1beta1`` (a spoke, and the storage version where both are served),
+served by the operator's conversion webhook.
 
 Every spec field maps one to one (``NODEPOOL_FIELDS``, ``AUTOSCALER_FIELDS``,
 ``INSTANCE_FIELDS``: a v1beta1 path and the v1alpha1 field holding its value), so no value is
@@ -18,7 +18,9 @@ from typing import Any, Final
 from kubeloop import Object
 from kubeloop.webhook import ConversionError, Converter
 
-#: The hub: etcd keeps the three kinds as this version and the controllers read it.
+#: The hub: the version the controllers read (and config/crd's only one). The hub is the
+#: code's choice, storage the CRD's: with two versions every conversion is one step either
+#: way, so the two-version CRDs store v1beta1 without the hub moving.
 HUB: Final = "v1alpha1"
 BETA: Final = "v1beta1"
 #: Where the operator's webhook server serves the conversion (Kubebuilder's /convert, one
@@ -116,19 +118,26 @@ def _stash(obj: Object, key: str, leftover: dict[str, Any]) -> None:
 
 
 def _unstash(obj: Object, key: str) -> dict[str, Any]:
+    """The fields stashed under ``key``, the annotation removed; an annotation that is not a
+    JSON object (someone else wrote it) stays as it is and yields nothing.
+
+    Not an error: a stored object whose conversion fails cannot be read in the other version
+    at all, and the controllers read v1alpha1 while v1beta1 is stored, so one such
+    annotation would stop every list and watch of the kind (the Kubernetes docs ask that
+    conversion not be used to validate)."""
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     if key not in annotations:
         return {}
-    raw = annotations.pop(key)
+    try:
+        value = json.loads(annotations[key])
+    except (TypeError, ValueError):
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    del annotations[key]
     if not annotations:
         del meta["annotations"]
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError) as err:
-        raise ConversionError(f"annotation {key} is not JSON ({err}): remove or fix it") from err
-    if not isinstance(value, dict):
-        raise ConversionError(f"annotation {key} must hold a JSON object, got {raw!r}")
     return value
 
 

@@ -70,23 +70,27 @@ NODEPOOL: Final = CustomResource(
 
 
 def nodepool_served_as_v1beta1(client_config: Mapping[str, Any]) -> CustomResource:
-    """NodePool served as v1alpha1 and v1beta1, v1alpha1 stored, converted by the operator's
+    """NodePool served as v1alpha1 and v1beta1, v1beta1 stored, converted by the operator's
     webhook at ``client_config`` (the CRD's ``conversion.webhook.clientConfig``: a
     ``service`` in a cluster, a ``url`` in tests; ``caBundle`` or cert-manager's CA
     injector makes the apiserver trust it). docs/versions.md says why ``NODEPOOL`` (what
-    config/crd holds) serves v1alpha1 only until the webhook is installed everywhere."""
+    config/crd holds, for an install without the webhook) serves and stores v1alpha1 only."""
     return _with_conversion(NODEPOOL, _NODEPOOL_V1BETA1, client_config)
 
 
 def _with_conversion(
     kind: CustomResource, beta: Version, client_config: Mapping[str, Any]
 ) -> CustomResource:
-    """``kind`` serving ``beta`` too, v1alpha1 stored, converted by the webhook."""
+    """``kind`` serving ``beta`` too and storing it, converted by the webhook.
+
+    Stored as v1beta1 because where this CRD is installed the webhook is too, and v1beta1 is
+    what kubectl and other clients prefer; the controllers still read v1alpha1, the one
+    version every install serves, and the apiserver converts for them (docs/versions.md)."""
     webhook = {"clientConfig": dict(client_config), "conversionReviewVersions": ["v1"]}
     return replace(
         kind,
         versions=(*kind.versions, beta),
-        storage=VERSION,
+        storage=BETA,
         conversion={"strategy": "Webhook", "webhook": webhook},
     )
 
