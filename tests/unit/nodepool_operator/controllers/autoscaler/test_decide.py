@@ -124,8 +124,11 @@ def node(
     ready_since: datetime = WALL - timedelta(minutes=5),
     annotations: dict[str, str] | None = None,
     reserved: bool = False,
+    draining: bool = False,
 ) -> dict[str, Any]:
     taints = [{"key": RESERVED_KEY, "value": name, "effect": "NoSchedule"}] if reserved else []
+    if draining:  # chosen for removal by the NodePool controller
+        taints.append({"key": "kubeloop.dev/disrupting", "effect": "NoSchedule"})
     return {
         "metadata": {
             "name": name,
@@ -360,6 +363,31 @@ ROWS = {
         "scale down 2 -> 1: nodes unneeded for 10m",
         ("ScaleDownBlocked", "ScaleDown", "ScaleDown"),
         Memory(unneeded_since={"n-0": NOW - 601, "n-1": NOW - 601}),
+    ),
+    "a node being drained is leaving: its replacement holds the pods evicted from it": Row(
+        # n-1 is being repaired (drained, tainted), its replacement is booting: the two pods
+        # evicted from it wait for that node rather than raising the target a second time
+        observe(
+            scaler(),
+            pool(target=2),
+            [*pods("w", 2), *(running(f"r-{i}", "n-0", "30Gi") for i in range(3))],
+            [node("n-0"), node("n-1", draining=True)],
+        ),
+        None,
+        "no scale up (target 2): 2 pods fit existing or booting nodes",
+    ),
+    "no scale-down while a node is being drained": Row(
+        # the pool's target already went 3 -> 2; n-2 drains: n-1, also empty, waits
+        observe(
+            scaler(scale_down=True),
+            pool(target=2),
+            (),
+            [node("n-0"), node("n-1"), node("n-2", draining=True)],
+        ),
+        None,
+        "no scale up (target 2): no pending pods",
+        (),
+        Memory(unneeded_since={"n-1": NOW - 601}),
     ),
     "no scale-down while nodes are booting": Row(
         observe(scaler(scale_down=True), pool(target=3), (), [node("n-0"), node("n-1")]),
