@@ -18,6 +18,7 @@ from kubeloop import Conflict
 from nodepool_operator.api import parse_autoscaler
 from nodepool_operator.controllers._reserve import RESERVED_KEY, Reservation
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers._unneeded import UNNEEDED_ANNOTATION as UNNEEDED
 from nodepool_operator.controllers.autoscaler._landing import Awaiting, Landing
 from nodepool_operator.controllers.autoscaler._provision import Provisioning
 from nodepool_operator.controllers.autoscaler._report import Subject
@@ -490,7 +491,15 @@ def test_unneeded_time_starts_when_a_node_is_first_empty_and_sets_the_requeue() 
     assert due.target == TargetWrite(
         2, 0, Why.SCALE_DOWN, "scale down 2 -> 0: nodes unneeded for 10m"
     )
-    assert due.memory.unneeded_since == {}  # which nodes go is the NodePool controller's choice
+    # both named on their Node, unneeded since the first look, for the NodePool controller
+    assert [(m.node, m.on) for m in due.marks] == [("n-0", True), ("n-1", True)]
+    stamp = (WALL - timedelta(seconds=600)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert due.marks[0].patch == {"metadata": {"annotations": {UNNEEDED: stamp}}}
+    # the times are kept (they name the nodes to go) and not counted twice: the pool, two
+    # nodes for a target of 0 now, is not settled
+    assert due.memory.unneeded_since == {"n-0": NOW, "n-1": NOW}
+    after = decide(replace(obs, target=0), due.memory, Clock(NOW + 601, WALL), KNOBS)
+    assert after.target is None
 
 
 def test_a_blocked_node_is_reported_once_and_listed_unremovable() -> None:

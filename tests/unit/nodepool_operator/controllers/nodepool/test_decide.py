@@ -546,3 +546,48 @@ def test_a_blocked_choice_stays_when_no_other_node_can_go() -> None:
     assert states(decision) == {"a": "deleting", "b": "running"}
     assert "ScaleDownBlocked" not in reasons(decision)
     assert decision.untaint == ()
+
+
+# -- which node a scale-down takes: the Autoscaler's names first ------------------------------
+
+
+def loaded(name: str, cpu: str, *, bare: bool = False) -> NodePods:
+    """``n-<name>`` with one pod of ``cpu`` (a ReplicaSet's, or ``bare``)."""
+    meta: dict[str, Any] = {"name": f"pod-{name}", "namespace": "default", "uid": f"u-{name}"}
+    if not bare:
+        meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": "rs", "uid": "rs-1"}]
+        meta["ownerReferences"][0]["controller"] = True
+    container = {"name": "c", "resources": {"requests": {"cpu": cpu}}}
+    pod = {
+        "metadata": meta,
+        "spec": {"nodeName": f"n-{name}", "containers": [container]},
+        "status": {"phase": "Running"},
+    }
+    return NodePods(ScaleDownNode(f"n-{name}", ROOM, pods=(pod_view(pod),)), empty=False)
+
+
+def empty(name: str) -> NodePods:
+    return NodePods(ScaleDownNode(f"n-{name}", ROOM), empty=True)
+
+
+@pytest.mark.parametrize(
+    ("named", "pods", "goes"),
+    [
+        pytest.param("", {}, "a", id="none-named-own-order-by-name"),
+        pytest.param("b", {}, "b", id="named-first"),
+        pytest.param("c", {"c": loaded("c", "500m")}, "c", id="named-before-emptier"),
+        # c's pod takes its whole node: no other node has room for it, so c cannot go now
+        pytest.param("c", {"c": loaded("c", "2")}, "a", id="named-but-busy-keeps-its-rank"),
+        pytest.param("b", {"b": loaded("b", "100m", bare=True)}, "a", id="named-but-blocked"),
+    ],
+)
+def test_a_scale_down_removes_the_nodes_the_autoscaler_named(
+    named: str, pods: dict[str, NodePods], goes: str
+) -> None:
+    records = [rec("a"), rec("b"), rec("c")]
+    nodes = [node(n, unneeded=n == named) for n in "abc"]
+    on = {f"n-{n}": pods.get(n) or empty(n) for n in "abc"}
+    seen = observed(pool(2, records), nodes, [vm(n) for n in "abc"], pods=on)
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert decision.retire == (goes,)
+    assert decision.taint == (f"n-{goes}",)

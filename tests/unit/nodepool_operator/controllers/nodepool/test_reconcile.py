@@ -14,6 +14,7 @@ import pytest
 from kubeloop import KubeloopError, Request
 from nodepool_operator.cloud import Instance, SimulatedCloud, provider_id
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers._unneeded import UNNEEDED_ANNOTATION as UNNEEDED
 from nodepool_operator.controllers.nodepool import FINALIZER, NODE_FINALIZER
 from nodepool_operator.controllers.nodepool._drain_deadline import DRAIN_TIMED_OUT_AT, format_time
 from nodepool_operator.controllers.nodepool._intent import create_request, idempotency_token
@@ -241,6 +242,23 @@ async def test_scale_down_taints_then_evicts_through_the_eviction_api(
     assert records(done.status_writes()[-1]) == [("web-a", "running"), ("web-b", "deleting")]
     assert ("ScalingDown", "2 -> 1 nodes: removing web-b") in done.events()
     assert done.requeue_after == 1.0  # pods terminating: look again soon
+
+
+async def test_scale_down_takes_the_node_the_autoscaler_named(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    vms = await launched(cloud, "web-a", "web-b")
+    objects = [pool(vms, target=1), *_two_nodes_one_busy(vms)]
+    # web-a, the busier, was found unneeded for scaleDownUnneededTime (its pod fits on web-b)
+    objects[1]["metadata"]["annotations"][UNNEEDED] = "2026-01-01T12:00:00Z"
+
+    done = await run(objects, cloud, tmp_path)
+
+    assert done.timeline()[:2] == ["patch Node web-a", "update NodePool/status web"]
+    assert records(done.status_writes()[0]) == [("web-a", "deleting"), ("web-b", "running")]
+    assert "evict Pod/eviction default/big" in done.kinds()
+    assert not any("small" in kind for kind in done.kinds())
+    assert ("ScalingDown", "2 -> 1 nodes: removing web-a") in done.events()
 
 
 async def test_an_eviction_a_budget_refuses_waits_and_says_so(

@@ -14,7 +14,9 @@ The steps, as cluster-autoscaler and Karpenter order them:
    pool's nodes, then its booting nodes (target minus registered), then new template nodes,
    within the smaller of the two maxNodes; a plan that needs new nodes raises the target
    (not while backing off); else, with scale-down on, nodes unneeded for
-   ``scaleDownUnneededTime`` lower it (nodes a blocker keeps never are, :mod:`._blocked`);
+   ``scaleDownUnneededTime`` lower it (nodes a blocker keeps never are, :mod:`._blocked`),
+   each named on its Node first so the NodePool controller removes those
+   (:mod:`.._unneeded`);
 4. tell: the status (:mod:`._status`), TriggeredScaleUp / ScaleDown / NotTriggerScaleUp /
    ProvisionTimedOut / ScaleDownBlocked Events, each distinct one once (:mod:`._report`);
 5. for a pool with ``reserveNewNodes``, let each planned pod onto the new node planned for it
@@ -30,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from nodepool_operator.api import MAX_POOL_NODES
 from nodepool_operator.controllers._blocked import SCALE_DOWN_BLOCKED, blocked_nodes, switches
@@ -41,6 +44,7 @@ from nodepool_operator.controllers._reserve import (
     lift_patch,
     toleration_patch,
 )
+from nodepool_operator.controllers._unneeded import mark_patch, unmark_patch
 from nodepool_operator.controllers.autoscaler._batching import batch_wait
 from nodepool_operator.controllers.autoscaler._landing import Landing
 from nodepool_operator.controllers.autoscaler._pending import blocked
@@ -95,6 +99,7 @@ __all__ = [
     "Grant",
     "Knobs",
     "Lift",
+    "Mark",
     "Memory",
     "TargetWrite",
     "Why",
@@ -201,6 +206,16 @@ class Lift:
 
 
 @dataclass(frozen=True, slots=True)
+class Mark:
+    """Name Node ``node`` unneeded (``on``) or take the name off: a merge patch of its
+    annotation (:mod:`.._unneeded`), written before the target."""
+
+    node: str
+    on: bool
+    patch: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """What one pass does. ``memory`` is what to remember once the writes are made
     (:func:`settle` adds what the reservation patches achieved)."""
@@ -213,6 +228,7 @@ class Decision:
     memory: Memory
     requeue_after: float
     plan: ScaleUpPlan
+    marks: tuple[Mark, ...] = ()
 
 
 def burst_wait(obs: Observation, memory: Memory, now: float, knobs: Knobs) -> float:
@@ -247,6 +263,7 @@ def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decisi
         memory=m,
         requeue_after=_requeue(obs, m, now.mono, knobs, lift_in, landing_due),
         plan=plan,
+        marks=_marks(obs, m, now),
     )
 
 
@@ -398,6 +415,27 @@ def _scale(
     return plan, TargetWrite(obs.target, desired, Why.SCALE_DOWN, summary)
 
 
+def _marks(obs: Observation, m: Memory, now: Clock) -> tuple[Mark, ...]:
+    """Name the nodes unneeded for ``scaleDownUnneededTime`` (those a lowering counts) for
+    the NodePool controller, and take the name off a node open for pods again and no longer
+    unneeded (a node being drained keeps it: it goes with the node)."""
+    seconds = obs.scaler.spec.scale_down_unneeded_time.total_seconds()
+    due = {name: t for name, t in m.unneeded_since.items() if now.mono - t >= seconds}
+    wall = now.wall.timestamp()
+    marks = [
+        Mark(name, True, mark_patch(wall - (now.mono - since)))
+        for name, since in sorted(due.items())
+        if name not in obs.marked and name in obs.raw.nodes
+    ]
+    open_nodes = {node.name for node in obs.nodes.candidates}
+    marks += [
+        Mark(name, False, unmark_patch())
+        for name in sorted(obs.marked)
+        if name in open_nodes and name not in due
+    ]
+    return tuple(marks)
+
+
 def _plan_groups(plan: ScaleUpPlan) -> tuple[NotTriggered, ...]:
     return tuple(NotTriggered(str(g.reason), g.detail, g.pods) for g in plan.unschedulable)
 
@@ -453,8 +491,10 @@ def _outcome(
         write = lowering if lowers else None
     events += _blocked_notes(obs, blocked_before, m.blocked)
     if write is not None and write.why is Why.SCALE_DOWN:
+        # The unneeded times are kept: they name the nodes to go (:func:`_marks`) until the
+        # NodePool controller took them; the pool is not settled meanwhile, so no node is
+        # counted twice (``scale_down_target``).
         head = write.summary
-        m.unneeded_since.clear()  # which nodes go is the NodePool controller's choice
         events += scaled(obs.pool_name, up=False, summary=head)
         scaled_at = now.wall
     elif write is not None and write.why is Why.SCALE_UP:

@@ -34,6 +34,7 @@ from nodepool_operator.controllers._blocked import kube_system_budgets, switches
 from nodepool_operator.controllers._capacity import PoolNodes, pool_nodes, pool_template
 from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
 from nodepool_operator.controllers._reserve import reserved_for
+from nodepool_operator.controllers._unneeded import is_marked
 from nodepool_operator.controllers.autoscaler._decode import (
     deleting,
     object_name,
@@ -114,6 +115,7 @@ class Observation:
         holds: each Node's own hold annotation (``""`` if none), for scale-down blockers.
         lookup: what the candidates' references found (:meth:`Observer.look_up`).
         budgets: kube-system's PodDisruptionBudgets, when a blocker check needs them.
+        marked: the pool's Nodes this Autoscaler named unneeded (:mod:`.._unneeded`).
     """
 
     scaler: Autoscaler
@@ -131,6 +133,7 @@ class Observation:
     moved: bool = False
     lookup: Lookup = field(default_factory=Lookup)
     budgets: tuple[PdbView, ...] = ()
+    marked: frozenset[str] = frozenset()
 
     @property
     def pool_name(self) -> str:
@@ -198,6 +201,7 @@ def snapshot(
         ),
         holds={view.name: view.hold for view in map(node_view, nodes)},
         raw=Raw(obj, pool_obj, by_name, unbound),
+        marked=frozenset(name for name, node in by_name.items() if is_marked(node)),
     )
 
 

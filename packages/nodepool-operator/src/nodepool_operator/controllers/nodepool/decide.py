@@ -289,8 +289,9 @@ def removal(
     obs: Observation, records: Sequence[InstanceRecord], *, keeping: bool = False
 ) -> Removal:
     """The live records that have a Node, best to remove first (one rule with the
-    Autoscaler's scale-down: :func:`~nodepool_operator.scheduling.removal_order`, blocked
-    Nodes last), what blocks each Node (the scale-down's own choices included: a blocker may
+    Autoscaler's scale-down: :func:`~nodepool_operator.scheduling.removal_order`, the Nodes
+    the Autoscaler named unneeded first among those that can go, blocked Nodes last), what
+    blocks each Node (the scale-down's own choices included: a blocker may
     turn up after the choice), and which live ones can go now.
 
     ``keeping``: as if the blocked Nodes being scaled down were kept (untainted, their room
@@ -316,7 +317,8 @@ def removal(
             for n in nodes
             if record_of[n.name] not in live_names and n.name in blocked
         ]
-    order = removal_order(candidates, threshold=1.0, blockers=blocked)
+    named = {name for name, n in obs.nodes.items() if n.unneeded}
+    order = removal_order(candidates, threshold=1.0, blockers=blocked, prefer=named)
     return Removal(
         order=tuple(record_of[d.node] for d in order if record_of[d.node] in live_names),
         blocked={record_of[name]: why for name, why in blocked.items()},

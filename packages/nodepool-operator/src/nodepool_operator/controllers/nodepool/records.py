@@ -14,6 +14,7 @@ from kubeloop import Object
 from nodepool_operator.cloud import instance_id_of
 from nodepool_operator.controllers._node_manifest import is_ready, ready_since
 from nodepool_operator.controllers._reserve import reserved_for
+from nodepool_operator.controllers._unneeded import is_marked
 from nodepool_operator.controllers.nodepool._drain import disrupting_since, has_disrupting_taint
 from nodepool_operator.controllers.nodepool._drain_deadline import (
     DRAIN_TIMED_OUT_AT,
@@ -49,6 +50,8 @@ class PoolNode:
     """Since when and why it is unhealthy, by the pool's repair conditions; None: healthy."""
     hold: str = ""
     """Its own do-not-disrupt annotation, as a blocker reads it."""
+    unneeded: bool = False
+    """The Autoscaler named it unneeded (:mod:`.._unneeded`): a scale-down removes it first."""
     raw: Object = field(default_factory=dict, compare=False, repr=False)
     """The Node as read: for :mod:`.act`'s guarded patches and Events only."""
 
@@ -101,5 +104,6 @@ def decode_node(obj: Object, unhealthy_conditions: Collection[str] = ()) -> Pool
         reserved=reserved_for(obj) is not None,
         unhealthy=unhealthy_since(obj, unhealthy_conditions),
         hold=node_view(obj).hold,
+        unneeded=is_marked(obj),
         raw=obj,
     )
