@@ -5,6 +5,7 @@ convergence asks (a drain's deadline, garbage, the backstop, when to look again)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from nodepool_operator.controllers.nodepool._pool_status import CloudFailure, cl
 from nodepool_operator.controllers.nodepool.decide import Verdict
 from nodepool_operator.controllers.nodepool.observe import Deleted, Observation
 from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode
-from nodepool_operator.scheduling import Resources, ScaleDownNode, pod_view
+from nodepool_operator.scheduling import PdbView, Resources, ScaleDownNode, pdb_view, pod_view
 from nodepool_operator.settings import OperatorSettings
 
 NOW = 1_000_000.0
@@ -554,6 +555,7 @@ def test_a_blocked_choice_stays_when_no_other_node_can_go() -> None:
 def loaded(name: str, cpu: str, *, bare: bool = False) -> NodePods:
     """``n-<name>`` with one pod of ``cpu`` (a ReplicaSet's, or ``bare``)."""
     meta: dict[str, Any] = {"name": f"pod-{name}", "namespace": "default", "uid": f"u-{name}"}
+    meta["labels"] = {"app": name}
     if not bare:
         meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": "rs", "uid": "rs-1"}]
         meta["ownerReferences"][0]["controller"] = True
@@ -570,24 +572,43 @@ def empty(name: str) -> NodePods:
     return NodePods(ScaleDownNode(f"n-{name}", ROOM), empty=True)
 
 
+def pdb(app: str, allowed: int) -> PdbView:
+    """A budget over the pods labelled ``app=<app>`` allowing ``allowed`` disruptions now."""
+    return pdb_view(
+        {
+            "metadata": {"namespace": "default", "generation": 1},
+            "spec": {"selector": {"matchLabels": {"app": app}}},
+            "status": {"disruptionsAllowed": allowed, "observedGeneration": 1},
+        }
+    )
+
+
+LOADED = {n: loaded(n, "100m") for n in "abc"}
+
+
 @pytest.mark.parametrize(
-    ("named", "pods", "goes"),
+    ("named", "pods", "budgets", "goes"),
     [
-        pytest.param("", {}, "a", id="none-named-own-order-by-name"),
-        pytest.param("b", {}, "b", id="named-first"),
-        pytest.param("c", {"c": loaded("c", "500m")}, "c", id="named-before-emptier"),
+        pytest.param("", {}, [], "a", id="none-named-own-order-by-name"),
+        pytest.param("b", {}, [], "b", id="named-first"),
+        pytest.param("c", {"c": loaded("c", "500m")}, [], "c", id="named-before-emptier"),
         # c's pod takes its whole node: no other node has room for it, so c cannot go now
-        pytest.param("c", {"c": loaded("c", "2")}, "a", id="named-but-busy-keeps-its-rank"),
-        pytest.param("b", {"b": loaded("b", "100m", bare=True)}, "a", id="named-but-blocked"),
+        pytest.param("c", {"c": loaded("c", "2")}, [], "a", id="named-but-busy-keeps-its-rank"),
+        pytest.param("b", {"b": loaded("b", "100m", bare=True)}, [], "a", id="named-but-blocked"),
+        # a's pod may not be evicted now (its budget allows none), b's may
+        pytest.param("", LOADED, [pdb("a", 0), pdb("b", 1)], "b", id="evictable-now-first"),
+        pytest.param("ac", LOADED, [pdb("a", 0)], "c", id="named-evictable-now-first"),
+        pytest.param("a", LOADED, [pdb("a", 0)], "a", id="named-even-if-held"),
     ],
 )
 def test_a_scale_down_removes_the_nodes_the_autoscaler_named(
-    named: str, pods: dict[str, NodePods], goes: str
+    named: str, pods: dict[str, NodePods], budgets: list[PdbView], goes: str
 ) -> None:
     records = [rec("a"), rec("b"), rec("c")]
-    nodes = [node(n, unneeded=n == named) for n in "abc"]
+    nodes = [node(n, unneeded=n in named) for n in "abc"]
     on = {f"n-{n}": pods.get(n) or empty(n) for n in "abc"}
     seen = observed(pool(2, records), nodes, [vm(n) for n in "abc"], pods=on)
+    seen = replace(seen, budgets=tuple(budgets))
     decision = decide.decide(seen, NOW, SETTINGS)
     assert decision.retire == (goes,)
     assert decision.taint == (f"n-{goes}",)

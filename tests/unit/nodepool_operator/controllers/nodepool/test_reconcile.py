@@ -261,6 +261,25 @@ async def test_scale_down_takes_the_node_the_autoscaler_named(
     assert ("ScalingDown", "2 -> 1 nodes: removing web-a") in done.events()
 
 
+async def test_scale_down_takes_a_node_whose_pods_may_be_evicted_now_first(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    vms = await launched(cloud, "web-a", "web-b")
+    objects = [pool(vms, target=1), *_two_nodes_one_busy(vms)]
+    objects[-1]["metadata"]["labels"] = {"app": "small"}
+    # the budget over web-b's pod allows no disruption now, as the cluster computed it
+    held = factories.pdb("small", namespace="default", max_unavailable=0)
+    held["metadata"]["generation"] = 1
+    held["status"] = {"disruptionsAllowed": 0, "observedGeneration": 1}
+
+    done = await run([*objects, held], cloud, tmp_path)
+
+    # web-b, the least used, would wait on its budget: web-a goes (its pod fits on web-b)
+    assert done.timeline()[:2] == ["patch Node web-a", "update NodePool/status web"]
+    assert "evict Pod/eviction default/big" in done.kinds()
+    assert not any("small" in kind for kind in done.kinds())
+
+
 async def test_an_eviction_a_budget_refuses_waits_and_says_so(
     cloud: SimulatedCloud, tmp_path: Path
 ) -> None:

@@ -49,7 +49,12 @@ from nodepool_operator.controllers.nodepool._pool_status import (
 )
 from nodepool_operator.controllers.nodepool._repair import Unhealthy, decide_repair
 from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode
-from nodepool_operator.scheduling import ScaleDownNode, Unremovable, removal_order
+from nodepool_operator.scheduling import (
+    ScaleDownNode,
+    Unremovable,
+    held_by_budgets,
+    removal_order,
+)
 from nodepool_operator.settings import OperatorSettings
 
 if TYPE_CHECKING:
@@ -148,6 +153,12 @@ def judged_nodes(obs: Observation) -> set[str]:
     if len(live(records)) > desired(obs.pool) or retiring:
         return set(obs.nodes)
     return set()
+
+
+def choosing(obs: Observation) -> bool:
+    """Whether the pass has Nodes to choose for a scale-down (more live VMs than desired):
+    then whose pods a PodDisruptionBudget lets go now is read too."""
+    return len(live(obs.pool.status.instances)) > desired(obs.pool)
 
 
 # -- the plan ---------------------------------------------------------------------------------
@@ -290,7 +301,9 @@ def removal(
 ) -> Removal:
     """The live records that have a Node, best to remove first (one rule with the
     Autoscaler's scale-down: :func:`~nodepool_operator.scheduling.removal_order`, the Nodes
-    the Autoscaler named unneeded first among those that can go, blocked Nodes last), what
+    the Autoscaler named unneeded first among those that can go, and of those the ones whose
+    pods a PodDisruptionBudget lets go now before the ones it would hold, blocked Nodes
+    last), what
     blocks each Node (the scale-down's own choices included: a blocker may
     turn up after the choice), and which live ones can go now.
 
@@ -318,7 +331,8 @@ def removal(
             if record_of[n.name] not in live_names and n.name in blocked
         ]
     named = {name for name, n in obs.nodes.items() if n.unneeded}
-    order = removal_order(candidates, threshold=1.0, blockers=blocked, prefer=named)
+    held = {n.name for n in candidates if held_by_budgets(n.pods, obs.budgets)}
+    order = removal_order(candidates, threshold=1.0, blockers=blocked, prefer=named, held=held)
     return Removal(
         order=tuple(record_of[d.node] for d in order if record_of[d.node] in live_names),
         blocked={record_of[name]: why for name, why in blocked.items()},
