@@ -35,7 +35,7 @@ from nodepool_operator.controllers.autoscaler.decide import (
     settle,
 )
 from nodepool_operator.controllers.autoscaler.observe import Observation, Unready, snapshot
-from nodepool_operator.scheduling import DO_NOT_DISRUPT
+from nodepool_operator.scheduling import DO_NOT_DISRUPT, pdb_view
 
 KNOBS = Knobs(
     batch_window=1.0,
@@ -500,6 +500,31 @@ def test_unneeded_time_starts_when_a_node_is_first_empty_and_sets_the_requeue() 
     assert due.memory.unneeded_since == {"n-0": NOW, "n-1": NOW}
     after = decide(replace(obs, target=0), due.memory, Clock(NOW + 601, WALL), KNOBS)
     assert after.target is None
+
+
+def test_a_node_whose_pods_a_budget_holds_is_not_the_one_named_unneeded() -> None:
+    # one 28Gi pod on each node: either can go (its pod fits on the other), not both
+    world = [running("r-0", "n-0"), running("r-1", "n-1")]
+    world[0]["metadata"]["labels"] = {"app": "held"}
+    obs = observe(scaler(scale_down=True), pool(target=2), world, [node("n-0"), node("n-1")])
+    later = Clock(NOW + 600, WALL)
+    plain = decide(obs, Memory(), CLOCK, KNOBS)
+    assert plain.memory.unneeded_since == {"n-0": NOW}  # by name
+    budget = pdb_view(
+        {
+            "metadata": {"namespace": "prod", "generation": 1},
+            "spec": {"selector": {"matchLabels": {"app": "held"}}},
+            "status": {"disruptionsAllowed": 0, "observedGeneration": 1},
+        }
+    )
+    held = replace(obs, budgets=(budget,))
+    first = decide(held, Memory(), CLOCK, KNOBS)
+    assert first.memory.unneeded_since == {"n-1": NOW}
+    due = decide(held, first.memory, later, KNOBS)
+    assert [(m.node, m.on) for m in due.marks] == [("n-1", True)]
+    assert due.target == TargetWrite(
+        2, 1, Why.SCALE_DOWN, "scale down 2 -> 1: nodes unneeded for 10m"
+    )
 
 
 def test_a_blocked_node_is_reported_once_and_listed_unremovable() -> None:

@@ -89,6 +89,7 @@ from nodepool_operator.scheduling import (
     ScaleUpPlan,
     Unremovable,
     crowded_out,
+    held_by_budgets,
     plan_scale_up,
     removal_order,
 )
@@ -394,8 +395,14 @@ def _scale(
     m.blocked = blocked_nodes(
         obs.nodes.candidates, obs.holds, switches=switches(obs.pool), budgets=obs.budgets
     )
+    # a node whose pods a PodDisruptionBudget lets go now is picked before one it would
+    # hold, as the NodePool controller removes them
+    held = {n.name for n in obs.nodes.candidates if held_by_budgets(n.pods, obs.budgets)}
     order = removal_order(
-        obs.nodes.candidates, threshold=knobs.utilization_threshold, blockers=m.blocked
+        obs.nodes.candidates,
+        threshold=knobs.utilization_threshold,
+        blockers=m.blocked,
+        held=held,
     )
     unneeded = tuple(d.node for d in order if d.removable)
     m.unneeded_since = track_unneeded(m.unneeded_since, unneeded, now)
