@@ -619,6 +619,44 @@ async def test_a_scale_down_drain_past_its_timeout_is_given_up_and_the_node_kept
     assert done.journal.mutating() == []
 
 
+async def test_after_a_drain_timed_out_the_next_named_node_is_tried(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    vms = await launched(cloud, "web-a", "web-b", "web-c")
+    named = {UNNEEDED: "2026-01-01T12:00:00Z"}
+    obj = pool(vms, target=2)
+    obj["status"]["instances"][1]["state"] = "deleting"
+    a, b, c = node(vms[0]), disrupted(vms[1]), node(vms[2])
+    for chosen in (b, c):  # the Autoscaler named b and c; b's drain is two hours old
+        chosen["metadata"]["annotations"].update(named)
+    held, busier = workload("held", vms[1]), workload("busier", vms[2], cpu="500m")
+
+    first = await run([obj, a, b, c, held, busier], cloud, tmp_path)
+
+    # b is given up: stamped, untainted, kept (its record live again), said on pool and Node
+    stamp, untaint = [w for w in first.writes if w.kind == "Node"]
+    assert (stamp.name, untaint.name) == ("web-b", "web-b")
+    assert [r for r, _ in first.events()] == ["DrainTimedOut"] * 2
+    status = first.status_writes()[-1]
+    assert records(status) == [("web-a", "running"), ("web-b", "running"), ("web-c", "running")]
+
+    # the next pass reads the cluster as that one left it (b still named: the Autoscaler
+    # takes its name off later): b rests, c, named, goes, not a (empty, first by name) nor
+    # b (named, less used than c)
+    b = node(vms[1])
+    b["metadata"]["annotations"].update(named, **{DRAIN_TIMED_OUT_AT: stamp_of(stamp)})
+    second = await run([pool(vms, target=2, status=status), a, b, c, held, busier], cloud, tmp_path)
+
+    assert second.timeline()[:2] == ["patch Node web-c", "update NodePool/status web"]
+    planned = records(second.status_writes()[0])
+    assert planned == [("web-a", "running"), ("web-b", "running"), ("web-c", "deleting")]
+
+
+def stamp_of(write: Any) -> str:
+    """The drain-timed-out time a stamp write set."""
+    return str(write.body["metadata"]["annotations"][DRAIN_TIMED_OUT_AT])
+
+
 async def test_a_tainted_node_the_pool_keeps_is_untainted(
     cloud: SimulatedCloud, tmp_path: Path
 ) -> None:

@@ -143,8 +143,8 @@ def scale_down_target(
       taken away once;
     * never below ``min_nodes``.
 
-    Which nodes go is the NodePool controller's choice (it removes empty nodes first); only
-    the count is decided here.
+    Only the count is decided here; the nodes counted are named on their Node
+    (:mod:`..._unneeded`) and the NodePool controller removes those first.
     """
     if pods_need_room or nodes.leaving or nodes.registered != target or nodes.ready != target:
         return None
