@@ -16,6 +16,10 @@ PodDisruptionBudget holds), falling back to its own order for the rest: a pool s
 annotation (it goes with the Node); one whose drain timed out is open again and loses it
 (its unneeded time starts afresh), so the next annotated Node is tried.
 
+The unneeded times themselves stay in the Autoscaler's memory: after its restart they start
+afresh, so the names come off and are put back once a node has been unneeded that long again
+(a name never stands for longer than the Autoscaler has seen the node unneeded).
+
 Only the Autoscaler writes the annotation; the NodePool controller only reads it.
 Pure: the patches are values.
 """
