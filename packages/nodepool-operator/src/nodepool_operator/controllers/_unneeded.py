@@ -21,6 +21,13 @@ afresh, so the names come off and are put back once a node has been unneeded tha
 (a name never stands for longer than the Autoscaler has seen the node unneeded).
 
 Only the Autoscaler writes the annotation; the NodePool controller only reads it.
+
+The other way round, the NodePool controller stamps a Node whose scale-down drain timed out
+(:data:`DRAIN_TIMED_OUT_AT`, its annotation) and leaves it out of its choice for
+:data:`RECHECK_SECONDS`; the Autoscaler reads the stamp and does not count the Node unneeded
+meanwhile, so it never names (and lowers the target for) a Node the NodePool controller would
+not take, which would send the scale-down to a Node nobody found unneeded.
+
 Pure: the patches are values.
 """
 
@@ -30,10 +37,48 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["UNNEEDED_ANNOTATION", "is_marked", "mark_patch", "unmark_patch"]
+from nodepool_operator.controllers._node_manifest import parse_time
+
+__all__ = [
+    "DRAIN_TIMED_OUT_AT",
+    "RECHECK_SECONDS",
+    "UNNEEDED_ANNOTATION",
+    "format_time",
+    "is_marked",
+    "mark_patch",
+    "parse_time",
+    "rest_left",
+    "timed_out_at",
+    "unmark_patch",
+]
 
 #: On a pool's Node: unneeded since (RFC 3339), as the Autoscaler found it.
 UNNEEDED_ANNOTATION: Final = "autoscaling.kubeloop.dev/unneeded-since"
+#: On a pool's Node: when its scale-down drain was given up (RFC 3339), by the NodePool
+#: controller.
+DRAIN_TIMED_OUT_AT: Final = "kubeloop.dev/drain-timed-out-at"
+#: How long a node whose drain timed out is left out of scale-down (cluster-autoscaler's
+#: unremovable-node-recheck-timeout, 5m).
+RECHECK_SECONDS: Final = 300.0
+
+
+def format_time(seconds: float) -> str:
+    """An RFC 3339 time in UTC, to the second, as the API server writes them."""
+    return dt.datetime.fromtimestamp(int(seconds), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rest_left(timed_out_at: float | None, now: float) -> float:
+    """Seconds until a node whose scale-down drain timed out at ``timed_out_at`` may be
+    chosen again (0: it may, or it never timed out: None)."""
+    if timed_out_at is None:
+        return 0.0
+    return max(0.0, timed_out_at + RECHECK_SECONDS - now)
+
+
+def timed_out_at(node: Mapping[str, Any]) -> float | None:
+    """When the NodePool controller gave up draining ``node`` (a Node object), if it did."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return parse_time(annotations.get(DRAIN_TIMED_OUT_AT))
 
 
 def is_marked(node: Mapping[str, Any]) -> bool:
@@ -45,8 +90,7 @@ def is_marked(node: Mapping[str, Any]) -> bool:
 def mark_patch(since: float) -> dict[str, Any]:
     """The merge patch that names a Node unneeded since ``since`` (seconds since the epoch).
     A merge patch touches that one annotation, whoever owns the others."""
-    stamp = dt.datetime.fromtimestamp(int(since), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"metadata": {"annotations": {UNNEEDED_ANNOTATION: stamp}}}
+    return {"metadata": {"annotations": {UNNEEDED_ANNOTATION: format_time(since)}}}
 
 
 def unmark_patch() -> dict[str, Any]:

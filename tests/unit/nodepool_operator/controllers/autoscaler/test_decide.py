@@ -18,6 +18,7 @@ from kubeloop import Conflict
 from nodepool_operator.api import parse_autoscaler
 from nodepool_operator.controllers._reserve import RESERVED_KEY, Reservation
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers._unneeded import DRAIN_TIMED_OUT_AT
 from nodepool_operator.controllers._unneeded import UNNEEDED_ANNOTATION as UNNEEDED
 from nodepool_operator.controllers.autoscaler._landing import Awaiting, Landing
 from nodepool_operator.controllers.autoscaler._provision import Provisioning
@@ -521,6 +522,22 @@ def test_a_node_whose_pods_a_budget_holds_is_not_the_one_named_unneeded() -> Non
     first = decide(held, Memory(), CLOCK, KNOBS)
     assert first.memory.unneeded_since == {"n-1": NOW}
     due = decide(held, first.memory, later, KNOBS)
+    assert [(m.node, m.on) for m in due.marks] == [("n-1", True)]
+    assert due.target == TargetWrite(
+        2, 1, Why.SCALE_DOWN, "scale down 2 -> 1: nodes unneeded for 10m"
+    )
+
+
+def test_a_node_whose_drain_timed_out_rests_out_of_the_unneeded_ones() -> None:
+    # the NodePool controller gave up draining n-0 a minute ago: it would not take it now
+    stamp = (WALL - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    nodes = [node("n-0", annotations={DRAIN_TIMED_OUT_AT: stamp}), node("n-1")]
+    obs = observe(scaler(scale_down=True), pool(target=2), (), nodes)
+    first = decide(obs, Memory(), CLOCK, KNOBS)
+    assert first.memory.unneeded_since == {"n-1": NOW}
+    due = decide(obs, first.memory, Clock(NOW + 600, WALL + timedelta(minutes=10)), KNOBS)
+    # ten minutes on, its rest (five) is over: unneeded from then, not named yet
+    assert due.memory.unneeded_since == {"n-0": NOW + 600, "n-1": NOW}
     assert [(m.node, m.on) for m in due.marks] == [("n-1", True)]
     assert due.target == TargetWrite(
         2, 1, Why.SCALE_DOWN, "scale down 2 -> 1: nodes unneeded for 10m"

@@ -140,6 +140,22 @@ def test_a_resting_node_is_not_chosen_and_its_rest_is_a_wait() -> None:
     assert 200.0 in decision.waits  # RECHECK_SECONDS (300) after it timed out
 
 
+def test_while_a_node_rests_the_next_candidate_is_one_that_can_go_or_none() -> None:
+    records = [rec("a"), rec("b")]
+    resting = node("a", timed_out_at=NOW - 100)
+    # b's pod takes its whole node: it has no place elsewhere, so b cannot go now
+    pods = {"n-a": loaded("a", "100m"), "n-b": loaded("b", "2")}
+    seen = observed(pool(1, records), [resting, node("b")], [vm("a"), vm("b")], pods=pods)
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert states(decision) == {"a": "running", "b": "running"}
+    assert decision.taint == ()
+    assert 200.0 in decision.waits  # the surplus waits for a's rest to end
+    # with no node resting the target is met anyway: the least used goes, though neither
+    # node's pods have a place elsewhere
+    seen = observed(pool(1, records), [node("a"), node("b")], [vm("a"), vm("b")], pods=pods)
+    assert decide.decide(seen, NOW, SETTINGS).retire == ("a",)
+
+
 def test_adopts_an_unknown_vm_tagged_for_the_pool_up_to_the_desired_count() -> None:
     seen = observed(pool(1), [], [vm("x"), vm("y")])
     decision = decide.decide(seen, NOW, SETTINGS)

@@ -44,7 +44,7 @@ from nodepool_operator.controllers._reserve import (
     lift_patch,
     toleration_patch,
 )
-from nodepool_operator.controllers._unneeded import mark_patch, unmark_patch
+from nodepool_operator.controllers._unneeded import mark_patch, rest_left, unmark_patch
 from nodepool_operator.controllers.autoscaler._batching import batch_wait
 from nodepool_operator.controllers.autoscaler._landing import Landing
 from nodepool_operator.controllers.autoscaler._pending import blocked
@@ -249,7 +249,7 @@ def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decisi
     keys = {p.ref: p.key for p in obs.candidates}
     landing_due, aside, eligible, settling = _set_aside(obs, m, now.mono, knobs)
     timeout = _follow_provisioning(obs, m, now.mono, knobs)
-    plan, write = _scale(obs, m, eligible, now.mono, knobs, may_write=timeout is None)
+    plan, write = _scale(obs, m, eligible, now, knobs, may_write=timeout is None)
     outcome = _outcome(obs, m, plan, write, timeout, keys, memory.blocked, now)
     said, m.reported = not_triggered(m.reported, (*_plan_groups(plan), *aside), keys)
     grants, lifts, lift_in = _hold_reservations(obs, m, now, knobs)
@@ -371,7 +371,7 @@ def _scale(
     obs: Observation,
     m: Memory,
     pods: Sequence[PendingPod],
-    now: float,
+    clock: Clock,
     knobs: Knobs,
     *,
     may_write: bool,
@@ -379,6 +379,7 @@ def _scale(
     """Raise the target if the plan needs new nodes (not while backing off); else, with
     scale-down on, lower it when nodes have been unneeded long enough (not after someone else
     moved the target)."""
+    now = clock.mono
     plan = _plan(obs, pods, m, now)
     if plan.scale_up:
         m.unneeded_since.clear()
@@ -396,15 +397,18 @@ def _scale(
         obs.nodes.candidates, obs.holds, switches=switches(obs.pool), budgets=obs.budgets
     )
     # a node whose pods a PodDisruptionBudget lets go now is picked before one it would
-    # hold, as the NodePool controller removes them
+    # hold, as the NodePool controller removes them; a node whose drain timed out a short
+    # while ago is picked last and not unneeded: the NodePool controller would not take it
+    wall = clock.wall.timestamp()
+    resting = {name for name, t in obs.drain_timed_out.items() if rest_left(t, wall) > 0}
     held = {n.name for n in obs.nodes.candidates if held_by_budgets(n.pods, obs.budgets)}
     order = removal_order(
         obs.nodes.candidates,
         threshold=knobs.utilization_threshold,
         blockers=m.blocked,
-        held=held,
+        held=held | resting,
     )
-    unneeded = tuple(d.node for d in order if d.removable)
+    unneeded = tuple(d.node for d in order if d.removable and d.node not in resting)
     m.unneeded_since = track_unneeded(m.unneeded_since, unneeded, now)
     unneeded_time = obs.scaler.spec.scale_down_unneeded_time
     desired = scale_down_target(

@@ -34,7 +34,7 @@ from nodepool_operator.controllers._blocked import PDBS
 from nodepool_operator.controllers._capacity import PoolNodes, pool_nodes, pool_template
 from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
 from nodepool_operator.controllers._reserve import reserved_for
-from nodepool_operator.controllers._unneeded import is_marked
+from nodepool_operator.controllers._unneeded import is_marked, timed_out_at
 from nodepool_operator.controllers.autoscaler._decode import (
     deleting,
     object_name,
@@ -116,6 +116,8 @@ class Observation:
         lookup: what the candidates' references found (:meth:`Observer.look_up`).
         budgets: the PodDisruptionBudgets, when a node that might go runs a workload pod.
         marked: the pool's Nodes this Autoscaler named unneeded (:mod:`.._unneeded`).
+        drain_timed_out: when the NodePool controller gave up draining a Node, by name (it
+            rests, out of scale-down, for a while after).
     """
 
     scaler: Autoscaler
@@ -134,6 +136,7 @@ class Observation:
     lookup: Lookup = field(default_factory=Lookup)
     budgets: tuple[PdbView, ...] = ()
     marked: frozenset[str] = frozenset()
+    drain_timed_out: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def pool_name(self) -> str:
@@ -202,6 +205,9 @@ def snapshot(
         holds={view.name: view.hold for view in map(node_view, nodes)},
         raw=Raw(obj, pool_obj, by_name, unbound),
         marked=frozenset(name for name, node in by_name.items() if is_marked(node)),
+        drain_timed_out={
+            name: when for name, node in by_name.items() if (when := timed_out_at(node))
+        },
     )
 
 

@@ -14,13 +14,8 @@ from kubeloop import Object
 from nodepool_operator.cloud import instance_id_of
 from nodepool_operator.controllers._node_manifest import is_ready, ready_since
 from nodepool_operator.controllers._reserve import reserved_for
-from nodepool_operator.controllers._unneeded import is_marked
+from nodepool_operator.controllers._unneeded import is_marked, rest_left, timed_out_at
 from nodepool_operator.controllers.nodepool._drain import disrupting_since, has_disrupting_taint
-from nodepool_operator.controllers.nodepool._drain_deadline import (
-    DRAIN_TIMED_OUT_AT,
-    parse_time,
-    rest_left,
-)
 from nodepool_operator.controllers.nodepool._repair import unhealthy_since
 from nodepool_operator.scheduling import ScaleDownNode, node_view
 
@@ -91,7 +86,6 @@ def decode_node(obj: Object, unhealthy_conditions: Collection[str] = ()) -> Pool
     """The one place the controller reads a Node's dict."""
     meta = obj.get("metadata") or {}
     provider = (obj.get("spec") or {}).get("providerID") or ""
-    annotations = meta.get("annotations") or {}
     return PoolNode(
         name=str(meta.get("name") or ""),
         instance_id=instance_id_of(provider) if provider else "",
@@ -100,7 +94,7 @@ def decode_node(obj: Object, unhealthy_conditions: Collection[str] = ()) -> Pool
         ready_since=ready_since(obj),
         tainted=has_disrupting_taint(obj),
         disrupting_since=disrupting_since(obj),
-        timed_out_at=parse_time(annotations.get(DRAIN_TIMED_OUT_AT)),
+        timed_out_at=timed_out_at(obj),
         reserved=reserved_for(obj) is not None,
         unhealthy=unhealthy_since(obj, unhealthy_conditions),
         hold=node_view(obj).hold,
