@@ -441,6 +441,31 @@ async def test_the_nodes_unneeded_long_enough_are_named_before_the_target_is_low
     assert scale_targets(writes) == [1]
 
 
+async def test_the_node_named_is_one_whose_pods_every_budget_lets_go_now() -> None:
+    replicated = factories.owner_reference("ReplicaSet", "rs", controller=True)
+    on = functools.partial(
+        factories.pod, namespace="prod", memory="28Gi", phase="Running", owner=replicated
+    )
+    held = factories.pdb("held", namespace="prod", max_unavailable=0)
+    held["metadata"]["generation"] = 1
+    held["status"] = {"disruptionsAllowed": 0, "observedGeneration": 1}
+    world = (
+        scaling_down(),
+        pool(target=2),
+        node("n-0"),
+        node("n-1"),
+        on("a", node="n-0", labels={"app": "held"}),  # n-0 first by name, its pod held
+        on("b", node="n-1"),
+        held,
+    )
+    passes = Passes()
+    await passes.run(*world)
+    passes.now += 600
+    _, writes = await passes.run(*world)
+    assert marks(writes) == [("patch Node n-1", "2026-01-01T12:00:00Z")]
+    assert scale_targets(writes) == [1]
+
+
 async def test_a_named_node_open_and_needed_again_loses_its_name_a_drained_one_keeps_it() -> None:
     named = {UNNEEDED: "2026-01-01T11:00:00Z"}
     disrupting = [{"key": "kubeloop.dev/disrupting", "effect": "NoSchedule"}]
