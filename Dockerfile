@@ -35,4 +35,5 @@ ENV PATH=/app/.venv/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 # 65532: the conventional "nonroot" uid of distroless images, as the Deployment expects.
 USER 65532:65532
 ENTRYPOINT ["nodepool-operator"]
-CMD ["run", "--leader-elect"]
+# EC2 by default: the simulated cloud is a test bed the image does not carry.
+CMD ["run", "--leader-elect", "--cloud=aws"]

@@ -16,10 +16,15 @@ applied) under ``sys.setprofile``, and follows the pod by identity:
 - the path is the modules those calls run in, in the order the data is in them: entering a
   callee, and coming back to the caller when it returns. It ends at the target write.
 
-A coroutine suspending at an ``await`` and resuming later is not a return: the data stays
-where it is. A module entered again after the data left it counts once per return. A recipe
-(observe, decide, act) comes back to its own module between the steps: those returns are
-the recipe, and are listed apart (``returns to the reconcile's module``).
+A record's own behaviour is not a room: a method or property of the object carrying the data
+(``obs.pool_name``, ``view.requests.fits_in(free)``), a frozen value's arithmetic and a
+record's constructor read or make the record where it is; what they return joins the data
+(``follow(strict=True)`` counts them as rooms too). A call of another module's function with
+the data (a getter above all) is a move. A coroutine suspending at an ``await`` and resuming
+later is not a return: the data stays where it is. A module entered again after the data
+left it counts once per return. A recipe (observe, decide, act) comes back to its own
+module between the steps: those returns are the recipe, and are listed apart (``returns to
+the reconcile's module``).
 
     .venv/bin/python tools/pod_path.py          # the modules passed and every re-entry
 """
@@ -77,10 +82,12 @@ class PodPath:
 class _Follower:
     """The profile hook: marks the pod's data and records where it goes."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, strict: bool = False) -> None:
+        self.strict = strict  # count a record's own methods as modules too
         self.path = PodPath()
         self._data: dict[int, object] = {}  # id -> the object (kept alive: ids stay unique)
         self._carrying: set[FrameType] = set()
+        self._reading: set[FrameType] = set()  # a record's own method: no move, see _own
         self._done = False
         self._started = False  # the informers' handlers run before the reconcile: not the path
 
@@ -91,8 +98,24 @@ class _Follower:
         return isinstance(meta, Mapping) and meta.get("name") == POD
 
     def _mark(self, value: object) -> None:
-        if value is not None and not isinstance(value, str | int | float | bool):
-            self._data[id(value)] = value
+        if value is None or isinstance(value, str | int | float | bool):
+            return
+        if isinstance(value, Mapping | list | tuple | set | frozenset) and not value:
+            return  # an empty container carries nothing, and empty ones are shared singletons
+        self._data[id(value)] = value
+
+    def _own(self, frame: FrameType, args: list[object]) -> bool:
+        """Whether the call is a record's own behaviour: a method or property of the object
+        that carries the data (``view.requests.fits_in(free)``, ``obs.pool_name``), or a
+        record being made (its ``__init__``, a classmethod constructor). Reading a record's
+        attribute through its class is reading the record where it is; the data does not
+        move to another module."""
+        code = frame.f_code
+        if not args or code.co_varnames[0] not in ("self", "cls"):
+            return False
+        if code.co_varnames[0] == "cls" or code.co_name in ("__init__", "__post_init__"):
+            return True
+        return self._carries(args[0]) or _frozen(args[0])
 
     def _carries(self, value: object) -> bool:
         if id(value) in self._data or self._is_pod(value):
@@ -143,11 +166,18 @@ class _Follower:
                 return  # an informer's handler meanwhile: another road, not this pod's path
             args = [frame.f_locals[n] for n in frame.f_code.co_varnames[: _arity(frame)]]
             if any(self._carries(a) for a in args):
+                if self.strict is False and self._own(frame, args):
+                    self._reading.add(frame)
+                    return
                 for a in args:
                     if self._is_pod(a):
                         self._mark(a)
                 self._carrying.add(frame)
                 self._enter(module)
+            return
+        if frame in self._reading:  # what a record's method returns is the data too
+            self._reading.discard(frame)
+            self._mark(arg)
             return
         if frame in self._carrying:  # a call on the path returns: the data goes back
             self._carrying.discard(frame)
@@ -159,6 +189,13 @@ class _Follower:
                 caller = caller.f_back
             if caller is not None:
                 self._enter(caller.f_globals.get("__name__", ""))
+
+
+def _frozen(value: object) -> bool:
+    """Whether ``value`` is a frozen record (a value such as ``Resources``: its arithmetic
+    with the pod's request is the value's own)."""
+    params = getattr(type(value), "__dataclass_params__", None)
+    return bool(getattr(params, "frozen", False))
 
 
 def _suspended(frame: FrameType) -> bool:
@@ -228,9 +265,10 @@ async def _reconcile(snap: Snapshot) -> list[Write]:
     return writes
 
 
-def follow() -> tuple[PodPath, list[Write]]:
-    """One reconcile, traced; the path and the writes it made."""
-    follower = _Follower()
+def follow(*, strict: bool = False) -> tuple[PodPath, list[Write]]:
+    """One reconcile, traced; the path and the writes it made. ``strict``: a record's own
+    methods and constructors count as rooms too (see ``_Follower._own``)."""
+    follower = _Follower(strict=strict)
     snap = snapshot()
 
     async def run() -> list[Write]:

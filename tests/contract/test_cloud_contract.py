@@ -34,11 +34,13 @@ from nodepool_operator.cloud import (
 from nodepool_operator.testbed import MotoServer
 
 #: Types both clouds offer, with EC2's figures (ENI max pods: enis * (ips - 1) + 2).
-EXPECTED_TYPES = {
-    "m5.large": (2, 8 * GiB, 29),
-    "c5.xlarge": (4, 8 * GiB, 58),
-    "r5.xlarge": (4, 32 * GiB, 58),
-    "m5.4xlarge": (16, 64 * GiB, 234),
+EXPECTED_TYPES = {  # vCPUs, memory, ENI max-pods, NVIDIA GPUs
+    "m5.large": (2, 8 * GiB, 29, 0),
+    "c5.xlarge": (4, 8 * GiB, 58, 0),
+    "r5.xlarge": (4, 32 * GiB, 58, 0),
+    "m5.4xlarge": (16, 64 * GiB, 234, 0),
+    "g4dn.xlarge": (4, 16 * GiB, 29, 1),
+    "g4dn.12xlarge": (48, 192 * GiB, 234, 4),
 }
 UNKNOWN_ID = "i-0123456789abcdef0"
 
@@ -204,10 +206,10 @@ async def test_stop_or_start_of_a_terminated_vm_is_invalid(cloud: CloudProvider)
 
 async def test_catalogue_has_ec2s_figures(cloud: CloudProvider) -> None:
     offered = {t.name: t for t in await cloud.instance_types()}
-    for name, (cpu, memory, pods) in EXPECTED_TYPES.items():
+    for name, (cpu, memory, pods, gpus) in EXPECTED_TYPES.items():
         assert name in offered, name
         t = offered[name]
-        assert (t.cpu_cores, t.memory_bytes, t.pods) == (cpu, memory, pods), name
+        assert (t.cpu_cores, t.memory_bytes, t.pods, t.gpus) == (cpu, memory, pods, gpus), name
         assert t.disk_bytes > 0
 
 

@@ -7,8 +7,8 @@ the image is the current source (a warm build only redoes the changed layers).
 The container runs under podman with the runc runtime (not a chroot or ``unshare`` stand-in:
 the entrypoint runs from the image's own file system), as config/manager's Deployment runs it:
 read-only root file system (a tmpfs on /tmp only), uid/gid 65532, no capabilities, no privilege
-escalation, the image's default command (``run --leader-elect``) plus flags, and only the
-rights of config/rbac's ServiceAccount. The test applies config/rbac to the session's full
+escalation, the image's default command (``run --leader-elect --cloud=aws``) plus flags, and
+only the rights of config/rbac's ServiceAccount. The test applies config/rbac to the session's full
 test bed, mints that account's token with the TokenRequest API and hands the container a
 kubeconfig holding it. The network is the host's: the apiserver and moto's EC2 server (started
 from the dev venv, as EC2 would be elsewhere) listen on loopback, and the moto instances'
@@ -165,8 +165,10 @@ async def container(
     argv += ["--env", "KUBECONFIG=/etc/nodepool-operator/kubeconfig"]
     for key, value in moto.env().items():
         argv += ["--env", f"{key}={value}"]
-    argv += [image.name, "run", "--leader-elect", "--leader-election-namespace", NAMESPACE]
-    argv += ["--cloud", "aws", "--aws-endpoint-url", moto.endpoint_url]
+    # the image's own command (EC2, leader election), then this test bed's flags: a default that
+    # does not start (the simulated cloud, which the image does not carry) fails here
+    argv += [image.name, *_config(image)["Cmd"], "--leader-election-namespace", NAMESPACE]
+    argv += ["--aws-endpoint-url", moto.endpoint_url]
     argv += ["--aws-instance-types", INSTANCE_TYPE]
     argv += ["--label-selector", f"{LABEL}={operator_env.run_id}"]
     argv += ["--metrics-bind-address", "0", "--health-probe-bind-address", "0"]
@@ -186,17 +188,23 @@ async def container(
             await running.podman_out("rm", "--force", "--ignore", name)
 
 
-def test_the_image_is_small_and_runs_as_the_deployment_expects(image: Image) -> None:
+def _config(image: Image) -> dict[str, Any]:
+    """The image's configuration (user, entrypoint, default command) as podman reads it."""
     inspect = subprocess.run(
         [*image.podman, "image", "inspect", "--format", "{{json .Config}}", image.name],
         capture_output=True,
         text=True,
         check=True,
     )
-    config = yaml.safe_load(inspect.stdout)
+    config: dict[str, Any] = yaml.safe_load(inspect.stdout)
+    return config
+
+
+def test_the_image_is_small_and_runs_as_the_deployment_expects(image: Image) -> None:
+    config = _config(image)
     assert config["User"] == f"{NONROOT}:{NONROOT}"
     assert config["Entrypoint"] == ["nodepool-operator"]
-    assert config["Cmd"] == ["run", "--leader-elect"]
+    assert config["Cmd"] == ["run", "--leader-elect", "--cloud=aws"]
     print(f"image {image.name}: {image.size / 1e6:.0f} MB")
     # the base (Debian python3) is about 105 MB and the venv about 50 MB: a compiler, the
     # uv binary or the source tree in the runtime stage would show here

@@ -112,7 +112,12 @@ def ensure_namespaces(control_plane: ControlPlane, names: Iterable[str]) -> None
 def apply_dry_run(
     control_plane: ControlPlane, docs: list[dict[str, Any]], tmp_path: Path
 ) -> subprocess.CompletedProcess[str]:
-    """``kubectl apply --server-side --dry-run=server`` of ``docs``, whatever it answers."""
+    """``kubectl apply --server-side --dry-run=server`` of ``docs``, whatever it answers.
+
+    With ``--force-conflicts``: the control plane is the session's, where other tests install
+    the operator's CRDs (config/crd) under another field manager, and config/default's CRDs
+    change their versions and conversion; who owns a field in this shared bed says nothing
+    of the manifests, and the apiserver still validates every object in full."""
     rendered = tmp_path / "rendered.yaml"
     rendered.write_text(yaml.safe_dump_all(docs))
     return subprocess.run(
@@ -122,6 +127,7 @@ def apply_dry_run(
             str(control_plane.kubeconfig),
             "apply",
             "--server-side",
+            "--force-conflicts",
             "--dry-run=server",
             "-f",
             str(rendered),

@@ -146,6 +146,7 @@ BAD = [
     pytest.param(
         autoscaler, {"nodePoolRef": None}, 422, ["spec.nodePoolRef"], id="missing-pool-ref"
     ),
+    pytest.param(autoscaler, {"weight": 101}, 422, ["spec.weight"], id="weight-above-100"),
 ]
 
 

@@ -4,9 +4,11 @@ and with a non-default set, a server-side dry run of what it renders against the
 
 "In step" is checked object by object: with its default values the chart renders what
 config/default renders (the validating webhook with cert-manager's Issuer and Certificate
-included), apart from Helm's labels, the Namespace (Helm's --create-namespace makes
-it) and the CRDs (crds/, which `make manifests` writes from the same generator as config/crd and
-tests/unit/nodepool_operator/api/test_schema.py pins). The operator's arguments are compared as
+included), apart from Helm's labels and the Namespace (Helm's --create-namespace makes it).
+config/default's CRDs serve v1beta1 through the webhook; the chart renders those with
+crds.conversion (templates, from files/crds), while its crds/ stays v1alpha1-only, as
+config/crd (`make manifests` writes all of them from one generator, and
+tests/unit/nodepool_operator pins the text). The operator's arguments are compared as
 the operator's own
 parser reads them, so a flag spelled another way but meaning the same passes, and a flag the
 operator does not know fails.
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
+import textwrap
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -29,7 +33,7 @@ import pytest
 import yaml
 
 from kubeloop import generate_serving_certificates
-from kubeloop.envtest import ControlPlane
+from kubeloop.envtest import ControlPlane, ControlPlaneOptions
 from kubeloop.envtest._rest import RestError
 from nodepool_operator.__main__ import _parser
 from nodepool_operator.api import crds
@@ -39,6 +43,7 @@ from tests.integration.manifest_support import (
     helm,
     install_cert_manager_crds,
     install_monitoring_crds,
+    kubectl,
     load_docs,
     render_kustomize,
     server_side_dry_run,
@@ -131,8 +136,15 @@ def operator_args(deployment: dict[str, Any]) -> dict[str, Any]:
     return vars(_parser().parse_args(container["args"]))
 
 
+# Helm's own annotation: a templated CRD (and so every NodePool) stays on `helm uninstall`.
+KEEP = "helm.sh/resource-policy"
+
+
 def comparable(doc: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = without_helm_labels(doc)
+    annotations = out["metadata"].get("annotations") or {}
+    if annotations.pop(KEEP, None) and not annotations:
+        del out["metadata"]["annotations"]
     if doc["kind"] == "Deployment":
         [container] = out["spec"]["template"]["spec"]["containers"]
         container["args"] = operator_args(doc)
@@ -171,10 +183,11 @@ def test_chart_versions_follow_the_operator_package() -> None:
 def test_default_values_render_what_config_default_renders() -> None:
     chart = by_kind_and_name(
         template(
-            "--include-crds",
-            # config/default's image and its monitoring objects; all else is the default
+            # config/default's image, its monitoring objects and its CRDs serving v1beta1
+            # through the webhook; all else is the default
             "--set",
-            "image.tag=dev,serviceMonitor.enabled=true,prometheusRule.enabled=true",
+            "image.tag=dev,serviceMonitor.enabled=true,prometheusRule.enabled=true,"
+            "crds.conversion=true",
         )
     )
     kustomize = by_kind_and_name(render_kustomize(ROOT / "config" / "default"))
@@ -183,12 +196,21 @@ def test_default_values_render_what_config_default_renders() -> None:
     assert set(chart) - set(kustomize) == set()
     for key, doc in chart.items():
         assert comparable(doc) == comparable(kustomize[key]), key
+    crds = [doc for doc in chart.values() if doc["kind"] == "CustomResourceDefinition"]
+    assert len(crds) == 4
+    assert all(doc["metadata"]["annotations"][KEEP] == "keep" for doc in crds)
     # the comparison sees the settings: the operator leads, serves on all interfaces, and
     # serves its webhook with cert-manager's certificate
     args = operator_args(chart[("Deployment", "nodepool-operator")])
     assert args["leader_elect"] is True
     assert args["metrics_bind_address"] == "0.0.0.0:8080"
-    assert args["cloud"] == "simulated"
+    # EC2 by default, as the image's own command: the simulated cloud is a test bed the
+    # image does not carry
+    assert args["cloud"] == "aws"
+    [container] = chart[("Deployment", "nodepool-operator")]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert not [a for a in container["args"] if a.startswith("--cloud-state")]
     assert args["webhook_port"] == 9443
     for key in (
         ("Issuer", "nodepool-operator-selfsigned"),
@@ -232,7 +254,7 @@ def test_webhook_disabled_renders_no_webhook_and_the_operator_serves_none() -> N
     pod = deployment["spec"]["template"]["spec"]
     [container] = pod["containers"]
     assert [p["name"] for p in container["ports"]] == ["metrics", "health"]
-    assert [v["name"] for v in pod["volumes"]] == ["cloud-state", "tmp"]
+    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
     assert_wired(docs)
 
 
@@ -335,12 +357,13 @@ def test_simulated_cloud_values_reach_the_operator(tmp_path: Path) -> None:
         "replicaCount": 1,
         "leaderElection": {"enabled": False},
         "cloud": {
+            "name": "simulated",
             "simulated": {
                 "allowAnyCluster": True,
                 "statePath": "/data/cloud/vms.sqlite",
                 "bootSeconds": 2.5,
                 "kubelets": False,
-            }
+            },
         },
         "operator": {"extraArgs": ["--node-repair-seconds=120"]},
     }
@@ -486,7 +509,8 @@ def test_rendered_rbac_rules_are_config_rbacs_rules(values: str, tmp_path: Path)
 
 def test_the_chart_crds_are_config_crd() -> None:
     """crds/ is written with config/crd by `make manifests`; the unit test pins the text, this
-    one what `helm template --include-crds` hands the apiserver."""
+    one what `helm template --include-crds` hands the apiserver: v1alpha1 only, no conversion,
+    and no templated CRD beside them unless crds.conversion asks."""
     docs = template("--include-crds")
     chart_crds = sorted(
         (d for d in docs if d["kind"] == "CustomResourceDefinition"),
@@ -497,6 +521,23 @@ def test_the_chart_crds_are_config_crd() -> None:
     )
     assert len(chart_crds) == len(config_crds) == 4
     assert chart_crds == config_crds
+    assert all("conversion" not in d["spec"] for d in chart_crds)
+
+
+def test_crds_conversion_with_a_certificate_of_ones_own_puts_the_ca_in_the_crds() -> None:
+    sets = "crds.conversion=true,webhook.certManager.enabled=false,webhook.certSecret=s,"
+    docs = template("--set", sets + "webhook.caBundle=Q0E=", release="own")
+    converted = [d for d in docs if "conversion" in d.get("spec", {})]
+    assert sorted(d["metadata"]["name"] for d in converted) == [
+        "autoscalers.kubeloop.dev",
+        "instances.kubeloop.dev",
+        "nodepools.kubeloop.dev",
+    ]
+    for crd in converted:
+        client = crd["spec"]["conversion"]["webhook"]["clientConfig"]
+        assert client["caBundle"] == "Q0E="
+        assert client["service"]["name"] == "own-nodepool-operator-webhook"
+        assert "cert-manager.io/inject-ca-from" not in crd["metadata"]["annotations"]
 
 
 # -- bad values: a clear error naming the value -------------------------------------------------
@@ -516,6 +557,9 @@ def test_the_chart_crds_are_config_crd() -> None:
         ("webhook.failurePolicy=Sometimes", "/webhook/failurePolicy"),
         ("webhook.timeoutSeconds=60", "/webhook/timeoutSeconds"),
         ("webhook.certManager.issuerRef.kind=ClusterIssuer", "/webhook/certManager/issuerRef"),
+        ("crds.conversion=true,webhook.enabled=false", "crds.conversion"),
+        ("crds.conversion=true,operator.installCRDs=true", "operator.installCRDs"),
+        ("crds.conversion=yes", "/crds/conversion"),
     ],
 )
 def test_bad_values_fail_naming_the_value(sets: str, message: str) -> None:
@@ -551,7 +595,10 @@ def test_the_rendered_chart_passes_server_side_dry_run(
         }
     }
     own = template("--values", str(values_file(tmp_path, own_cert)), release="own")
-    for label, docs in (("default", default), ("aws", aws), ("own", own)):
+    # the CRDs serving v1beta1 through the release's webhook, as config/default's
+    conversion = template("--set", "crds.conversion=true")
+    assert sum(d["kind"] == "CustomResourceDefinition" for d in conversion) == 4
+    for label, docs in (("default", default), ("aws", aws), ("own", own), ("conv", conversion)):
         directory = tmp_path / label
         directory.mkdir()
         lines = server_side_dry_run(kube_control_plane, docs, directory)
@@ -600,7 +647,7 @@ def test_helm_install_and_uninstall_against_the_real_apiserver(
         "image.repository=registry.example.com/nodepool-operator,image.tag=v9",
     )
     assert "STATUS: deployed" in out
-    assert "Cloud: simulated" in out  # NOTES.txt, with its warning about the simulated cloud
+    assert "Cloud: aws" in out  # NOTES.txt, with the IAM policy to grant
     assert "Webhook: on" in out  # and how to see cert-manager's certificate
     assert f"get certificate {release}-nodepool-operator-serving-cert" in out
     rest = kube_control_plane.rest()
@@ -635,3 +682,92 @@ def test_helm_install_and_uninstall_against_the_real_apiserver(
             rest.get(path)
         assert gone.value.status == 404, path
     rest.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/nodepools.kubeloop.dev")
+
+
+def test_the_pdb_follows_its_value() -> None:
+    """On by default (two replicas: a drain leaves the leader's standby); off on request."""
+    [pdb] = [d for d in template() if d["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    docs = template("--set", "podDisruptionBudget.enabled=false")
+    assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert [d for d in docs if d["kind"] == "Deployment"]
+
+
+# -- crds.conversion as the README installs it -------------------------------------------------
+
+CONVERTED = ("nodepools.kubeloop.dev", "autoscalers.kubeloop.dev", "instances.kubeloop.dev")
+
+
+def readme_scripts(section: str) -> list[str]:
+    """The commands of each console block under the README's ``section`` heading, as a script
+    (a block sits in a list item, so it is indented; a command may continue over lines)."""
+    text = (CHART / "README.md").read_text()
+    body = text.split(f"### {section}\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^( *)```console\n(.*?)^\1```$", body, re.S | re.M)
+    return [textwrap.dedent(block).replace("$ ", "") for _, block in blocks]
+
+
+def test_crds_conversion_installed_and_upgraded_to_as_the_readme_says(tmp_path: Path) -> None:
+    """The README's two ways to crds.conversion, typed as written, on a control plane of the
+    test's own (it leaves CRDs converting through a webhook no pod serves, which the shared
+    one's other tests must not meet): a new install with --skip-crds, and a release installed
+    with crds/ that Helm refuses to upgrade, naming what is missing, until the README's
+    commands hand it the CRDs. Both end with the CRDs serving v1beta1 through the release's
+    webhook Service, and `helm uninstall` leaves them."""
+    fresh, adopt = readme_scripts("Serving v1beta1: `crds.conversion`")
+    with ControlPlane(ControlPlaneOptions(scheduler=False, dir=tmp_path / "cp")) as cp:
+        install_cert_manager_crds(cp)
+        tools = os.pathsep.join(str(p.parent) for p in (kubectl(), helm()))
+        env = {
+            "HOME": str(tmp_path),
+            "KUBECONFIG": str(cp.kubeconfig),
+            "PATH": tools + os.pathsep + os.environ.get("PATH", ""),
+        }
+
+        def sh(script: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                ["bash", "-euc", script],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+
+        def assert_converting() -> None:
+            for name in CONVERTED:
+                crd = cp.rest().get(
+                    f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+                )
+                assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1", "v1beta1"]
+                service = crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+                assert (service["namespace"], service["name"]) == (
+                    NAMESPACE,
+                    "nodepool-operator-webhook",
+                )
+                assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+                    f"{NAMESPACE}/nodepool-operator-serving-cert"
+                )
+
+        done = sh(fresh)
+        assert done.returncode == 0, done.stderr
+        assert_converting()
+        uninstall = sh(f"helm uninstall nodepool-operator -n {NAMESPACE} --wait")
+        assert uninstall.returncode == 0, uninstall.stderr
+        assert_converting()  # kept
+
+        # a release installed the default way, its CRDs from crds/
+        plain = sh(
+            f"kubectl delete crd {' '.join(c['metadata']['name'] for c in crds())}\n"
+            f"helm install nodepool-operator {CHART} -n {NAMESPACE}"
+        )
+        assert plain.returncode == 0, plain.stderr
+        refused = sh(
+            f"helm upgrade nodepool-operator {CHART} -n {NAMESPACE} --set crds.conversion=true"
+        )
+        assert refused.returncode != 0
+        assert 'missing key "app.kubernetes.io/managed-by"' in refused.stderr, refused.stderr
+        done = sh(adopt)
+        assert done.returncode == 0, done.stderr
+        assert_converting()

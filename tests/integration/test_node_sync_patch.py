@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from kubeloop import NODES, Client, Invalid, PatchType
+from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers.nodepool._node_sync import OWNED_ANNOTATION, sync_patch
 from tests import factories
 
@@ -45,7 +46,7 @@ async def test_a_heartbeat_between_read_and_patch_does_not_refuse_it(
     kube_client: Client, node: dict[str, Any]
 ) -> None:
     name = node["metadata"]["name"]
-    ops = sync_patch(node, {"team": "a"}, [GPU], finalizers=(FIN,))
+    ops = sync_patch(node_fields(node), {"team": "a"}, [GPU], finalizers=(FIN,))
     assert {"op": "test", "path": "/metadata/finalizers", "value": None} in ops
     await _heartbeat(kube_client, name)  # the resourceVersion moves, nothing we touch
     out = await kube_client.patch(NODES, name, ops, patch_type=PatchType.JSON)
@@ -53,14 +54,14 @@ async def test_a_heartbeat_between_read_and_patch_does_not_refuse_it(
     assert out["spec"]["taints"] == [GPU]
     assert out["metadata"]["finalizers"] == [FIN]
     assert OWNED_ANNOTATION in out["metadata"]["annotations"]
-    assert sync_patch(out, {"team": "a"}, [GPU], finalizers=(FIN,)) == []
+    assert sync_patch(node_fields(out), {"team": "a"}, [GPU], finalizers=(FIN,)) == []
 
 
 async def test_a_taint_added_between_read_and_patch_refuses_it(
     kube_client: Client, node: dict[str, Any]
 ) -> None:
     name = node["metadata"]["name"]
-    ops = sync_patch(node, {"team": "a"}, [GPU])
+    ops = sync_patch(node_fields(node), {"team": "a"}, [GPU])
     cordon = {"key": "example.com/maintenance", "effect": "NoSchedule"}
     await kube_client.patch(NODES, name, {"spec": {"taints": [cordon]}})
     with pytest.raises(Invalid):
@@ -69,6 +70,6 @@ async def test_a_taint_added_between_read_and_patch_refuses_it(
     assert live["spec"]["taints"] == [cordon], "the other writer's taint is kept"
     assert "team" not in live["metadata"]["labels"], "nothing of the refused patch applied"
     # the next pass reads again and keeps it
-    again = sync_patch(live, {"team": "a"}, [GPU])
+    again = sync_patch(node_fields(live), {"team": "a"}, [GPU])
     out = await kube_client.patch(NODES, name, again, patch_type=PatchType.JSON)
     assert out["spec"]["taints"] == [cordon, GPU]

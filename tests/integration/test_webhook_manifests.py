@@ -17,7 +17,18 @@ import yaml
 
 from kubeloop import WebhookServerOptions
 from kubeloop.envtest import ControlPlane
+from nodepool_operator import manifests
 from nodepool_operator.__main__ import _parser
+from nodepool_operator.api import (
+    AUTOSCALER,
+    AUTOSCALER_CONVERSION_PATH,
+    AWSNODECLASS,
+    CUSTOM_RESOURCES,
+    INSTANCE,
+    INSTANCE_CONVERSION_PATH,
+    NODEPOOL,
+    NODEPOOL_CONVERSION_PATH,
+)
 from tests.integration.manifest_support import (
     ROOT,
     apply_dry_run,
@@ -87,6 +98,45 @@ def assert_webhook_wired(docs: list[dict[str, Any]], namespace: str) -> None:
     policy = one(docs, "NetworkPolicy", "webhook")
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels(deployment).items()
     assert policy["spec"]["ingress"] == [{"ports": [{"port": 9443, "protocol": "TCP"}]}]
+    assert_conversion_wired(docs, service, cert)
+
+
+def assert_conversion_wired(
+    docs: list[dict[str, Any]], service: dict[str, Any], cert: dict[str, Any]
+) -> None:
+    """The CRDs serve v1beta1 by default, converted through the webhook's Service at the
+    paths the operator serves, with the CA cert-manager injects from the webhook's Certificate;
+    every CRD is the generator's but for the names the overlay moves."""
+    crds = {d["metadata"]["name"]: d for d in docs if d["kind"] == "CustomResourceDefinition"}
+    generated = {c["metadata"]["name"]: c for c in manifests.webhook_install_crds()}
+    assert crds.keys() == generated.keys() == {c.name for c in CUSTOM_RESOURCES}
+    paths = {
+        NODEPOOL.name: NODEPOOL_CONVERSION_PATH,
+        AUTOSCALER.name: AUTOSCALER_CONVERSION_PATH,
+        INSTANCE.name: INSTANCE_CONVERSION_PATH,
+    }
+    converted = {n for n, c in crds.items() if "conversion" in c["spec"]}
+    assert converted == paths.keys()
+    for crd_name in converted:
+        crd = crds[crd_name]
+        assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1", "v1beta1"]
+        assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+            f"{cert['metadata']['namespace']}/{cert['metadata']['name']}"
+        )
+        client = crd["spec"]["conversion"]["webhook"]["clientConfig"]
+        assert client == {
+            "service": {
+                "name": service["metadata"]["name"],
+                "namespace": service["metadata"]["namespace"],
+                "path": paths[crd_name],
+                "port": service["spec"]["ports"][0]["port"],
+            }
+        }  # no caBundle: cert-manager's to fill
+        # apart from those names, what `make manifests` generates
+        want = generated[crd_name]
+        assert crd["spec"]["versions"] == want["spec"]["versions"]
+        assert crd["spec"]["conversion"]["webhook"]["conversionReviewVersions"] == ["v1"]
+    assert crds[AWSNODECLASS.name]["spec"] == generated[AWSNODECLASS.name]["spec"]
 
 
 def pod_labels(deployment: dict[str, Any]) -> dict[str, str]:
@@ -102,7 +152,7 @@ def test_config_default_deploys_the_webhook_wired_together() -> None:
     assert [p["name"] for p in manager["ports"]] == ["webhook-server", "metrics", "health"]
     assert manager["args"][-1] == "--webhook-port=9443"
     assert "--leader-elect" in manager["args"]
-    assert {m["name"] for m in manager["volumeMounts"]} == {"webhook-cert", "cloud-state", "tmp"}
+    assert {m["name"] for m in manager["volumeMounts"]} == {"webhook-cert", "tmp"}
 
 
 def test_another_namespace_in_config_default_moves_the_names_that_must_agree(
@@ -130,6 +180,9 @@ def test_the_apiserver_accepts_the_webhook_objects_under_cert_managers_schema(
     lines = server_side_dry_run(kube_control_plane, docs, tmp_path)
     for kind in ("issuer", "certificate", "validatingwebhookconfiguration"):
         assert any(line.startswith(f"{kind}.") for line in lines), lines
+    # the CRDs with their conversion stanza and cert-manager's annotation, accepted as well
+    crds = [line for line in lines if line.startswith("customresourcedefinition.")]
+    assert len(crds) == 4, lines
 
     # the schema check is cert-manager's: a Certificate it would refuse is refused, by field
     cert = one(docs, "Certificate")

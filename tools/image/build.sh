@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the operator image from the Dockerfile with buildah, where there is no Docker engine
-# and no container registry: `make image` (and the image test, tests/image/) call this.
+# and no container registry: `make image` (and the image test, tests/e2e/test_image.py) call this.
 #
 # The Dockerfile's default base (python:3.11-slim-bookworm) lives in a registry; here the base
 # is a Debian bookworm root filesystem with Debian's python3 (3.11), made by mmdebstrap from

@@ -14,6 +14,8 @@ from nodepool_operator import manifests
 from nodepool_operator.api import (
     AUTOSCALER,
     AUTOSCALER_CONVERSION_PATH,
+    AWSNODECLASS,
+    CUSTOM_RESOURCES,
     INSTANCE,
     INSTANCE_CONVERSION_PATH,
     NODEPOOL,
@@ -32,9 +34,25 @@ def _load(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
 
 
-def test_committed_file_matches_the_types() -> None:
-    committed = {p.name: p.read_text(encoding="utf-8") for p in CONVERSION.glob("kubeloop.dev_*")}
+@pytest.mark.parametrize("out", [manifests.CONVERSION_OUT, manifests.CHART_CONVERSION_OUT])
+def test_committed_files_match_the_types(out: Path) -> None:
+    """config/conversion and the chart's files/crds: the same whole set of CRDs."""
+    committed = {p.name: p.read_text(encoding="utf-8") for p in (ROOT / out).glob("kubeloop.dev_*")}
     assert committed == manifests.render_conversion(), "run `make manifests`"
+    assert sorted(committed) == sorted(f"kubeloop.dev_{c.plural}.yaml" for c in CUSTOM_RESOURCES)
+
+
+def test_the_kustomization_lists_every_crd() -> None:
+    kustomization = yaml.safe_load((CONVERSION / "kustomization.yaml").read_text())
+    assert sorted(kustomization["resources"]) == sorted(
+        p.name for p in CONVERSION.glob("kubeloop.dev_*")
+    )
+
+
+def test_the_node_class_has_one_version_as_in_config_crd() -> None:
+    (crd,) = _load(CONVERSION / f"kubeloop.dev_{AWSNODECLASS.plural}.yaml")
+    (plain,) = _load(ROOT / "config" / "crd" / f"kubeloop.dev_{AWSNODECLASS.plural}.yaml")
+    assert crd == plain
 
 
 @each_kind

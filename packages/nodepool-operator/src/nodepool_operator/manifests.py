@@ -4,10 +4,12 @@
 
 The same files go to every ``--out`` directory: by default ``config/crd`` (kustomize, ``make
 install``) and the Helm chart's ``charts/nodepool-operator/crds``, so the two cannot drift.
-Without ``--out`` it also writes ``config/conversion``: the NodePool, Autoscaler and
-Instance CRDs serving ``v1beta1``
-too, converted by the operator's webhook behind config/webhook's Service, its CA injected by
-cert-manager (docs/versions.md says when to apply it).
+Without ``--out`` it also writes the CRDs of an install with the webhook, to
+``config/conversion`` (which config/default deploys) and the chart's ``files/crds`` (which its
+``crds.conversion`` value renders as templates): the NodePool, Autoscaler and Instance CRDs
+serving ``v1beta1`` too, converted by the operator's webhook behind config/webhook's Service,
+its CA injected by cert-manager, and the AwsNodeClass CRD as config/crd has it, so that each
+directory is a whole set (docs/versions.md).
 ``--check`` writes nothing: it prints a unified diff and exits 1 when the files in any ``--out``
 differ from what the types generate (stale, hand-edited, missing or left over).
 ``kubeloop manifests`` does the same for any module; this command adds the operator's two
@@ -35,6 +37,8 @@ from nodepool_operator.api import (
 
 DEFAULT_OUTS = (Path("config/crd"), Path("charts/nodepool-operator/crds"))
 CONVERSION_OUT = Path("config/conversion")
+#: The same files for the chart, whose template sets the release's Service and Certificate.
+CHART_CONVERSION_OUT = Path("charts/nodepool-operator/files/crds")
 #: config/webhook's Service (the apiserver calls every webhook of the operator through it).
 WEBHOOK_SERVICE: Final = {"namespace": "nodepool-system", "name": "nodepool-operator-webhook"}
 #: config/certmanager's Certificate, whose CA cert-manager's CA injector puts in caBundle.
@@ -71,9 +75,17 @@ def conversion_crds() -> list[dict[str, Any]]:
     return out
 
 
+def webhook_install_crds() -> list[dict[str, Any]]:
+    """Every CRD of an install that runs the webhook: the three converted ones, and the
+    AwsNodeClass, which has one version."""
+    converted = {c["metadata"]["name"] for c in conversion_crds()}
+    plain = [c.definition() for c in CUSTOM_RESOURCES if c.name not in converted]
+    return [*conversion_crds(), *plain]
+
+
 def render_conversion() -> dict[str, str]:
-    """File name → YAML text of config/conversion's CRDs."""
-    return crd.render(conversion_crds(), HEADER)
+    """File name → YAML text of config/conversion's CRDs (and the chart's files/crds)."""
+    return crd.render(webhook_install_crds(), HEADER)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,7 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     stale = crd.write_manifests(CUSTOM_RESOURCES, outs, header=HEADER, check=args.check)
     if not args.out:
         stale += crd.write_manifests(
-            conversion_crds(), [CONVERSION_OUT], header=HEADER, check=args.check
+            webhook_install_crds(),
+            [CONVERSION_OUT, CHART_CONVERSION_OUT],
+            header=HEADER,
+            check=args.check,
         )
     if args.check and stale:
         print(f"{stale} CRD file(s) out of date; run `make manifests`", file=sys.stderr)

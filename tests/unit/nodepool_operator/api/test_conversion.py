@@ -193,6 +193,7 @@ SCALER_ALPHA = {
     "namespaces": ["prod", "batch"],
     "frequency": "30s",
     "maxNodes": 5,
+    "weight": 10,
     "scaleDownEnabled": True,
     "scaleDownUnneededTime": "15m",
 }
@@ -201,6 +202,7 @@ SCALER_BETA = {
     "namespaces": ["prod", "batch"],
     "frequency": "30s",
     "maxNodes": 5,
+    "weight": 10,
     "scaleDown": {"enabled": True, "unneededTime": "15m"},
 }
 
@@ -225,6 +227,7 @@ def test_autoscaler_scale_down_fields_group_both_ways() -> None:
         alpha.spec.scale_down_enabled,
         alpha.spec.scale_down_unneeded_time,
     )
+    assert beta.spec.weight == alpha.spec.weight == 10
 
 
 def test_an_autoscaler_round_trips() -> None:

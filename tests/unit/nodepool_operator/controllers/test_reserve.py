@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._reserve import (
     RESERVED_KEY,
     Reservation,
@@ -43,9 +44,9 @@ def test_a_node_names_its_reservation_and_the_lift_keeps_every_other_taint() -> 
         "metadata": {"name": "pool-a1", "resourceVersion": "42"},
         "spec": {"taints": [other, reservation_taint("pool-a1")]},
     }
-    assert reserved_for(node) == "pool-a1"
-    assert reserved_for({"metadata": {}, "spec": {"taints": [other]}}) is None
-    assert lift_patch(node) == [
+    assert reserved_for(node_fields(node)) == "pool-a1"
+    assert reserved_for(node_fields({"metadata": {}, "spec": {"taints": [other]}})) is None
+    assert lift_patch(node_fields(node)) == [
         {"op": "test", "path": "/spec/taints/1", "value": reservation_taint("pool-a1")},
         {"op": "remove", "path": "/spec/taints/1"},
     ]

@@ -29,6 +29,8 @@ from nodepool_operator.api._nodepool import MAX_POOL_NODES
 
 #: The most unremovable nodes ``status.unremovableNodes`` lists (the first by name).
 MAX_UNREMOVABLE_NODES: Final = 64
+#: The highest ``spec.weight``: Karpenter's NodePool weight range.
+MAX_WEIGHT: Final = 100
 #: The shortest allowed frequency: a tighter loop only adds apiserver and cloud load.
 MIN_FREQUENCY: Final = timedelta(seconds=1)
 
@@ -61,6 +63,10 @@ class AutoscalerSpec:
     """How often to look for unschedulable pods, as a duration such as 30s or 5m."""
     max_nodes: Annotated[int, Minimum(1), Maximum(MAX_POOL_NODES)] | None = None
     """The most nodes this Autoscaler will ask for; the pool's own maxNodes applies too."""
+    weight: Annotated[int, Minimum(0), Maximum(MAX_WEIGHT)] = 0
+    """When several Autoscalers watch a pending pod's namespace and each pool's node would fit
+    it, the one with the highest weight scales for it; at equal weight, the one whose new
+    node leaves the least CPU and memory unused; then the first by name."""
     scale_down_enabled: bool = False
     """Whether to lower targetNodes when nodes are unneeded; off by default."""
     scale_down_unneeded_time: timedelta = timedelta(minutes=10)

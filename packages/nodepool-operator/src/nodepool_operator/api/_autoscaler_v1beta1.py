@@ -28,6 +28,7 @@ from kubeloop.crd import (
 )
 from nodepool_operator.api._autoscaler import (
     _DNS_LABEL,
+    MAX_WEIGHT,
     MIN_FREQUENCY,
     AutoscalerStatus,
     NodePoolRef,
@@ -66,6 +67,10 @@ class AutoscalerSpecV1beta1:
     """How often to look for unschedulable pods, as a duration such as 30s or 5m."""
     max_nodes: Annotated[int, Minimum(1), Maximum(MAX_POOL_NODES)] | None = None
     """The most nodes this Autoscaler will ask for; the pool's own maximum applies too."""
+    weight: Annotated[int, Minimum(0), Maximum(MAX_WEIGHT)] = 0
+    """When several Autoscalers watch a pending pod's namespace and each pool's node would fit
+    it, the one with the highest weight scales for it; at equal weight, the one whose new
+    node leaves the least CPU and memory unused; then the first by name."""
     scale_down: ScaleDown = field(default_factory=ScaleDown)
     """Scale-down: off unless enabled."""
 

@@ -53,6 +53,7 @@ AUTOSCALER_FIELDS: Final[FieldMap] = (
     (("namespaces",), "namespaces"),
     (("frequency",), "frequency"),
     (("maxNodes",), "maxNodes"),
+    (("weight",), "weight"),
     (("scaleDown", "enabled"), "scaleDownEnabled"),
     (("scaleDown", "unneededTime"), "scaleDownUnneededTime"),
 )

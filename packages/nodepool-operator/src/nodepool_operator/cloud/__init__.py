@@ -31,6 +31,7 @@ from ._nodeconfig import (
 )
 from ._port import (
     MAX_TOKEN_LENGTH,
+    NVIDIA_GPU,
     CapacityUnavailable,
     CloudError,
     CloudProvider,
@@ -65,6 +66,7 @@ __all__ = [
     "METHODS",
     "NODECONFIG_API_VERSION",
     "NODECONFIG_MEDIA_TYPE",
+    "NVIDIA_GPU",
     "PROVIDER_ID_PREFIX",
     "SSM_IMAGE_PREFIX",
     "AwsCloud",

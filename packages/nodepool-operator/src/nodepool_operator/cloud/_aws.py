@@ -606,7 +606,15 @@ def _to_type(raw: InstanceTypeInfoTypeDef) -> InstanceType:
             int(network.get("MaximumNetworkInterfaces") or 1),
             int(network.get("Ipv4AddressesPerInterface") or 1),
         ),
+        gpus=_nvidia_gpus(raw),
     )
+
+
+def _nvidia_gpus(raw: InstanceTypeInfoTypeDef) -> int:
+    """The type's NVIDIA GPUs: only those become ``nvidia.com/gpu`` (another maker's device
+    plugin advertises another resource)."""
+    gpus = raw.get("GpuInfo", {}).get("Gpus", [])
+    return sum(int(g.get("Count") or 0) for g in gpus if g.get("Manufacturer") == "NVIDIA")
 
 
 async def aws_environment_problems(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, Protocol
+from typing import ClassVar, Final, Literal, Protocol
 
 InstanceState = Literal["pending", "running", "stopped", "terminated"]
 """``pending`` until booted, then ``running``; ``stopped`` by a stop; ``terminated`` is final."""
@@ -25,6 +25,9 @@ class InstanceType:
     disk_bytes: int
     pods: int
     """How many pods the kubelet on this type may run (EC2's ENI-derived max-pods)."""
+    gpus: int = 0
+    """NVIDIA GPUs (EC2's ``GpuInfo``): what the NVIDIA device plugin advertises on the node
+    as ``nvidia.com/gpu``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +42,10 @@ class ClusterInfo:
     service_cidr: str
     """The Service CIDR; nodeadm derives the cluster DNS address from it."""
 
+
+#: The extended resource the NVIDIA device plugin advertises, one per GPU
+#: (:attr:`InstanceType.gpus`).
+NVIDIA_GPU: Final = "nvidia.com/gpu"
 
 #: EC2's limit on a ClientToken; every provider holds tokens to it, so one intent's token
 #: works against any of them.

@@ -17,6 +17,7 @@ from typing import Any, Final, cast
 from kubeloop import Object
 from nodepool_operator.api import NodePool, NodePoolSpec
 from nodepool_operator.cloud import (
+    NVIDIA_GPU,
     PROVIDER_ID_PREFIX,
     Instance,
     InstanceType,
@@ -62,7 +63,8 @@ def capacity(spec: NodePoolSpec, instance_type: InstanceType | None) -> dict[str
     """cpu, memory and ephemeral-storage from the spec, else the instance type; and ``pods``.
 
     ``pods`` is kubelet's default max-pods, the value the Autoscaler's node template assumes,
-    so its packing and the scheduler agree. A resource neither source knows is left out.
+    so its packing and the scheduler agree. A type's NVIDIA GPUs are ``nvidia.com/gpu``, as
+    the device plugin advertises them. A resource neither source knows is left out.
     """
     known: dict[str, str] = {}
     if instance_type is not None:
@@ -75,6 +77,8 @@ def capacity(spec: NodePoolSpec, instance_type: InstanceType | None) -> dict[str
     out = {key: str(value) for key, value in given.items() if value is not None}
     out = {**known, **out}
     out["pods"] = str(DEFAULT_MAX_PODS)
+    if instance_type is not None and instance_type.gpus:
+        out[NVIDIA_GPU] = str(instance_type.gpus)
     return out
 
 

@@ -30,6 +30,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from nodepool_operator.controllers._node_fields import NodeFields
+
 __all__ = [
     "RESERVATION_BACKSTOP",
     "RESERVED_KEY",
@@ -58,12 +60,10 @@ def _toleration(node_name: str) -> dict[str, str]:
     return {"key": RESERVED_KEY, "operator": "Equal", "value": node_name, "effect": "NoSchedule"}
 
 
-def reserved_for(node: Mapping[str, Any]) -> str | None:
+def reserved_for(node: NodeFields) -> str | None:
     """The node name a Node's reservation taint names, or None if it has none."""
-    for taint in (node.get("spec") or {}).get("taints") or ():
-        if taint.get("key") == RESERVED_KEY:
-            return str(taint.get("value") or "")
-    return None
+    taint = node.taint(RESERVED_KEY)
+    return None if taint is None else str(taint.get("value") or "")
 
 
 def toleration_patch(pod: Mapping[str, Any], node_name: str) -> JsonPatch | None:
@@ -83,11 +83,11 @@ def toleration_patch(pod: Mapping[str, Any], node_name: str) -> JsonPatch | None
     return [{"op": "add", "path": "/spec/tolerations/-", "value": wanted}]
 
 
-def lift_patch(node: Mapping[str, Any]) -> JsonPatch:
+def lift_patch(node: NodeFields) -> JsonPatch:
     """Remove the reservation taint, guarded by a test of that very entry: a Node whose
     taints changed meanwhile makes the server refuse the patch instead of losing another
     taint, while its status heartbeats (which change its resourceVersion) do not."""
-    taints = list((node.get("spec") or {}).get("taints") or ())
+    taints = node.taints or ()
     at = next(i for i, t in enumerate(taints) if t.get("key") == RESERVED_KEY)
     return [
         {"op": "test", "path": f"/spec/taints/{at}", "value": taints[at]},

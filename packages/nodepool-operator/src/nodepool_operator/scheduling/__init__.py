@@ -38,8 +38,11 @@ from ._pods import PodReason as PodReason
 from ._pods import PodRef as PodRef
 from ._pods import PodVerdict as PodVerdict
 from ._pods import classify as classify
+from ._pods import is_workload as is_workload
+from ._pods import node_view as node_view
 from ._pods import pod_ref as pod_ref
 from ._pods import pod_requests as pod_requests
+from ._pods import pod_view as pod_view
 from ._quantity import Resources as Resources
 from ._quantity import format_bytes as format_bytes
 from ._quantity import format_cpu as format_cpu
@@ -62,9 +65,6 @@ from ._template import node_shape as node_shape
 from ._views import DO_NOT_DISRUPT as DO_NOT_DISRUPT
 from ._views import NodeView as NodeView
 from ._views import PodView as PodView
-from ._views import is_workload as is_workload
-from ._views import node_view as node_view
-from ._views import pod_view as pod_view
 
 __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts before the constants
     "Booting",

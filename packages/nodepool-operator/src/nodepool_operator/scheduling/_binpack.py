@@ -24,13 +24,13 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from ._exact import DEFAULT_BUDGET, SearchBudget, pack_fewest
-from ._fit import FitReason, FitResult, check_constraints, check_room, check_template_room
+from ._fit import FitReason, FitResult, check_constraints, check_room, check_template
 from ._interpod import check_interpod
-from ._pods import Pod, PodRef
+from ._pods import Pod, PodRef, pod_view
 from ._quantity import Resources
 from ._slots import Booting, Existing, New, NodeSlot
 from ._template import NodeTemplate, Taint
-from ._views import HOSTNAME_KEY, HostPort, PodView, pod_view
+from ._views import HOSTNAME_KEY, HostPort, PodView
 
 __all__ = [
     "NodeState",
@@ -318,9 +318,7 @@ def _admit(pods: Sequence[PodView], template: NodeTemplate, rejected: _Rejected)
     admitted: list[_Pending] = []
     for pod in pods:
         entry = _Pending(pod)
-        fit = check_constraints(entry.view, template.labels, template.taints)
-        if fit:
-            fit = check_template_room(entry.requests, template)
+        fit = check_template(entry.view, template)
         if fit.reason is None:
             admitted.append(entry)
         else:

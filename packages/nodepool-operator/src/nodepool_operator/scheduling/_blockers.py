@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from ._pods import PodRef, get_mapping, get_text
+from ._pods import PodRef, get_mapping, get_text, label_selector
 from ._views import SAFE_TO_EVICT, LabelSelector, PodView
 
 __all__ = [
@@ -104,7 +104,7 @@ def pdb_view(pdb: Mapping[str, object]) -> PdbView:
     )
     return PdbView(
         get_text(meta, "namespace"),
-        LabelSelector.from_api(spec.get("selector")),
+        label_selector(spec.get("selector")),
         max(0, int(allowed)) if current and isinstance(allowed, int) else 0,
     )
 

@@ -12,10 +12,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from ._fit import check_constraints
-from ._pods import get_mapping, get_text
+from ._pods import get_mapping, get_text, pod_view
 from ._quantity import Resources
 from ._template import Taint
-from ._views import PodView, pod_view
+from ._views import PodView
 
 __all__ = ["DaemonSetView", "daemonset_overhead", "daemonset_view"]
 

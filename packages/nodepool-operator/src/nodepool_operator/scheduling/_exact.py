@@ -64,7 +64,6 @@ from operator import le, mul
 from typing import TYPE_CHECKING, Protocol
 
 from ._fit import check_constraints
-from ._pods import Pod
 from ._quantity import Resources
 from ._repair import Repair
 from ._slots import Booting, Existing, New, NodeSlot
@@ -128,7 +127,7 @@ class PackEntry(Protocol):
     """What the search reads of a pending pod (``_binpack._Pending`` fits)."""
 
     @property
-    def pod(self) -> Pod | PodView: ...
+    def pod(self) -> PodView: ...
 
     @property
     def requests(self) -> Resources: ...

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ._pods import Pod
+from ._pods import Pod, pod_view, toleration
 from ._quantity import Resources, format_resource
 from ._template import NodeTemplate, Taint
-from ._views import NodeSelectorTerm, PodView, Toleration, pod_view
+from ._views import NodeSelectorTerm, PodView
 
 __all__ = [
     "FitReason",
@@ -85,7 +85,11 @@ def pod_fits_template(pod: Pod | PodView, template: NodeTemplate) -> FitResult:
     ``matchFields`` terms (``metadata.name``) never match: a new node's name is not known yet.
     DaemonSet pods pin themselves to one node that way, so they never drive scale-up.
     """
-    view = pod_view(pod)
+    return check_template(pod_view(pod), template)
+
+
+def check_template(view: PodView, template: NodeTemplate) -> FitResult:
+    """:func:`pod_fits_template` of a view: its constraints, then its room."""
     result = check_constraints(view, template.labels, template.taints)
     if not result:
         return result
@@ -136,13 +140,12 @@ def check_room(requests: Resources, room: Resources, reason: FitReason) -> FitRe
 
 
 def check_constraints(
-    pod: Pod | PodView,
+    view: PodView,
     labels: Mapping[str, str],
     taints: Iterable[Taint],
     node_name: str | None = None,
 ) -> FitResult:
     """Taints, ``nodeSelector`` and required node affinity; resources are not looked at."""
-    view = pod_view(pod)
     for taint in taints:
         if taint.effect != "PreferNoSchedule" and not view.tolerates(taint):
             return FitResult(FitReason.UNTOLERATED_TAINT, str(taint))
@@ -169,7 +172,7 @@ def tolerates(tolerations: Iterable[Mapping[str, object]], taint: Taint) -> bool
     its operator is ``Exists`` or its operator is ``Equal`` (the default) with an equal value. An
     empty key with ``Exists`` therefore tolerates every taint.
     """
-    return any(Toleration.from_api(t).tolerates(taint) for t in tolerations)
+    return any(toleration(t).tolerates(taint) for t in tolerations)
 
 
 def _check_terms(

@@ -1,4 +1,8 @@
-"""Reading a Pod: what it requests, what it asks of a node, and whether it should drive scale-up.
+"""Reading a Pod or a Node: the one place their API dicts are read (the boundary).
+
+Each field is read here, once, into the frozen records of :mod:`._views` (:func:`pod_view`,
+:func:`node_view`): the rest of the simulation reads record attributes and never calls back
+here for a field, so a pod's data goes in once and comes out as its view.
 
 Pods are plain ``Mapping``s as the API returns them (camelCase keys). Missing or mistyped fields
 read as empty: a pod the API server accepted is well formed, and a classifier must not crash on
@@ -13,11 +17,28 @@ versions and it reports only the first failing filter per node.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 from ._quantity import Resources
+from ._template import Taint
+from ._views import (
+    DO_NOT_DISRUPT,
+    KARPENTER_DO_NOT_DISRUPT,
+    SAFE_TO_EVICT,
+    SCALE_DOWN_DISABLED,
+    HostPort,
+    LabelSelector,
+    NodeSelectorTerm,
+    NodeView,
+    PodAffinityTerm,
+    PodView,
+    Requirement,
+    SpreadConstraint,
+    Toleration,
+)
 
 __all__ = [
     "Pod",
@@ -29,9 +50,18 @@ __all__ = [
     "get_list",
     "get_mapping",
     "get_text",
+    "hold_annotation",
+    "is_workload",
+    "label_selector",
+    "node_view",
     "pod_ref",
     "pod_requests",
+    "pod_view",
+    "toleration",
 ]
+
+_MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+_REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
 
 Pod = Mapping[str, object]
 """A Pod as the API returns it, e.g. ``json.loads`` of a GET."""
@@ -160,9 +190,6 @@ def constraint_key(pod: Pod) -> str:
     )
 
 
-_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-
-
 # --- classification -------------------------------------------------------------------------
 
 
@@ -244,3 +271,265 @@ def _pod_scheduled(status: Mapping[str, object]) -> Mapping[str, object]:
         if get_text(condition, "type") == "PodScheduled" and isinstance(condition, Mapping):
             return condition
     return _EMPTY
+
+
+# --- the views: each field of a Pod or Node read here, once --------------------------------
+
+
+def _labels(obj: object) -> dict[str, str]:
+    return {k: v for k, v in get_mapping(obj, "labels").items() if isinstance(v, str)}
+
+
+def _strings(values: Iterable[object]) -> tuple[str, ...]:
+    return tuple(v for v in values if isinstance(v, str))
+
+
+def is_workload(pod: Pod) -> bool:
+    """Whether ``pod`` makes its node needed: not a DaemonSet pod, not a static (mirror) pod.
+
+    The one definition, used by scale-down, drain and the Autoscaler alike.
+    """
+    meta = get_mapping(pod, "metadata")
+    if _MIRROR_ANNOTATION in get_mapping(meta, "annotations"):
+        return False
+    return not any(
+        get_text(ref, "kind") == "DaemonSet" for ref in get_list(meta, "ownerReferences")
+    )
+
+
+def hold_annotation(annotations: Mapping[str, object], *, node: bool = False) -> str:
+    """The annotation among ``annotations`` that forbids disrupting its object, ``""`` if none:
+    do-not-disrupt ``"true"`` (kubeloop's, Karpenter's); on a pod also safe-to-evict
+    ``"false"``, on a node scale-down-disabled ``"true"`` (cluster-autoscaler's)."""
+    for key in (DO_NOT_DISRUPT, KARPENTER_DO_NOT_DISRUPT):
+        if get_text(annotations, key) == "true":
+            return key
+    if node:
+        return SCALE_DOWN_DISABLED if get_text(annotations, SCALE_DOWN_DISABLED) == "true" else ""
+    return SAFE_TO_EVICT if get_text(annotations, SAFE_TO_EVICT) == "false" else ""
+
+
+def _requirement(expression: object) -> Requirement:
+    return Requirement(
+        get_text(expression, "key"),
+        get_text(expression, "operator"),
+        _strings(get_list(expression, "values")),
+    )
+
+
+def _selector_term(term: object) -> NodeSelectorTerm:
+    return NodeSelectorTerm(
+        tuple(_requirement(e) for e in get_list(term, "matchExpressions")),
+        tuple(_requirement(e) for e in get_list(term, "matchFields")),
+    )
+
+
+def label_selector(selector: object) -> LabelSelector | None:
+    if not isinstance(selector, Mapping):
+        return None
+    labels = get_mapping(selector, "matchLabels")
+    return LabelSelector(
+        tuple(sorted((k, v) for k, v in labels.items() if isinstance(v, str))),
+        tuple(_requirement(e) for e in get_list(selector, "matchExpressions")),
+    )
+
+
+def toleration(toleration: object) -> Toleration:
+    return Toleration(
+        get_text(toleration, "key"),
+        get_text(toleration, "operator") or "Equal",
+        get_text(toleration, "value"),
+        get_text(toleration, "effect"),
+    )
+
+
+def _affinity_term(
+    term: object, own_namespace: str, own_labels: Mapping[str, str]
+) -> PodAffinityTerm:
+    selector = label_selector(get_mapping(term, "labelSelector") or None)
+    if selector is not None:
+        keys = _strings(get_list(term, "matchLabelKeys"))
+        selector = selector.with_labels((k, own_labels[k]) for k in keys if k in own_labels)
+    names = frozenset(_strings(get_list(term, "namespaces")))
+    namespaces: frozenset[str] | None
+    if isinstance(term, Mapping) and isinstance(term.get("namespaceSelector"), Mapping):
+        # Namespace labels are not read; a namespaceSelector is taken to select every
+        # namespace, the conservative reading for anti-affinity.
+        namespaces = None
+    else:
+        namespaces = names or frozenset({own_namespace})
+    return PodAffinityTerm(selector, namespaces, get_text(term, "topologyKey"))
+
+
+def _spread_constraint(entry: object, own_labels: Mapping[str, str]) -> SpreadConstraint:
+    selector = label_selector(get_mapping(entry, "labelSelector") or None)
+    keys = _strings(get_list(entry, "matchLabelKeys"))
+    if selector is not None:
+        selector = selector.with_labels((k, own_labels[k]) for k in keys if k in own_labels)
+    max_skew = entry.get("maxSkew") if isinstance(entry, Mapping) else None
+    min_domains = entry.get("minDomains") if isinstance(entry, Mapping) else None
+    return SpreadConstraint(
+        max_skew=max_skew if isinstance(max_skew, int) and max_skew > 0 else 1,
+        topology_key=get_text(entry, "topologyKey"),
+        selector=selector,
+        min_domains=min_domains if isinstance(min_domains, int) and min_domains > 0 else 1,
+        honor_node_affinity=get_text(entry, "nodeAffinityPolicy") != "Ignore",
+        honor_taints=get_text(entry, "nodeTaintsPolicy") == "Honor",
+    )
+
+
+#: Views by (uid, resourceVersion): that pair names one content of one pod, so a view read
+#: once serves every later look until the pod changes. Bounded; cleared when full.
+_VIEWS: dict[tuple[str, str], PodView] = {}
+_VIEWS_MAX: Final = 65536
+
+
+def pod_view(pod: Pod | PodView) -> PodView:
+    """Read ``pod`` (an API object) into a :class:`PodView`; a view is returned as it is.
+
+    Pods read from the API (with a uid and resourceVersion) are read once per version.
+
+    Raises:
+        ValueError: a quantity is malformed, naming the pod.
+    """
+    if isinstance(pod, PodView):
+        return pod
+    meta = get_mapping(pod, "metadata")
+    key = (get_text(meta, "uid"), get_text(meta, "resourceVersion"))
+    if key[0] and key[1]:
+        view = _VIEWS.get(key)
+        if view is None:
+            if len(_VIEWS) >= _VIEWS_MAX:
+                _VIEWS.clear()
+            view = _VIEWS[key] = _read_pod(pod)
+        return view
+    return _read_pod(pod)
+
+
+def _read_pod(pod: Pod) -> PodView:
+    meta = get_mapping(pod, "metadata")
+    spec = get_mapping(pod, "spec")
+    ref = PodRef(get_text(meta, "namespace"), get_text(meta, "name"))
+    labels = _labels(meta)
+    affinity = get_mapping(spec, "affinity")
+    node_affinity = get_mapping(get_mapping(affinity, "nodeAffinity"), _REQUIRED)
+    required_terms = (
+        tuple(_selector_term(t) for t in get_list(node_affinity, "nodeSelectorTerms"))
+        if "nodeSelectorTerms" in node_affinity
+        else None
+    )
+    pod_affinity = [
+        _affinity_term(t, ref.namespace, labels)
+        for t in get_list(get_mapping(affinity, "podAffinity"), _REQUIRED)
+    ]
+    anti_affinity = [
+        _affinity_term(t, ref.namespace, labels)
+        for t in get_list(get_mapping(affinity, "podAntiAffinity"), _REQUIRED)
+    ]
+    spread = [
+        _spread_constraint(c, labels)
+        for c in get_list(spec, "topologySpreadConstraints")
+        if get_text(c, "whenUnsatisfiable") in ("DoNotSchedule", "")
+    ]
+    grace = spec.get("terminationGracePeriodSeconds")
+    node_selector = tuple(
+        sorted((k, v) for k, v in get_mapping(spec, "nodeSelector").items() if isinstance(v, str))
+    )
+    tolerations = tuple(toleration(t) for t in get_list(spec, "tolerations"))
+    annotations = get_mapping(meta, "annotations")
+    hold = hold_annotation(annotations)
+    constraints = json.dumps(
+        [spec.get("nodeSelector"), node_affinity, spec.get("tolerations")],
+        sort_keys=True,
+        default=str,
+    )
+    return PodView(
+        ref=ref,
+        uid=get_text(meta, "uid"),
+        labels=labels,
+        node_name=get_text(spec, "nodeName"),
+        phase=get_text(get_mapping(pod, "status"), "phase"),
+        terminating=bool(meta.get("deletionTimestamp")),
+        requests=pod_requests(pod),
+        node_selector=node_selector,
+        required_terms=required_terms,
+        tolerations=tolerations,
+        affinity=tuple(t for t in pod_affinity if t.topology_key),
+        anti_affinity=tuple(t for t in anti_affinity if t.topology_key),
+        spread=tuple(c for c in spread if c.topology_key),
+        host_ports=_host_ports(spec),
+        workload=is_workload(pod),
+        do_not_disrupt=bool(hold),
+        hold=hold,
+        safe_to_evict=get_text(annotations, SAFE_TO_EVICT) == "true",
+        controlled=any(
+            isinstance(o, Mapping) and o.get("controller") is True
+            for o in get_list(meta, "ownerReferences")
+        ),
+        local_storage=_local_storage(spec),
+        grace_seconds=grace if isinstance(grace, int) and grace >= 0 else 30,
+        constraints=constraints,
+        owner_uid=_owner_uid(meta),
+    )
+
+
+def _local_storage(spec: Mapping[str, object]) -> tuple[str, ...]:
+    """Volumes whose data is on the node (cluster-autoscaler's local-storage blocker)."""
+    names = []
+    for volume in get_list(spec, "volumes"):
+        empty_dir = volume.get("emptyDir") if isinstance(volume, Mapping) else None
+        on_disk = isinstance(empty_dir, Mapping) and get_text(empty_dir, "medium") != "Memory"
+        if on_disk or isinstance(get_mapping(volume, "hostPath").get("path"), str):
+            names.append(get_text(volume, "name"))
+    return tuple(names)
+
+
+def _owner_uid(meta: Mapping[str, object]) -> str:
+    owners = [o for o in get_list(meta, "ownerReferences") if isinstance(o, Mapping)]
+    controller = [o for o in owners if o.get("controller") is True]
+    return get_text((controller or owners or [{}])[0], "uid")
+
+
+def _host_ports(spec: Mapping[str, object]) -> tuple[HostPort, ...]:
+    ports: list[HostPort] = []
+    for container in (*get_list(spec, "initContainers"), *get_list(spec, "containers")):
+        for port in get_list(container, "ports"):
+            number = port.get("hostPort") if isinstance(port, Mapping) else None
+            if isinstance(number, int) and number > 0:
+                ip = get_text(port, "hostIP") or "0.0.0.0"
+                ports.append(HostPort(ip, get_text(port, "protocol") or "TCP", number))
+    return tuple(ports)
+
+
+def node_view(node: Mapping[str, object]) -> NodeView:
+    """Read ``node`` (an API object) into a :class:`NodeView`."""
+    meta = get_mapping(node, "metadata")
+    spec = get_mapping(node, "spec")
+    status = get_mapping(node, "status")
+    try:
+        allocatable = Resources.from_resource_list(get_mapping(status, "allocatable"))
+    except ValueError:
+        allocatable = Resources()
+    taints: list[Taint] = []
+    for taint in get_list(spec, "taints"):
+        if not isinstance(taint, Mapping):
+            continue
+        try:
+            taints.append(Taint.from_api(taint))
+        except ValueError:
+            continue  # an effect the API would not accept: ignore rather than fail the plan
+    ready = any(
+        get_text(c, "type") == "Ready" and get_text(c, "status") == "True"
+        for c in get_list(status, "conditions")
+    )
+    return NodeView(
+        name=get_text(meta, "name"),
+        labels=_labels(meta),
+        taints=tuple(taints),
+        allocatable=allocatable,
+        ready=ready,
+        unschedulable=spec.get("unschedulable") is True,
+        deleting=bool(meta.get("deletionTimestamp")),
+        provider_id=get_text(spec, "providerID"),
+        hold=hold_annotation(get_mapping(meta, "annotations"), node=True),
+    )

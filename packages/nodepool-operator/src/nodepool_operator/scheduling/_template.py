@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ._pods import get_text
 from ._quantity import QuantityLike, Resources, parse_bytes, parse_cpu
 
 __all__ = ["DEFAULT_MAX_PODS", "NodeShape", "NodeTemplate", "Taint", "node_shape"]
@@ -38,7 +37,8 @@ class Taint:
     @classmethod
     def from_api(cls, taint: Mapping[str, object]) -> Taint:
         """Build from an API taint: ``{"key": "gpu", "value": "1", "effect": "NoSchedule"}``."""
-        return cls(get_text(taint, "key"), get_text(taint, "effect"), get_text(taint, "value"))
+        key, effect, value = (taint.get(name) for name in ("key", "effect", "value"))
+        return cls(*(v if isinstance(v, str) else "" for v in (key, effect, value)))
 
     def __str__(self) -> str:
         value = f"={self.value}" if self.value else ""

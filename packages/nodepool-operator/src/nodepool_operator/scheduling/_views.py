@@ -1,27 +1,28 @@
-"""Typed views of Pods and Nodes: the API's dicts are read once, here, at the boundary.
+"""Typed views of Pods and Nodes: the frozen records the simulation works on.
 
-Every other module of the simulation works on these small frozen records, so the rules for
-reading a field (missing or mistyped reads as empty: a pod the API server accepted is well
-formed) live in one place, and a pod's requests and constraints are computed once per look
-rather than once per node it is checked against.
+:mod:`._pods` reads the API's dicts into these records, once, at the boundary (missing or
+mistyped reads as empty: a pod the API server accepted is well formed); every other module
+reads their attributes, so a pod's requests and constraints are computed once per look rather
+than once per node it is checked against, and no field is read through a getter again.
 
-This module also holds the one definition of *a workload pod* (:func:`is_workload`): the pods
-that make a node needed. DaemonSet pods and static (mirror) pods do not: they come with every
-node and go with it. The NodePool controller's scale-down and drain and the Autoscaler's
-"empty node" use this same function.
+*A workload pod* (:attr:`PodView.workload`, read by :func:`~._pods.is_workload`) is one that
+makes a node needed: DaemonSet pods and static (mirror) pods do not, they come with every node
+and go with it. The NodePool controller's scale-down and drain and the Autoscaler's "empty
+node" use that same definition.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from ._pods import Pod, PodRef, get_list, get_mapping, get_text, pod_requests
 from ._quantity import Resources
-from ._template import Taint
+
+if TYPE_CHECKING:  # the records name them; _pods reads the dicts into the records
+    from ._pods import PodRef
+    from ._template import Taint
 
 __all__ = [
     "DO_NOT_DISRUPT",
@@ -39,10 +40,6 @@ __all__ = [
     "Requirement",
     "SpreadConstraint",
     "Toleration",
-    "hold_annotation",
-    "is_workload",
-    "node_view",
-    "pod_view",
 ]
 
 #: A pod annotated ``kubeloop.dev/do-not-disrupt: "true"`` is never evicted by scale-down: its
@@ -59,30 +56,7 @@ SAFE_TO_EVICT: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 SCALE_DOWN_DISABLED: Final = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 HOSTNAME_KEY: Final = "kubernetes.io/hostname"
 ZONE_KEY: Final = "topology.kubernetes.io/zone"
-_MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
-_REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
 _INTEGER = re.compile(r"[+-]?\d+", re.ASCII)
-
-
-def is_workload(pod: Pod) -> bool:
-    """Whether ``pod`` makes its node needed: not a DaemonSet pod, not a static (mirror) pod.
-
-    The one definition, used by scale-down, drain and the Autoscaler alike.
-    """
-    meta = get_mapping(pod, "metadata")
-    if _MIRROR_ANNOTATION in get_mapping(meta, "annotations"):
-        return False
-    return not any(
-        get_text(ref, "kind") == "DaemonSet" for ref in get_list(meta, "ownerReferences")
-    )
-
-
-def _labels(obj: object) -> dict[str, str]:
-    return {k: v for k, v in get_mapping(obj, "labels").items() if isinstance(v, str)}
-
-
-def _strings(values: Iterable[object]) -> tuple[str, ...]:
-    return tuple(v for v in values if isinstance(v, str))
 
 
 # --- selectors --------------------------------------------------------------------------
@@ -95,14 +69,6 @@ class Requirement:
     key: str
     operator: str
     values: tuple[str, ...] = ()
-
-    @classmethod
-    def from_api(cls, expression: object) -> Requirement:
-        return cls(
-            get_text(expression, "key"),
-            get_text(expression, "operator"),
-            _strings(get_list(expression, "values")),
-        )
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Node-selector semantics (``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``Gt``,
@@ -151,13 +117,6 @@ class NodeSelectorTerm:
     expressions: tuple[Requirement, ...] = ()
     fields: tuple[Requirement, ...] = ()
 
-    @classmethod
-    def from_api(cls, term: object) -> NodeSelectorTerm:
-        return cls(
-            tuple(Requirement.from_api(e) for e in get_list(term, "matchExpressions")),
-            tuple(Requirement.from_api(e) for e in get_list(term, "matchFields")),
-        )
-
     def failure(self, labels: Mapping[str, str], node_name: str | None) -> str:
         """The first requirement that fails, rendered; ``""`` when the term matches."""
         if not self.expressions and not self.fields:
@@ -178,16 +137,6 @@ class LabelSelector:
 
     match_labels: tuple[tuple[str, str], ...] = ()
     expressions: tuple[Requirement, ...] = ()
-
-    @classmethod
-    def from_api(cls, selector: object) -> LabelSelector | None:
-        if not isinstance(selector, Mapping):
-            return None
-        labels = get_mapping(selector, "matchLabels")
-        return cls(
-            tuple(sorted((k, v) for k, v in labels.items() if isinstance(v, str))),
-            tuple(Requirement.from_api(e) for e in get_list(selector, "matchExpressions")),
-        )
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Label-selector semantics: every ``matchLabels`` entry and every expression hold."""
@@ -218,15 +167,6 @@ class Toleration:
     value: str = ""
     effect: str = ""
 
-    @classmethod
-    def from_api(cls, toleration: object) -> Toleration:
-        return cls(
-            get_text(toleration, "key"),
-            get_text(toleration, "operator") or "Equal",
-            get_text(toleration, "value"),
-            get_text(toleration, "effect"),
-        )
-
     def tolerates(self, taint: Taint) -> bool:
         """``v1.Toleration.ToleratesTaint``: effect and key empty or equal, and ``Exists`` or an
         equal value. An empty key with ``Exists`` tolerates every taint."""
@@ -251,24 +191,6 @@ class PodAffinityTerm:
     namespaces: frozenset[str] | None
     topology_key: str
 
-    @classmethod
-    def from_api(
-        cls, term: object, own_namespace: str, own_labels: Mapping[str, str]
-    ) -> PodAffinityTerm:
-        selector = LabelSelector.from_api(get_mapping(term, "labelSelector") or None)
-        if selector is not None:
-            keys = _strings(get_list(term, "matchLabelKeys"))
-            selector = selector.with_labels((k, own_labels[k]) for k in keys if k in own_labels)
-        names = frozenset(_strings(get_list(term, "namespaces")))
-        namespaces: frozenset[str] | None
-        if isinstance(term, Mapping) and isinstance(term.get("namespaceSelector"), Mapping):
-            # Namespace labels are not read; a namespaceSelector is taken to select every
-            # namespace, the conservative reading for anti-affinity.
-            namespaces = None
-        else:
-            namespaces = names or frozenset({own_namespace})
-        return cls(selector, namespaces, get_text(term, "topologyKey"))
-
     def selects(self, pod: PodView) -> bool:
         """Whether ``pod`` is one of the pods this term is about."""
         if self.selector is None:
@@ -292,23 +214,6 @@ class SpreadConstraint:
     min_domains: int = 1
     honor_node_affinity: bool = True
     honor_taints: bool = False
-
-    @classmethod
-    def from_api(cls, entry: object, own_labels: Mapping[str, str]) -> SpreadConstraint:
-        selector = LabelSelector.from_api(get_mapping(entry, "labelSelector") or None)
-        keys = _strings(get_list(entry, "matchLabelKeys"))
-        if selector is not None:
-            selector = selector.with_labels((k, own_labels[k]) for k in keys if k in own_labels)
-        max_skew = entry.get("maxSkew") if isinstance(entry, Mapping) else None
-        min_domains = entry.get("minDomains") if isinstance(entry, Mapping) else None
-        return cls(
-            max_skew=max_skew if isinstance(max_skew, int) and max_skew > 0 else 1,
-            topology_key=get_text(entry, "topologyKey"),
-            selector=selector,
-            min_domains=min_domains if isinstance(min_domains, int) and min_domains > 0 else 1,
-            honor_node_affinity=get_text(entry, "nodeAffinityPolicy") != "Ignore",
-            honor_taints=get_text(entry, "nodeTaintsPolicy") == "Honor",
-        )
 
     def counts(self, pod: PodView, namespace: str) -> bool:
         """Whether ``pod`` counts toward this constraint (same namespace, selector matches)."""
@@ -403,141 +308,6 @@ class PodView:
         return any(t.tolerates(taint) for t in self.tolerations)
 
 
-#: Views by (uid, resourceVersion): that pair names one content of one pod, so a view read
-#: once serves every later look until the pod changes. Bounded; cleared when full.
-_VIEWS: dict[tuple[str, str], PodView] = {}
-_VIEWS_MAX: Final = 65536
-
-
-def pod_view(pod: Pod | PodView) -> PodView:
-    """Read ``pod`` (an API object) into a :class:`PodView`; a view is returned as it is.
-
-    Pods read from the API (with a uid and resourceVersion) are read once per version.
-
-    Raises:
-        ValueError: a quantity is malformed, naming the pod.
-    """
-    if isinstance(pod, PodView):
-        return pod
-    meta = get_mapping(pod, "metadata")
-    key = (get_text(meta, "uid"), get_text(meta, "resourceVersion"))
-    if key[0] and key[1]:
-        view = _VIEWS.get(key)
-        if view is None:
-            if len(_VIEWS) >= _VIEWS_MAX:
-                _VIEWS.clear()
-            view = _VIEWS[key] = _read_pod(pod)
-        return view
-    return _read_pod(pod)
-
-
-def _read_pod(pod: Pod) -> PodView:
-    meta = get_mapping(pod, "metadata")
-    spec = get_mapping(pod, "spec")
-    ref = PodRef(get_text(meta, "namespace"), get_text(meta, "name"))
-    labels = _labels(meta)
-    affinity = get_mapping(spec, "affinity")
-    node_affinity = get_mapping(get_mapping(affinity, "nodeAffinity"), _REQUIRED)
-    required_terms = (
-        tuple(NodeSelectorTerm.from_api(t) for t in get_list(node_affinity, "nodeSelectorTerms"))
-        if "nodeSelectorTerms" in node_affinity
-        else None
-    )
-    pod_affinity = [
-        PodAffinityTerm.from_api(t, ref.namespace, labels)
-        for t in get_list(get_mapping(affinity, "podAffinity"), _REQUIRED)
-    ]
-    anti_affinity = [
-        PodAffinityTerm.from_api(t, ref.namespace, labels)
-        for t in get_list(get_mapping(affinity, "podAntiAffinity"), _REQUIRED)
-    ]
-    spread = [
-        SpreadConstraint.from_api(c, labels)
-        for c in get_list(spec, "topologySpreadConstraints")
-        if get_text(c, "whenUnsatisfiable") in ("DoNotSchedule", "")
-    ]
-    grace = spec.get("terminationGracePeriodSeconds")
-    node_selector = tuple(
-        sorted((k, v) for k, v in get_mapping(spec, "nodeSelector").items() if isinstance(v, str))
-    )
-    tolerations = tuple(Toleration.from_api(t) for t in get_list(spec, "tolerations"))
-    annotations = get_mapping(meta, "annotations")
-    hold = hold_annotation(annotations)
-    constraints = json.dumps(
-        [spec.get("nodeSelector"), node_affinity, spec.get("tolerations")],
-        sort_keys=True,
-        default=str,
-    )
-    return PodView(
-        ref=ref,
-        uid=get_text(meta, "uid"),
-        labels=labels,
-        node_name=get_text(spec, "nodeName"),
-        phase=get_text(get_mapping(pod, "status"), "phase"),
-        terminating=bool(meta.get("deletionTimestamp")),
-        requests=pod_requests(pod),
-        node_selector=node_selector,
-        required_terms=required_terms,
-        tolerations=tolerations,
-        affinity=tuple(t for t in pod_affinity if t.topology_key),
-        anti_affinity=tuple(t for t in anti_affinity if t.topology_key),
-        spread=tuple(c for c in spread if c.topology_key),
-        host_ports=_host_ports(spec),
-        workload=is_workload(pod),
-        do_not_disrupt=bool(hold),
-        hold=hold,
-        safe_to_evict=get_text(annotations, SAFE_TO_EVICT) == "true",
-        controlled=any(
-            isinstance(o, Mapping) and o.get("controller") is True
-            for o in get_list(meta, "ownerReferences")
-        ),
-        local_storage=_local_storage(spec),
-        grace_seconds=grace if isinstance(grace, int) and grace >= 0 else 30,
-        constraints=constraints,
-        owner_uid=_owner_uid(meta),
-    )
-
-
-def hold_annotation(annotations: Mapping[str, object], *, node: bool = False) -> str:
-    """The annotation among ``annotations`` that forbids disrupting its object, ``""`` if none:
-    do-not-disrupt ``"true"`` (kubeloop's, Karpenter's); on a pod also safe-to-evict
-    ``"false"``, on a node scale-down-disabled ``"true"`` (cluster-autoscaler's)."""
-    for key in (DO_NOT_DISRUPT, KARPENTER_DO_NOT_DISRUPT):
-        if get_text(annotations, key) == "true":
-            return key
-    if node:
-        return SCALE_DOWN_DISABLED if get_text(annotations, SCALE_DOWN_DISABLED) == "true" else ""
-    return SAFE_TO_EVICT if get_text(annotations, SAFE_TO_EVICT) == "false" else ""
-
-
-def _local_storage(spec: Mapping[str, object]) -> tuple[str, ...]:
-    """Volumes whose data is on the node (cluster-autoscaler's local-storage blocker)."""
-    names = []
-    for volume in get_list(spec, "volumes"):
-        empty_dir = volume.get("emptyDir") if isinstance(volume, Mapping) else None
-        on_disk = isinstance(empty_dir, Mapping) and get_text(empty_dir, "medium") != "Memory"
-        if on_disk or isinstance(get_mapping(volume, "hostPath").get("path"), str):
-            names.append(get_text(volume, "name"))
-    return tuple(names)
-
-
-def _owner_uid(meta: Mapping[str, object]) -> str:
-    owners = [o for o in get_list(meta, "ownerReferences") if isinstance(o, Mapping)]
-    controller = [o for o in owners if o.get("controller") is True]
-    return get_text((controller or owners or [{}])[0], "uid")
-
-
-def _host_ports(spec: Mapping[str, object]) -> tuple[HostPort, ...]:
-    ports: list[HostPort] = []
-    for container in (*get_list(spec, "initContainers"), *get_list(spec, "containers")):
-        for port in get_list(container, "ports"):
-            number = port.get("hostPort") if isinstance(port, Mapping) else None
-            if isinstance(number, int) and number > 0:
-                ip = get_text(port, "hostIP") or "0.0.0.0"
-                ports.append(HostPort(ip, get_text(port, "protocol") or "TCP", number))
-    return tuple(ports)
-
-
 @dataclass(frozen=True, slots=True)
 class NodeView:
     """What the simulation and the controllers need of a Node, read once.
@@ -565,37 +335,3 @@ class NodeView:
     deleting: bool = False
     provider_id: str = ""
     hold: str = ""
-
-
-def node_view(node: Mapping[str, object]) -> NodeView:
-    """Read ``node`` (an API object) into a :class:`NodeView`."""
-    meta = get_mapping(node, "metadata")
-    spec = get_mapping(node, "spec")
-    status = get_mapping(node, "status")
-    try:
-        allocatable = Resources.from_resource_list(get_mapping(status, "allocatable"))
-    except ValueError:
-        allocatable = Resources()
-    taints: list[Taint] = []
-    for taint in get_list(spec, "taints"):
-        if not isinstance(taint, Mapping):
-            continue
-        try:
-            taints.append(Taint.from_api(taint))
-        except ValueError:
-            continue  # an effect the API would not accept: ignore rather than fail the plan
-    ready = any(
-        get_text(c, "type") == "Ready" and get_text(c, "status") == "True"
-        for c in get_list(status, "conditions")
-    )
-    return NodeView(
-        name=get_text(meta, "name"),
-        labels=_labels(meta),
-        taints=tuple(taints),
-        allocatable=allocatable,
-        ready=ready,
-        unschedulable=spec.get("unschedulable") is True,
-        deleting=bool(meta.get("deletionTimestamp")),
-        provider_id=get_text(spec, "providerID"),
-        hold=hold_annotation(get_mapping(meta, "annotations"), node=True),
-    )

@@ -10,6 +10,7 @@ from nodepool_operator.controllers.autoscaler._batching import (
     FirstSeen,
     batch_wait,
 )
+from nodepool_operator.controllers.autoscaler._decode import pod_key
 
 
 class Clock:
@@ -39,7 +40,7 @@ def test_first_seen_is_when_the_watch_showed_the_pod_unschedulable() -> None:
     seen.observe(Updated(pod("a", unschedulable=False), pod("a")))
     clock.now = 105.0
     seen.observe(Updated(pod("a"), pod("a")))  # a repeat keeps the first time
-    assert seen.since(pod("a")) == 101.0
+    assert seen.since(pod_key(pod("a"))) == 101.0
 
 
 def test_pods_that_stop_being_candidates_are_forgotten() -> None:
@@ -55,9 +56,9 @@ def test_pods_that_stop_being_candidates_are_forgotten() -> None:
 def test_a_candidate_the_watch_has_not_shown_yet_starts_now() -> None:
     clock = Clock()
     seen = FirstSeen(clock)
-    assert seen.since(pod("a")) == 100.0
+    assert seen.since(pod_key(pod("a"))) == 100.0
     clock.now = 103.0
-    assert seen.since(pod("a")) == 100.0
+    assert seen.since(pod_key(pod("a"))) == 100.0
 
 
 def test_wait_until_the_burst_is_quiet_for_a_window() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers.nodepool._drain import (
     DISRUPTING_TAINT,
     disrupting_since,
@@ -26,28 +27,28 @@ def node(*taints: dict[str, str]) -> dict[str, Any]:
 
 def test_the_taint_is_appended_atomically_or_created_under_a_resource_version_guard() -> None:
     other = {"key": "gpu", "effect": "NoSchedule"}
-    assert taint_patch(node(other), NOW) == [
+    assert taint_patch(node_fields(node(other)), NOW) == [
         {"op": "add", "path": "/spec/taints/-", "value": STAMPED}
     ]
-    assert taint_patch(node(), NOW) == [
+    assert taint_patch(node_fields(node()), NOW) == [
         {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
         {"op": "add", "path": "/spec/taints", "value": [STAMPED]},
     ]
-    assert taint_patch(node(other, TAINT)) == []
-    assert disrupting_since(node(other, STAMPED)) == NOW
-    assert disrupting_since(node(other, TAINT)) is None  # no start known
-    assert disrupting_since(node(other)) is None
-    assert has_disrupting_taint(node(other, TAINT))
-    assert not has_disrupting_taint(node(other))
+    assert taint_patch(node_fields(node(other, TAINT))) == []
+    assert disrupting_since(node_fields(node(other, STAMPED))) == NOW
+    assert disrupting_since(node_fields(node(other, TAINT))) is None  # no start known
+    assert disrupting_since(node_fields(node(other))) is None
+    assert has_disrupting_taint(node_fields(node(other, TAINT)))
+    assert not has_disrupting_taint(node_fields(node(other)))
 
 
 def test_untaint_removes_only_the_disrupting_taint_testing_each_element_first() -> None:
     other = {"key": "gpu", "effect": "NoSchedule"}
-    assert untaint_patch(node(other, TAINT)) == [
+    assert untaint_patch(node_fields(node(other, TAINT))) == [
         {"op": "test", "path": "/spec/taints/1", "value": TAINT},
         {"op": "remove", "path": "/spec/taints/1"},
     ]
-    assert untaint_patch(node(other)) == []
+    assert untaint_patch(node_fields(node(other))) == []
 
 
 def test_daemonset_and_mirror_pods_do_not_hold_a_node() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers.nodepool._node_sync import OWNED_ANNOTATION, sync_patch
 
 FIN = "kubeloop.dev/termination"
@@ -47,7 +48,7 @@ CORDON = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 def test_adoption_adds_labels_taints_finalizer_and_remembers_what_it_owns() -> None:
     node = _node({"kubernetes.io/hostname": "n"}, [NOT_READY])
     gpu = {"key": "gpu", "effect": "NoSchedule"}
-    ops = sync_patch(node, {"team": "a"}, [gpu], finalizers=(FIN,))
+    ops = sync_patch(node_fields(node), {"team": "a"}, [gpu], finalizers=(FIN,))
     # every whole-value replacement is guarded by the value read; nothing by resourceVersion
     tests = [(o["path"], o["value"]) for o in ops if o["op"] == "test"]
     assert tests == [
@@ -61,7 +62,7 @@ def test_adoption_adds_labels_taints_finalizer_and_remembers_what_it_owns() -> N
     assert out["metadata"]["finalizers"] == [FIN]
     assert OWNED_ANNOTATION in out["metadata"]["annotations"]
     # in line now: nothing more to write
-    assert sync_patch(out, {"team": "a"}, [gpu], finalizers=(FIN,)) == []
+    assert sync_patch(node_fields(out), {"team": "a"}, [gpu], finalizers=(FIN,)) == []
 
 
 def test_spec_edits_reach_the_node_and_only_owned_keys_are_removed() -> None:
@@ -69,7 +70,7 @@ def test_spec_edits_reach_the_node_and_only_owned_keys_are_removed() -> None:
     node = _apply(
         _node({"kubernetes.io/hostname": "n", "other/team": "x"}, []),
         sync_patch(
-            _node({"kubernetes.io/hostname": "n", "other/team": "x"}, []),
+            node_fields(_node({"kubernetes.io/hostname": "n", "other/team": "x"}, [])),
             {"team": "a", "tier": "web"},
             [gpu],
         ),
@@ -77,7 +78,7 @@ def test_spec_edits_reach_the_node_and_only_owned_keys_are_removed() -> None:
     node["metadata"]["resourceVersion"] = "8"
     node["spec"]["taints"].append(CORDON)  # someone cordons it meanwhile
     dedicated = {"key": "dedicated", "value": "db", "effect": "NoExecute"}
-    out = _apply(node, sync_patch(node, {"team": "b"}, [dedicated]))
+    out = _apply(node, sync_patch(node_fields(node), {"team": "b"}, [dedicated]))
     assert out["metadata"]["labels"] == {
         "kubernetes.io/hostname": "n",
         "other/team": "x",  # never the pool's: left alone
@@ -89,13 +90,16 @@ def test_spec_edits_reach_the_node_and_only_owned_keys_are_removed() -> None:
 def test_a_taint_value_change_is_a_change() -> None:
     node = _node({}, [{"key": "d", "value": "x", "effect": "NoSchedule"}])
     node["metadata"]["annotations"] = {OWNED_ANNOTATION: '{"labels":[],"taints":["d:NoSchedule"]}'}
-    out = _apply(node, sync_patch(node, {}, [{"key": "d", "value": "y", "effect": "NoSchedule"}]))
+    out = _apply(
+        node,
+        sync_patch(node_fields(node), {}, [{"key": "d", "value": "y", "effect": "NoSchedule"}]),
+    )
     assert out["spec"]["taints"] == [{"key": "d", "value": "y", "effect": "NoSchedule"}]
 
 
 def test_label_keys_with_slashes_are_escaped() -> None:
     node = _node({}, [])
-    ops = sync_patch(node, {"example.com/team": "a"}, [])
+    ops = sync_patch(node_fields(node), {"example.com/team": "a"}, [])
     assert {"op": "add", "path": "/metadata/labels/example.com~1team", "value": "a"} in ops
 
 
@@ -104,7 +108,7 @@ def test_a_heartbeat_does_not_refuse_the_patch_but_a_new_taint_does() -> None:
     someone added after our read is."""
     gpu = {"key": "gpu", "effect": "NoSchedule"}
     read = _node({}, [NOT_READY])
-    ops = sync_patch(read, {"team": "a"}, [gpu])
+    ops = sync_patch(node_fields(read), {"team": "a"}, [gpu])
     beat = copy.deepcopy(read)
     beat["metadata"]["resourceVersion"] = "9"
     beat["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}

@@ -20,7 +20,7 @@ from typing import Final
 
 from kubeloop import Deleted, Event
 from nodepool_operator.controllers.autoscaler._decode import pod_key
-from nodepool_operator.scheduling import Pod, classify
+from nodepool_operator.scheduling import classify
 
 __all__ = ["MAX_BATCH_WINDOWS", "FirstSeen", "batch_wait"]
 
@@ -50,9 +50,10 @@ class FirstSeen:
         else:
             self._since.setdefault(key, self._clock())
 
-    def since(self, pod: Pod) -> float:
-        """When ``pod`` was first seen as a candidate; now, if this is the first time."""
-        return self._since.setdefault(pod_key(pod), self._clock())
+    def since(self, key: str) -> float:
+        """When the pod of ``key`` (:func:`~._decode.pod_key`) was first seen as a candidate;
+        now, if this is the first time."""
+        return self._since.setdefault(key, self._clock())
 
 
 def batch_wait(

@@ -6,8 +6,9 @@ and the memory to keep). Nothing here reads the API or the clock.
 The steps, as cluster-autoscaler and Karpenter order them:
 
 1. set aside the candidates that wait on a missing Secret, ConfigMap or claim, or below the
-   priority cutoff (:mod:`._pending`), those a planned new node did not take and those still
-   settling onto new Ready nodes (:mod:`._landing`);
+   priority cutoff (:mod:`._pending`), those a planned new node did not take, those still
+   settling onto new Ready nodes (:mod:`._landing`) and those another Autoscaler watching
+   their namespace scales for (:mod:`._choice`: weight, then least waste, then name);
 2. follow the pool's in-flight nodes (:mod:`._provision`): when they made no progress for the
    max provision time, the target goes back to the registered nodes and scale-up backs off;
 3. plan by simulation (:func:`~nodepool_operator.scheduling.plan_scale_up`): room on the
@@ -36,6 +37,7 @@ from typing import Any
 
 from nodepool_operator.api import MAX_POOL_NODES
 from nodepool_operator.controllers._blocked import SCALE_DOWN_BLOCKED, blocked_nodes, switches
+from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._node_manifest import ready_for
 from nodepool_operator.controllers._reserve import (
     JsonPatch,
@@ -46,6 +48,7 @@ from nodepool_operator.controllers._reserve import (
 )
 from nodepool_operator.controllers._unneeded import mark_patch, rest_left, unmark_patch
 from nodepool_operator.controllers.autoscaler._batching import batch_wait
+from nodepool_operator.controllers.autoscaler._choice import option, served_elsewhere
 from nodepool_operator.controllers.autoscaler._landing import Landing
 from nodepool_operator.controllers.autoscaler._pending import blocked
 from nodepool_operator.controllers.autoscaler._provision import (
@@ -301,11 +304,22 @@ def _set_aside(
     settling = {pods[u].ref for u in m.landing.waiting(pods)}
     left_out = {ref for ref, _ in stuck} | set(not_taken) | settling
     eligible = [p for p in obs.candidates if p.ref not in left_out]
+    elsewhere: dict[tuple[str, str], list[PodRef]] = {}
+    if obs.rivals:  # alone, the pods do not even pass through the choice
+        own = option(obs.scaler, obs.pool, obs.template, obs.nodes.registered)
+        elsewhere = served_elsewhere([p.view for p in eligible], own, obs.rivals)
+    if elsewhere:
+        theirs = {ref for refs in elsewhere.values() for ref in refs}
+        eligible = [p for p in eligible if p.ref not in theirs]
     aside: tuple[NotTriggered, ...] = ()
     if not_taken:
         detail = "a new node planned for it became Ready and did not take it"
         aside = (NotTriggered(str(FitReason.NOT_TAKEN), detail, tuple(not_taken)),)
-    return landing_due, (*aside, *set_aside(stuck)), eligible, settling
+    served = tuple(
+        NotTriggered(reason, detail, tuple(sorted(refs)))
+        for (reason, detail), refs in sorted(elsewhere.items())
+    )
+    return landing_due, (*aside, *set_aside(stuck), *served), eligible, settling
 
 
 # --- step 2: in-flight nodes --------------------------------------------------------------
@@ -638,7 +652,7 @@ def _hold_reservations(
         node = obs.raw.nodes[node_name]
         held = ready_for(node, wall)
         if lift_due(slot=slots.get(name), waiting=obs.unbound, ready_for=held, grace=grace):
-            lifts.append(Lift(node_name, name, lift_patch(node)))
+            lifts.append(Lift(node_name, name, lift_patch(node_fields(node))))
         elif held is not None:
             next_due = min(grace - held, next_due if next_due is not None else grace)
     return tuple(grants), tuple(lifts), None if next_due is None else max(0.05, next_due)

@@ -33,8 +33,10 @@ from nodepool_operator.api import (
 from nodepool_operator.controllers._blocked import PDBS
 from nodepool_operator.controllers._capacity import PoolNodes, pool_nodes, pool_template
 from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
+from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._reserve import reserved_for
 from nodepool_operator.controllers._unneeded import is_marked, timed_out_at
+from nodepool_operator.controllers.autoscaler._choice import Option, option
 from nodepool_operator.controllers.autoscaler._decode import (
     deleting,
     object_name,
@@ -118,6 +120,8 @@ class Observation:
         marked: the pool's Nodes this Autoscaler named unneeded (:mod:`.._unneeded`).
         drain_timed_out: when the NodePool controller gave up draining a Node, by name (it
             rests, out of scale-down, for a while after).
+        rivals: the other Autoscalers watching one of its namespaces, as options for the
+            choice of who scales for a pod (:mod:`._choice`), by name.
     """
 
     scaler: Autoscaler
@@ -137,6 +141,7 @@ class Observation:
     budgets: tuple[PdbView, ...] = ()
     marked: frozenset[str] = frozenset()
     drain_timed_out: Mapping[str, float] = field(default_factory=dict)
+    rivals: tuple[Option, ...] = ()
 
     @property
     def pool_name(self) -> str:
@@ -163,11 +168,13 @@ def snapshot(
     pods_on: Callable[[str], Iterable[Object]],
     daemonsets: Sequence[DaemonSetView] = (),
     scope_labels: Mapping[str, str] | None = None,
-    first_seen: Callable[[Object], float],
+    first_seen: Callable[[str], float],
+    rivals: Sequence[Option] = (),
 ) -> Observation | Unready:
     """The observation of what was read: the Autoscaler (``obj``, parsed as ``scaler``), its
     pool, the pods of its namespaces, the pool's Nodes (``pods_on(name)``: the pods bound to
-    one) and the DaemonSets; ``first_seen(pod)``: when the watch showed it unschedulable.
+    one) and the DaemonSets; ``first_seen(key)``: when the watch showed the pod of that key
+    (:func:`~._decode.pod_key`) unschedulable.
     Pure, so tests observe a fixed snapshot the way the controller observes its cache."""
     pool_name = scaler.spec.node_pool_ref.name
     try:
@@ -184,7 +191,7 @@ def snapshot(
             unbound[key] = pod
         if verdict.candidate:
             view = pod_view(pod)
-            candidates.append(PendingPod(key, view.ref, view, pod_needs(pod), first_seen(pod)))
+            candidates.append(PendingPod(key, view.ref, view, pod_needs(pod), first_seen(key)))
     summary = pool_nodes(nodes, pods_on, daemonsets=daemonsets, booting_taints=template.taints)
     by_name = {object_name(n): n for n in nodes}
     return Observation(
@@ -200,7 +207,7 @@ def snapshot(
         reserved=tuple(
             (name, held)
             for name, node in by_name.items()
-            if (held := reserved_for(node)) is not None
+            if (held := reserved_for(node_fields(node))) is not None
         ),
         holds={view.name: view.hold for view in map(node_view, nodes)},
         raw=Raw(obj, pool_obj, by_name, unbound),
@@ -208,6 +215,7 @@ def snapshot(
         drain_timed_out={
             name: when for name, node in by_name.items() if (when := timed_out_at(node))
         },
+        rivals=tuple(sorted(rivals, key=lambda o: o.name)),
     )
 
 
@@ -226,7 +234,7 @@ class Observer:
         cache: Cache,
         label_selector: str | None,
         scope_labels: Mapping[str, str],
-        first_seen: Callable[[Object], float],
+        first_seen: Callable[[str], float],
     ) -> None:
         self._client = client
         self._autoscalers = autoscalers
@@ -264,6 +272,7 @@ class Observer:
         if pool_obj is None:
             return self.pool_not_found(obj, pool_name)
         pods = self._pods.store
+        daemonsets = self._daemonset_views()
         return snapshot(
             obj,
             scaler,
@@ -271,9 +280,10 @@ class Observer:
             pods=[p for ns in scaler.spec.namespaces for p in pods.by_index(BY_NAMESPACE, ns)],
             nodes=self._nodes.store.by_index(NODE_POOL, pool_name),
             pods_on=lambda node: pods.by_index(POD_NODE, node),
-            daemonsets=self._daemonset_views(),
+            daemonsets=daemonsets,
             scope_labels=self._scope_labels,
             first_seen=self._first_seen,
+            rivals=await self._rivals(obj, scaler, daemonsets),
         )
 
     async def look_up(self, obs: Observation) -> Observation:
@@ -313,6 +323,48 @@ class Observer:
         first = min([obj, *rivals], key=age)
         name = str(first["metadata"]["name"])
         return None if name == obj["metadata"]["name"] else name
+
+    async def _rivals(
+        self, obj: Object, scaler: Autoscaler, daemonsets: Sequence[DaemonSetView]
+    ) -> list[Option]:
+        """The other live Autoscalers sharing a namespace with ``scaler``, each with its pool
+        as the cache has it; one that is idle behind another on its pool, or whose spec or
+        pool is missing or invalid, is no option (its own status says why)."""
+        rivals: list[Option] = []
+        watched = set(scaler.spec.namespaces)
+        for other in self._autoscalers.store.list():
+            if object_name(other) == object_name(obj) or deleting(other):
+                continue
+            try:
+                rival = parse_autoscaler(other)
+            except InvalidField:
+                continue
+            pool_name = rival.spec.node_pool_ref.name
+            if watched.isdisjoint(rival.spec.namespaces) or self._pool_owner(other, pool_name):
+                continue
+            pool_obj = await self._get(NODEPOOLS, pool_name)
+            if pool_obj is None:
+                continue
+            try:
+                pool = parse_nodepool(pool_obj)
+                template = await self._rival_template(pool, daemonsets)
+            except ValueError:
+                continue
+            nodes = self._nodes.store.by_index(NODE_POOL, pool_name)
+            rivals.append(option(rival, pool, template, sum(not deleting(n) for n in nodes)))
+        return rivals
+
+    async def _rival_template(
+        self, pool: NodePool, daemonsets: Sequence[DaemonSetView]
+    ) -> NodeTemplate:
+        """Another Autoscaler's pool's template, computed from the same inputs as that
+        Autoscaler computes its own (:func:`snapshot`): the choice is only the same everywhere
+        if the templates are.
+
+        Raises:
+            ValueError: the pool's template cannot be made (that Autoscaler is no option).
+        """
+        return pool_template(pool, scope_labels=self._scope_labels, daemonsets=daemonsets)
 
     def _daemonset_views(self) -> list[DaemonSetView]:
         views = []

@@ -12,7 +12,7 @@ it in line with the spec (:mod:`._node_sync`), with its own finalizer on the Nod
 over a pool:
 
 1. read it from the cache (scoped by ``settings.label_selector``); a pool being deleted
-   drains its Nodes (:func:`.decide.plan_deletion`, bounded by
+   drains its Nodes (:func:`._deletion.plan_deletion`, bounded by
    ``spec.disruption.terminationGracePeriod``), deletes each with its VM once drained,
    then its finalizer;
 2. observe its VMs (one cloud ``list`` by the pool's uid tag; ``describe`` for recorded ids

@@ -32,8 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubeloop import NODES, PODS, Client, Invalid, NotFound, Object, PatchType, TooManyRequests
+from kubeloop import NODES, PODS, Client, Invalid, NotFound, PatchType, TooManyRequests
 from nodepool_operator.controllers._blocked import kube_system_budgets
+from nodepool_operator.controllers._node_fields import NodeFields
 from nodepool_operator.controllers._node_manifest import DISRUPTING_TAINT
 from nodepool_operator.controllers.nodepool._drain_deadline import format_time, parse_time
 from nodepool_operator.scheduling import (
@@ -97,21 +98,18 @@ class DrainStatus:
     message: str = ""
 
 
-def has_disrupting_taint(node: Object) -> bool:
-    taints = (node.get("spec") or {}).get("taints") or ()
-    return any(t.get("key") == DISRUPTING_TAINT.key for t in taints if isinstance(t, dict))
+def has_disrupting_taint(node: NodeFields) -> bool:
+    return node.taint(DISRUPTING_TAINT.key) is not None
 
 
-def disrupting_since(node: Object) -> float | None:
+def disrupting_since(node: NodeFields) -> float | None:
     """When :data:`DISRUPTING_TAINT` was put on ``node`` (its ``timeAdded``), or None: the
     start of its drain, kept by the cluster, for the drain timeout."""
-    for taint in (node.get("spec") or {}).get("taints") or ():
-        if isinstance(taint, dict) and taint.get("key") == DISRUPTING_TAINT.key:
-            return parse_time(taint.get("timeAdded"))
-    return None
+    taint = node.taint(DISRUPTING_TAINT.key)
+    return None if taint is None else parse_time(taint.get("timeAdded"))
 
 
-def taint_patch(node: Object, now: float | None = None) -> JsonPatch:
+def taint_patch(node: NodeFields, now: float | None = None) -> JsonPatch:
     """The JSON patch that adds :data:`DISRUPTING_TAINT` to ``node``, stamped ``timeAdded``
     ``now`` (the drain's start); ``[]`` if it has it.
 
@@ -125,21 +123,17 @@ def taint_patch(node: Object, now: float | None = None) -> JsonPatch:
         "effect": DISRUPTING_TAINT.effect,
         "timeAdded": format_time(time.time() if now is None else now),
     }
-    if (node.get("spec") or {}).get("taints"):
+    if node.taints:
         return [{"op": "add", "path": "/spec/taints/-", "value": taint}]
-    guard = {
-        "op": "test",
-        "path": "/metadata/resourceVersion",
-        "value": (node.get("metadata") or {}).get("resourceVersion"),
-    }
+    guard = {"op": "test", "path": "/metadata/resourceVersion", "value": node.resource_version}
     return [guard, {"op": "add", "path": "/spec/taints", "value": [taint]}]
 
 
-def untaint_patch(node: Object) -> JsonPatch:
+def untaint_patch(node: NodeFields) -> JsonPatch:
     """The JSON patch that removes :data:`DISRUPTING_TAINT` from ``node``; ``[]`` if it has
     none. Each removal tests the element first, so a list that shifted meanwhile is refused
     (422) rather than losing another taint."""
-    taints = (node.get("spec") or {}).get("taints") or ()
+    taints = node.taints or ()
     ops: JsonPatch = []
     for index in reversed(range(len(taints))):
         if isinstance(taints[index], dict) and taints[index].get("key") == DISRUPTING_TAINT.key:
@@ -151,22 +145,22 @@ def untaint_patch(node: Object) -> JsonPatch:
     return ops
 
 
-async def taint_disrupting(client: Client, node: Object) -> bool:
+async def taint_disrupting(client: Client, node: NodeFields) -> bool:
     """Add :data:`DISRUPTING_TAINT` to ``node`` (as last read); ``False`` if the Node is gone
     or changed under a guarded patch (the next pass, with a fresh read, tries again)."""
     return await _patch(client, node, taint_patch(node))
 
 
-async def untaint_disrupting(client: Client, node: Object) -> bool:
+async def untaint_disrupting(client: Client, node: NodeFields) -> bool:
     """Take :data:`DISRUPTING_TAINT` off ``node`` (it was chosen, then kept after all)."""
     return await _patch(client, node, untaint_patch(node))
 
 
-async def _patch(client: Client, node: Object, ops: JsonPatch) -> bool:
+async def _patch(client: Client, node: NodeFields, ops: JsonPatch) -> bool:
     if not ops:
         return True
     try:
-        await client.patch(NODES, node["metadata"]["name"], ops, patch_type=PatchType.JSON)
+        await client.patch(NODES, node.name, ops, patch_type=PatchType.JSON)
     except (NotFound, Invalid):
         return False
     return True

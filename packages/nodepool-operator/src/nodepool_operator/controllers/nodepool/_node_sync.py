@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubeloop import Object
+from nodepool_operator.controllers._node_fields import NodeFields
 
 #: Which labels and taints of this Node the NodePool controller set (JSON).
 OWNED_ANNOTATION: Final = "kubeloop.dev/nodepool-owned"
@@ -73,7 +73,7 @@ def _tval(taint: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def sync_patch(
-    node: Object,
+    node: NodeFields,
     labels: Mapping[str, str],
     taints: Sequence[Mapping[str, str]],
     finalizers: Iterable[str] = (),
@@ -81,9 +81,8 @@ def sync_patch(
     """The JSON patch that makes ``node`` carry ``labels``, ``taints`` and ``finalizers``
     as the pool's, removing the ones it owned before that are no longer wanted; ``[]`` when
     nothing needs to change."""
-    meta = node.get("metadata") or {}
-    current_labels: Mapping[str, str] = meta.get("labels") or {}
-    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    current_labels: Mapping[str, str] = node.labels or {}
+    annotations: Mapping[str, str] = node.annotations or {}
     owned = Owned.decode(annotations.get(OWNED_ANNOTATION))
     ops: JsonPatch = []
 
@@ -101,21 +100,21 @@ def sync_patch(
             label_ops.append(
                 {"op": "add", "path": f"/metadata/labels/{_pointer(key)}", "value": value}
             )
-    if label_ops and "labels" not in meta:
+    if label_ops and node.labels is None:
         replace("/metadata/labels", None, {})
     ops += label_ops
 
-    spec = node.get("spec") or {}
-    current_taints: list[Mapping[str, Any]] = list(spec.get("taints") or ())
+    current_taints: list[Mapping[str, Any]] = list(node.taints or ())
     managed = owned.taints | {_tid(t) for t in taints}
     mine = {_tval(t) for t in current_taints if _tid(t) in managed}
     if mine != {_tval(t) for t in taints}:
         kept = [dict(t) for t in current_taints if _tid(t) not in managed]
-        replace("/spec/taints", spec.get("taints"), kept + [dict(t) for t in taints])
+        read = None if node.taints is None else list(node.taints)
+        replace("/spec/taints", read, kept + [dict(t) for t in taints])
 
     now_owned = Owned(frozenset(labels), frozenset(_tid(t) for t in taints)).encode()
     if annotations.get(OWNED_ANNOTATION) != now_owned:
-        if "annotations" not in meta:
+        if node.annotations is None:
             replace("/metadata/annotations", None, {})
         ops.append(
             {
@@ -125,10 +124,10 @@ def sync_patch(
             }
         )
 
-    present = list(meta.get("finalizers") or ())
+    present = list(node.finalizers or ())
     missing = [f for f in finalizers if f not in present]
     if missing:
-        if "finalizers" not in meta:
+        if node.finalizers is None:
             replace("/metadata/finalizers", None, missing)
         else:
             ops += [{"op": "add", "path": "/metadata/finalizers/-", "value": f} for f in missing]

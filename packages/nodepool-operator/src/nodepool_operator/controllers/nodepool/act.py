@@ -49,7 +49,14 @@ from nodepool_operator.controllers import _launch as launching
 from nodepool_operator.controllers._blocked import switches
 from nodepool_operator.controllers._node_manifest import pool_taints
 from nodepool_operator.controllers._reserve import lift_patch
-from nodepool_operator.controllers.nodepool import decide
+from nodepool_operator.controllers.nodepool import (
+    _deletion,
+    _events,
+    _instances,
+    _outcome,
+    _retire,
+    _upkeep,
+)
 from nodepool_operator.controllers.nodepool._create_gate import CreateGate
 from nodepool_operator.controllers.nodepool._drain import (
     drain_node,
@@ -64,6 +71,7 @@ from nodepool_operator.controllers.nodepool._drain_deadline import (
     drain_timeout_note,
     format_time,
 )
+from nodepool_operator.controllers.nodepool._events import Event
 from nodepool_operator.controllers.nodepool._intent import DELETING, create_request
 from nodepool_operator.controllers.nodepool._node_sync import sync_patch
 from nodepool_operator.controllers.nodepool._pool_status import (
@@ -75,8 +83,9 @@ from nodepool_operator.controllers.nodepool._repair import (
     REPAIR_DRAIN_TIMED_OUT,
     repair_drain_note,
 )
+from nodepool_operator.controllers.nodepool._retire import Verdict
 from nodepool_operator.controllers.nodepool._userdata import pool_user_data
-from nodepool_operator.controllers.nodepool.decide import Decision, Event, Verdict
+from nodepool_operator.controllers.nodepool.decide import Decision
 from nodepool_operator.controllers.nodepool.observe import Deleted, Observation, now
 from nodepool_operator.controllers.nodepool.records import PoolNode, decode_node
 from nodepool_operator.settings import OperatorSettings
@@ -137,7 +146,7 @@ class Progress:
         return self.pool.metadata.generation
 
     def update(self, name: str, **changes: Any) -> None:
-        self.records = decide.update(self.records, name, **changes)
+        self.records = _instances.update(self.records, name, **changes)
 
     def drop(self, name: str) -> None:
         self.records = tuple(r for r in self.records if r.name != name)
@@ -199,11 +208,11 @@ class Act:
         if p.failure is None:
             p.failure = failure
         log.warning("cloud refused: %s", err, extra={"pool": p.name, "reason": failure.reason})
-        self.emit(p.obj, [decide.warning(failure.reason, failure.message)], {})
+        self.emit(p.obj, [_events.warning(failure.reason, failure.message)], {})
         return failure
 
     async def write_status(self, p: Progress) -> None:
-        written = decide.status(
+        written = _outcome.status(
             p.pool,
             p.records,
             p.nodes,
@@ -237,7 +246,7 @@ class Act:
             # throttled API) is the world's doing, reported in the Degraded condition and
             # an Event; the runtime would log any other exception as a crash with a traceback.
             raise KubeloopError(f"{p.failure.reason}: {p.failure.message}") from p.failure.error
-        after = decide.requeue_after(
+        after = _outcome.requeue_after(
             pool=p.pool,
             records=p.records,
             vms=p.vms,
@@ -257,7 +266,7 @@ class Act:
     async def record(self, p: Progress, decision: Decision) -> None:
         """Taint the Nodes chosen, emit the plan's Events, record it in one status write."""
         for name in decision.taint:
-            if await taint_disrupting(self.mgr.client, p.nodes[name].raw):
+            if await taint_disrupting(self.mgr.client, p.nodes[name].fields):
                 p.tainted.add(name)
         self.emit(p.obj, decision.events, p.nodes)
         if decision.repair_held:
@@ -275,7 +284,7 @@ class Act:
                 extra={
                     "pool": p.name,
                     "live": decision.live_before,
-                    "desired": decide.desired(p.pool),
+                    "desired": _instances.desired(p.pool),
                     "add": decision.add,
                     "retire": list(decision.retire),
                 },
@@ -286,7 +295,7 @@ class Act:
     async def converge(self, p: Progress, decision: Decision) -> None:
         await self._create(p, decision)
         for name in decision.untaint:
-            await untaint_disrupting(self.mgr.client, p.nodes[name].raw)
+            await untaint_disrupting(self.mgr.client, p.nodes[name].fields)
         await self._retire(p)
         await self._restart_stopped(p)
         await self._adopt_nodes(p)
@@ -384,12 +393,12 @@ class Act:
                 p.draining.add(r.name)
 
     async def _terminate(self, p: Progress, r: InstanceRecord) -> bool:
-        """Remove one record's Node and VM: drain the Node (:func:`.decide.termination`),
+        """Remove one record's Node and VM: drain the Node (:func:`._retire.termination`),
         then terminate the VM, then let the Node go. True when done; False while the drain
         is still under way (call again on a later pass)."""
-        node = decide.node_of(r, p.by_instance) or p.nodes.get(r.name)
+        node = _instances.node_of(r, p.by_instance) or p.nodes.get(r.name)
         alive = r.instance_id is not None and r.instance_id in p.vms
-        step = decide.termination(node, alive)
+        step = _retire.termination(node, alive)
         if step == "drain" and node is not None and not await self._drain(p, r, node):
             return False
         if r.instance_id:
@@ -403,16 +412,16 @@ class Act:
         """One round of draining ``node`` before its VM goes (:mod:`._drain`); whether it is
         drained. Called on every pass until it is; it never waits itself."""
         client = self.mgr.client
-        first = decide.before_drain(node, now())
+        first = _retire.before_drain(node, now())
         if first == "give_up":
             await self._give_up(p, r, node, "")
             return False
         if first == "taint" and node.name not in p.tainted:  # not twice in one pass
-            await taint_disrupting(client, node.raw)
+            await taint_disrupting(client, node.fields)
 
         def warn(reason: str, note: str) -> None:
             on_node = node.name if reason == "DisruptionBlocked" else ""
-            event = decide.warning(reason, note, node=on_node, action="Drain")
+            event = _events.warning(reason, note, node=on_node, action="Drain")
             self.emit(p.obj, [event], {node.name: node})
 
         status = await drain_node(
@@ -424,13 +433,13 @@ class Act:
             hold=node.hold,
         )
         timeout = p.pool.spec.disruption.drain_timeout
-        verdict = decide.after_drain(node, status, timeout, now())
+        verdict = _retire.after_drain(node, status, timeout, now())
         if verdict is Verdict.GIVE_UP:
             await self._give_up(p, r, node, status.message)
             return False
         if verdict is Verdict.FORCE:
             note = repair_drain_note(node.name, timeout, status.message)
-            self.emit(p.obj, [decide.warning(REPAIR_DRAIN_TIMED_OUT, note, about=r.name)], {})
+            self.emit(p.obj, [_events.warning(REPAIR_DRAIN_TIMED_OUT, note, about=r.name)], {})
             return True
         if verdict is Verdict.WAIT:
             p.drain_wait = min(p.drain_wait or math.inf, status.retry_after)
@@ -448,13 +457,13 @@ class Act:
             await client.patch(NODES, node.name, stamp)
         except NotFound:
             return
-        await untaint_disrupting(client, node.raw)  # refused (changed meanwhile): next pass
+        await untaint_disrupting(client, node.fields)  # refused (changed meanwhile): next pass
         vm = p.vms.get(r.instance_id or "")
         p.update(r.name, state=vm.state if vm is not None else "running")
         p.kept.add(r.name)
         if waiting:
             note = drain_timeout_note(node.name, p.pool.spec.disruption.drain_timeout, waiting)
-            event = decide.warning(DRAIN_TIMED_OUT, note, node=node.name, action="Drain")
+            event = _events.warning(DRAIN_TIMED_OUT, note, node=node.name, action="Drain")
             self.emit(p.obj, [event], {node.name: node})
             log.warning("drain timed out", extra={"pool": p.name, "node": node.name})
 
@@ -479,14 +488,14 @@ class Act:
     # -- the rest ---------------------------------------------------------------------------
 
     async def _restart_stopped(self, p: Progress) -> None:
-        for name, vm in decide.to_restart(p.records, p.vms):
+        for name, vm in _upkeep.to_restart(p.records, p.vms):
             try:
                 await self.cloud.start(vm.id)
             except CloudError as err:
                 self.failed(p, err)
                 return
             note = f"VM {vm.id} ({name}) was stopped; starting"
-            self.emit(p.obj, [decide.warning("VMStopped", note)], {})
+            self.emit(p.obj, [_events.warning("VMStopped", note)], {})
             p.vms[vm.id] = replace(vm, state="pending")
 
     async def _adopt_nodes(self, p: Progress) -> None:
@@ -494,25 +503,25 @@ class Act:
         taints (kept in line with the spec from then on); the record follows its VM."""
         labels = dict(p.pool.spec.labels)
         taints = pool_taints(p.pool.spec)
-        for a in decide.adoption(p.records, p.vms, p.by_instance):
+        for a in _upkeep.adoption(p.records, p.vms, p.by_instance):
             if a.node is not None:
                 await self._sync_node(p, a.node, labels, taints)
                 await self._end_stale_reservation(p, p.nodes.get(a.node.name, a.node))
                 if a.registered:
                     note = f"node {a.node.name} of VM {a.vm.id} ({a.record})"
-                    self.emit(p.obj, [decide.normal("Registered", note)], {})
+                    self.emit(p.obj, [_events.normal("Registered", note)], {})
             p.update(a.record, state=a.vm.state, node_name=a.node_name)
 
     async def _sync_node(
         self, p: Progress, node: PoolNode, labels: dict[str, str], taints: list[dict[str, str]]
     ) -> None:
-        ops = sync_patch(node.raw, labels, taints, finalizers=(NODE_FINALIZER,))
+        ops = sync_patch(node.fields, labels, taints, finalizers=(NODE_FINALIZER,))
         if not ops:
             return
         try:
             updated = await self.mgr.client.patch(NODES, node.name, ops, patch_type=PatchType.JSON)
         except Invalid:
-            p.waits.append(decide.SOON)  # the Node changed since it was read: next pass
+            p.waits.append(_outcome.SOON)  # the Node changed since it was read: next pass
         except NotFound:
             pass
         else:
@@ -520,8 +529,8 @@ class Act:
             p.nodes[node.name] = decode_node(updated, conditions)
 
     async def _end_stale_reservation(self, p: Progress, node: PoolNode) -> None:
-        """The backstop of ``reserveNewNodes`` (:func:`.decide.backstop_due`)."""
-        due = decide.backstop_due(node, now(), self.settings.pod_landing_grace_seconds)
+        """The backstop of ``reserveNewNodes`` (:func:`._upkeep.backstop_due`)."""
+        due = _upkeep.backstop_due(node, now(), self.settings.pod_landing_grace_seconds)
         if due is None:
             return
         if due > 0:
@@ -529,16 +538,16 @@ class Act:
             return
         with contextlib.suppress(Invalid, NotFound, Conflict):  # changed meanwhile: next pass
             updated = await self.mgr.client.patch(
-                NODES, node.name, lift_patch(node.raw), patch_type=PatchType.JSON
+                NODES, node.name, lift_patch(node.fields), patch_type=PatchType.JSON
             )
             conditions = p.pool.spec.disruption.repair.unhealthy_conditions
             p.nodes[node.name] = decode_node(updated, conditions)
             log.info("reservation of node %s lifted by the backstop", node.name)
 
     async def _collect_garbage(self, p: Progress) -> None:
-        """Delete what :func:`.decide.garbage` finds: unknown VMs past the grace period, and
+        """Delete what :func:`._upkeep.garbage` finds: unknown VMs past the grace period, and
         the pool's Nodes whose VM is gone."""
-        found = decide.garbage(
+        found = _upkeep.garbage(
             p.records, p.listed, p.removed, p.nodes, now(), self.settings.gc_grace_seconds
         )
         if found.wait is not None:
@@ -553,18 +562,20 @@ class Act:
                 "deleted a VM unknown to its pool", extra={"pool": p.name, "instance": vm.id}
             )
             note = f"deleted VM {vm.id} ({vm.name}): not recorded"
-            self.emit(p.obj, [decide.warning("GarbageCollected", note)], {})
+            self.emit(p.obj, [_events.warning("GarbageCollected", note)], {})
         for name in found.nodes:
             node = p.nodes.get(name)
             if node is None:
                 continue
             await self._release_node(p, node)
             note = f"node {name}: its VM is gone"
-            self.emit(p.obj, [decide.warning("OrphanNodeDeleted", note)], {})
+            self.emit(p.obj, [_events.warning("OrphanNodeDeleted", note)], {})
 
     # -- a pool being deleted ---------------------------------------------------------------
 
-    async def delete_pool(self, obj: Object, deleted: Deleted, plan: decide.DeletionPlan) -> Result:
+    async def delete_pool(
+        self, obj: Object, deleted: Deleted, plan: _deletion.DeletionPlan
+    ) -> Result:
         """Carry out one pass over a deleted pool: taint, drain or force, remove; then the
         VMs, the Deleting condition, and the finalizer once nothing drains."""
         client = self.mgr.client
@@ -575,14 +586,14 @@ class Act:
         untainted = set()
         by_name = {n.name: n for n in deleted.nodes}
         for name in plan.taint:  # every Node before any is drained
-            if not await taint_disrupting(client, by_name[name].raw):
+            if not await taint_disrupting(client, by_name[name].fields):
                 untainted.add(name)
         draining: dict[str, tuple[str, str]] = {}
         waits: list[float] = []
         forced: dict[str, int] = {}
         for node, step in plan.steps:
             if node.name in untainted:
-                note, wait = decide.untainted_wait(node.name)
+                note, wait = _deletion.untainted_wait(node.name)
                 draining[node.name] = (node.instance_id, note)
                 waits.append(wait)
                 continue
@@ -595,7 +606,10 @@ class Act:
             elif step == "drain":
                 status = await drain_node(client, node.name, warn=warn, voluntary=False)
                 if not status.done:
-                    draining[node.name] = (node.instance_id, decide.waiting_for(node.name, status))
+                    draining[node.name] = (
+                        node.instance_id,
+                        _deletion.waiting_for(node.name, status),
+                    )
                     waits.append(status.retry_after)
                     continue
             if node.instance_id:
@@ -603,7 +617,7 @@ class Act:
                     await self.cloud.delete(node.instance_id)
             await self._delete_node(replace(node, deleting=False))
             log.info("pool node removed", extra={"pool": deleted.name, "node": node.name})
-        outcome = decide.deletion_outcome(deleted, plan, draining, waits, forced)
+        outcome = _deletion.deletion_outcome(deleted, plan, draining, waits, forced)
         for instance_id in outcome.terminate:
             with contextlib.suppress(InstanceNotFound):
                 await self.cloud.delete(instance_id)

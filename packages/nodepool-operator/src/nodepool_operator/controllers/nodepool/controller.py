@@ -23,7 +23,7 @@ from nodepool_operator.cloud import CloudProvider
 from nodepool_operator.controllers import _indexes as indexes
 from nodepool_operator.controllers._indexes import pool_of_node
 from nodepool_operator.controllers._scope import equality_labels, node_selector
-from nodepool_operator.controllers.nodepool import act, decide, observe
+from nodepool_operator.controllers.nodepool import _deletion, act, decide, observe
 from nodepool_operator.controllers.nodepool._create_gate import class_version
 from nodepool_operator.controllers.nodepool._indexes import NODE_CLASS_INDEX, node_class_of_pool
 from nodepool_operator.settings import OperatorSettings
@@ -119,9 +119,9 @@ class NodePoolController:
 
     async def _finalize(self, obj: Object) -> Result:
         """Drain the pool's Nodes, then delete each Node and its VM, then every VM tagged
-        with the pool's uid, then the finalizer (:func:`.decide.plan_deletion`)."""
+        with the pool's uid, then the finalizer (:func:`._deletion.plan_deletion`)."""
         if not has_finalizer(obj, FINALIZER):
             return Result()
         deleted = await observe.observe_deleted(self.mgr.client, self.cloud, obj)
-        plan = decide.plan_deletion(deleted, observe.now())
+        plan = _deletion.plan_deletion(deleted, observe.now())
         return await self.act.delete_pool(obj, deleted, plan)

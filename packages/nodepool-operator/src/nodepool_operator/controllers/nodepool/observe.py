@@ -24,7 +24,7 @@ from nodepool_operator.controllers._blocked import PDBS, kube_system_budgets, sw
 from nodepool_operator.controllers._capacity import scale_down_node
 from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
 from nodepool_operator.controllers._scope import POOL_LABEL
-from nodepool_operator.controllers.nodepool import decide
+from nodepool_operator.controllers.nodepool import _surplus
 from nodepool_operator.controllers.nodepool._drain_deadline import parse_time
 from nodepool_operator.controllers.nodepool._intent import DELETING, POOL_UID_TAG, idempotency_token
 from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode, decode_node
@@ -120,10 +120,10 @@ async def observe(
     except CloudError as err:
         return Observation(pool=pool, nodes=nodes, refused=err)
     seen = Observation(pool=pool, nodes=nodes, listed=listed, vms=vms)
-    judged = decide.judged_nodes(seen)
+    judged = _surplus.judged_nodes(seen)
     if not judged:
         return seen
-    choosing = decide.choosing(seen)
+    choosing = _surplus.choosing(seen)
     pods, budgets = await node_pods(mgr, pool, nodes, judged, choosing=choosing)
     return replace(seen, pods=pods, budgets=budgets)
 

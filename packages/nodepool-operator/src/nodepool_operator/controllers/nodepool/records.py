@@ -1,8 +1,10 @@
 """The NodePool controller's one reading of a Node: a frozen :class:`PoolNode`, decoded once
 per pass by :mod:`.observe`, so :mod:`.decide` never digs into a Node's dict.
 
-The record keeps the Node as read (:attr:`PoolNode.raw`) for :mod:`.act` alone: the patches it
-sends are guarded by that object's resourceVersion and the Events it records name it.
+The record keeps the fields the patches compare against (:attr:`PoolNode.fields`, a
+:class:`~nodepool_operator.controllers._node_fields.NodeFields`: the taints as stored, the
+resourceVersion) and the Node as read (:attr:`PoolNode.raw`) for the Events :mod:`.act`
+records, which name it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 
 from kubeloop import Object
 from nodepool_operator.cloud import instance_id_of
+from nodepool_operator.controllers._node_fields import NodeFields, node_fields
 from nodepool_operator.controllers._node_manifest import is_ready, ready_since
 from nodepool_operator.controllers._reserve import reserved_for
 from nodepool_operator.controllers._unneeded import is_marked, rest_left, timed_out_at
@@ -47,8 +50,11 @@ class PoolNode:
     """Its own do-not-disrupt annotation, as a blocker reads it."""
     unneeded: bool = False
     """The Autoscaler named it unneeded (:mod:`.._unneeded`): a scale-down removes it first."""
+    fields: NodeFields = field(default_factory=lambda: NodeFields(""), compare=False, repr=False)
+    """What :mod:`.act`'s guarded patches compare against (taints as stored, labels, ...)."""
     raw: Object = field(default_factory=dict, compare=False, repr=False)
-    """The Node as read: for :mod:`.act`'s guarded patches and Events only."""
+    """The Node as read: for the Events :mod:`.act` records (they name it) and the
+    scale-down view :mod:`.observe` reads of it."""
 
     @property
     def disrupting(self) -> bool:
@@ -85,6 +91,7 @@ class NodePods:
 def decode_node(obj: Object, unhealthy_conditions: Collection[str] = ()) -> PoolNode:
     """The one place the controller reads a Node's dict."""
     meta = obj.get("metadata") or {}
+    fields = node_fields(obj)
     provider = (obj.get("spec") or {}).get("providerID") or ""
     return PoolNode(
         name=str(meta.get("name") or ""),
@@ -92,12 +99,13 @@ def decode_node(obj: Object, unhealthy_conditions: Collection[str] = ()) -> Pool
         deleting=bool(meta.get("deletionTimestamp")),
         ready=is_ready(obj),
         ready_since=ready_since(obj),
-        tainted=has_disrupting_taint(obj),
-        disrupting_since=disrupting_since(obj),
+        tainted=has_disrupting_taint(fields),
+        disrupting_since=disrupting_since(fields),
         timed_out_at=timed_out_at(obj),
-        reserved=reserved_for(obj) is not None,
+        reserved=reserved_for(fields) is not None,
         unhealthy=unhealthy_since(obj, unhealthy_conditions),
         hold=node_view(obj).hold,
         unneeded=is_marked(obj),
+        fields=fields,
         raw=obj,
     )
