@@ -290,6 +290,19 @@ def nodepool(
     }
 
 
+def nodeclass(name: str = "c", **spec: Any) -> Manifest:
+    """An AwsNodeClass; keyword arguments are spec fields (camelCase) as given, amiId a fixed
+    one unless an AMI is given."""
+    class_spec: Manifest = {} if "amiSsmParameter" in spec else {"amiId": "ami-0123456789abcdef0"}
+    class_spec.update(spec)
+    return {
+        "apiVersion": OPERATOR_API,
+        "kind": "AwsNodeClass",
+        "metadata": {"name": name},
+        "spec": class_spec,
+    }
+
+
 def autoscaler(
     name: str = "a",
     *,

@@ -119,6 +119,31 @@ BAD = [
         ["spec.tags", "reserved"],
         id="tag-operator-reserved",
     ),
+    pytest.param(
+        {"rootVolume": {"sizeGib": 2}},
+        ["spec.rootVolume.sizeGib", "greater than or equal to 4"],
+        id="root-volume-too-small",
+    ),
+    pytest.param(
+        {"rootVolume": {"volumeType": "st1"}},
+        ["spec.rootVolume.volumeType", "Unsupported value"],
+        id="root-volume-type",
+    ),
+    pytest.param(
+        {"rootVolume": {"deviceName": "xvda"}},
+        ["spec.rootVolume.deviceName", "should match"],
+        id="root-volume-device",
+    ),
+    pytest.param(
+        {"tags": {"kubernetes.io/cluster/demo": "owned"}},
+        ["spec.tags", "reserved"],
+        id="tag-cluster-ownership-reserved",
+    ),
+    pytest.param(
+        {"tags": {"eks:eks-cluster-name": "demo"}},
+        ["spec.tags", "reserved"],
+        id="tag-eks-cluster-reserved",
+    ),
     pytest.param({"tags": {"k" * 129: "x"}}, ["spec.tags", "128"], id="tag-key-too-long"),
     pytest.param(
         {"tags": {f"t{i}": "x" for i in range(41)}},
@@ -161,7 +186,13 @@ def test_full_nodeclass_is_accepted_as_written(rest: RestClient, name: str) -> N
             "certificateAuthority": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==",
             "serviceCidr": "10.100.0.0/16",
         },
-        "kubelet": {"maxPods": 58, "systemReserved": {"cpu": "100m"}},
+        "kubelet": {"maxPods": 58, "systemReserved": {"cpu": "100m"}, "prefixDelegation": True},
+        "rootVolume": {
+            "sizeGib": 50,
+            "volumeType": "io2",
+            "encrypted": True,
+            "deviceName": "/dev/xvda",
+        },
         "userData": "#!/bin/sh\n/usr/local/bin/join --node-name ${nodeName} "
         "--kubelet-extra-args '--node-labels=pool=${poolName},type=${instanceType}'\n$HOME\n",
         "tags": {"team": "platform", "cost-center": "42"},

@@ -133,7 +133,7 @@ def build_manager(
     if "nodepool" in controllers:
         NodePoolController(mgr, cloud, settings).register()
     if "autoscaler" in controllers:
-        AutoscalerController(mgr, settings).register()
+        AutoscalerController(mgr, settings, cloud=cloud).register()
     if "instance" in controllers:
         InstanceController(mgr, cloud, settings).register()
     if settings.webhook_bind_address is not None:

@@ -83,6 +83,7 @@ from nodepool_operator.api._nodeclass import (
     EksCluster,
     KubeletOptions,
     NodeClassRef,
+    RootVolumeSpec,
     parse_nodeclass,
 )
 from nodepool_operator.api._nodepool import (
@@ -183,6 +184,7 @@ __all__ = [
     "NodeTemplateMetadata",
     "NodeTemplateSpec",
     "ObjectMeta",
+    "RootVolumeSpec",
     "ScaleDown",
     "ScaleOperation",
     "Taint",

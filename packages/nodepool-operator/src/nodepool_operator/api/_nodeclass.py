@@ -37,9 +37,10 @@ USER_DATA_VARIABLES: Final = ("nodeName", "poolName", "instanceType")
 MAX_USER_DATA: Final = 16384
 #: EC2 allows 50 tags per resource; the operator's own tags take up to 10 of them.
 MAX_USER_TAGS: Final = 40
-#: Tag keys users may not set: AWS's own prefix, the operator's, and the VM's name.
-RESERVED_TAG_PREFIXES: Final = ("aws:", "kubeloop.dev/")
-RESERVED_TAG_KEYS: Final = ("Name",)
+#: Tag keys users may not set: AWS's own prefix, the operator's, the cluster ownership tags
+#: the operator sets from ``cluster.name`` (the IAM policy trusts them), and the VM's name.
+RESERVED_TAG_PREFIXES: Final = ("aws:", "kubeloop.dev/", "kubernetes.io/cluster/")
+RESERVED_TAG_KEYS: Final = ("Name", "eks:eks-cluster-name")
 
 #: How the AMI bootstraps its kubelet, which decides what user data the operator writes.
 AmiFamily = Literal["AL2023", "Bottlerocket", "Custom"]
@@ -54,7 +55,10 @@ _ONLY_KNOWN_PLACEHOLDERS = all_found_in(
 _NO_RESERVED_TAGS = reserved_keys(
     prefixes=RESERVED_TAG_PREFIXES,
     keys=RESERVED_TAG_KEYS,
-    message="tag keys Name, aws:* and kubeloop.dev/* are reserved",
+    message=(
+        "tag keys Name, eks:eks-cluster-name, aws:*, kubeloop.dev/* and "
+        "kubernetes.io/cluster/* are reserved"
+    ),
 )
 _TAG_KEY_LENGTH = key_length(1, 128, message="tag keys must be 1 to 128 characters long")
 
@@ -89,12 +93,45 @@ class KubeletOptions:
     """Kubelet settings of the nodes beyond what the operator derives from the type."""
 
     max_pods: Annotated[int, Minimum(1), Maximum(1024)] | None = None
-    """Pods per node. Omitted: the type's ENI limit (EKS's max pods)."""
+    """Pods per node. Omitted: the type's ENI limit (EKS's max pods), or with
+    prefixDelegation the prefix count."""
+    prefix_delegation: bool | None = None
+    """The cluster's VPC CNI assigns /28 prefixes to ENIs (ENABLE_PREFIX_DELEGATION on the
+    aws-node DaemonSet): max pods is then ENIs x (addresses per ENI - 1) x 16 + 2, at most
+    110 (up to 30 vCPUs) or 250. Omitted: false, one address per pod."""
     system_reserved: Annotated[dict[str, Annotated[str, MaxLength(64)]], MaxProperties(8)] = field(
         default_factory=dict
     )
     """Resources reserved for the OS daemons, e.g. {cpu: 100m, memory: 100Mi}. Default none,
     as on EKS."""
+
+
+#: EBS volume types a root volume may be.
+VolumeType = Literal["gp3", "gp2", "io1", "io2"]
+#: The root volume when a class gives none: Karpenter's for AL2023, and EKS's advice (gp3,
+#: encrypted). Its size is the node's ephemeral-storage capacity.
+DEFAULT_ROOT_VOLUME_GIB: Final = 20
+#: Where each family's kubelet keeps its files (Bottlerocket: its data volume, the second).
+DEFAULT_ROOT_DEVICE: Final[Mapping[str, str]] = {
+    "AL2023": "/dev/xvda",
+    "Bottlerocket": "/dev/xvdb",
+    "Custom": "/dev/xvda",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RootVolumeSpec:
+    """The EBS volume the kubelet keeps its files and the pods' ephemeral storage on."""
+
+    size_gib: Annotated[int, Minimum(4), Maximum(16384)] = DEFAULT_ROOT_VOLUME_GIB
+    """Size in GiB (the node's ephemeral-storage capacity). Default 20."""
+    volume_type: VolumeType = "gp3"
+    """EBS volume type. Default gp3."""
+    encrypted: bool = True
+    """Encrypted with the account's default EBS key. Default true."""
+    device_name: Annotated[str, Pattern(r"^/dev/[a-z0-9]+$")] | None = None
+    """The device it is mapped to. Default: /dev/xvda (AL2023, Custom), /dev/xvdb
+    (Bottlerocket's data volume)."""
 
 
 @rules(exactly_one_of("amiId", "amiSsmParameter"))
@@ -118,9 +155,14 @@ class AwsNodeClassSpec:
     join the node itself."""
     cluster: EksCluster | None = None
     """The EKS cluster the nodes join; a NodePool naming an AL2023 or Bottlerocket class
-    needs it (an Instance, which is no node, does not)."""
+    needs it (an Instance, which is no node, does not). Every VM of a class that names it is
+    tagged kubernetes.io/cluster/<name>: owned and eks:eks-cluster-name: <name> at launch,
+    which the operator's least IAM policy requires to launch, stop, start or terminate it."""
     kubelet: KubeletOptions | None = None
     """Kubelet settings (AL2023, Bottlerocket)."""
+    root_volume: RootVolumeSpec | None = None
+    """The root volume each VM is launched with (a block device mapping). Omitted: 20 GiB,
+    gp3, encrypted. Its size is what the pool's node template offers as ephemeral-storage."""
     subnet_ids: Annotated[
         list[Annotated[str, Pattern(r"^subnet-[0-9a-f]{8,17}$")]], MaxItems(16), ListSet()
     ] = field(default_factory=list)
@@ -149,7 +191,19 @@ class AwsNodeClassSpec:
         _TAG_KEY_LENGTH,
         _NO_RESERVED_TAGS,
     ] = field(default_factory=dict)
-    """Extra tags on every VM and its volumes. Name, aws:* and kubeloop.dev/* are reserved."""
+    """Extra tags on every VM and its volumes. Name, eks:eks-cluster-name, aws:*,
+    kubeloop.dev/* and kubernetes.io/cluster/* are reserved: with cluster set, the operator
+    tags each VM kubernetes.io/cluster/<name>: owned and eks:eks-cluster-name: <name>."""
+
+    @property
+    def root(self) -> RootVolumeSpec:
+        """The root volume, the default one if none is given."""
+        return self.root_volume if self.root_volume is not None else RootVolumeSpec()
+
+    @property
+    def root_device(self) -> str:
+        """The root volume's device, the family's default if none is given."""
+        return self.root.device_name or DEFAULT_ROOT_DEVICE[self.ami_family]
 
     @property
     def image(self) -> str:

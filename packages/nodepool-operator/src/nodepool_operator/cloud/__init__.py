@@ -7,7 +7,15 @@ moto's server itself, are test-bed parts: :mod:`nodepool_operator.testbed`, whic
 never imports. Everything AWS-specific the operator uses lives in this package.
 """
 
-from ._aws import SSM_IMAGE_PREFIX, AwsCloud, aws_environment_problems, max_pods
+from ._aws import (
+    CLUSTER_TAG_PREFIX,
+    EKS_CLUSTER_TAG,
+    SSM_IMAGE_PREFIX,
+    AwsCloud,
+    aws_environment_problems,
+    cluster_tags,
+    max_pods,
+)
 from ._bootstrap import (
     PROVIDER_ID_PREFIX,
     NodeBootstrap,
@@ -28,6 +36,7 @@ from ._nodeconfig import (
     kubelet_may_set_label,
     kubelet_settings,
     node_config,
+    prefix_delegation_max_pods,
 )
 from ._port import (
     MAX_TOKEN_LENGTH,
@@ -46,6 +55,7 @@ from ._port import (
     LaunchSettings,
     PermissionDenied,
     QuotaExceeded,
+    RootVolume,
     TransientCloudError,
     check_request,
 )
@@ -61,7 +71,9 @@ from ._simulated import (
 
 __all__ = [
     "CATALOGUE",
+    "CLUSTER_TAG_PREFIX",
     "DEFAULT_EVICTION_HARD",
+    "EKS_CLUSTER_TAG",
     "MAX_TOKEN_LENGTH",
     "METHODS",
     "NODECONFIG_API_VERSION",
@@ -93,18 +105,21 @@ __all__ = [
     "NodeBootstrap",
     "PermissionDenied",
     "QuotaExceeded",
+    "RootVolume",
     "SimulatedCloud",
     "TransientCloudError",
     "al2023_user_data",
     "aws_environment_problems",
     "bottlerocket_user_data",
     "check_request",
+    "cluster_tags",
     "instance_id_of",
     "kube_reserved",
     "kubelet_may_set_label",
     "kubelet_settings",
     "max_pods",
     "node_config",
+    "prefix_delegation_max_pods",
     "provider_id",
     "registered_node",
 ]

@@ -78,6 +78,12 @@ IMAGE_TAG: Final = "kubeloop.dev/image"
 LAUNCH_TAG: Final = "kubeloop.dev/launch-hash"
 #: Tags this module writes for itself; a VM's reported ``tags`` leave them out.
 BOOKKEEPING_TAGS: Final = frozenset({NAME_TAG, TOKEN_TAG, IMAGE_TAG, LAUNCH_TAG})
+#: The tag that says a resource belongs to a Kubernetes cluster (``<prefix><cluster>: owned``):
+#: the cloud controller manager's convention, and what the IAM policy's terminate, stop and
+#: start are conditioned on (config/iam).
+CLUSTER_TAG_PREFIX: Final = "kubernetes.io/cluster/"
+#: EKS's tag naming the cluster a node belongs to (the console groups nodes by it).
+EKS_CLUSTER_TAG: Final = "eks:eks-cluster-name"
 #: EC2's own notation for "the AMI id in this SSM parameter" (RunInstances accepts it too).
 SSM_IMAGE_PREFIX: Final = "resolve:ssm:"
 
@@ -100,8 +106,17 @@ _BY_EC2_STATE: Final[dict[str, InstanceState]] = {
     "shutting-down": "terminated",
     "terminated": "terminated",
 }
+#: EC2's architecture names as Kubernetes' ``kubernetes.io/arch`` has them.
+_ARCHITECTURES: Final = {"x86_64": "amd64", "arm64": "arm64", "i386": "386"}
 # DescribeInstanceTypes takes at most 100 names per call.
 _TYPES_PER_CALL = 100
+
+
+def cluster_tags(cluster_name: str) -> dict[str, str]:
+    """The tags that make a VM (and its volumes) the EKS cluster's: set at launch on every VM
+    of a node class naming the cluster, and required by the IAM policy to launch one and,
+    later, to terminate, stop or start it."""
+    return {f"{CLUSTER_TAG_PREFIX}{cluster_name}": "owned", EKS_CLUSTER_TAG: cluster_name}
 
 
 def max_pods(enis: int, ips_per_eni: int) -> int:
@@ -457,6 +472,20 @@ class AwsCloud:
         if launch.instance_profile:
             key = "Arn" if launch.instance_profile.startswith("arn:") else "Name"
             params["IamInstanceProfile"] = {key: launch.instance_profile}  # type: ignore[misc]
+        if launch.root_volume is not None:
+            root = launch.root_volume
+            params["BlockDeviceMappings"] = [
+                {
+                    "DeviceName": root.device_name,
+                    "Ebs": {
+                        # EC2 sizes volumes in whole GiB; the node class's sizes are GiB
+                        "VolumeSize": -(-root.size_bytes // GiB),
+                        "VolumeType": root.volume_type,  # type: ignore[typeddict-item]
+                        "Encrypted": root.encrypted,
+                        "DeleteOnTermination": True,
+                    },
+                }
+            ]
         if request.user_data:
             params["UserData"] = request.user_data  # botocore base64-encodes it
         return params
@@ -545,6 +574,7 @@ def _launch_hash(request: CreateRequest) -> str:
             ",".join(launch.subnets),
             ",".join(launch.security_groups),
             launch.instance_profile or "",
+            repr(launch.root_volume) if launch.root_volume is not None else "",
             hashlib.sha256(request.user_data.encode()).hexdigest(),
         ]
     )
@@ -595,17 +625,21 @@ def _epoch(value: datetime | None) -> float:
 
 def _to_type(raw: InstanceTypeInfoTypeDef) -> InstanceType:
     network = raw.get("NetworkInfo", {})
+    archs = [str(a) for a in raw.get("ProcessorInfo", {}).get("SupportedArchitectures", [])]
     storage = raw.get("InstanceStorageInfo", {})
     local_disk = int(storage.get("TotalSizeInGB") or 0) * GiB
+    enis = int(network.get("MaximumNetworkInterfaces") or 1)
+    ips_per_eni = int(network.get("Ipv4AddressesPerInterface") or 1)
     return InstanceType(
         name=str(raw.get("InstanceType", "")),
         cpu_cores=int(raw.get("VCpuInfo", {}).get("DefaultVCpus") or 0),
         memory_bytes=int(raw.get("MemoryInfo", {}).get("SizeInMiB") or 0) * _MIB,
         disk_bytes=local_disk or _ROOT_DISK,
-        pods=max_pods(
-            int(network.get("MaximumNetworkInterfaces") or 1),
-            int(network.get("Ipv4AddressesPerInterface") or 1),
-        ),
+        pods=max_pods(enis, ips_per_eni),
+        enis=enis,
+        ips_per_eni=ips_per_eni,
+        # the first architecture is the one the type runs (x86_64 types also list i386)
+        architecture=_ARCHITECTURES.get(archs[0], archs[0]) if archs else "amd64",
         gpus=_nvidia_gpus(raw),
     )
 

@@ -14,46 +14,43 @@ GiB = 1024**3
 _ROOT_DISK = 100 * GiB  # one root volume size for all types: disk is not what we scale on
 
 
-#: EC2's NVIDIA types as (name, vCPUs, GiB, GPUs, ENI max-pods): one T4, one A10G, four T4s.
+#: EC2's NVIDIA types as (name, vCPUs, GiB, ENIs, addresses per ENI, GPUs): one T4, one
+#: A10G, four T4s.
 _GPU_TYPES = (
-    ("g4dn.xlarge", 4, 16, 1, 29),
-    ("g5.xlarge", 4, 16, 1, 58),
-    ("g4dn.12xlarge", 48, 192, 4, 234),
+    ("g4dn.xlarge", 4, 16, 3, 10, 1),
+    ("g5.xlarge", 4, 16, 4, 15, 1),
+    ("g4dn.12xlarge", 48, 192, 8, 30, 4),
 )
 
 
-def _type(name: str, cpu: int, memory_gib: int, pods: int) -> InstanceType:
+def _type(
+    name: str, cpu: int, memory_gib: int, enis: int = 0, ips: int = 0, gpus: int = 0
+) -> InstanceType:
     return InstanceType(
         name=name,
         cpu_cores=cpu,
         memory_bytes=memory_gib * GiB,
         disk_bytes=_ROOT_DISK,
-        pods=pods,
+        # EKS's ENI-based max pods (cloud.max_pods); 110, the kubelet's default, without ENIs
+        pods=enis * (ips - 1) + 2 if enis else 110,
+        enis=enis,
+        ips_per_eni=ips,
+        gpus=gpus,
     )
 
 
 CATALOGUE: tuple[InstanceType, ...] = (
-    _type("c5.large", 2, 4, 29),
-    _type("c5.xlarge", 4, 8, 58),
-    _type("m5.large", 2, 8, 29),
-    _type("m5.xlarge", 4, 16, 58),
-    _type("m5.2xlarge", 8, 32, 58),
-    _type("m5.4xlarge", 16, 64, 234),
-    _type("r5.large", 2, 16, 29),
-    _type("r5.xlarge", 4, 32, 58),
-    _type("r5.2xlarge", 8, 64, 58),
-    _type("r5.4xlarge", 16, 128, 234),
-    _type("mem96.large", 12, 96, 110),
-    *(
-        InstanceType(
-            name=name,
-            cpu_cores=cpu,
-            memory_bytes=memory * GiB,
-            disk_bytes=_ROOT_DISK,
-            pods=pods,
-            gpus=gpus,
-        )
-        for name, cpu, memory, gpus, pods in _GPU_TYPES
-    ),
+    _type("c5.large", 2, 4, 3, 10),
+    _type("c5.xlarge", 4, 8, 4, 15),
+    _type("m5.large", 2, 8, 3, 10),
+    _type("m5.xlarge", 4, 16, 4, 15),
+    _type("m5.2xlarge", 8, 32, 4, 15),
+    _type("m5.4xlarge", 16, 64, 8, 30),
+    _type("r5.large", 2, 16, 3, 10),
+    _type("r5.xlarge", 4, 32, 4, 15),
+    _type("r5.2xlarge", 8, 64, 4, 15),
+    _type("r5.4xlarge", 16, 128, 8, 30),
+    _type("mem96.large", 12, 96),
+    *(_type(*gpu_type) for gpu_type in _GPU_TYPES),
 )
 """The default catalogue of :class:`SimulatedCloud`, smallest family first."""

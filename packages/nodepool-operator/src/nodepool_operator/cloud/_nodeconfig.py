@@ -99,20 +99,38 @@ class KubeletSettings:
         return out
 
 
+def prefix_delegation_max_pods(instance_type: InstanceType) -> int:
+    """Max pods when the VPC CNI assigns /28 prefixes (16 addresses) instead of single
+    addresses: every secondary slot of every ENI holds 16 pods, capped as EKS's max-pods
+    calculator caps it (110 up to 30 vCPUs, 250 above: the kubelet's tested limits). The
+    type's ENI-limited count when its ENIs are unknown."""
+    if not instance_type.enis or not instance_type.ips_per_eni:
+        return instance_type.pods
+    limit = 110 if instance_type.cpu_cores <= 30 else 250
+    return min(instance_type.enis * ((instance_type.ips_per_eni - 1) * 16) + 2, limit)
+
+
 def kubelet_settings(
     instance_type: InstanceType,
     *,
     max_pods: int | None = None,
     system_reserved: Mapping[str, str] | None = None,
     eni_limited_memory: bool = True,
+    prefix_delegation: bool = False,
 ) -> KubeletSettings:
     """The kubelet settings of a node of ``instance_type``: the one function both the
     bootstrap and a node template take them from.
 
-    ``max_pods`` overrides the type's ENI-limited count. kube-reserved memory follows the
-    ENI-limited count even then on AL2023 (``eni_limited_memory``, the default), the
-    effective count on Bottlerocket (Karpenter's ``UsesENILimitedMemoryOverhead``)."""
-    pods = max_pods if max_pods is not None else instance_type.pods
+    ``max_pods`` overrides the type's count: ENI-limited, or with ``prefix_delegation``
+    :func:`prefix_delegation_max_pods`. kube-reserved memory follows the ENI-limited count
+    even then on AL2023 (``eni_limited_memory``, the default), the effective count on
+    Bottlerocket (Karpenter's ``UsesENILimitedMemoryOverhead``)."""
+    if max_pods is not None:
+        pods = max_pods
+    elif prefix_delegation:
+        pods = prefix_delegation_max_pods(instance_type)
+    else:
+        pods = instance_type.pods
     return KubeletSettings(
         max_pods=pods,
         kube_reserved=kube_reserved(

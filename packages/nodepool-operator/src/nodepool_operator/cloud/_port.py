@@ -25,6 +25,13 @@ class InstanceType:
     disk_bytes: int
     pods: int
     """How many pods the kubelet on this type may run (EC2's ENI-derived max-pods)."""
+    architecture: str = "amd64"
+    """The CPU architecture as Kubernetes names it (``kubernetes.io/arch``): amd64, arm64."""
+    enis: int = 0
+    """Network interfaces the type takes (0: unknown); with ``ips_per_eni``, what max pods
+    with VPC CNI prefix delegation is computed from."""
+    ips_per_eni: int = 0
+    """IPv4 addresses per network interface (0: unknown)."""
     gpus: int = 0
     """NVIDIA GPUs (EC2's ``GpuInfo``): what the NVIDIA device plugin advertises on the node
     as ``nvidia.com/gpu``."""
@@ -53,6 +60,18 @@ MAX_TOKEN_LENGTH = 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RootVolume:
+    """The VM's root volume (EC2: a block device mapping), which is the kubelet's nodefs: its
+    size is the node's ephemeral-storage capacity."""
+
+    device_name: str
+    """Where the AMI boots from, e.g. ``/dev/xvda``."""
+    size_bytes: int
+    volume_type: str = "gp3"
+    encrypted: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LaunchSettings:
     """Where a VM boots and as whom, beyond its type, image and user data (an
     ``AwsNodeClass``'s fields).
@@ -68,6 +87,8 @@ class LaunchSettings:
     """Security groups of the VM's network interface. Empty: the network's default."""
     instance_profile: str | None = None
     """The IAM instance profile (name or ARN) the VM runs as; None for none."""
+    root_volume: RootVolume | None = None
+    """The root volume to launch with; None: the image's own."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,13 +7,17 @@ of capacity can be unit-tested without a cluster.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from kubeloop import Resource
-from nodepool_operator.api import NodePool
+from nodepool_operator.api import AwsNodeClassSpec, NodePool
 from nodepool_operator.cloud import CATALOGUE, InstanceType
-from nodepool_operator.controllers._node_manifest import DISRUPTING_TAINT, pool_shape
+from nodepool_operator.controllers._node_manifest import (
+    DISRUPTING_TAINT,
+    INSTANCE_TYPE_LABEL,
+    pool_shape,
+)
 from nodepool_operator.controllers._reserve import RESERVED_KEY
 from nodepool_operator.scheduling import (
     DaemonSetView,
@@ -25,10 +29,18 @@ from nodepool_operator.scheduling import (
     Taint,
     daemonset_overhead,
     node_view,
+    parse_bytes,
     pod_view,
 )
 
-__all__ = ["DAEMONSETS", "PoolNodes", "pool_nodes", "pool_template", "scale_down_node"]
+__all__ = [
+    "DAEMONSETS",
+    "PoolNodes",
+    "machine_memory",
+    "pool_nodes",
+    "pool_template",
+    "scale_down_node",
+]
 
 #: Taints the node lifecycle puts on a node that is still booting or briefly unreachable, and
 #: the Autoscaler's own reservation of a new node (lifted once its planned pods are bound).
@@ -55,12 +67,20 @@ def pool_template(
     *,
     scope_labels: Mapping[str, str] | None = None,
     daemonsets: Iterable[DaemonSetView] = (),
+    node_class: AwsNodeClassSpec | None = None,
+    memory: int | None = None,
 ) -> NodeTemplate:
     """An empty node of ``pool``, exactly as its Nodes register, minus its DaemonSets.
 
     Labels, taints and allocatable come from :func:`~._node_manifest.pool_shape`, the
-    function the registered Node is built from, so the plan and the scheduler agree on what
-    fits. ``daemonsets`` are all the cluster's DaemonSets: those whose pods would land on the
+    function the registered Node (or, with ``node_class``, the kubelet settings of its
+    bootstrap) is built from, so the plan and the scheduler agree on what fits.
+    ``catalogue``: the cloud's instance types (``CloudProvider.instance_types``).
+    ``memory``: the memory a registered Node of the type reports (:func:`machine_memory`),
+    which replaces the type's nominal memory in a node class's arithmetic: a real machine
+    reports less than EC2's figure (the hypervisor's share), and once one has registered the
+    template says what the next one will have (Karpenter learns it the same way).
+    ``daemonsets`` are all the cluster's DaemonSets: those whose pods would land on the
     pool's nodes take their requests from every node's allocatable.
 
     Raises:
@@ -69,7 +89,9 @@ def pool_template(
     """
     spec = pool.spec
     known = next((t for t in catalogue if t.name == spec.instance_type), None)
-    shape = pool_shape(pool, known, scope_labels=scope_labels)
+    if known is not None and node_class is not None and memory is not None:
+        known = replace(known, memory_bytes=memory)
+    shape = pool_shape(pool, known, scope_labels=scope_labels, node_class=node_class)
     if "cpu" not in shape.resources or "memory" not in shape.resources:
         raise ValueError(
             f"instance type {spec.instance_type!r} is not in the catalogue; "
@@ -77,6 +99,31 @@ def pool_template(
         )
     overhead = daemonset_overhead(daemonsets, shape.labels, shape.taints)
     return NodeTemplate.from_shape(spec.instance_type, shape, daemonset_overhead=overhead)
+
+
+def machine_memory(nodes: Iterable[ApiObject], instance_type: str) -> int | None:
+    """The least ``status.capacity.memory`` among ``nodes`` of ``instance_type`` (by their
+    ``node.kubernetes.io/instance-type`` label), or None when none reports one: what the
+    kubelet of a machine of that type really has. The least, so the template never promises
+    what one of them lacks."""
+    found: list[int] = []
+    for node in nodes:
+        meta = node.get("metadata")
+        status = node.get("status")
+        if not isinstance(meta, Mapping) or not isinstance(status, Mapping):
+            continue
+        labels = meta.get("labels")
+        if not isinstance(labels, Mapping) or labels.get(INSTANCE_TYPE_LABEL) != instance_type:
+            continue
+        capacity = status.get("capacity")
+        value = capacity.get("memory") if isinstance(capacity, Mapping) else None
+        if not value:
+            continue
+        try:
+            found.append(parse_bytes(str(value)))
+        except ValueError:
+            continue  # malformed: no figure rather than a failed plan
+    return min(found) if found else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Final, cast
 
 from kubeloop import Object
-from nodepool_operator.api import NodePool, NodePoolSpec
+from nodepool_operator.api import AwsNodeClassSpec, NodePool, NodePoolSpec
 from nodepool_operator.cloud import (
     NVIDIA_GPU,
     PROVIDER_ID_PREFIX,
@@ -25,6 +25,7 @@ from nodepool_operator.cloud import (
     provider_id,
     registered_node,
 )
+from nodepool_operator.controllers._node_resources import class_kubelet, node_resources
 from nodepool_operator.controllers._reserve import reservation_taint
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.scheduling import DEFAULT_MAX_PODS, NodeShape, Taint, node_shape
@@ -88,15 +89,22 @@ def pool_shape(
     *,
     scope_labels: Mapping[str, str] | None = None,
     instance_type_name: str | None = None,
+    node_class: AwsNodeClassSpec | None = None,
 ) -> NodeShape:
     """What every Node of ``pool`` registers with: the one source for the registered Node
     and the Autoscaler's node template (:func:`~._capacity.pool_template`).
 
-    Label precedence, lowest first: the kubelet's ``kubernetes.io/os``/``arch`` defaults,
-    the pool's ``spec.labels`` (which may set those two, and the Node then says so too), the
-    operator's scope labels, then the instance type and pool labels, which nobody may
-    override. Allocatable is :func:`capacity` (nothing reserved). ``instance_type_name``
-    is the VM's type for its label (the pool's, unless a VM of an older spec registers).
+    Label precedence, lowest first: the kubelet's ``kubernetes.io/os``/``arch`` defaults
+    (``arch`` the type's), the pool's ``spec.labels`` (which may set those two, and the Node
+    then says so too), the operator's scope labels, then the instance type and pool labels,
+    which nobody may override. ``instance_type_name`` is the VM's type for its label (the
+    pool's, unless a VM of an older spec registers).
+
+    Allocatable: with a ``node_class`` that bootstraps the kubelet (AL2023, Bottlerocket) and
+    a known type, the kubelet's (:func:`~._node_resources.node_resources` of the settings
+    the bootstrap writes and the class's root volume; the pool's cpu, memory and diskSize
+    do not apply: the machine decides). Otherwise :func:`capacity` (nothing reserved), which
+    the simulated kubelets register as it is.
     """
     spec = pool.spec
     fixed = {
@@ -104,11 +112,20 @@ def pool_shape(
         INSTANCE_TYPE_LABEL: instance_type_name or spec.instance_type,
         POOL_LABEL: pool.metadata.name or "",
     }
+    if node_class is not None and node_class.ami_family != "Custom" and instance_type is not None:
+        resources = node_resources(
+            instance_type,
+            class_kubelet(node_class, instance_type),
+            root_disk_bytes=node_class.root.size_gib * 1024**3,
+        ).allocatable
+    else:
+        resources = capacity(spec, instance_type)
     return node_shape(
-        resources=capacity(spec, instance_type),
+        resources=resources,
         labels=spec.labels,
         fixed_labels=fixed,
         taints=[Taint(t.key, t.effect, t.value or "") for t in spec.taints],
+        arch=instance_type.architecture if instance_type is not None else "amd64",
     )
 
 

@@ -9,9 +9,10 @@ reading only what a real node reads, from EC2:
   it (:mod:`._boot`): the NodeConfig's ``--node-labels``, ``--register-with-taints``, max
   pods, kube/system reservations and hard eviction thresholds;
 - the instance itself (DescribeInstances): its private DNS name, which is the Node's name
-  (what EKS authorises a node as), zone, addresses and type; the type's vCPUs, memory and
-  architecture (DescribeInstanceTypes) and its root volume's size (DescribeVolumes), which
-  a kubelet reads off its machine.
+  (what EKS authorises a node as), zone, addresses and type; the type's vCPUs, memory,
+  architecture and NVIDIA GPUs (DescribeInstanceTypes) and its root volume's size
+  (DescribeVolumes), which a kubelet (and, for the GPUs, the NVIDIA device plugin) reads off
+  its machine.
 
 Capacity and allocatable follow from those as the kubelet computes them (capacity minus
 kube-reserved, system-reserved and the hard eviction threshold). The Node's providerID is
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 from aiobotocore.session import AioSession
 
 from kubeloop import Client
+from nodepool_operator.cloud import NVIDIA_GPU
 
 from ._boot import KubeletBoot, kubelet_resources, read_boot
 from ._kubelet import SimulatedKubelets
@@ -158,6 +160,14 @@ class MotoKubelets(SimulatedKubelets):
         memory = int(info.get("MemoryInfo", {}).get("SizeInMiB") or 0) * _MIB
         disk = await self._root_disk(instance_id)
         capacity, allocatable = kubelet_resources(boot, cpu_millis=cpu, memory=memory, disk=disk)
+        # the NVIDIA device plugin, on a GPU node, advertises the GPUs it finds on the machine
+        gpus = sum(
+            int(g.get("Count") or 0)
+            for g in info.get("GpuInfo", {}).get("Gpus", [])
+            if g.get("Manufacturer") == "NVIDIA"
+        )
+        if gpus:
+            capacity[NVIDIA_GPU] = allocatable[NVIDIA_GPU] = str(gpus)
         # the kubelet's (and cloud controller manager's) own labels win over --node-labels
         labels = {
             **boot.labels,

@@ -47,6 +47,8 @@ WATCHING: Final = "Watching"
 NODEPOOL_NOT_FOUND: Final = "NodePoolNotFound"
 INVALID_SPEC: Final = "InvalidSpec"
 INVALID_NODEPOOL: Final = "InvalidNodePool"
+#: The cloud did not say what the pool's instance type is (retried).
+INSTANCE_TYPES_UNAVAILABLE: Final = "InstanceTypesUnavailable"
 #: Condition: whether the pool's requested nodes arrive (False while backing off after they
 #: did not register within the max provision time).
 PROVISIONING: Final = "Provisioning"

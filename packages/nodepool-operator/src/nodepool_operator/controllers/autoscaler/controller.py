@@ -41,10 +41,12 @@ from kubeloop import (
     generation_changed,
 )
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
+from nodepool_operator.cloud import CloudProvider
 from nodepool_operator.controllers import _indexes as indexes
 from nodepool_operator.controllers._capacity import DAEMONSETS
 from nodepool_operator.controllers._scope import equality_labels, node_selector
 from nodepool_operator.controllers.autoscaler._batching import FirstSeen
+from nodepool_operator.controllers.autoscaler._template_inputs import TemplateSources
 from nodepool_operator.controllers.autoscaler._watch import (
     BY_NAMESPACE,
     BY_POOL,
@@ -90,12 +92,14 @@ class AutoscalerController:
         wall: Callable[[], datetime] | None = None,
         memory: dict[str, Memory] | None = None,
         first_seen: FirstSeen | None = None,
+        cloud: CloudProvider | None = None,
     ) -> None:
         """``clock`` times the waits (monotonic), ``wall`` the status and a Node's Ready
         age. ``memory`` (per Autoscaler name) and ``first_seen`` are what reconciles remember
         between runs; a test that builds one manager per pass (each on its own snapshot)
         hands the same ones to each pass's controller, as one long-running controller keeps
-        them."""
+        them. ``cloud``: where the node template's instance types come from (None: the
+        simulated catalogue)."""
         self.mgr = mgr
         self.settings = settings
         self._clock = clock
@@ -131,6 +135,7 @@ class AutoscalerController:
             label_selector=selector,
             scope_labels=scope_labels,
             first_seen=self._first_seen.since,
+            template_sources=TemplateSources(mgr.client, cloud, cache),
         )
         self._actor = Actor(mgr.client, mgr.recorder)
 

@@ -30,9 +30,16 @@ from nodepool_operator.api import (
     parse_autoscaler,
     parse_nodepool,
 )
+from nodepool_operator.cloud import CATALOGUE, CloudError
 from nodepool_operator.controllers._blocked import PDBS
-from nodepool_operator.controllers._capacity import PoolNodes, pool_nodes, pool_template
+from nodepool_operator.controllers._capacity import (
+    PoolNodes,
+    machine_memory,
+    pool_nodes,
+    pool_template,
+)
 from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
+from nodepool_operator.controllers._launch import NodeClassUnavailable
 from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._reserve import reserved_for
 from nodepool_operator.controllers._unneeded import is_marked, timed_out_at
@@ -47,9 +54,14 @@ from nodepool_operator.controllers.autoscaler._pending import Lookup, Needs
 from nodepool_operator.controllers.autoscaler._references import look_up
 from nodepool_operator.controllers.autoscaler._status import (
     CONFLICTING_AUTOSCALER,
+    INSTANCE_TYPES_UNAVAILABLE,
     INVALID_NODEPOOL,
     INVALID_SPEC,
     NODEPOOL_NOT_FOUND,
+)
+from nodepool_operator.controllers.autoscaler._template_inputs import (
+    TemplateInputs,
+    TemplateSources,
 )
 from nodepool_operator.controllers.autoscaler._watch import BY_NAMESPACE, BY_POOL
 from nodepool_operator.scheduling import (
@@ -158,6 +170,29 @@ class Unready:
     requeue_after: float | None = None
 
 
+def template_of(
+    pool: NodePool,
+    inputs: TemplateInputs,
+    nodes: Iterable[Object],
+    scope_labels: Mapping[str, str],
+    daemonsets: Sequence[DaemonSetView],
+) -> NodeTemplate:
+    """The node template of ``pool`` (whose registered Nodes are ``nodes``): from the
+    cloud's types and its node class (``inputs``), with the memory its machines report.
+
+    Raises:
+        ValueError: no template can be made (see :func:`pool_template`).
+    """
+    return pool_template(
+        pool,
+        inputs.catalogue,
+        scope_labels=scope_labels,
+        daemonsets=daemonsets,
+        node_class=inputs.node_class,
+        memory=machine_memory(nodes, pool.spec.instance_type),
+    )
+
+
 def snapshot(
     obj: Object,
     scaler: Autoscaler,
@@ -170,16 +205,19 @@ def snapshot(
     scope_labels: Mapping[str, str] | None = None,
     first_seen: Callable[[str], float],
     rivals: Sequence[Option] = (),
+    template_inputs: TemplateInputs | None = None,
 ) -> Observation | Unready:
     """The observation of what was read: the Autoscaler (``obj``, parsed as ``scaler``), its
     pool, the pods of its namespaces, the pool's Nodes (``pods_on(name)``: the pods bound to
     one) and the DaemonSets; ``first_seen(key)``: when the watch showed the pod of that key
-    (:func:`~._decode.pod_key`) unschedulable.
+    (:func:`~._decode.pod_key`) unschedulable; ``template_inputs``: the cloud's instance
+    types and the pool's node class (default: the simulated catalogue, no class).
     Pure, so tests observe a fixed snapshot the way the controller observes its cache."""
     pool_name = scaler.spec.node_pool_ref.name
+    inputs = template_inputs or TemplateInputs(CATALOGUE, None)
     try:
         pool = parse_nodepool(pool_obj)
-        template = pool_template(pool, scope_labels=scope_labels or {}, daemonsets=daemonsets)
+        template = template_of(pool, inputs, nodes, scope_labels or {}, daemonsets)
     except ValueError as err:  # InvalidField is a ValueError too
         return Unready(obj, INVALID_NODEPOOL, f"NodePool {pool_name}: {err}")
     candidates: list[PendingPod] = []
@@ -235,8 +273,10 @@ class Observer:
         label_selector: str | None,
         scope_labels: Mapping[str, str],
         first_seen: Callable[[str], float],
+        template_sources: TemplateSources | None = None,
     ) -> None:
         self._client = client
+        self._sources = template_sources or TemplateSources(client, None)
         self._autoscalers = autoscalers
         self._nodes = nodes
         self._pods = pods
@@ -271,6 +311,16 @@ class Observer:
         pool_obj = await self._get(NODEPOOLS, pool_name)
         if pool_obj is None:
             return self.pool_not_found(obj, pool_name)
+        inputs = None
+        try:
+            inputs = await self._sources.read(parse_nodepool(pool_obj))
+        except InvalidField:
+            pass  # the snapshot reports the pool as invalid
+        except NodeClassUnavailable as err:
+            return Unready(obj, INVALID_NODEPOOL, f"NodePool {pool_name}: {err}", err.retry_after)
+        except CloudError as err:
+            note = f"NodePool {pool_name}: instance types: {err}"
+            return Unready(obj, INSTANCE_TYPES_UNAVAILABLE, note, err.retry_after or 5.0)
         pods = self._pods.store
         daemonsets = self._daemonset_views()
         return snapshot(
@@ -284,6 +334,7 @@ class Observer:
             scope_labels=self._scope_labels,
             first_seen=self._first_seen,
             rivals=await self._rivals(obj, scaler, daemonsets),
+            template_inputs=inputs,
         )
 
     async def look_up(self, obs: Observation) -> Observation:
@@ -364,7 +415,12 @@ class Observer:
         Raises:
             ValueError: the pool's template cannot be made (that Autoscaler is no option).
         """
-        return pool_template(pool, scope_labels=self._scope_labels, daemonsets=daemonsets)
+        try:
+            inputs = await self._sources.read(pool)
+        except CloudError as err:  # its node class or the cloud's types: no template now
+            raise ValueError(str(err)) from err
+        nodes = self._nodes.store.by_index(NODE_POOL, pool.metadata.name or "")
+        return template_of(pool, inputs, nodes, self._scope_labels, daemonsets)
 
     def _daemonset_views(self) -> list[DaemonSetView]:
         views = []

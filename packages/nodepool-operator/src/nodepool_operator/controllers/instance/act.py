@@ -113,11 +113,7 @@ class Act:
             ),
             # Part of the create, so no VM ever exists untagged; ours last, so a node class
             # cannot take the VM away from its Instance.
-            tags={
-                **(node_class.tags if node_class is not None else {}),
-                UID_TAG: meta.uid,
-                NAME_TAG: name,
-            },
+            tags=launching.launch_tags(node_class, {UID_TAG: meta.uid, NAME_TAG: name}),
             launch=launch,
             user_data=user_data,
         )

@@ -12,7 +12,7 @@ from typing import Final
 
 from nodepool_operator.api import AwsNodeClassSpec, InstanceRecord
 from nodepool_operator.cloud import CreateRequest
-from nodepool_operator.controllers._launch import launch_settings
+from nodepool_operator.controllers._launch import launch_settings, launch_tags
 from nodepool_operator.controllers._scope import POOL_LABEL
 
 #: VMs carry the pool's uid as well as its name: a re-created pool of the same name is
@@ -63,7 +63,8 @@ def create_request(
     taints; a create repeated after those changed gets :class:`IdempotencyMismatch`, as it
     does after an edit of the node class: the controller then adopts the VM it finds).
 
-    With a node class, the VM boots its AMI in its network with its tags; with amiFamily
+    With a node class, the VM boots its AMI in its network with its tags (and, when the class
+    names a cluster, the cluster's ownership tags); with amiFamily
     Custom its ``userData`` template (rendered for this VM) replaces ``user_data`` (other
     families merge it into ``user_data``: :mod:`._userdata`).
     """
@@ -73,7 +74,7 @@ def create_request(
         image=node_class.image if node_class is not None else NODE_IMAGE,
         idempotency_token=idempotency_token(pool_uid, name),
         # the pool's tags last: a class cannot take a VM out of its pool
-        tags={**(node_class.tags if node_class else {}), **pool_tags(pool_name, pool_uid)},
+        tags=launch_tags(node_class, pool_tags(pool_name, pool_uid)),
         launch=launch_settings(node_class),
         user_data=_user_data(user_data, node_class, name, pool_name, instance_type),
     )

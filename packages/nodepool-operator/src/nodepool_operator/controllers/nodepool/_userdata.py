@@ -3,7 +3,8 @@ class's ``amiFamily``.
 
 - **AL2023** (the default): a nodeadm ``NodeConfig`` (:mod:`nodepool_operator.cloud`'s
   ``al2023_user_data``) with the cluster's coordinates (the class's, completed by EKS
-  DescribeCluster through the cloud port), the kubelet settings of the instance type, and the
+  DescribeCluster through the cloud port), the kubelet settings of the instance type (the
+  ones the Autoscaler's node template subtracts: :mod:`.._node_resources`), and the
   pool's labels and taints, after the parts of the class's own ``userData``.
 - **Bottlerocket**: the same content as TOML ``[settings.kubernetes]``, merged into the
   class's own TOML ``userData`` (``bottlerocket_user_data``).
@@ -24,11 +25,11 @@ from nodepool_operator.cloud import (
     InvalidRequest,
     al2023_user_data,
     bottlerocket_user_data,
-    kubelet_settings,
     node_config,
 )
 from nodepool_operator.controllers._launch import NodeClassUnavailable
 from nodepool_operator.controllers._node_manifest import node_bootstrap, pool_shape
+from nodepool_operator.controllers._node_resources import class_kubelet
 from nodepool_operator.controllers._reserve import reservation_taint
 
 
@@ -62,14 +63,14 @@ async def pool_user_data(
             reason="InvalidInstanceType",
         )
     cluster = await _cluster(cloud, node_class)
-    options = node_class.kubelet
-    kubelet = kubelet_settings(
+    kubelet = class_kubelet(node_class, instance_type)
+    shape = pool_shape(
+        pool,
         instance_type,
-        max_pods=options.max_pods if options else None,
-        system_reserved=options.system_reserved if options else None,
-        eni_limited_memory=node_class.ami_family == "AL2023",
+        scope_labels=run_labels,
+        instance_type_name=type_name,
+        node_class=node_class,
     )
-    shape = pool_shape(pool, instance_type, scope_labels=run_labels, instance_type_name=type_name)
     taints = shape.api_taints()
     if pool.spec.reserve_new_nodes:
         taints.append(reservation_taint(name))

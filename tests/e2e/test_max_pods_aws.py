@@ -1,0 +1,87 @@
+"""The template is the node, end to end on moto's EC2: the Autoscaler plans with the max
+pods the node's kubelet will have (m5.large: 29, its ENI limit), so 30 one-millicore pods get
+two nodes in one decision and the real kube-scheduler binds every one of them, none waiting
+for a third scale-up.
+
+The Autoscaler reads m5.large from AwsCloud's DescribeInstanceTypes and its node class's
+kubelet settings; the NodePool controller launches each VM with AL2023 user data carrying
+those settings; the moto kubelets register each Node from that user data and EC2 alone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+
+from kubeloop import NODES, PODS
+from kubeloop.envtest import ControlPlane
+from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
+from nodepool_operator.cloud import AwsCloud
+from nodepool_operator.controllers import POOL_LABEL
+from nodepool_operator.testbed import MotoKubelets, MotoServer
+from tests.e2e.conftest import OperatorEnv
+from tests.e2e.moto_pool import INSTANCE_TYPE, create_moto_pool, ec2_states
+from tests.e2e.test_autoscaler import BOTH, Timeline, autoscaler_manifest, names, pod_manifest
+
+pytestmark = pytest.mark.integration
+
+#: m5.large's ENI limit: 3 ENIs x (10 addresses - 1) + 2.
+MAX_PODS = 29
+TINY = {"resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}
+
+
+@pytest.fixture
+async def aws_env(operator_env: OperatorEnv, moto: MotoServer) -> AsyncIterator[OperatorEnv]:
+    async with AwsCloud(endpoint_url=moto.endpoint_url, instance_types=[INSTANCE_TYPE]) as aws:
+        operator_env.provider = aws
+        operator_env.make_kubelets = lambda client: MotoKubelets(moto.endpoint_url, client)
+        yield operator_env
+        await operator_env.cleanup()  # while AwsCloud is open: the finalizer needs it
+
+
+@pytest.fixture
+def namespace(kube_control_plane: ControlPlane) -> str:
+    return kube_control_plane.create_namespace("maxpods")
+
+
+async def test_30_tiny_pods_on_m5_large_get_two_nodes(
+    aws_env: OperatorEnv, moto: MotoServer, namespace: str
+) -> None:
+    env = aws_env
+    pool, scaler = names(env)
+    await create_moto_pool(env, moto.endpoint_url, pool, maxNodes=4)
+    timeline = await Timeline.watch(env.client, pool, namespace)
+    # every pod Unschedulable before the Autoscaler starts: its first decision sees all 30,
+    # whatever the machine's speed
+    for i in range(MAX_PODS + 1):
+        await env.create(PODS, pod_manifest(f"t{i}", pool, container=TINY), namespace)
+
+    async def all_unschedulable() -> bool:
+        return len(timeline.unschedulable) == MAX_PODS + 1
+
+    await env.eventually(all_unschedulable, "the scheduler to give up on all 30 pods")
+    await env.create(AUTOSCALERS, autoscaler_manifest(scaler, pool, namespace))
+    await env.start(controllers=BOTH)
+
+    async def all_bound() -> dict[str, str] | None:
+        pods = (await env.client.list(PODS, namespace))["items"]
+        bound = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in pods}
+        return bound if len(bound) == MAX_PODS + 1 and all(bound.values()) else None
+
+    try:
+        bound = await env.eventually(all_bound, "all 30 pods to be bound", timeout=120)
+    finally:
+        await timeline.stop()
+    assert bound is not None
+    # one raise, straight to two (with the kubelet's default of 110 pods it would be 0, 1, 2)
+    assert timeline.values == [0, 2]
+    per_node = Counter(bound.values())
+    assert sorted(per_node.values())[-1] <= MAX_PODS
+    assert len(per_node) == 2
+    nodes = (await env.client.list(NODES, label_selector=f"{POOL_LABEL}={pool}"))["items"]
+    assert {n["metadata"]["name"] for n in nodes} == set(per_node)
+    assert {n["status"]["allocatable"]["pods"] for n in nodes} == {str(MAX_PODS)}
+    assert (await env.client.get(NODEPOOLS, pool))["spec"]["targetNodes"] == 2
+    assert await ec2_states(moto.endpoint_url, pool) == ["running", "running"]
