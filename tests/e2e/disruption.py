@@ -24,6 +24,7 @@ DISRUPTING = "kubeloop.dev/disrupting"
 DO_NOT_DISRUPT = "kubeloop.dev/do-not-disrupt"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+UNNEEDED = "autoscaling.kubeloop.dev/unneeded-since"
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 DEPLOYMENTS_RES = DEPLOYMENTS
 
@@ -233,11 +234,13 @@ class PodWatch:
 
 class NodeWatch:
     """The resourceVersion at which each Node was first seen deleted (deletionTimestamp set,
-    or gone), and each Node's taints over time."""
+    or gone), each Node's taints over time, and the Nodes the Autoscaler ever named
+    unneeded."""
 
     def __init__(self, env: OperatorEnv, selector: str) -> None:
         self.deleted_at: dict[str, int] = {}
         self.tainted: dict[str, list[bool]] = {}
+        self.named: set[str] = set()
         self._informer = Informer(env.client, NODES, label_selector=selector)
         self._informer.add_handler(self._on)
 
@@ -253,6 +256,8 @@ class NodeWatch:
         name = meta["name"]
         if isinstance(event, Deleted) or meta.get("deletionTimestamp"):
             self.deleted_at.setdefault(name, int(meta["resourceVersion"]))
+        if UNNEEDED in (meta.get("annotations") or {}):
+            self.named.add(name)
         taints = (event.obj.get("spec") or {}).get("taints") or ()
         has = any(t.get("key") == DISRUPTING for t in taints)
         seen = self.tainted.setdefault(name, [])

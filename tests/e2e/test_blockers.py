@@ -193,9 +193,11 @@ async def test_blocked_nodes_stay_and_the_unneeded_ones_without_blockers_go(
 async def test_a_blocker_found_after_the_choice_moves_the_scale_down_to_the_next_node(
     operator_env: OperatorEnv, namespace: str
 ) -> None:
-    """X (least used) is chosen and its drain is held by a PodDisruptionBudget; then its pod
-    is annotated karpenter.sh/do-not-disrupt. Y can go instead (its pod fits on X): X is kept
-    and untainted, Y is drained and removed, X's pod is never evicted."""
+    """X (least used) is chosen and its drain is held by a PodDisruptionBudget (Y's pod is
+    under one that allows nothing yet too, so X is chosen by use alone); then Y's budget is
+    relaxed and X's pod is annotated karpenter.sh/do-not-disrupt. Y can go instead (its pod
+    fits on X): X is kept and untainted, Y is drained and removed, X's pod is never
+    evicted."""
     env = operator_env
     requests, name, nodes = await _start(env, "next", 2, ("nodepool",))
     x, y = nodes
@@ -210,6 +212,7 @@ async def test_a_blocker_found_after_the_choice_moves_the_scale_down_to_the_next
     moves["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "300m"
     await env.create(DEPLOYMENTS_RES, moves, namespace)
     moved = await _running_on(env, namespace, "app=moves", y)
+    await env.create(PDBS, factories.pdb("moves", max_unavailable=0), namespace)
     for node_name in (x, y):
         await env.client.patch(NODES, node_name, {"spec": {"unschedulable": None}})
     await settled_nodes(env, name, 2)
@@ -222,6 +225,7 @@ async def test_a_blocker_found_after_the_choice_moves_the_scale_down_to_the_next
     await env.eventually(refused, "the PDB to refuse X's eviction (429)")
     node = await env.client.get(NODES, x)
     assert any(t["key"] == DISRUPTING for t in node["spec"].get("taints") or ())
+    await env.client.patch(PDBS, "moves", {"spec": {"maxUnavailable": 1}}, namespace)
     await env.client.patch(
         PODS,
         held["metadata"]["name"],

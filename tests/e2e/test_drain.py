@@ -14,6 +14,7 @@ from kubeloop import NODES, PODS, NotFound, Object
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
+from tests import factories
 from tests.e2e.conftest import OperatorEnv
 from tests.e2e.disruption import (
     DEPLOYMENTS_RES,
@@ -21,6 +22,7 @@ from tests.e2e.disruption import (
     DO_NOT_DISRUPT,
     PDBS,
     DeploymentPods,
+    NodeWatch,
     Requests,
     available,
     budget,
@@ -39,6 +41,33 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def namespace(kube_control_plane: ControlPlane) -> str:
     return kube_control_plane.create_namespace("drain")
+
+
+async def autoscaled_pool(env: OperatorEnv, prefix: str) -> tuple[str, Requests]:
+    """A pool of two nodes and the operator (NodePool and Autoscaler controllers) started,
+    every request of its client observed; the pool's name, and the requests."""
+    requests = Requests()
+    env.client.add_observer(requests)
+    name = f"{prefix}-{env.run_id}"
+    await env.create(NODEPOOLS, pool(name, 2))
+    await env.start(controllers=("nodepool", "autoscaler"))
+    return name, requests
+
+
+async def scale_down_quickly(env: OperatorEnv, pool_name: str, namespace: str) -> None:
+    """An Autoscaler for ``pool_name`` that looks every second and finds a node unneeded
+    after two."""
+    await env.create(
+        AUTOSCALERS,
+        autoscaler_manifest(
+            f"as-{env.run_id}",
+            pool_name,
+            namespace,
+            frequency="1s",
+            scaleDownEnabled=True,
+            scaleDownUnneededTime="2s",
+        ),
+    )
 
 
 async def test_a_do_not_disrupt_pod_holds_its_node_until_the_annotation_goes(
@@ -196,11 +225,7 @@ async def test_the_autoscaler_consolidates_an_underutilised_node_whose_pods_fit_
     would have nowhere to go). The Autoscaler lowers the target by one; the NodePool drains
     that node through an eviction and the Deployment's replacement lands on the other."""
     env = operator_env
-    requests = Requests()
-    env.client.add_observer(requests)
-    name = f"cons-{env.run_id}"
-    await env.create(NODEPOOLS, pool(name, 2))
-    await env.start(controllers=("nodepool", "autoscaler"))
+    name, requests = await autoscaled_pool(env, "cons")
 
     async def two_ready() -> bool:
         return len(await ready_nodes(env, name, 2, untainted=True)) == 2
@@ -230,17 +255,7 @@ async def test_the_autoscaler_consolidates_an_underutilised_node_whose_pods_fit_
     try:
         before = dict(watch.nodes)
         assert len(set(before.values())) == 2  # one per node
-        await env.create(
-            AUTOSCALERS,
-            autoscaler_manifest(
-                f"as-{env.run_id}",
-                name,
-                namespace,
-                frequency="1s",
-                scaleDownEnabled=True,
-                scaleDownUnneededTime="2s",
-            ),
-        )
+        await scale_down_quickly(env, name, namespace)
 
         async def consolidated() -> bool:
             nodes = await nodes_of(env, name)
@@ -260,3 +275,75 @@ async def test_the_autoscaler_consolidates_an_underutilised_node_whose_pods_fit_
     finally:
         await timeline.stop()
         await watch.stop()
+
+
+async def test_the_autoscaler_names_the_node_a_budget_lets_go_and_that_one_is_drained(
+    operator_env: OperatorEnv, namespace: str
+) -> None:
+    """Two nodes, one pod on each (Deployments ``held`` and ``free``, each preferring its
+    node): either node can go, its pod fitting on the other, not both. A PodDisruptionBudget
+    (computed by kube-controller-manager) allows no disruption of ``held``'s pod, on the node
+    the plain order takes first (the first by name). The Autoscaler names the other node
+    unneeded and lowers the target; the NodePool controller drains that one: the budget never
+    has to refuse an eviction, and the first node is never named nor tainted."""
+    env = operator_env
+    name, requests = await autoscaled_pool(env, "right")
+
+    async def two() -> list[Object]:
+        return await ready_nodes(env, name, 2, untainted=True)
+
+    first, second = sorted(n["metadata"]["name"] for n in await env.eventually(two, "2 nodes"))
+    for app, node_name in (("held", first), ("free", second)):
+        dep = factories.deployment(app, 1)
+        spec = dep["spec"]["template"]["spec"]
+        spec["nodeSelector"] = {POOL_LABEL: name}
+        term = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]}
+        preferred = [{"weight": 100, "preference": {"matchExpressions": [term]}}]
+        spec["affinity"] = {
+            "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}
+        }
+        await env.create(DEPLOYMENTS_RES, dep, namespace)
+    await env.create(PDBS, factories.pdb("held", max_unavailable=0), namespace)
+
+    async def placed() -> dict[str, str]:
+        pods = (await env.client.list(PODS, namespace))["items"]
+        running = {
+            p["metadata"]["labels"]["app"]: p["spec"].get("nodeName", "")
+            for p in pods
+            if p.get("status", {}).get("phase") == "Running"
+        }
+        return running if running == {"held": first, "free": second} else {}
+
+    await env.eventually(placed, "one pod running on each node", timeout=90)
+
+    async def budget_computed() -> bool:
+        pdb = await env.client.get(PDBS, "held", namespace)
+        status = pdb.get("status") or {}
+        return status.get("observedGeneration") == pdb["metadata"]["generation"] and (
+            status.get("currentHealthy") == 1 and status.get("disruptionsAllowed") == 0
+        )
+
+    await env.eventually(budget_computed, "the budget's status: no disruption allowed")
+    watch = NodeWatch(env, f"{POOL_LABEL}={name}")
+    await watch.start()
+    try:
+        await scale_down_quickly(env, name, namespace)
+
+        async def one_left() -> list[str]:
+            names = [n["metadata"]["name"] for n in await nodes_of(env, name)]
+            return names if names == [first] else []
+
+        await env.eventually(one_left, "the second node removed", timeout=120)
+    finally:
+        await watch.stop()
+    assert watch.named == {second}
+    assert True not in watch.tainted.get(first, [])
+    assert requests.evictions(refused=True) == 0
+    assert requests.evictions() == 1  # free's pod, through the Eviction API
+    assert requests.pod_deletes() == 0
+    held = [
+        p
+        for p in (await env.client.list(PODS, namespace))["items"]
+        if "held" in p["metadata"]["name"]
+    ]
+    assert [p["spec"]["nodeName"] for p in held] == [first]  # never moved

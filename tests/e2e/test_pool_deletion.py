@@ -19,6 +19,7 @@ from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.nodepool._drain_deadline import parse_time
+from tests import factories
 from tests.e2e.conftest import OperatorEnv
 from tests.e2e.disruption import (
     DEPLOYMENTS_RES,
@@ -228,10 +229,12 @@ def _seconds(stamp: str) -> float:
 async def test_a_scale_down_drain_that_times_out_untaints_and_keeps_its_node(
     operator_env: OperatorEnv, namespace: str
 ) -> None:
-    """Two nodes: ``held`` runs a pod whose PDB allows no disruption (the least used node,
-    so chosen first), ``other`` a larger evictable one. Target 2 -> 1 with
-    ``drainTimeout: 3s``: ``held`` is tainted, its eviction refused, then untainted and kept
-    with a DrainTimedOut Event; ``other`` is drained and removed instead."""
+    """Two nodes: ``held`` runs a pod whose PDB allows no disruption (the least used node),
+    ``other`` a larger one, under a PDB that allows nothing either at first (so ``held`` is
+    chosen by use alone: a node whose pods can go now would be chosen first). Target
+    2 -> 1 with ``drainTimeout: 3s``: ``held`` is tainted, its eviction refused; ``other``'s
+    budget is relaxed; ``held`` is untainted and kept with a DrainTimedOut Event, and
+    ``other`` is drained and removed instead."""
     env = operator_env
     requests = Requests()
     env.client.add_observer(requests)
@@ -275,6 +278,7 @@ async def test_a_scale_down_drain_that_times_out_untaints_and_keeps_its_node(
         }
     }
     await env.create(DEPLOYMENTS_RES, mover, namespace)
+    await env.create(PDBS, factories.pdb("mover", max_unavailable=0), namespace)
 
     async def mover_on_other() -> bool:
         items = (await env.client.list(PODS, namespace, label_selector="app=mover"))["items"]
@@ -292,6 +296,12 @@ async def test_a_scale_down_drain_that_times_out_untaints_and_keeps_its_node(
     try:
         (web,) = pods.current
         await env.client.patch(NODEPOOLS, name, {"spec": {"targetNodes": 1}})
+
+        async def refused() -> bool:
+            return requests.evictions(refused=True) >= 1
+
+        await env.eventually(refused, "held's eviction refused (429)")
+        await env.client.patch(PDBS, "mover", {"spec": {"maxUnavailable": 1}}, namespace)
 
         async def only_held_left() -> bool:
             names = [n["metadata"]["name"] for n in await nodes_of(env, name)]

@@ -122,6 +122,17 @@ def test_cordoned_and_deleting_nodes() -> None:
     assert nodes.empty == ()
 
 
+def test_a_node_being_drained_is_leaving_not_registered_nor_ready_nor_room() -> None:
+    disrupting = {"key": "kubeloop.dev/disrupting", "effect": "NoSchedule"}
+    pods = {"drained": [pod("a")]}
+    nodes = pool_nodes(
+        [node("drained", taints=[disrupting]), node("stays")], lambda n: pods.get(n, [])
+    )
+    assert (nodes.registered, nodes.ready, nodes.leaving) == (1, 1, 1)
+    assert [s.name for s in nodes.room] == ["stays"]
+    assert [c.name for c in nodes.candidates] == ["stays"]
+
+
 def test_daemonset_and_mirror_pods_do_not_make_a_node_needed() -> None:
     ds = pod("ds", ownerReferences=[{"kind": "DaemonSet", "name": "agent"}])
     mirror = pod("static", annotations={"kubernetes.io/config.mirror": "abc"})

@@ -23,6 +23,7 @@ from nodepool_operator.scheduling import (
     Resources,
     ScaleDownNode,
     UnremovableReason,
+    held_by_budgets,
     needs_budgets,
     node_blocker,
     node_view,
@@ -317,6 +318,62 @@ def test_a_pdb_selector_covers_by_labels_and_a_missing_selector_covers_nothing()
     assert not no_selector.covers(dns)
     assert pod_blocker(dns, voluntary=True, budgets=[web]) is None
     assert pod_blocker(proxy, voluntary=True, budgets=[web]) is not None
+
+
+def budget(allowed: int, *, generation: int = 2, seen: int | None = 2, app: str = "web") -> Any:
+    """A budget over ``app=<app>`` in prod whose status allows ``allowed`` disruptions, as
+    computed for generation ``seen`` of it."""
+    status: dict[str, Any] = {"disruptionsAllowed": allowed}
+    if seen is not None:
+        status["observedGeneration"] = seen
+    return {
+        "metadata": {"namespace": "prod", "generation": generation},
+        "spec": {"selector": {"matchLabels": {"app": app}}},
+        "status": status,
+    }
+
+
+@pytest.mark.parametrize(
+    ("obj", "allowed"),
+    [
+        pytest.param(budget(2), 2, id="computed"),
+        pytest.param(budget(2, generation=3), 0, id="not-yet-for-this-generation"),
+        pytest.param(budget(2, seen=None), 0, id="never-computed"),
+        pytest.param({"metadata": {"namespace": "prod"}, "spec": {}}, 0, id="no-status"),
+    ],
+)
+def test_a_budget_allows_what_its_status_says_for_its_generation_else_nothing(
+    obj: dict[str, Any], allowed: int
+) -> None:
+    # the Eviction API refuses while the disruption controller has not caught up
+    assert pdb_view(obj).disruptions_allowed == allowed
+
+
+WEB = {"app": "web"}
+
+
+@pytest.mark.parametrize(
+    ("pods", "budgets", "held"),
+    [
+        pytest.param([pod("a", labels=WEB)], [], False, id="no-budget"),
+        pytest.param([pod("a", labels=WEB)], [budget(1)], False, id="allowed"),
+        pytest.param([pod("a", labels=WEB)], [budget(0)], True, id="none-allowed"),
+        pytest.param(
+            [pod("a", labels=WEB), pod("b", labels=WEB)], [budget(1)], True, id="two-of-one"
+        ),
+        pytest.param(
+            [pod("a", labels=WEB), pod("b", labels=WEB, terminating=True)],
+            [budget(1)],
+            False,
+            id="terminating-leaving-already",
+        ),
+        pytest.param([pod("a", labels=WEB)], [budget(1), budget(1)], True, id="two-budgets"),
+        pytest.param([pod("a", labels={"app": "db"})], [budget(0)], False, id="not-covered"),
+        pytest.param([pod("ds", owner=DAEMONSET, labels=WEB)], [budget(0)], False, id="daemonset"),
+    ],
+)
+def test_held_by_budgets(pods: list[Any], budgets: list[Any], held: bool) -> None:
+    assert held_by_budgets(pods, [pdb_view(b) for b in budgets]) is held
 
 
 def test_node_annotations_hold_the_node_and_name_no_pod() -> None:

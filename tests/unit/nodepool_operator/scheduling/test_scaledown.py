@@ -69,6 +69,37 @@ def test_picks_can_go_together_room_taken_by_earlier_moves_counts() -> None:
     assert {d.node: d.reason for d in order}["y"] is RemovalReason.BUSY
 
 
+def test_preferred_nodes_are_picked_first_and_held_ones_after_the_others() -> None:
+    # x and y each hold 1.5 cpu; z holds 2.5: only one of x and y can go (see above)
+    nodes = [
+        node("x", pod("x1", "1500m")),
+        node("y", pod("y1", "1500m")),
+        node("z", pod("z1", "2500m")),
+        node("e"),
+    ]
+    plain = removal_order(nodes, threshold=0.7)
+    assert [d.node for d in plain if d.removable] == ["e", "x"]
+    # y named: picked first, before the empty e too; x's pod then has no place
+    named = removal_order(nodes, threshold=0.7, prefer={"y"})
+    assert [(d.node, d.reason) for d in named] == [
+        ("y", RemovalReason.UNDERUTILIZED),
+        ("e", RemovalReason.EMPTY),
+        ("x", RemovalReason.BUSY),
+        ("z", RemovalReason.BUSY),
+    ]
+    # e held (a budget refuses an eviction now): x and y are picked before it, and their
+    # pods take its room
+    held = removal_order(nodes, threshold=0.7, held={"e"})
+    assert [(d.node, d.reason) for d in held][:3] == [
+        ("x", RemovalReason.UNDERUTILIZED),
+        ("y", RemovalReason.UNDERUTILIZED),
+        ("e", RemovalReason.BUSY),
+    ]
+    # named and held: the named first, the held ones among them last
+    both = removal_order(nodes, threshold=0.7, prefer={"e", "x"}, held={"e"})
+    assert [d.node for d in both if d.removable] == ["x", "e"]
+
+
 def test_do_not_disrupt_pod_keeps_its_node_last() -> None:
     keep = pod("k", "100m", annotations={"kubeloop.dev/do-not-disrupt": "true"})
     order = removal_order([node("a", keep), node("b", pod("b1", "2"))], threshold=0.9)

@@ -131,7 +131,7 @@ class PoolNodes:
     """A pool's registered Nodes as the plan sees them.
 
     Attributes:
-        registered: Nodes of the pool not being deleted, Ready or still booting.
+        registered: Nodes of the pool not being deleted nor drained, Ready or still booting.
         ready: of those, the Ready ones.
         room: the schedulable ones (not cordoned, not being disrupted) with their free room,
             booting ones included: the pods already bound to a booting node are known, so it
@@ -140,6 +140,10 @@ class PoolNodes:
         empty: Ready, schedulable Nodes running no workload pods, by name.
         candidates: Ready, schedulable Nodes with their pods, for
             :func:`~nodepool_operator.scheduling.removal_order`.
+        leaving: Nodes being drained (the disrupting taint, no deletionTimestamp yet):
+            capacity that is going, counted neither as registered nor as Ready, so the
+            replacement of a node being repaired counts as in flight rather than hidden
+            behind the node it replaces.
     """
 
     registered: int
@@ -147,6 +151,7 @@ class PoolNodes:
     room: tuple[NodeState, ...]
     empty: tuple[str, ...]
     candidates: tuple[ScaleDownNode, ...] = ()
+    leaving: int = 0
 
 
 def pool_nodes(
@@ -167,7 +172,7 @@ def pool_nodes(
     Terminal pods take no room; terminating ones still do, as in kube-scheduler. A Node whose
     allocatable is malformed offers no room rather than failing the whole plan.
     """
-    registered = ready = 0
+    registered = ready = leaving = 0
     room: list[NodeState] = []
     empty: list[str] = []
     candidates: list[ScaleDownNode] = []
@@ -175,9 +180,12 @@ def pool_nodes(
         view = node_view(node)
         if view.deleting:
             continue
+        if any(t.key == DISRUPTING_TAINT.key for t in view.taints):
+            leaving += 1
+            continue
         registered += 1
         ready += view.ready
-        if view.unschedulable or any(t.key == DISRUPTING_TAINT.key for t in view.taints):
+        if view.unschedulable:
             continue
         if view.allocatable == Resources():
             continue
@@ -202,7 +210,9 @@ def pool_nodes(
             )
             if not any(p.workload for p in pods):
                 empty.append(view.name)
-    return PoolNodes(registered, ready, tuple(room), tuple(sorted(empty)), tuple(candidates))
+    return PoolNodes(
+        registered, ready, tuple(room), tuple(sorted(empty)), tuple(candidates), leaving
+    )
 
 
 def scale_down_node(node: ApiObject, pods: Iterable[Pod]) -> ScaleDownNode:

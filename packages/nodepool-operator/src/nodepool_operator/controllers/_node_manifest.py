@@ -43,6 +43,7 @@ __all__ = [
     "is_ready",
     "node_bootstrap",
     "node_manifest",
+    "parse_time",
     "provider_id",
     "ready_for",
     "ready_since",
@@ -145,7 +146,11 @@ def ready_since(node: Object) -> float | None:
     """When the Node's Ready condition last changed (seconds since the epoch), or None if it
     has none (not reported yet) or no usable time."""
     cond = _ready(node)
-    stamp = cond.get("lastTransitionTime") if cond is not None else None
+    return parse_time(cond.get("lastTransitionTime") if cond is not None else None)
+
+
+def parse_time(stamp: Any) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time as the API server writes it, or None."""
     if not stamp:
         return None
     try:

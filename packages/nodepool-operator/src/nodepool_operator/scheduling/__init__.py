@@ -18,6 +18,7 @@ from ._blockers import DefaultBlockers as DefaultBlockers
 from ._blockers import PdbView as PdbView
 from ._blockers import Unremovable as Unremovable
 from ._blockers import UnremovableReason as UnremovableReason
+from ._blockers import held_by_budgets as held_by_budgets
 from ._blockers import needs_budgets as needs_budgets
 from ._blockers import node_blocker as node_blocker
 from ._blockers import pdb_view as pdb_view
@@ -104,6 +105,7 @@ __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts bef
     "daemonset_view",
     "format_bytes",
     "format_cpu",
+    "held_by_budgets",
     "is_workload",
     "lower_bound",
     "needs_budgets",

@@ -36,6 +36,7 @@ __all__ = [
     "PdbView",
     "Unremovable",
     "UnremovableReason",
+    "held_by_budgets",
     "needs_budgets",
     "node_blocker",
     "pdb_view",
@@ -73,11 +74,15 @@ class DefaultBlockers:
 
 @dataclass(frozen=True, slots=True)
 class PdbView:
-    """A PodDisruptionBudget as the blockers read it: which pods it covers."""
+    """A PodDisruptionBudget as the blockers read it: which pods it covers, and how many of
+    them may be evicted now."""
 
     namespace: str
     selector: LabelSelector | None
     """``None`` (no selector) covers no pod; an empty selector covers its whole namespace."""
+    disruptions_allowed: int = 0
+    """``status.disruptionsAllowed``, as the disruption controller last computed it for this
+    generation of the budget (0 until it has: the Eviction API refuses until then)."""
 
     def covers(self, pod: PodView) -> bool:
         return (
@@ -91,7 +96,38 @@ def pdb_view(pdb: Mapping[str, object]) -> PdbView:
     """Read a PodDisruptionBudget (an API object) into a :class:`PdbView`."""
     meta = get_mapping(pdb, "metadata")
     spec = get_mapping(pdb, "spec")
-    return PdbView(get_text(meta, "namespace"), label_selector(spec.get("selector")))
+    status = get_mapping(pdb, "status")
+    allowed = status.get("disruptionsAllowed")
+    seen = status.get("observedGeneration")
+    current = (
+        isinstance(allowed, int) and isinstance(seen, int) and seen >= _int(meta.get("generation"))
+    )
+    return PdbView(
+        get_text(meta, "namespace"),
+        label_selector(spec.get("selector")),
+        max(0, int(allowed)) if current and isinstance(allowed, int) else 0,
+    )
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def held_by_budgets(pods: Iterable[PodView], budgets: Sequence[PdbView]) -> bool:
+    """Whether a PodDisruptionBudget refuses to evict one of ``pods`` (a node's) now: it
+    covers more of them than it allows disruptions, or one is covered by two budgets (the
+    Eviction API refuses such a pod outright). Pods not evicted (DaemonSet, mirror) or already
+    terminating do not count. A scale-down takes the nodes that can be drained now before
+    the ones that would wait on a budget."""
+    moving = [p for p in pods if p.workload and not p.terminating]
+    covered: dict[int, int] = {}
+    for pod in moving:
+        mine = [i for i, b in enumerate(budgets) if b.covers(pod)]
+        if len(mine) > 1:
+            return True
+        for i in mine:
+            covered[i] = covered.get(i, 0) + 1
+    return any(n > budgets[i].disruptions_allowed for i, n in covered.items())
 
 
 @dataclass(frozen=True, slots=True)

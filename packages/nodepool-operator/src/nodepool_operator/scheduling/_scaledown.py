@@ -12,7 +12,7 @@ the caller passes them) is never unneeded: it is ranked last, with what blocks i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -86,6 +86,8 @@ def removal_order(
     *,
     threshold: float = 0.5,
     blockers: Mapping[str, Unremovable] | None = None,
+    prefer: Collection[str] = (),
+    held: Collection[str] = (),
 ) -> tuple[Disposal, ...]:
     """Every node of ``nodes``, best to remove first.
 
@@ -94,8 +96,17 @@ def removal_order(
     first), then the blocked ones: those in ``blockers`` (by node name, from
     :func:`~._blockers.node_blocker`) and those holding a do-not-disrupt pod. Ties are broken
     by name. A blocked node stays, so the others' pods may be placed on it.
+
+    Of the nodes that can go, those in ``prefer`` (named for removal, e.g. by the Autoscaler)
+    come first, and those in ``held`` (a PodDisruptionBudget refuses to evict a pod of theirs
+    now) after the others; both are picked in that order too, so the others' pods are placed
+    around the preferred ones.
     """
     usage = {n.name: n.utilization() for n in nodes}
+
+    def rank(n: ScaleDownNode) -> tuple[bool, bool]:
+        return (n.name not in prefer, n.name in held)
+
     why: dict[str, Unremovable] = {}
     for n in nodes:
         found = (blockers or {}).get(n.name) or node_blocker(n.name, n.pods, voluntary=False)
@@ -105,27 +116,25 @@ def removal_order(
     rest: dict[str, NodeState] = {n.name: _state(n) for n in nodes}
     order: list[Disposal] = []
     open_nodes = [n for n in nodes if n.name not in why]
-    for node in sorted(open_nodes, key=lambda n: n.name):
-        if not node.workload:
-            order.append(Disposal(node.name, RemovalReason.EMPTY, 0.0))
-            del rest[node.name]
     busy: list[ScaleDownNode] = []
-    for node in sorted(
-        (n for n in open_nodes if n.workload), key=lambda n: (usage[n.name], n.name)
-    ):
-        if usage[node.name] >= threshold:
+    picking = sorted(open_nodes, key=lambda n: (rank(n), bool(n.workload), usage[n.name], n.name))
+    for node in picking:
+        if node.workload and usage[node.name] >= threshold:
             busy.append(node)
             continue
-        # Its pods as they are now: pods moved onto it by an earlier pick move again.
-        here = rest[node.name]
+        # Its pods as they are now: pods moved onto it by an earlier pick move again (an
+        # empty node picked after a preferred one may have taken some).
+        here = tuple(p for p in rest[node.name].pods if p.workload)
         others = [state for name, state in rest.items() if name != node.name]
-        moved = _place(tuple(p for p in here.pods if p.workload), node.allocatable, others)
+        moved = _place(here, node.allocatable, others) if here else {}
         if moved is None:
             busy.append(node)
             continue
-        order.append(Disposal(node.name, RemovalReason.UNDERUTILIZED, usage[node.name]))
+        reason = RemovalReason.UNDERUTILIZED if node.workload else RemovalReason.EMPTY
+        order.append(Disposal(node.name, reason, usage[node.name]))
         del rest[node.name]
         rest.update(moved)
+    busy.sort(key=lambda n: (usage[n.name], n.name))
     order += [Disposal(n.name, RemovalReason.BUSY, usage[n.name]) for n in busy]
     order += [
         Disposal(n.name, RemovalReason.BLOCKED, usage[n.name], why[n.name])

@@ -18,6 +18,8 @@ from kubeloop import Conflict
 from nodepool_operator.api import parse_autoscaler
 from nodepool_operator.controllers._reserve import RESERVED_KEY, Reservation
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers._unneeded import DRAIN_TIMED_OUT_AT
+from nodepool_operator.controllers._unneeded import UNNEEDED_ANNOTATION as UNNEEDED
 from nodepool_operator.controllers.autoscaler._landing import Awaiting, Landing
 from nodepool_operator.controllers.autoscaler._provision import Provisioning
 from nodepool_operator.controllers.autoscaler._report import Subject
@@ -34,7 +36,7 @@ from nodepool_operator.controllers.autoscaler.decide import (
     settle,
 )
 from nodepool_operator.controllers.autoscaler.observe import Observation, Unready, snapshot
-from nodepool_operator.scheduling import DO_NOT_DISRUPT
+from nodepool_operator.scheduling import DO_NOT_DISRUPT, pdb_view
 
 KNOBS = Knobs(
     batch_window=1.0,
@@ -124,8 +126,11 @@ def node(
     ready_since: datetime = WALL - timedelta(minutes=5),
     annotations: dict[str, str] | None = None,
     reserved: bool = False,
+    draining: bool = False,
 ) -> dict[str, Any]:
     taints = [{"key": RESERVED_KEY, "value": name, "effect": "NoSchedule"}] if reserved else []
+    if draining:  # chosen for removal by the NodePool controller
+        taints.append({"key": "kubeloop.dev/disrupting", "effect": "NoSchedule"})
     return {
         "metadata": {
             "name": name,
@@ -361,6 +366,31 @@ ROWS = {
         ("ScaleDownBlocked", "ScaleDown", "ScaleDown"),
         Memory(unneeded_since={"n-0": NOW - 601, "n-1": NOW - 601}),
     ),
+    "a node being drained is leaving: its replacement holds the pods evicted from it": Row(
+        # n-1 is being repaired (drained, tainted), its replacement is booting: the two pods
+        # evicted from it wait for that node rather than raising the target a second time
+        observe(
+            scaler(),
+            pool(target=2),
+            [*pods("w", 2), *(running(f"r-{i}", "n-0", "30Gi") for i in range(3))],
+            [node("n-0"), node("n-1", draining=True)],
+        ),
+        None,
+        "no scale up (target 2): 2 pods fit existing or booting nodes",
+    ),
+    "no scale-down while a node is being drained": Row(
+        # the pool's target already went 3 -> 2; n-2 drains: n-1, also empty, waits
+        observe(
+            scaler(scale_down=True),
+            pool(target=2),
+            (),
+            [node("n-0"), node("n-1"), node("n-2", draining=True)],
+        ),
+        None,
+        "no scale up (target 2): no pending pods",
+        (),
+        Memory(unneeded_since={"n-1": NOW - 601}),
+    ),
     "no scale-down while nodes are booting": Row(
         observe(scaler(scale_down=True), pool(target=3), (), [node("n-0"), node("n-1")]),
         None,
@@ -462,7 +492,56 @@ def test_unneeded_time_starts_when_a_node_is_first_empty_and_sets_the_requeue() 
     assert due.target == TargetWrite(
         2, 0, Why.SCALE_DOWN, "scale down 2 -> 0: nodes unneeded for 10m"
     )
-    assert due.memory.unneeded_since == {}  # which nodes go is the NodePool controller's choice
+    # both named on their Node, unneeded since the first look, for the NodePool controller
+    assert [(m.node, m.on) for m in due.marks] == [("n-0", True), ("n-1", True)]
+    stamp = (WALL - timedelta(seconds=600)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert due.marks[0].patch == {"metadata": {"annotations": {UNNEEDED: stamp}}}
+    # the times are kept (they name the nodes to go) and not counted twice: the pool, two
+    # nodes for a target of 0 now, is not settled
+    assert due.memory.unneeded_since == {"n-0": NOW, "n-1": NOW}
+    after = decide(replace(obs, target=0), due.memory, Clock(NOW + 601, WALL), KNOBS)
+    assert after.target is None
+
+
+def test_a_node_whose_pods_a_budget_holds_is_not_the_one_named_unneeded() -> None:
+    # one 28Gi pod on each node: either can go (its pod fits on the other), not both
+    world = [running("r-0", "n-0"), running("r-1", "n-1")]
+    world[0]["metadata"]["labels"] = {"app": "held"}
+    obs = observe(scaler(scale_down=True), pool(target=2), world, [node("n-0"), node("n-1")])
+    later = Clock(NOW + 600, WALL)
+    plain = decide(obs, Memory(), CLOCK, KNOBS)
+    assert plain.memory.unneeded_since == {"n-0": NOW}  # by name
+    budget = pdb_view(
+        {
+            "metadata": {"namespace": "prod", "generation": 1},
+            "spec": {"selector": {"matchLabels": {"app": "held"}}},
+            "status": {"disruptionsAllowed": 0, "observedGeneration": 1},
+        }
+    )
+    held = replace(obs, budgets=(budget,))
+    first = decide(held, Memory(), CLOCK, KNOBS)
+    assert first.memory.unneeded_since == {"n-1": NOW}
+    due = decide(held, first.memory, later, KNOBS)
+    assert [(m.node, m.on) for m in due.marks] == [("n-1", True)]
+    assert due.target == TargetWrite(
+        2, 1, Why.SCALE_DOWN, "scale down 2 -> 1: nodes unneeded for 10m"
+    )
+
+
+def test_a_node_whose_drain_timed_out_rests_out_of_the_unneeded_ones() -> None:
+    # the NodePool controller gave up draining n-0 a minute ago: it would not take it now
+    stamp = (WALL - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    nodes = [node("n-0", annotations={DRAIN_TIMED_OUT_AT: stamp}), node("n-1")]
+    obs = observe(scaler(scale_down=True), pool(target=2), (), nodes)
+    first = decide(obs, Memory(), CLOCK, KNOBS)
+    assert first.memory.unneeded_since == {"n-1": NOW}
+    due = decide(obs, first.memory, Clock(NOW + 600, WALL + timedelta(minutes=10)), KNOBS)
+    # ten minutes on, its rest (five) is over: unneeded from then, not named yet
+    assert due.memory.unneeded_since == {"n-0": NOW + 600, "n-1": NOW}
+    assert [(m.node, m.on) for m in due.marks] == [("n-1", True)]
+    assert due.target == TargetWrite(
+        2, 1, Why.SCALE_DOWN, "scale down 2 -> 1: nodes unneeded for 10m"
+    )
 
 
 def test_a_blocked_node_is_reported_once_and_listed_unremovable() -> None:

@@ -24,6 +24,7 @@ from kubeloop.testing import Snapshot, Write, new_manager, reconcile_once
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.controllers._reserve import RESERVED_KEY
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers._unneeded import UNNEEDED_ANNOTATION as UNNEEDED
 from nodepool_operator.controllers.autoscaler import AutoscalerController
 from nodepool_operator.controllers.autoscaler._batching import FirstSeen
 from nodepool_operator.controllers.autoscaler.decide import Memory
@@ -414,6 +415,70 @@ async def test_empty_nodes_go_after_the_unneeded_time_and_not_before() -> None:
     _, writes = await passes.run(*world)
     assert scale_targets(writes) == [0]
     assert told(writes) == SCALED_DOWN
+
+
+def marks(writes: list[Write]) -> list[tuple[str, str | None]]:
+    """(write, the unneeded annotation it sets or None to take it off) of each Node patch."""
+    return [
+        (str(w), w.body["metadata"]["annotations"][UNNEEDED])
+        for w in writes
+        if (w.verb, w.kind) == ("patch", "Node")
+    ]
+
+
+async def test_the_nodes_unneeded_long_enough_are_named_before_the_target_is_lowered() -> None:
+    passes = Passes()
+    busy = factories.pod("busy", namespace="prod", memory="80Gi", node="n-1", phase="Running")
+    world = (scaling_down(), pool(target=2, min_nodes=1), node("n-0"), node("n-1"), busy)
+    _, writes = await passes.run(*world)
+    assert marks(writes) == []  # unneeded from now on, not for 10m yet
+    passes.now += 600
+    _, writes = await passes.run(*world)
+    # n-0, empty for 10m, named on its Node (since the first look) before the target moves;
+    # n-1, busy, is not: the NodePool controller removes n-0, whatever else it would rank
+    assert [str(w) for w in writes[:2]] == ["patch Node n-0", "update NodePool/scale big"]
+    assert marks(writes) == [("patch Node n-0", "2026-01-01T12:00:00Z")]
+    assert scale_targets(writes) == [1]
+
+
+async def test_the_node_named_is_one_whose_pods_every_budget_lets_go_now() -> None:
+    replicated = factories.owner_reference("ReplicaSet", "rs", controller=True)
+    on = functools.partial(
+        factories.pod, namespace="prod", memory="28Gi", phase="Running", owner=replicated
+    )
+    held = factories.pdb("held", namespace="prod", max_unavailable=0)
+    held["metadata"]["generation"] = 1
+    held["status"] = {"disruptionsAllowed": 0, "observedGeneration": 1}
+    world = (
+        scaling_down(),
+        pool(target=2),
+        node("n-0"),
+        node("n-1"),
+        on("a", node="n-0", labels={"app": "held"}),  # n-0 first by name, its pod held
+        on("b", node="n-1"),
+        held,
+    )
+    passes = Passes()
+    await passes.run(*world)
+    passes.now += 600
+    _, writes = await passes.run(*world)
+    assert marks(writes) == [("patch Node n-1", "2026-01-01T12:00:00Z")]
+    assert scale_targets(writes) == [1]
+
+
+async def test_a_named_node_open_and_needed_again_loses_its_name_a_drained_one_keeps_it() -> None:
+    named = {UNNEEDED: "2026-01-01T11:00:00Z"}
+    disrupting = [{"key": "kubeloop.dev/disrupting", "effect": "NoSchedule"}]
+    world = (
+        scaling_down(),
+        pool(target=2),
+        node("n-0", annotations=named),
+        node("n-1", annotations=named, taints=disrupting),  # being drained
+        factories.pod("busy", namespace="prod", memory="80Gi", node="n-0", phase="Running"),
+    )
+    _, writes = await reconcile(*world)
+    assert marks(writes) == [("patch Node n-0", None)]
+    assert scale_targets(writes) == []
 
 
 async def test_scale_down_stops_at_min_nodes() -> None:

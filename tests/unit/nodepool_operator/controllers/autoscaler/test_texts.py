@@ -145,6 +145,8 @@ def test_no_scale_down_while_pods_need_room_or_the_pool_is_not_settled() -> None
     assert scale_down_target(nodes=booting, pods_need_room=False, **common) is None
     shrinking = nodes(3, 3, ("n1",))
     assert scale_down_target(nodes=shrinking, pods_need_room=False, **common) is None
+    draining = PoolNodes(registered=2, ready=2, room=(), empty=("n1",), leaving=1)
+    assert scale_down_target(nodes=draining, pods_need_room=False, **common) is None
 
 
 def test_unneeded_time_restarts_when_a_node_is_needed_again() -> None:

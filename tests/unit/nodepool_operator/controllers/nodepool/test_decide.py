@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from nodepool_operator.cloud import Instance, QuotaExceeded
 from nodepool_operator.controllers.nodepool import decide
 from nodepool_operator.controllers.nodepool._pool_status import CloudFailure, cloud_failure
 from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode
-from nodepool_operator.scheduling import ScaleDownNode, pod_view
+from nodepool_operator.scheduling import PdbView, ScaleDownNode, pdb_view, pod_view
 from tests.unit.nodepool_operator.controllers.nodepool.tables import (
     NOW,
     ROOM,
@@ -81,6 +82,22 @@ def test_a_resting_node_is_not_chosen_and_its_rest_is_a_wait() -> None:
     assert states(decision) == {"a": "running", "b": "deleting"}
     assert decision.resting == {"a"}
     assert 200.0 in decision.waits  # RECHECK_SECONDS (300) after it timed out
+
+
+def test_while_a_node_rests_the_next_candidate_is_one_that_can_go_or_none() -> None:
+    records = [rec("a"), rec("b")]
+    resting = node("a", timed_out_at=NOW - 100)
+    # b's pod takes its whole node: it has no place elsewhere, so b cannot go now
+    pods = {"n-a": loaded("a", "100m"), "n-b": loaded("b", "2")}
+    seen = observed(pool(1, records), [resting, node("b")], [vm("a"), vm("b")], pods=pods)
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert states(decision) == {"a": "running", "b": "running"}
+    assert decision.taint == ()
+    assert 200.0 in decision.waits  # the surplus waits for a's rest to end
+    # with no node resting the target is met anyway: the least used goes, though neither
+    # node's pods have a place elsewhere
+    seen = observed(pool(1, records), [node("a"), node("b")], [vm("a"), vm("b")], pods=pods)
+    assert decide.decide(seen, NOW, SETTINGS).retire == ("a",)
 
 
 def test_adopts_an_unknown_vm_tagged_for_the_pool_up_to_the_desired_count() -> None:
@@ -283,3 +300,68 @@ def test_a_blocked_choice_stays_when_no_other_node_can_go() -> None:
     assert states(decision) == {"a": "deleting", "b": "running"}
     assert "ScaleDownBlocked" not in reasons(decision)
     assert decision.untaint == ()
+
+
+# -- which node a scale-down takes: the Autoscaler's names first ------------------------------
+
+
+def loaded(name: str, cpu: str, *, bare: bool = False) -> NodePods:
+    """``n-<name>`` with one pod of ``cpu`` (a ReplicaSet's, or ``bare``)."""
+    meta: dict[str, Any] = {"name": f"pod-{name}", "namespace": "default", "uid": f"u-{name}"}
+    meta["labels"] = {"app": name}
+    if not bare:
+        meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": "rs", "uid": "rs-1"}]
+        meta["ownerReferences"][0]["controller"] = True
+    container = {"name": "c", "resources": {"requests": {"cpu": cpu}}}
+    pod = {
+        "metadata": meta,
+        "spec": {"nodeName": f"n-{name}", "containers": [container]},
+        "status": {"phase": "Running"},
+    }
+    return NodePods(ScaleDownNode(f"n-{name}", ROOM, pods=(pod_view(pod),)), empty=False)
+
+
+def empty(name: str) -> NodePods:
+    return NodePods(ScaleDownNode(f"n-{name}", ROOM), empty=True)
+
+
+def pdb(app: str, allowed: int) -> PdbView:
+    """A budget over the pods labelled ``app=<app>`` allowing ``allowed`` disruptions now."""
+    return pdb_view(
+        {
+            "metadata": {"namespace": "default", "generation": 1},
+            "spec": {"selector": {"matchLabels": {"app": app}}},
+            "status": {"disruptionsAllowed": allowed, "observedGeneration": 1},
+        }
+    )
+
+
+LOADED = {n: loaded(n, "100m") for n in "abc"}
+
+
+@pytest.mark.parametrize(
+    ("named", "pods", "budgets", "goes"),
+    [
+        pytest.param("", {}, [], "a", id="none-named-own-order-by-name"),
+        pytest.param("b", {}, [], "b", id="named-first"),
+        pytest.param("c", {"c": loaded("c", "500m")}, [], "c", id="named-before-emptier"),
+        # c's pod takes its whole node: no other node has room for it, so c cannot go now
+        pytest.param("c", {"c": loaded("c", "2")}, [], "a", id="named-but-busy-keeps-its-rank"),
+        pytest.param("b", {"b": loaded("b", "100m", bare=True)}, [], "a", id="named-but-blocked"),
+        # a's pod may not be evicted now (its budget allows none), b's may
+        pytest.param("", LOADED, [pdb("a", 0), pdb("b", 1)], "b", id="evictable-now-first"),
+        pytest.param("ac", LOADED, [pdb("a", 0)], "c", id="named-evictable-now-first"),
+        pytest.param("a", LOADED, [pdb("a", 0)], "a", id="named-even-if-held"),
+    ],
+)
+def test_a_scale_down_removes_the_nodes_the_autoscaler_named(
+    named: str, pods: dict[str, NodePods], budgets: list[PdbView], goes: str
+) -> None:
+    records = [rec("a"), rec("b"), rec("c")]
+    nodes = [node(n, unneeded=n in named) for n in "abc"]
+    on = {f"n-{n}": pods.get(n) or empty(n) for n in "abc"}
+    seen = observed(pool(2, records), nodes, [vm(n) for n in "abc"], pods=on)
+    seen = replace(seen, budgets=tuple(budgets))
+    decision = decide.decide(seen, NOW, SETTINGS)
+    assert decision.retire == (goes,)
+    assert decision.taint == (f"n-{goes}",)

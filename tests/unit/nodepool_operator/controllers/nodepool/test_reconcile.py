@@ -14,6 +14,7 @@ import pytest
 from kubeloop import KubeloopError, Request
 from nodepool_operator.cloud import Instance, SimulatedCloud, provider_id
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers._unneeded import UNNEEDED_ANNOTATION as UNNEEDED
 from nodepool_operator.controllers.nodepool import FINALIZER, NODE_FINALIZER
 from nodepool_operator.controllers.nodepool._drain_deadline import DRAIN_TIMED_OUT_AT, format_time
 from nodepool_operator.controllers.nodepool._intent import create_request, idempotency_token
@@ -241,6 +242,42 @@ async def test_scale_down_taints_then_evicts_through_the_eviction_api(
     assert records(done.status_writes()[-1]) == [("web-a", "running"), ("web-b", "deleting")]
     assert ("ScalingDown", "2 -> 1 nodes: removing web-b") in done.events()
     assert done.requeue_after == 1.0  # pods terminating: look again soon
+
+
+async def test_scale_down_takes_the_node_the_autoscaler_named(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    vms = await launched(cloud, "web-a", "web-b")
+    objects = [pool(vms, target=1), *_two_nodes_one_busy(vms)]
+    # web-a, the busier, was found unneeded for scaleDownUnneededTime (its pod fits on web-b)
+    objects[1]["metadata"]["annotations"][UNNEEDED] = "2026-01-01T12:00:00Z"
+
+    done = await run(objects, cloud, tmp_path)
+
+    assert done.timeline()[:2] == ["patch Node web-a", "update NodePool/status web"]
+    assert records(done.status_writes()[0]) == [("web-a", "deleting"), ("web-b", "running")]
+    assert "evict Pod/eviction default/big" in done.kinds()
+    assert not any("small" in kind for kind in done.kinds())
+    assert ("ScalingDown", "2 -> 1 nodes: removing web-a") in done.events()
+
+
+async def test_scale_down_takes_a_node_whose_pods_may_be_evicted_now_first(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    vms = await launched(cloud, "web-a", "web-b")
+    objects = [pool(vms, target=1), *_two_nodes_one_busy(vms)]
+    objects[-1]["metadata"]["labels"] = {"app": "small"}
+    # the budget over web-b's pod allows no disruption now, as the cluster computed it
+    held = factories.pdb("small", namespace="default", max_unavailable=0)
+    held["metadata"]["generation"] = 1
+    held["status"] = {"disruptionsAllowed": 0, "observedGeneration": 1}
+
+    done = await run([*objects, held], cloud, tmp_path)
+
+    # web-b, the least used, would wait on its budget: web-a goes (its pod fits on web-b)
+    assert done.timeline()[:2] == ["patch Node web-a", "update NodePool/status web"]
+    assert "evict Pod/eviction default/big" in done.kinds()
+    assert not any("small" in kind for kind in done.kinds())
 
 
 async def test_an_eviction_a_budget_refuses_waits_and_says_so(
@@ -580,6 +617,44 @@ async def test_a_scale_down_drain_past_its_timeout_is_given_up_and_the_node_kept
     assert records(done.status_writes()[-1]) == [("web-a", "running"), ("web-b", "running")]
     assert [r for r, _ in done.events()] == ["DrainTimedOut"] * 2  # on the pool and the Node
     assert done.journal.mutating() == []
+
+
+async def test_after_a_drain_timed_out_the_next_named_node_is_tried(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    vms = await launched(cloud, "web-a", "web-b", "web-c")
+    named = {UNNEEDED: "2026-01-01T12:00:00Z"}
+    obj = pool(vms, target=2)
+    obj["status"]["instances"][1]["state"] = "deleting"
+    a, b, c = node(vms[0]), disrupted(vms[1]), node(vms[2])
+    for chosen in (b, c):  # the Autoscaler named b and c; b's drain is two hours old
+        chosen["metadata"]["annotations"].update(named)
+    held, busier = workload("held", vms[1]), workload("busier", vms[2], cpu="500m")
+
+    first = await run([obj, a, b, c, held, busier], cloud, tmp_path)
+
+    # b is given up: stamped, untainted, kept (its record live again), said on pool and Node
+    stamp, untaint = [w for w in first.writes if w.kind == "Node"]
+    assert (stamp.name, untaint.name) == ("web-b", "web-b")
+    assert [r for r, _ in first.events()] == ["DrainTimedOut"] * 2
+    status = first.status_writes()[-1]
+    assert records(status) == [("web-a", "running"), ("web-b", "running"), ("web-c", "running")]
+
+    # the next pass reads the cluster as that one left it (b still named: the Autoscaler
+    # takes its name off later): b rests, c, named, goes, not a (empty, first by name) nor
+    # b (named, less used than c)
+    b = node(vms[1])
+    b["metadata"]["annotations"].update(named, **{DRAIN_TIMED_OUT_AT: stamp_of(stamp)})
+    second = await run([pool(vms, target=2, status=status), a, b, c, held, busier], cloud, tmp_path)
+
+    assert second.timeline()[:2] == ["patch Node web-c", "update NodePool/status web"]
+    planned = records(second.status_writes()[0])
+    assert planned == [("web-a", "running"), ("web-b", "running"), ("web-c", "deleting")]
+
+
+def stamp_of(write: Any) -> str:
+    """The drain-timed-out time a stamp write set."""
+    return str(write.body["metadata"]["annotations"][DRAIN_TIMED_OUT_AT])
 
 
 async def test_a_tainted_node_the_pool_keeps_is_untainted(

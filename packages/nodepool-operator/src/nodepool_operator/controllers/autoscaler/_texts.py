@@ -138,14 +138,15 @@ def scale_down_target(
 
     * never while pods wait that the pool could hold (they may be about to land on the empty
       nodes);
-    * never while the pool is not settled (nodes booting, or more nodes than the target, i.e.
-      a scale-down still being carried out), so each empty node is taken away once;
+    * never while the pool is not settled (nodes booting, more nodes than the target, or a
+      node being drained, i.e. a scale-down still being carried out), so each empty node is
+      taken away once;
     * never below ``min_nodes``.
 
-    Which nodes go is the NodePool controller's choice (it removes empty nodes first); only
-    the count is decided here.
+    Only the count is decided here; the nodes counted are named on their Node
+    (:mod:`..._unneeded`) and the NodePool controller removes those first.
     """
-    if pods_need_room or nodes.registered != target or nodes.ready != target:
+    if pods_need_room or nodes.leaving or nodes.registered != target or nodes.ready != target:
         return None
     due = [n for n in nodes.empty if now - unneeded_since.get(n, now) >= unneeded_seconds]
     desired = max(min_nodes, target - len(due))

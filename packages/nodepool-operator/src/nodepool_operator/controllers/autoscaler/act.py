@@ -1,7 +1,8 @@
 """Act: make a :class:`~.decide.Decision`'s writes, in the order the decision assumes.
 
-1. the target, through the scale subresource, only if it is still the value the decision was
-   made from (:mod:`._scale`); otherwise the caller decides again from the server's value;
+1. the names of the unneeded Nodes (:mod:`.._unneeded`), then the target, through the scale
+   subresource, only if it is still the value the decision was made from (:mod:`._scale`);
+   otherwise the caller decides again from the server's value;
 2. the Events;
 3. the status, if it changed (one typed change, :mod:`._status`);
 4. the reservation patches: a toleration on each planned pod, the lift on each reserved Node
@@ -32,7 +33,7 @@ from nodepool_operator.api import AUTOSCALERS
 from nodepool_operator.controllers.autoscaler._report import Note, Subject
 from nodepool_operator.controllers.autoscaler._scale import write_target
 from nodepool_operator.controllers.autoscaler._status import READY, ConditionChange, StatusChange
-from nodepool_operator.controllers.autoscaler.decide import Grant, Lift, TargetWrite, Why
+from nodepool_operator.controllers.autoscaler.decide import Grant, Lift, Mark, TargetWrite, Why
 from nodepool_operator.controllers.autoscaler.observe import Raw, Unready
 
 __all__ = ["Actor", "Recorder"]
@@ -74,6 +75,14 @@ class Actor:
                 "NodePool %s targetNodes %d -> %d: %s", pool, write.expected, write.desired, what
             )
         return moved
+
+    async def mark(self, marks: Sequence[Mark]) -> None:
+        """Name the unneeded Nodes, or take the name off (a Node gone meanwhile needs
+        neither)."""
+        for mark in marks:
+            with contextlib.suppress(NotFound):
+                await self._client.patch(NODES, mark.node, mark.patch, patch_type=PatchType.MERGE)
+                log.info("node %s %s", mark.node, "unneeded" if mark.on else "needed again")
 
     def tell(self, raw: Raw, events: Sequence[Note]) -> None:
         """Record ``events`` on the objects they are about."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Final
@@ -62,6 +62,7 @@ from nodepool_operator.controllers.autoscaler.decide import (
     Clock,
     Decision,
     Knobs,
+    Mark,
     Memory,
     TargetWrite,
     burst_wait,
@@ -197,7 +198,9 @@ class AutoscalerController:
         return Result(requeue_after=decision.requeue_after)
 
     async def _decide_and_scale(self, obs: Observation, memory: Memory, now: Clock) -> Decision:
-        return await decide_and_write(obs, memory, now, self._knobs, self._actor.write_target)
+        return await decide_and_write(
+            obs, memory, now, self._knobs, self._actor.write_target, mark=self._actor.mark
+        )
 
 
 async def decide_and_write(
@@ -206,16 +209,25 @@ async def decide_and_write(
     now: Clock,
     knobs: Knobs,
     write: Callable[[str, TargetWrite], Awaitable[int | None]],
+    *,
+    mark: Callable[[Sequence[Mark]], Awaitable[None]] | None = None,
 ) -> Decision:
     """Decide, and write the decision's target (``write`` returns ``None`` once written, else
     the server's target); when the target moved under the decision (a cache behind the
-    server, another writer), decide again from the server's value.
+    server, another writer), decide again from the server's value. ``mark`` names the
+    unneeded Nodes before the target is written, so the NodePool controller, which reacts to
+    the target, finds them named.
 
     A plan can take tens of milliseconds (the exact search's budget), so deciding runs in a
     worker thread, where the interpreter's switch interval keeps the event loop answering
     watches and probes meanwhile."""
+    sent: set[tuple[str, bool]] = set()
     for _ in range(_MOVES):
         decision = await asyncio.to_thread(decide, obs, memory, now, knobs)
+        if mark is not None:
+            marks = [m for m in decision.marks if (m.node, m.on) not in sent]
+            await mark(marks)
+            sent.update((m.node, m.on) for m in marks)
         if decision.target is None:
             return decision
         moved = await write(obs.pool_name, decision.target)

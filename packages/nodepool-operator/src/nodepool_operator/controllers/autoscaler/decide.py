@@ -15,7 +15,9 @@ The steps, as cluster-autoscaler and Karpenter order them:
    pool's nodes, then its booting nodes (target minus registered), then new template nodes,
    within the smaller of the two maxNodes; a plan that needs new nodes raises the target
    (not while backing off); else, with scale-down on, nodes unneeded for
-   ``scaleDownUnneededTime`` lower it (nodes a blocker keeps never are, :mod:`._blocked`);
+   ``scaleDownUnneededTime`` lower it (nodes a blocker keeps never are, :mod:`._blocked`),
+   each named on its Node first so the NodePool controller removes those
+   (:mod:`.._unneeded`);
 4. tell: the status (:mod:`._status`), TriggeredScaleUp / ScaleDown / NotTriggerScaleUp /
    ProvisionTimedOut / ScaleDownBlocked Events, each distinct one once (:mod:`._report`);
 5. for a pool with ``reserveNewNodes``, let each planned pod onto the new node planned for it
@@ -31,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from nodepool_operator.api import MAX_POOL_NODES
 from nodepool_operator.controllers._blocked import SCALE_DOWN_BLOCKED, blocked_nodes, switches
@@ -43,6 +46,7 @@ from nodepool_operator.controllers._reserve import (
     lift_patch,
     toleration_patch,
 )
+from nodepool_operator.controllers._unneeded import mark_patch, rest_left, unmark_patch
 from nodepool_operator.controllers.autoscaler._batching import batch_wait
 from nodepool_operator.controllers.autoscaler._choice import option, served_elsewhere
 from nodepool_operator.controllers.autoscaler._landing import Landing
@@ -88,6 +92,7 @@ from nodepool_operator.scheduling import (
     ScaleUpPlan,
     Unremovable,
     crowded_out,
+    held_by_budgets,
     plan_scale_up,
     removal_order,
 )
@@ -98,6 +103,7 @@ __all__ = [
     "Grant",
     "Knobs",
     "Lift",
+    "Mark",
     "Memory",
     "TargetWrite",
     "Why",
@@ -204,6 +210,16 @@ class Lift:
 
 
 @dataclass(frozen=True, slots=True)
+class Mark:
+    """Name Node ``node`` unneeded (``on``) or take the name off: a merge patch of its
+    annotation (:mod:`.._unneeded`), written before the target."""
+
+    node: str
+    on: bool
+    patch: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """What one pass does. ``memory`` is what to remember once the writes are made
     (:func:`settle` adds what the reservation patches achieved)."""
@@ -216,6 +232,7 @@ class Decision:
     memory: Memory
     requeue_after: float
     plan: ScaleUpPlan
+    marks: tuple[Mark, ...] = ()
 
 
 def burst_wait(obs: Observation, memory: Memory, now: float, knobs: Knobs) -> float:
@@ -235,7 +252,7 @@ def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decisi
     keys = {p.ref: p.key for p in obs.candidates}
     landing_due, aside, eligible, settling = _set_aside(obs, m, now.mono, knobs)
     timeout = _follow_provisioning(obs, m, now.mono, knobs)
-    plan, write = _scale(obs, m, eligible, now.mono, knobs, may_write=timeout is None)
+    plan, write = _scale(obs, m, eligible, now, knobs, may_write=timeout is None)
     outcome = _outcome(obs, m, plan, write, timeout, keys, memory.blocked, now)
     said, m.reported = not_triggered(m.reported, (*_plan_groups(plan), *aside), keys)
     grants, lifts, lift_in = _hold_reservations(obs, m, now, knobs)
@@ -250,6 +267,7 @@ def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decisi
         memory=m,
         requeue_after=_requeue(obs, m, now.mono, knobs, lift_in, landing_due),
         plan=plan,
+        marks=_marks(obs, m, now),
     )
 
 
@@ -367,7 +385,7 @@ def _scale(
     obs: Observation,
     m: Memory,
     pods: Sequence[PendingPod],
-    now: float,
+    clock: Clock,
     knobs: Knobs,
     *,
     may_write: bool,
@@ -375,6 +393,7 @@ def _scale(
     """Raise the target if the plan needs new nodes (not while backing off); else, with
     scale-down on, lower it when nodes have been unneeded long enough (not after someone else
     moved the target)."""
+    now = clock.mono
     plan = _plan(obs, pods, m, now)
     if plan.scale_up:
         m.unneeded_since.clear()
@@ -391,10 +410,19 @@ def _scale(
     m.blocked = blocked_nodes(
         obs.nodes.candidates, obs.holds, switches=switches(obs.pool), budgets=obs.budgets
     )
+    # a node whose pods a PodDisruptionBudget lets go now is picked before one it would
+    # hold, as the NodePool controller removes them; a node whose drain timed out a short
+    # while ago is picked last and not unneeded: the NodePool controller would not take it
+    wall = clock.wall.timestamp()
+    resting = {name for name, t in obs.drain_timed_out.items() if rest_left(t, wall) > 0}
+    held = {n.name for n in obs.nodes.candidates if held_by_budgets(n.pods, obs.budgets)}
     order = removal_order(
-        obs.nodes.candidates, threshold=knobs.utilization_threshold, blockers=m.blocked
+        obs.nodes.candidates,
+        threshold=knobs.utilization_threshold,
+        blockers=m.blocked,
+        held=held | resting,
     )
-    unneeded = tuple(d.node for d in order if d.removable)
+    unneeded = tuple(d.node for d in order if d.removable and d.node not in resting)
     m.unneeded_since = track_unneeded(m.unneeded_since, unneeded, now)
     unneeded_time = obs.scaler.spec.scale_down_unneeded_time
     desired = scale_down_target(
@@ -410,6 +438,27 @@ def _scale(
         return plan, None
     summary = scale_down_text(obs.target, desired, unneeded_time)
     return plan, TargetWrite(obs.target, desired, Why.SCALE_DOWN, summary)
+
+
+def _marks(obs: Observation, m: Memory, now: Clock) -> tuple[Mark, ...]:
+    """Name the nodes unneeded for ``scaleDownUnneededTime`` (those a lowering counts) for
+    the NodePool controller, and take the name off a node open for pods again and no longer
+    unneeded (a node being drained keeps it: it goes with the node)."""
+    seconds = obs.scaler.spec.scale_down_unneeded_time.total_seconds()
+    due = {name: t for name, t in m.unneeded_since.items() if now.mono - t >= seconds}
+    wall = now.wall.timestamp()
+    marks = [
+        Mark(name, True, mark_patch(wall - (now.mono - since)))
+        for name, since in sorted(due.items())
+        if name not in obs.marked and name in obs.raw.nodes
+    ]
+    open_nodes = {node.name for node in obs.nodes.candidates}
+    marks += [
+        Mark(name, False, unmark_patch())
+        for name in sorted(obs.marked)
+        if name in open_nodes and name not in due
+    ]
+    return tuple(marks)
 
 
 def _plan_groups(plan: ScaleUpPlan) -> tuple[NotTriggered, ...]:
@@ -467,8 +516,10 @@ def _outcome(
         write = lowering if lowers else None
     events += _blocked_notes(obs, blocked_before, m.blocked)
     if write is not None and write.why is Why.SCALE_DOWN:
+        # The unneeded times are kept: they name the nodes to go (:func:`_marks`) until the
+        # NodePool controller took them; the pool is not settled meanwhile, so no node is
+        # counted twice (``scale_down_target``).
         head = write.summary
-        m.unneeded_since.clear()  # which nodes go is the NodePool controller's choice
         events += scaled(obs.pool_name, up=False, summary=head)
         scaled_at = now.wall
     elif write is not None and write.why is Why.SCALE_UP:

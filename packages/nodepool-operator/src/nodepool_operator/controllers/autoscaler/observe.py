@@ -6,8 +6,8 @@ Two steps, so the live reads wait for the burst to settle (:mod:`._batching`):
   node template), the pending pods of its namespaces (each read into a :class:`PendingPod`)
   and the pool's Nodes; or says why it cannot plan (:class:`Unready`).
 * :meth:`Observer.look_up` adds the live reads: the Secrets, ConfigMaps and claims the
-  candidates reference (:mod:`._references`), and kube-system's PodDisruptionBudgets when
-  scale-down might need them.
+  candidates reference (:mod:`._references`), and the PodDisruptionBudgets when scale-down
+  might need them.
 
 What is raw in the record is only what the recorder and the reservation patches need to name
 an object (:class:`Raw`); every decision reads the typed fields.
@@ -31,7 +31,7 @@ from nodepool_operator.api import (
     parse_nodepool,
 )
 from nodepool_operator.cloud import CATALOGUE, CloudError
-from nodepool_operator.controllers._blocked import kube_system_budgets, switches
+from nodepool_operator.controllers._blocked import PDBS
 from nodepool_operator.controllers._capacity import (
     PoolNodes,
     machine_memory,
@@ -42,6 +42,7 @@ from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
 from nodepool_operator.controllers._launch import NodeClassUnavailable
 from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._reserve import reserved_for
+from nodepool_operator.controllers._unneeded import is_marked, timed_out_at
 from nodepool_operator.controllers.autoscaler._choice import Option, option
 from nodepool_operator.controllers.autoscaler._decode import (
     deleting,
@@ -72,8 +73,8 @@ from nodepool_operator.scheduling import (
     PodView,
     classify,
     daemonset_view,
-    needs_budgets,
     node_view,
+    pdb_view,
     pod_view,
 )
 
@@ -127,7 +128,10 @@ class Observation:
         reserved: the pool's reserved Nodes: (Node name, the name it is reserved for).
         holds: each Node's own hold annotation (``""`` if none), for scale-down blockers.
         lookup: what the candidates' references found (:meth:`Observer.look_up`).
-        budgets: kube-system's PodDisruptionBudgets, when a blocker check needs them.
+        budgets: the PodDisruptionBudgets, when a node that might go runs a workload pod.
+        marked: the pool's Nodes this Autoscaler named unneeded (:mod:`.._unneeded`).
+        drain_timed_out: when the NodePool controller gave up draining a Node, by name (it
+            rests, out of scale-down, for a while after).
         rivals: the other Autoscalers watching one of its namespaces, as options for the
             choice of who scales for a pod (:mod:`._choice`), by name.
     """
@@ -147,6 +151,8 @@ class Observation:
     moved: bool = False
     lookup: Lookup = field(default_factory=Lookup)
     budgets: tuple[PdbView, ...] = ()
+    marked: frozenset[str] = frozenset()
+    drain_timed_out: Mapping[str, float] = field(default_factory=dict)
     rivals: tuple[Option, ...] = ()
 
     @property
@@ -243,6 +249,10 @@ def snapshot(
         ),
         holds={view.name: view.hold for view in map(node_view, nodes)},
         raw=Raw(obj, pool_obj, by_name, unbound),
+        marked=frozenset(name for name, node in by_name.items() if is_marked(node)),
+        drain_timed_out={
+            name: when for name, node in by_name.items() if (when := timed_out_at(node))
+        },
         rivals=tuple(sorted(rivals, key=lambda o: o.name)),
     )
 
@@ -328,14 +338,17 @@ class Observer:
         )
 
     async def look_up(self, obs: Observation) -> Observation:
-        """``obs`` with the live reads: what the candidates reference, and kube-system's
-        budgets when scale-down is on and a kube-system pod is on a node that might go."""
+        """``obs`` with the live reads: what the candidates reference, and, when scale-down
+        is on and a node that might go runs a workload pod, every namespace's budgets (a
+        node whose pods a budget lets go now is named before one it would hold; a
+        kube-system pod no budget covers blocks its node)."""
         lookup = await look_up(self._client, (p.needs for p in obs.candidates))
         budgets: list[PdbView] = []
         if obs.scaler.spec.scale_down_enabled:
             views = [pod for node in obs.nodes.candidates for pod in node.pods]
-            if needs_budgets(views, switches(obs.pool)):
-                budgets = await kube_system_budgets(self._client)
+            if any(pod.workload for pod in views):
+                items, _ = await self._client.list_all(PDBS)
+                budgets = [pdb_view(item) for item in items]
         return replace(obs, lookup=lookup, budgets=tuple(budgets))
 
     def pool_not_found(self, obj: Object, pool: str) -> Unready:

@@ -16,12 +16,18 @@ operator neither restarts nor forgets them):
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from nodepool_operator.api import DELETING_CONDITION, format_duration
+from nodepool_operator.controllers._unneeded import (  # shared: the Autoscaler reads the stamp
+    DRAIN_TIMED_OUT_AT,
+    RECHECK_SECONDS,
+    format_time,
+    parse_time,
+    rest_left,
+)
 
 __all__ = [
     "DRAINING",
@@ -38,11 +44,6 @@ __all__ = [
     "resting_for",
 ]
 
-#: Node annotation: when its scale-down drain was given up (RFC 3339).
-DRAIN_TIMED_OUT_AT: Final = "kubeloop.dev/drain-timed-out-at"
-#: How long a node whose drain timed out is left out of the scale-down's choice
-#: (cluster-autoscaler's unremovable-node-recheck-timeout, 5m).
-RECHECK_SECONDS: Final = 300.0
 #: Event reason (pool and node) when a scale-down drain is given up.
 DRAIN_TIMED_OUT: Final = "DrainTimedOut"
 #: Event and condition reason when a pool's deletion stops waiting for its drains.
@@ -53,22 +54,6 @@ DRAINING: Final = "Draining"
 Condition = tuple[str, Literal["True", "False", "Unknown"], str, str]
 _MAX_MESSAGE = 32768
 _NAMED = 5
-
-
-def parse_time(stamp: Any) -> float | None:
-    """Seconds since the epoch of an RFC 3339 time as the API server writes it, or None."""
-    if not stamp:
-        return None
-    try:
-        return dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def format_time(seconds: float) -> str:
-    """An RFC 3339 time in UTC, to the second, as the API server writes them."""
-    when = dt.datetime.fromtimestamp(int(seconds), dt.UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def remaining(since: float | None, limit: timedelta, now: float) -> float:
@@ -83,13 +68,6 @@ def resting_for(annotations: Mapping[str, str], now: float) -> float:
     """Seconds until a node whose scale-down drain timed out may be chosen again (0: it may,
     or it never timed out)."""
     return rest_left(parse_time(annotations.get(DRAIN_TIMED_OUT_AT)), now)
-
-
-def rest_left(timed_out_at: float | None, now: float) -> float:
-    """:func:`resting_for` from the time the drain timed out (None: it never did)."""
-    if timed_out_at is None:
-        return 0.0
-    return max(0.0, timed_out_at + RECHECK_SECONDS - now)
 
 
 def _named(draining: Mapping[str, str]) -> str:

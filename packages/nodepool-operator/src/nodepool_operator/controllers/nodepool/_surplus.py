@@ -1,7 +1,8 @@
 """Which of the pool's Nodes a scale-down removes: the pods to read (:func:`judged_nodes`),
 the order (one rule with the Autoscaler: :func:`~nodepool_operator.scheduling.removal_order`,
-blocked Nodes last), a blocked choice kept when another Node can go instead, and the Nodes
-tainted for removal that are no longer chosen (:func:`untaint`)."""
+the Nodes the Autoscaler named unneeded first, those a PodDisruptionBudget would hold after
+the others, blocked Nodes last), a blocked choice kept when another Node can go instead, and
+the Nodes tainted for removal that are no longer chosen (:func:`untaint`)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,17 @@ from nodepool_operator.controllers.nodepool._instances import (
 )
 from nodepool_operator.controllers.nodepool._intent import DELETING
 from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode
-from nodepool_operator.scheduling import ScaleDownNode, Unremovable, removal_order
+from nodepool_operator.scheduling import (
+    ScaleDownNode,
+    Unremovable,
+    held_by_budgets,
+    removal_order,
+)
 
 if TYPE_CHECKING:
     from nodepool_operator.controllers.nodepool.observe import Observation
 
-__all__ = ["Removal", "judged_nodes", "keep_held", "removal", "untaint"]
+__all__ = ["Removal", "choosing", "judged_nodes", "keep_held", "removal", "untaint"]
 
 
 def judged_nodes(obs: Observation) -> set[str]:
@@ -45,6 +51,12 @@ def judged_nodes(obs: Observation) -> set[str]:
     if len(live(records)) > desired(obs.pool) or retiring:
         return set(obs.nodes)
     return set()
+
+
+def choosing(obs: Observation) -> bool:
+    """Whether the pass has Nodes to choose for a scale-down (more live VMs than desired):
+    then whose pods a PodDisruptionBudget lets go now is read too."""
+    return len(live(obs.pool.status.instances)) > desired(obs.pool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +82,10 @@ def removal(
     obs: Observation, records: Sequence[InstanceRecord], *, keeping: bool = False
 ) -> Removal:
     """The live records that have a Node, best to remove first (one rule with the
-    Autoscaler's scale-down: :func:`~nodepool_operator.scheduling.removal_order`, blocked
-    Nodes last), what blocks each Node (the scale-down's own choices included: a blocker may
+    Autoscaler's scale-down: :func:`~nodepool_operator.scheduling.removal_order`, the Nodes
+    the Autoscaler named unneeded first among those that can go, and of those the ones whose
+    pods a PodDisruptionBudget lets go now before the ones it would hold, blocked Nodes
+    last), what blocks each Node (the scale-down's own choices included: a blocker may
     turn up after the choice), and which live ones can go now.
 
     ``keeping``: as if the blocked Nodes being scaled down were kept (untainted, their room
@@ -97,7 +111,9 @@ def removal(
             for n in nodes
             if record_of[n.name] not in live_names and n.name in blocked
         ]
-    order = removal_order(candidates, threshold=1.0, blockers=blocked)
+    named = {name for name, n in obs.nodes.items() if n.unneeded}
+    held = {n.name for n in candidates if held_by_budgets(n.pods, obs.budgets)}
+    order = removal_order(candidates, threshold=1.0, blockers=blocked, prefer=named, held=held)
     return Removal(
         order=tuple(record_of[d.node] for d in order if record_of[d.node] in live_names),
         blocked={record_of[name]: why for name, why in blocked.items()},

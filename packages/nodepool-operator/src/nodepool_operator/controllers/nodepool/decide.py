@@ -126,10 +126,15 @@ def decide(
     events += kept_events
     want = desired(obs.pool)
     order: tuple[str, ...] = ()
+    keep: frozenset[str] = rest
     if len(live(records)) > want:
         seen = removal(obs, records)
         order, empty = seen.order, empty | seen.empty
-    decided = plan(records, want, gone=gone.why, order=order, keep=rest)
+        if rest:
+            # A drain timed out: the next candidate is a Node that can go now; with none,
+            # the surplus waits for the rest to end rather than strand another's pods.
+            keep = rest | (frozenset(seen.order) - frozenset(seen.removable))
+    decided = plan(records, want, gone=gone.why, order=order, keep=keep)
     decided, held = within_budget(obs, records, decided, gone.why, empty)
     by_instance = obs.by_instance()
     before = len(live(records))

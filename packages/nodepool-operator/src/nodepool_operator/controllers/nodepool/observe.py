@@ -20,7 +20,7 @@ from nodepool_operator.api import (
     parse_nodepool,
 )
 from nodepool_operator.cloud import CloudError, CloudProvider, Instance, InstanceNotFound
-from nodepool_operator.controllers._blocked import kube_system_budgets, switches
+from nodepool_operator.controllers._blocked import PDBS, kube_system_budgets, switches
 from nodepool_operator.controllers._capacity import scale_down_node
 from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
 from nodepool_operator.controllers._scope import POOL_LABEL
@@ -28,7 +28,7 @@ from nodepool_operator.controllers.nodepool import _surplus
 from nodepool_operator.controllers.nodepool._drain_deadline import parse_time
 from nodepool_operator.controllers.nodepool._intent import DELETING, POOL_UID_TAG, idempotency_token
 from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode, decode_node
-from nodepool_operator.scheduling import PdbView, is_workload, needs_budgets
+from nodepool_operator.scheduling import PdbView, is_workload, needs_budgets, pdb_view
 
 _FINISHED = ("Succeeded", "Failed")
 
@@ -47,7 +47,9 @@ class Observation:
     pods: Mapping[str, NodePods] = field(default_factory=dict)
     """The pods of each Node a scale-down may judge (only read when one is looked at)."""
     budgets: tuple[PdbView, ...] = ()
-    """kube-system's PodDisruptionBudgets, when a pod there may block a scale-down."""
+    """The PodDisruptionBudgets a scale-down reads: every namespace's when it has a Node to
+    choose and a judged Node runs a workload pod (a Node whose pods can be evicted now goes
+    first), else kube-system's when a pod there may block it."""
     refused: CloudError | None = None
     """The cloud refused the list (or a describe): nothing else was read."""
 
@@ -81,10 +83,17 @@ async def pool_vms(
 
 
 async def node_pods(
-    mgr: Manager, pool: NodePool, nodes: Mapping[str, PoolNode], names: set[str]
+    mgr: Manager,
+    pool: NodePool,
+    nodes: Mapping[str, PoolNode],
+    names: set[str],
+    *,
+    choosing: bool = False,
 ) -> tuple[dict[str, NodePods], tuple[PdbView, ...]]:
-    """The pods bound to each of ``names`` (cache index), and kube-system's budgets when one
-    of them may be judged by them."""
+    """The pods bound to each of ``names`` (cache index), and the budgets that judge them:
+    every namespace's when ``choosing`` which Node goes and one runs a workload pod (read
+    live, once per choice: whose pods can be evicted now), else kube-system's when a pod
+    there may block."""
     pods: dict[str, NodePods] = {}
     for name, node in nodes.items():
         if name not in names:
@@ -92,6 +101,9 @@ async def node_pods(
         bound = await mgr.cache.list(PODS, index=(POD_NODE, name))
         empty = not any(is_workload(p) and not _finished(p) for p in bound)
         pods[name] = NodePods(scale_down_node(node.raw, bound), empty)
+    if choosing and not all(n.empty for n in pods.values()):
+        items, _ = await mgr.client.list_all(PDBS)
+        return pods, tuple(pdb_view(item) for item in items)
     views = [pod for n in pods.values() for pod in n.view.pods]
     if not needs_budgets(views, switches(pool)):
         return pods, ()
@@ -111,7 +123,8 @@ async def observe(
     judged = _surplus.judged_nodes(seen)
     if not judged:
         return seen
-    pods, budgets = await node_pods(mgr, pool, nodes, judged)
+    choosing = _surplus.choosing(seen)
+    pods, budgets = await node_pods(mgr, pool, nodes, judged, choosing=choosing)
     return replace(seen, pods=pods, budgets=budgets)
 
 

@@ -17,12 +17,8 @@ from nodepool_operator.cloud import instance_id_of
 from nodepool_operator.controllers._node_fields import NodeFields, node_fields
 from nodepool_operator.controllers._node_manifest import is_ready, ready_since
 from nodepool_operator.controllers._reserve import reserved_for
+from nodepool_operator.controllers._unneeded import is_marked, rest_left, timed_out_at
 from nodepool_operator.controllers.nodepool._drain import disrupting_since, has_disrupting_taint
-from nodepool_operator.controllers.nodepool._drain_deadline import (
-    DRAIN_TIMED_OUT_AT,
-    parse_time,
-    rest_left,
-)
 from nodepool_operator.controllers.nodepool._repair import unhealthy_since
 from nodepool_operator.scheduling import ScaleDownNode, node_view
 
@@ -52,6 +48,8 @@ class PoolNode:
     """Since when and why it is unhealthy, by the pool's repair conditions; None: healthy."""
     hold: str = ""
     """Its own do-not-disrupt annotation, as a blocker reads it."""
+    unneeded: bool = False
+    """The Autoscaler named it unneeded (:mod:`.._unneeded`): a scale-down removes it first."""
     fields: NodeFields = field(default_factory=lambda: NodeFields(""), compare=False, repr=False)
     """What :mod:`.act`'s guarded patches compare against (taints as stored, labels, ...)."""
     raw: Object = field(default_factory=dict, compare=False, repr=False)
@@ -95,7 +93,6 @@ def decode_node(obj: Object, unhealthy_conditions: Collection[str] = ()) -> Pool
     meta = obj.get("metadata") or {}
     fields = node_fields(obj)
     provider = (obj.get("spec") or {}).get("providerID") or ""
-    annotations = meta.get("annotations") or {}
     return PoolNode(
         name=str(meta.get("name") or ""),
         instance_id=instance_id_of(provider) if provider else "",
@@ -104,10 +101,11 @@ def decode_node(obj: Object, unhealthy_conditions: Collection[str] = ()) -> Pool
         ready_since=ready_since(obj),
         tainted=has_disrupting_taint(fields),
         disrupting_since=disrupting_since(fields),
-        timed_out_at=parse_time(annotations.get(DRAIN_TIMED_OUT_AT)),
+        timed_out_at=timed_out_at(obj),
         reserved=reserved_for(fields) is not None,
         unhealthy=unhealthy_since(obj, unhealthy_conditions),
         hold=node_view(obj).hold,
+        unneeded=is_marked(obj),
         fields=fields,
         raw=obj,
     )
