@@ -1,7 +1,8 @@
 """docs/eks.md cannot drift from the code: its manifests are parsed by the operator's own
 typed parse and checked field by field against the committed CRD schemas (the apiserver
-would prune an unknown field silently, so a misspelt one is caught here), and every Degraded
-reason its table names is one the code can produce. Its chart values are rendered by the
+would prune an unknown field silently, so a misspelt one is caught here); every Degraded
+reason its table names is one the code can produce; and the field names, chart values and
+operator flags its prose names exist. Its chart values are rendered by the
 real helm in tests/integration/test_eks_guide_chart.py."""
 
 from __future__ import annotations
@@ -137,3 +138,69 @@ def test_every_degraded_reason_in_the_guide_is_one_the_code_sets() -> None:
     assert "InvalidAMI" in named
     assert "InvalidInstanceProfile" in named
     assert sorted(set(named) - reasons_the_code_sets()) == []
+
+
+def section(title: str) -> str:
+    """The prose of the guide's section ``title`` (its code blocks left out)."""
+    text = GUIDE.read_text()
+    start = text.index(f"\n## {title}")
+    end = text.find("\n## ", start + 1)
+    body = text[start : end if end != -1 else None]
+    return re.sub(r"^```.*?^```", "", body, flags=re.M | re.S)
+
+
+def schema_paths(schema: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
+    """Every field path under ``schema`` (a.b.c), array items transparent."""
+    if isinstance(schema.get("items"), dict):
+        yield from schema_paths(schema["items"], prefix)
+    for key, sub in (schema.get("properties") or {}).items():
+        path = f"{prefix}{key}"
+        yield path
+        yield from schema_paths(sub, f"{path}.")
+
+
+def value_paths(values: Any, prefix: str = "") -> Iterator[str]:
+    if isinstance(values, dict):
+        for key, sub in values.items():
+            yield f"{prefix}{key}"
+            yield from value_paths(sub, f"{prefix}{key}.")
+
+
+def test_every_node_class_field_the_prose_names_exists() -> None:
+    """Section 4 names fields as `field` or `parent.field`: each is a path of the class's spec
+    (or ends one), or a key of the NodeConfig the operator writes."""
+    schema = crd_version("AwsNodeClass", "kubeloop.dev/v1alpha1")["schema"]["openAPIV3Schema"]
+    spec_paths = set(schema_paths(schema["properties"]["spec"]))
+    leaves = {p.rsplit(".", 1)[-1] for p in spec_paths}
+    nodeconfig = (CLOUD_SOURCE / "_nodeconfig.py").read_text()
+    named = re.findall(r"`([a-z]+[A-Z]\w*|[a-z]\w*\.[a-z]\w*)(?::[^`]*)?`", section("4."))
+    assert {"amiSsmParameter", "cluster.name", "rootVolume", "securityGroupIds"} <= set(named)
+    unknown = [
+        n for n in named if n not in spec_paths and n not in leaves and f'"{n}"' not in nodeconfig
+    ]
+    assert unknown == []
+
+
+def test_every_chart_value_and_operator_flag_the_prose_names_exists() -> None:
+    values = yaml.safe_load((ROOT / "charts" / "nodepool-operator" / "values.yaml").read_text())
+    paths = set(value_paths(values))
+    prose = section("3.") + section("6.")
+    named = set(re.findall(r"`((?:cloud|webhook|operator|serviceAccount|image)\.[\w.]+)", prose))
+    named |= set(re.findall(r"`(nodeSelector|tolerations)`", prose))
+    assert {"cloud.aws.region", "operator.registrationTimeoutSeconds"} <= named
+    assert sorted(named - paths) == []
+    main = ROOT / "packages" / "nodepool-operator" / "src" / "nodepool_operator" / "__main__.py"
+    flags = set(re.findall(r"`(--[a-z][a-z-]*)", prose))
+    assert {"--aws-region", "--registration-timeout"} <= flags
+    assert sorted(f for f in flags if f'"{f}"' not in main.read_text()) == []
+
+
+def test_every_pool_field_the_prose_names_exists() -> None:
+    schema = crd_version("NodePool", "kubeloop.dev/v1alpha1")["schema"]["openAPIV3Schema"]
+    paths = set(schema_paths(schema))
+    prose = section("5.") + section("6.")
+    named = set(re.findall(r"`((?:spec|status)\.[\w.]+)`", prose))
+    assert {"spec.targetNodes", "status.instances"} <= named
+    records = {p.rsplit(".", 1)[-1] for p in paths if p.startswith("status.instances.")}
+    assert {"name", "instanceId", "state", "nodeName"} <= records
+    assert sorted(named - paths) == []
