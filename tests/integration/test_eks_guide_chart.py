@@ -8,11 +8,16 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.integration.manifest_support import helm, load_docs
 from tests.unit.nodepool_operator.test_eks_guide import GUIDE, VALUES_MARK, yaml_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "nodepool-operator"
+
+# helm is built by make test-release, as for the chart's own tests
+pytestmark = [pytest.mark.integration, pytest.mark.release]
 
 
 def test_the_guides_values_render_with_the_region_and_the_role(tmp_path: Path) -> None:
