@@ -124,3 +124,19 @@ def test_expiry_within_the_budgets_counted_from_the_cluster(
     for name in aside:
         assert f"n-{name}" in decision.expiring
     assert all(states(decision)[n] == "running" for n in names)
+
+
+def test_an_expired_node_whose_drain_timed_out_rests_aside_and_its_replacement_stays() -> None:
+    records = [rec("a"), rec("c")]
+    seen = observed(
+        pool(1, records, **expiring()),
+        [node("a", timed_out_at=NOW - 10), node("c")],
+        [vm("a", age=2 * HOUR), vm("c", age=30)],
+    )
+    decision = decide.decide(seen, NOW, SETTINGS)
+    # neither drained again at once nor is its replacement taken as surplus
+    assert (decision.add, decision.retire, decision.taint) == (0, (), ())
+    assert "n-a" in decision.expiring
+    # its rest over, it goes
+    later = decide.decide(seen, NOW + 3600, SETTINGS)
+    assert later.retire == ("a",)

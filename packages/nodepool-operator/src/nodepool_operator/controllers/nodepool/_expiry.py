@@ -71,9 +71,12 @@ def expiry(
     *,
     want: int,
     skip: Collection[str] = (),
+    resting: Collection[str] = (),
 ) -> Expiry:
     """The expired records of the pool and what to do with each now. ``want``: the pool's
-    desired size; ``skip``: records leaving or resting anyway (not expiry's to decide)."""
+    desired size; ``skip``: records leaving anyway (not expiry's to decide); ``resting``:
+    records whose drain timed out a short while ago. An expired one stays aside while it
+    rests (not retired again yet), so its Ready replacement is not taken for surplus."""
     ttl = obs.pool.spec.disruption.expire_after
     if ttl is None:
         return Expiry()
@@ -114,7 +117,7 @@ def expiry(
     retire: dict[str, tuple[str, str]] = {}
     aside: list[str] = []
     for _, name, node_name in chosen:
-        if serving >= want:
+        if serving >= want and name not in resting:
             note = (
                 f"node {node_name} of {name} is older than expireAfter {age} and its "
                 "replacement is Ready; draining and removing it"

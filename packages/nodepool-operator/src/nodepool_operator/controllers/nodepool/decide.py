@@ -140,7 +140,7 @@ def decide(
             # the surplus waits for the rest to end rather than strand another's pods.
             keep = rest | (frozenset(seen.order) - frozenset(seen.removable))
     # Expiry is budgeted by itself (:mod:`._expiry`): its retirements join what leaves.
-    old = expiry(obs, records, now, want=want, skip=frozenset(gone.why) | rest)
+    old = expiry(obs, records, now, want=want, skip=frozenset(gone.why), resting=rest)
     why = {**gone.why, **old.retire}
     decided = plan(records, want, gone=why, order=order, keep=keep, aside=old.aside)
     decided, held = within_budget(obs, records, decided, why, empty)
