@@ -241,6 +241,20 @@ class QuotaExceeded(CloudError):
 
     default_retry_after: ClassVar[float | None] = 300.0
 
+    def __init__(
+        self,
+        message: str,
+        *,
+        instance_type: str | None = None,
+        zone: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.instance_type = instance_type
+        """Set when the limit is the type's own (EC2's ``InstanceLimitExceeded``): another
+        type may still launch at once."""
+        self.zone = zone
+
 
 class PermissionDenied(CloudError):
     """The credentials may not make this call (EC2's ``UnauthorizedOperation``). Not the
@@ -252,18 +266,27 @@ class PermissionDenied(CloudError):
 
 
 class CapacityUnavailable(CloudError):
-    """No capacity for this instance type right now. Retryable with backoff (default
-    ``retry_after`` 30 s), or at once with another instance type.
+    """No capacity for this instance type right now (or no free address in the subnet it
+    was sent to). Retryable with backoff (default ``retry_after`` 30 s), or at once with
+    another instance type.
     """
 
     retryable: ClassVar[bool] = True
     default_retry_after: ClassVar[float | None] = 30.0
 
     def __init__(
-        self, message: str, *, instance_type: str | None = None, retry_after: float | None = None
+        self,
+        message: str,
+        *,
+        instance_type: str | None = None,
+        zone: str | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message, retry_after=retry_after)
         self.instance_type = instance_type
+        """The type refused (None: not said)."""
+        self.zone = zone
+        """The zone it is out in, when the cloud named one (None: not said)."""
 
 
 class InstanceNotFound(CloudError):

@@ -53,6 +53,7 @@ from nodepool_operator.controllers.autoscaler._landing import Landing
 from nodepool_operator.controllers.autoscaler._pending import blocked
 from nodepool_operator.controllers.autoscaler._provision import (
     Provisioning,
+    cloud_refusing,
     observe,
     requested,
     timed_out,
@@ -337,9 +338,10 @@ def _follow_provisioning(
     m.provisioning = observe(
         m.provisioning, in_flight=effective - registered, registered=registered, now=now
     )
-    failed = timed_out(
-        m.provisioning, now=now, timeout=knobs.max_node_provision, backoff=knobs.scale_up_backoff
-    )
+    refusing = cloud_refusing(obs.pool)
+    # the pool says the cloud refuses its nodes: the wait has failed now, not at its end
+    timeout = 0.0 if refusing else knobs.max_node_provision
+    failed = timed_out(m.provisioning, now=now, timeout=timeout, backoff=knobs.scale_up_backoff)
     if failed is None:
         return None
     m.provisioning = failed
@@ -347,10 +349,15 @@ def _follow_provisioning(
     desired = max(registered, spec.min_nodes)
     after = desired if desired < obs.target and not obs.moved else obs.target
     wait = (failed.backoff_until or now) - now
+    why = (
+        f"are refused by the cloud ({refusing})"
+        if refusing
+        else f"did not register within {knobs.max_node_provision:g}s"
+    )
     note = (
-        f"NodePool {obs.pool_name}: {effective - registered} requested node(s) did not register "
-        f"within {knobs.max_node_provision:g}s; no longer counted as in flight, target "
-        f"{obs.target} -> {after}, scale-up backed off for {wait:g}s"
+        f"NodePool {obs.pool_name}: {effective - registered} requested node(s) {why}; no "
+        f"longer counted as in flight, target {obs.target} -> {after}, scale-up backed off "
+        f"for {wait:g}s"
     )
     head = f"provisioning timed out: target {obs.target} -> {after}, scale-up backed off"
     return TargetWrite(obs.target, desired, Why.PROVISION_TIMEOUT, note), head
