@@ -197,6 +197,12 @@ class Disruption:
     a vanished VM are not budgeted (as in Karpenter)."""
 
 
+#: A pool's fallback instance types (both API versions).
+InstanceTypes = Annotated[
+    list[Annotated[str, MinLength(1), MaxLength(63)]], MaxItems(20), ListSet()
+]
+
+
 @rules(less_or_equal("minNodes", "maxNodes"), less_or_equal("targetNodes", "maxNodes"))
 @dataclass(frozen=True, kw_only=True)
 class NodePoolSpec:
@@ -212,9 +218,7 @@ class NodePoolSpec:
     instance_type: Annotated[str, MinLength(1), MaxLength(63)]
     """The cloud instance type of the pool's VMs, e.g. m5.large: the node the Autoscaler
     plans with."""
-    instance_types: Annotated[
-        list[Annotated[str, MinLength(1), MaxLength(63)]], MaxItems(20), ListSet()
-    ] = field(default_factory=list)
+    instance_types: InstanceTypes = field(default_factory=list)
     """More instance types a VM may be launched as, in order of preference: each VM is the
     cheapest of instanceType and these that the cloud has capacity for and that holds at
     least what instanceType does (CPU, memory, pods, GPUs, same architecture); one the

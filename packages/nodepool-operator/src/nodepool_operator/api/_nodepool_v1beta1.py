@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from kubeloop.crd import (
-    ListSet,
     Maximum,
     MaxItems,
     MaxLength,
@@ -43,6 +42,7 @@ from nodepool_operator.api._nodepool import (
     _VALID_LABEL_KEYS,
     MAX_POOL_NODES,
     Disruption,
+    InstanceTypes,
     NodePoolStatus,
     Taint,
 )
@@ -97,9 +97,7 @@ class NodeTemplateSpec:
     instance_type: Annotated[str, MinLength(1), MaxLength(63)]
     """The cloud instance type of the pool's VMs, e.g. m5.large: the node the Autoscaler
     plans with."""
-    instance_types: Annotated[
-        list[Annotated[str, MinLength(1), MaxLength(63)]], MaxItems(20), ListSet()
-    ] = field(default_factory=list)
+    instance_types: InstanceTypes = field(default_factory=list)
     """More instance types a VM may be launched as, in order of preference: each VM is the
     cheapest of instanceType and these that the cloud has capacity for and that holds at
     least what instanceType does (CPU, memory, pods, GPUs, same architecture); one the

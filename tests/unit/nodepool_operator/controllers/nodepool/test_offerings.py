@@ -14,14 +14,7 @@ from nodepool_operator.controllers.nodepool._offerings import (
     UnavailableOfferings,
     refused_offering,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.unit.nodepool_operator.controllers.nodepool.test_create_gate import Clock
 
 
 def test_an_offering_is_out_for_three_minutes() -> None:

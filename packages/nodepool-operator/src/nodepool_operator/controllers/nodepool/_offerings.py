@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from nodepool_operator.cloud import CapacityUnavailable, CloudError, QuotaExceeded
+from nodepool_operator.cloud import CloudError, LaunchRefused
 
 #: How long an offering stays unavailable after a refusal (Karpenter's TTL).
 UNAVAILABLE_FOR: Final = 180.0
@@ -33,7 +33,7 @@ def refused_offering(err: CloudError) -> Offering | None:
     """The offering a create's error says is out (no capacity, the type's instance limit,
     no free address), or None when the error is not about one (a transient failure, an
     invalid request, an account-wide quota). Reads the port's typed error, never a message."""
-    if isinstance(err, CapacityUnavailable | QuotaExceeded) and err.instance_type:
+    if isinstance(err, LaunchRefused) and err.instance_type:
         return Offering(err.instance_type, err.zone or "")
     return None
 
