@@ -9,11 +9,11 @@ from nodepool_operator.api import parse_nodepool
 from nodepool_operator.controllers.autoscaler._landing import Landing
 from nodepool_operator.controllers.autoscaler._provision import (
     Provisioning,
-    cloud_refusing,
     observe,
     requested,
     timed_out,
 )
+from nodepool_operator.controllers.autoscaler.decide import cloud_refusing
 
 TIMEOUT, BACKOFF = 900.0, 300.0
 

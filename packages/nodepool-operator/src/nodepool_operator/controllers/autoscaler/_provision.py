@@ -17,9 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final
 
-from nodepool_operator.api import NodePool
-
-__all__ = ["Provisioning", "cloud_refusing", "observe", "timed_out"]
+__all__ = ["Provisioning", "observe", "timed_out"]
 
 #: The longest backoff after repeated failures (cluster-autoscaler's max node group backoff).
 MAX_BACKOFF_SECONDS: Final = 1800.0
@@ -74,25 +72,3 @@ def timed_out(
         return None
     wait = min(backoff * 2**state.failures, max(MAX_BACKOFF_SECONDS, backoff))
     return Provisioning(None, state.registered, now + wait, state.failures + 1)
-
-
-#: The NodePool's Degraded reasons that say the cloud will not launch its nodes now: every
-#: type the pool may use is out of capacity or over a limit (the NodePool controller falls
-#: back to another type by itself while one is left).
-REFUSING_REASONS: Final = frozenset({"CapacityUnavailable", "QuotaExceeded"})
-
-
-def cloud_refusing(pool: NodePool) -> str | None:
-    """The pool's own word that its in-flight nodes are not coming (its ``Degraded``
-    condition, for its current spec, with a capacity or quota reason): then the wait has
-    failed now, not after the max provision time. None when it says nothing of the kind."""
-    generation = pool.metadata.generation or 0
-    for c in pool.status.conditions:
-        if (
-            c.type == "Degraded"
-            and c.status == "True"
-            and c.reason in REFUSING_REASONS
-            and c.observed_generation == generation
-        ):
-            return f"{c.reason}: {c.message}"
-    return None
