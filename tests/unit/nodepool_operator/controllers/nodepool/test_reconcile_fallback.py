@@ -85,3 +85,15 @@ async def test_a_pool_without_a_fitting_fallback_is_degraded_and_held(
     assert degraded(last) == ("True", "CapacityUnavailable")
     assert cloud.snapshot().live == ()
     assert cloud.calls()["create"] == 1, "held by the gate after the one refusal"
+
+
+async def test_a_fallback_the_cloud_does_not_offer_is_skipped(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    obj = pool(1, instanceTypes=["x9.nosuch", "r5.large"])
+
+    done = await run([obj], cloud, tmp_path)
+
+    assert done.error is None
+    assert [vm.instance_type for vm in cloud.snapshot().live] == ["r5.large"]
+    assert cloud.calls()["create"] == 2  # the refused m5.large, then r5.large

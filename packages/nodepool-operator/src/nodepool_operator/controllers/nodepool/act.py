@@ -320,11 +320,6 @@ class Act:
 
     # -- create -----------------------------------------------------------------------------
 
-    async def _instance_type(self, name: str) -> InstanceType | None:
-        if name not in self._types:  # the catalogue rarely changes: ask again only on a miss
-            self._types = {t.name: t for t in await self.cloud.instance_types()}
-        return self._types.get(name)
-
     async def _create(self, p: Progress, decision: Decision) -> None:
         if decision.held is not None:
             p.failure = decision.held  # refused recently for this spec: not asked again yet
@@ -411,8 +406,9 @@ class Act:
         the pool would be (:mod:`._type_choice`). A type the cloud does not offer is left
         out, except the template's own (its create reports it as invalid, as before)."""
         names = candidates(pool.spec.instance_type, pool.spec.instance_types)
-        for name in names:
-            await self._instance_type(name)
+        # the catalogue rarely changes: asked again only on a miss, once for all of them
+        if any(name not in self._types for name in names):
+            self._types = {t.name: t for t in await self.cloud.instance_types()}
         options = [self._option(pool, name, node_class) for name in names]
         template = options[0]
         return template, [o for o in options if o is template or o.name in self._types]
