@@ -32,7 +32,7 @@ BETA = "kubeloop.dev/v1beta1"
 CONVERT = nodepool_converter()
 
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
-DISRUPTION = {"budgets": [{"nodes": "0"}], "drainTimeout": "5m"}
+DISRUPTION = {"budgets": [{"nodes": "0"}], "drainTimeout": "5m", "expireAfter": "720h"}
 
 # (v1alpha1 spec, the same spec as v1beta1)
 CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [

@@ -412,6 +412,12 @@ def test_disruption_waits_default_to_an_hour_for_deletion_and_ten_minutes_for_a_
     assert given.spec.disruption.drain_timeout == timedelta(seconds=3)
 
 
+def test_expire_after_defaults_to_never_and_reads_a_duration() -> None:
+    assert parse_nodepool(pool()).spec.disruption.expire_after is None
+    given = parse_nodepool(pool(disruption={"expireAfter": "720h"}))
+    assert given.spec.disruption.expire_after == timedelta(hours=720)
+
+
 def test_parse_reads_status_and_conditions() -> None:
     obj = pool() | {
         "status": {
@@ -464,6 +470,8 @@ def test_parse_autoscaler_and_instance() -> None:
         (pool(labels={"kubeloop.dev/nodepool": "x"}), "spec.labels"),
         (pool(labels={"bad key!": "x"}), "spec.labels"),
         (pool(disruption={"drainTimeout": "0s"}), "spec.disruption.drainTimeout"),
+        (pool(disruption={"expireAfter": "Never"}), "spec.disruption.expireAfter"),
+        (pool(disruption={"expireAfter": "0s"}), "spec.disruption.expireAfter"),
         (
             pool(disruption={"terminationGracePeriod": "-5m"}),
             "spec.disruption.terminationGracePeriod",

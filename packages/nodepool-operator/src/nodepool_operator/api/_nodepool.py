@@ -191,6 +191,12 @@ class Disruption:
     repair's drain of an unhealthy node stops waiting after it too, and the node goes."""
     repair: DisruptionRepair = field(default_factory=DisruptionRepair)
     """When unhealthy nodes are replaced, and how many may be unhealthy before none is."""
+    expire_after: Annotated[timedelta, _AT_LEAST_MIN_DRAIN_TIMEOUT] | None = None
+    """How old a node may get, from its VM's launch, as a duration such as 720h
+    (Karpenter's expireAfter); omitted: never. An older node is replaced replacement first:
+    a new node is launched and only once it is Ready is the old one drained and removed,
+    within the budgets that apply to the Drifted reason (unlike Karpenter, expiry does not
+    bypass them). The pool's Expiring condition names the nodes."""
     budgets: Annotated[list[Budget], MaxItems(50)] = field(default_factory=_default_budgets)
     """At most how many nodes voluntary disruptions (scale-down) take at once; one budget
     of 10% when omitted, none (unbounded) when set to []. Pool deletion, a deleted Node and

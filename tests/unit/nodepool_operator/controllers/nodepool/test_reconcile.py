@@ -387,6 +387,65 @@ async def test_one_unhealthy_node_is_repaired_at_a_time(
     assert f"delete Node {chosen}" in timeline
 
 
+# -- expiry ---------------------------------------------------------------------------------------
+
+
+async def aged(tmp_path: Path, ages: dict[str, float]) -> tuple[SimulatedCloud, list[Instance]]:
+    """A simulated cloud whose VMs ``ages`` (name: seconds) were launched that long ago."""
+    offset = [0.0]
+    cloud = SimulatedCloud(
+        tmp_path / "aged.sqlite", boot_seconds=0, clock=lambda: time.time() - offset[0]
+    )
+    vms = []
+    for name, age in ages.items():
+        offset[0] = age
+        vms += await launched(cloud, name)
+    offset[0] = 0.0
+    return cloud, vms
+
+
+async def test_an_expired_node_gets_its_replacement_before_any_drain(tmp_path: Path) -> None:
+    cloud, (old, young) = await aged(tmp_path, {"web-a": 7200, "web-b": 60})
+    obj = pool([old, young], target=2, disruption={"expireAfter": "1h"})
+    objects = [obj, node(old), node(young), workload("x", old)]
+
+    done = await run(objects, cloud, tmp_path)
+
+    planned = done.status_writes()[0]
+    states = dict(records(planned))
+    assert (states["web-a"], states["web-b"]) == ("running", "running")
+    (new,) = [n for n, s in states.items() if s == "creating"]
+    timeline = done.timeline()
+    assert timeline.index(f"cloud create {new}") > timeline.index("update NodePool/status web")
+    # web-a keeps serving: not tainted, its pod not evicted, its VM kept
+    assert [w.name for w in done.writes if w.kind == "Node"] == []
+    assert not [k for k in done.kinds() if k.startswith("evict")]
+    assert f"cloud delete {old.id}" not in timeline
+    assert [r for r, _ in done.events()].count("Expiring") == 1
+    expiring = condition(done.status_writes()[-1], "Expiring")
+    assert (expiring["status"], expiring["reason"]) == ("True", "Replacing")
+    assert "web-a" in expiring["message"]
+    assert "web-b" not in expiring["message"]
+
+
+async def test_an_expired_node_is_drained_once_its_replacement_is_ready(tmp_path: Path) -> None:
+    cloud, (old, young, new) = await aged(tmp_path, {"web-a": 7200, "web-b": 60, "web-c": 5})
+    obj = pool([old, young, new], target=2, disruption={"expireAfter": "1h"})
+    objects = [obj, node(old), node(young), node(new), workload("x", old)]
+
+    done = await run(objects, cloud, tmp_path)
+
+    planned = done.status_writes()[0]
+    assert records(planned) == [("web-a", "deleting"), ("web-b", "running"), ("web-c", "running")]
+    kinds = done.kinds()
+    taint = kinds.index("patch Node web-a")
+    assert taint < kinds.index("evict Pod/eviction default/x")
+    assert taint < kinds.index("update NodePool/status web")  # tainted before recorded
+    assert not [k for k in kinds if k.startswith("patch Node web-b") or "web-c" in k]
+    assert [r for r, _ in done.events()].count("Expired") == 1
+    assert len(cloud.snapshot().live) == 3  # the pod is evicting: web-a's VM stays for now
+
+
 # -- a node class missing ------------------------------------------------------------------------
 
 

@@ -46,6 +46,7 @@ def test_converged_pool() -> None:
         "Scaling": ("False", "Stable", ""),
         "Degraded": ("False", "CloudHealthy", ""),
         "RepairBlocked": ("False", "WithinThreshold", ""),
+        "Expiring": ("False", "NoneExpired", ""),
     }
 
 
@@ -53,6 +54,12 @@ def test_repair_held_back_is_a_condition() -> None:
     why = "4 of 10 nodes unhealthy (40%) > maxUnhealthyPercent 20%: not replacing a, b, c, d"
     st = status_for(running("a", "b"), desired=2, ready={"a", "b"}, repair_blocked=why)
     assert conditions(st)["RepairBlocked"] == ("True", "TooManyUnhealthy", why)
+
+
+def test_expiring_nodes_are_a_condition() -> None:
+    why = "replacing nodes older than expireAfter 1h0m0s, replacement first: a"
+    st = status_for(running("a", "b"), desired=2, ready={"a", "b"}, expiring=why)
+    assert conditions(st)["Expiring"] == ("True", "Replacing", why)
 
 
 def test_provisioning_pool() -> None:

@@ -32,5 +32,5 @@ def warning(
     return Event("Warning", reason, note, about, node, action if node else "", "Reconcile")
 
 
-def normal(reason: str, note: str, *, action: str = "Reconcile") -> Event:
-    return Event("Normal", reason, note, action=action)
+def normal(reason: str, note: str, *, about: str = "", action: str = "Reconcile") -> Event:
+    return Event("Normal", reason, note, action=action, about=about)

@@ -39,6 +39,7 @@ def status(
     dropped: frozenset[str],
     held: Sequence[str],
     repair_blocked: str,
+    expiring: str = "",
 ) -> PoolStatus:
     """The pool's status after (or during) a pass."""
     spec = pool.spec
@@ -54,6 +55,7 @@ def status(
         dropped=dropped,
         held=held,
         repair_blocked=repair_blocked,
+        expiring=expiring,
         disruption=disruption_status(pool, records, nodes, by_instance),
     )
 

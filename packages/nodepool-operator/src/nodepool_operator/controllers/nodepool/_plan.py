@@ -35,6 +35,7 @@ def plan(
     gone: Collection[str] = (),
     order: Sequence[str] = (),
     keep: Collection[str] = (),
+    aside: Collection[str] = (),
 ) -> Plan:
     """Retire what is ``gone`` (its VM terminated or unknown to the cloud) and the surplus
     over ``desired``, or add the missing.
@@ -46,10 +47,14 @@ def plan(
     they serve nobody; then the ranked ones in rank order. Records already ``deleting`` are
     neither counted nor chosen: their removal is under way. Records in ``keep`` (a Node
     whose scale-down drain just timed out) count but are not chosen: the surplus waits for
-    them rather than draining them again at once.
+    them rather than draining them again at once. Records ``aside`` (expired, their
+    replacement not Ready yet: :mod:`._expiry`) are neither counted nor chosen, so their
+    replacement is added while they keep serving.
     """
     retire = [r.name for r in records if r.state != DELETING and r.name in gone]
-    live = [r for r in records if r.state != DELETING and r.name not in gone]
+    live = [
+        r for r in records if r.state != DELETING and r.name not in gone and r.name not in aside
+    ]
     if len(live) < desired:
         return Plan(retire=tuple(retire), add=desired - len(live))
     surplus = len(live) - desired

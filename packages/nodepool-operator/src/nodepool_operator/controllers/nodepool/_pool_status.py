@@ -25,6 +25,7 @@ from nodepool_operator.api import (
 )
 from nodepool_operator.cloud import CloudError, InvalidRequest
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers.nodepool._expiry import EXPIRING
 from nodepool_operator.controllers.nodepool._intent import CREATING, DELETING
 from nodepool_operator.controllers.nodepool._repair import REPAIR_BLOCKED
 
@@ -124,6 +125,12 @@ def _repair_condition(blocked: str) -> tuple[str, ConditionStatus, str, str]:
     return (REPAIR_BLOCKED, "False", "WithinThreshold", "")
 
 
+def _expiring_condition(expiring: str) -> tuple[str, ConditionStatus, str, str]:
+    if expiring:
+        return (EXPIRING, "True", "Replacing", expiring[:_MAX_MESSAGE])
+    return (EXPIRING, "False", "NoneExpired", "")
+
+
 def _clamp_note(target: int, desired: int, min_nodes: int) -> str:
     if target == desired:
         return ""
@@ -144,12 +151,14 @@ def pool_status(
     dropped: frozenset[str] = frozenset(),
     held: Sequence[str] = (),
     repair_blocked: str = "",
+    expiring: str = "",
     disruption: DisruptionStatus | None = None,
 ) -> PoolStatus:
     """The status of pool ``name`` whose ``records`` are as given, ``ready`` naming the
     records registered as Ready nodes, after a pass that met ``failure`` (or none).
     ``held``: what holds each drain a blocker stopped (node, pod, reason), for Ready's
-    message. ``repair_blocked``: why unhealthy nodes are not replaced (empty: none held)."""
+    message. ``repair_blocked``: why unhealthy nodes are not replaced (empty: none held).
+    ``expiring``: which nodes older than expireAfter are replaced or held (empty: none)."""
     current = live_vms(records)
     ready_count = sum(1 for r in records if r.name in ready and r.state != DELETING)
     in_flight = any(r.state in (CREATING, DELETING) for r in records)
@@ -197,7 +206,13 @@ def pool_status(
         ready_nodes=ready_count,
         scale_operation="inactive" if converged else "active",
         instances=tuple(records),
-        conditions=(ready_cond, scaling, degraded, _repair_condition(repair_blocked)),
+        conditions=(
+            ready_cond,
+            scaling,
+            degraded,
+            _repair_condition(repair_blocked),
+            _expiring_condition(expiring),
+        ),
         dropped=dropped,
         disruption=disruption,
     )

@@ -144,6 +144,7 @@ class Progress:
     """Records whose scale-down drain this pass gave up (the Node stays)."""
     resting: frozenset[str] = frozenset()
     repair_blocked: str = ""
+    expiring: str = ""
     tainted: set[str] = field(default_factory=set)
     """Nodes this pass tainted (their Nodes as read do not say so yet)."""
     node_class: str = ""
@@ -187,6 +188,7 @@ def begin(
         p.waits += decision.waits
         p.resting = decision.resting
         p.repair_blocked = decision.repair_blocked
+        p.expiring = decision.expiring
     return p
 
 
@@ -238,6 +240,7 @@ class Act:
             dropped=frozenset(p.dropped),
             held=p.held,
             repair_blocked=p.repair_blocked,
+            expiring=p.expiring,
         )
         p.obj = await update_status(self.mgr.client, NODEPOOLS, p.obj, written.apply)
 

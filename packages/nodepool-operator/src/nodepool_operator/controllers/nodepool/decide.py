@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from nodepool_operator.api import InstanceRecord
 from nodepool_operator.controllers.nodepool._disruption import within_budget
 from nodepool_operator.controllers.nodepool._events import Event, normal, warning
+from nodepool_operator.controllers.nodepool._expiry import expiry
 from nodepool_operator.controllers.nodepool._instances import desired, live, node_of, update
 from nodepool_operator.controllers.nodepool._intent import CREATING, DELETING, new_intents
 from nodepool_operator.controllers.nodepool._leaving import leaving, resting
@@ -82,6 +83,10 @@ class Decision:
     """Live records whose Node's scale-down drain timed out a short while ago."""
     repair_blocked: str = ""
     repair_held: tuple[str, ...] = ()
+    expiring: str = ""
+    """Which nodes older than expireAfter are replaced or held (the Expiring condition)."""
+    expiry_held: tuple[str, ...] = ()
+    """Expired nodes the disruption budgets hold back this pass."""
     budget_held: tuple[str, ...] = ()
     """Surplus records the disruption budgets hold back this pass."""
     add: int = 0
@@ -134,18 +139,23 @@ def decide(
             # A drain timed out: the next candidate is a Node that can go now; with none,
             # the surplus waits for the rest to end rather than strand another's pods.
             keep = rest | (frozenset(seen.order) - frozenset(seen.removable))
-    decided = plan(records, want, gone=gone.why, order=order, keep=keep)
-    decided, held = within_budget(obs, records, decided, gone.why, empty)
+    # Expiry is budgeted by itself (:mod:`._expiry`): its retirements join what leaves.
+    old = expiry(obs, records, now, want=want, skip=frozenset(gone.why), resting=rest)
+    why = {**gone.why, **old.retire}
+    decided = plan(records, want, gone=why, order=order, keep=keep, aside=old.aside)
+    decided, held = within_budget(obs, records, decided, why, empty)
     by_instance = obs.by_instance()
     before = len(live(records))
     base = Decision(
         records=records,
         record=adopted or bool(kept_events),
         events=tuple(events),
-        waits=gone.waits + rest_waits,
+        waits=gone.waits + rest_waits + old.waits,
         resting=rest,
         repair_blocked=gone.repair_blocked,
         repair_held=gone.repair_held,
+        expiring=old.message,
+        expiry_held=old.held,
         budget_held=held,
         live_before=before,
     )
@@ -163,7 +173,10 @@ def decide(
             taint.append(node.name)
     for name in decided.retire:
         records = update(records, name, state=DELETING)
-        if name in gone.why:
+        if name in old.retire:
+            reason, note = old.retire[name]
+            events.append(normal(reason, note, about=name))
+        elif name in gone.why:
             reason, note = gone.why[name]
             events.append(warning(reason, note, about=name))
     if decided.add:
@@ -171,7 +184,10 @@ def decide(
         events.append(
             normal("ScalingUp", f"{before} -> {want} nodes: creating {decided.add} VM(s)")
         )
-    surplus = [n for n in decided.retire if n not in gone.why]
+        if old.aside:
+            note = f"{old.message}: launching the replacement(s) before any drain"
+            events.append(normal("Expiring", note))
+    surplus = [n for n in decided.retire if n not in why]
     if surplus:
         note = f"{before} -> {want} nodes: removing {', '.join(surplus)}"
         events.append(normal("ScalingDown", note))
