@@ -331,6 +331,35 @@ async def test_capacity_shortage_degrades_then_recovers_on_its_own(
     assert len(env.cloud.snapshot().instances) == 2
 
 
+async def test_a_stockout_of_the_first_type_launches_the_next_in_one_go(
+    operator_env: OperatorEnv,
+) -> None:
+    """No m5.large at all (a stockout: the simulated cloud's fault, as moto's RunInstances
+    never answers InsufficientInstanceCapacity): the pool's nodes come as r5.large, the
+    cheapest of its other types that holds an m5.large's node, without waiting out a retry
+    and without a Degraded pool."""
+    env = operator_env
+    env.cloud.set_capacity("m5.large", 0)
+    await env.start(controllers=ONLY_NODEPOOL)
+    name = f"fallback-{env.run_id}"
+    # c5.large is cheaper but smaller than m5.large: never launched in its place
+    await env.create(NODEPOOLS, _pool(name, 2, instanceTypes=["c5.xlarge", "c5.large", "r5.large"]))
+
+    pool = await _wait_converged(env, name, 2)
+
+    assert _condition(pool, "Degraded").get("status") != "True"
+    vms = await _vms(env, name)
+    assert sorted(vm.instance_type for vm in vms) == ["r5.large", "r5.large"]
+    nodes = await _nodes(env, name)
+    assert sorted(n["metadata"]["labels"]["node.kubernetes.io/instance-type"] for n in nodes) == [
+        "r5.large",
+        "r5.large",
+    ]
+    # the one refused m5.large create, then each VM once: the refusal held nothing back
+    assert env.cloud.calls()["create"] == 3
+    assert env.cloud.duplicates() == 0
+
+
 async def test_unknown_instance_type_is_reported_and_not_retried(
     operator_env: OperatorEnv,
 ) -> None:

@@ -68,6 +68,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             "minNodes": 0,
             "maxNodes": 10,
             "instanceType": "m5.large",
+            "instanceTypes": ["r5.large", "c5.xlarge"],
             "memory": "16Gi",
             "labels": {"team": "ml"},
             "taints": [TAINT],
@@ -81,6 +82,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                 "metadata": {"labels": {"team": "ml"}},
                 "spec": {
                     "instanceType": "m5.large",
+                    "instanceTypes": ["r5.large", "c5.xlarge"],
                     "capacity": {"memory": "16Gi"},
                     "taints": [TAINT],
                     "nodeClassRef": {"name": "default"},

@@ -40,6 +40,7 @@ def ec2_error(code: str, status: int = 400, message: str = "") -> ClientError:
         ("InsufficientInstanceCapacity", CapacityUnavailable),
         ("InsufficientHostCapacity", CapacityUnavailable),
         ("Unsupported", CapacityUnavailable),
+        ("InsufficientFreeAddressesInSubnet", CapacityUnavailable),
         ("InstanceLimitExceeded", QuotaExceeded),
         ("VcpuLimitExceeded", QuotaExceeded),
         ("MaxSpotInstanceCountExceeded", QuotaExceeded),
@@ -67,6 +68,45 @@ def test_ec2_codes_become_typed_errors(code: str, expected: type[CloudError]) ->
     err = translate(ec2_error(code), operation="RunInstances", instance_id="i-1")
     assert type(err) is expected
     assert code in str(err), "the message keeps EC2's code for the condition and the log"
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "offering"),
+    [
+        (
+            "InsufficientInstanceCapacity",
+            "We currently do not have sufficient m5.large capacity in the Availability Zone "
+            "you requested (us-east-1a). Our system will be working on provisioning "
+            "additional capacity. You can currently get m5.large capacity by not specifying "
+            "an Availability Zone in your request or choosing us-east-1b, us-east-1c.",
+            ("m5.large", None),  # several zones named: none is the one refused for sure
+        ),
+        (
+            "InsufficientInstanceCapacity",
+            "We currently do not have sufficient m5.large capacity in the Availability Zone "
+            "you requested (eu-west-1c).",
+            ("m5.large", "eu-west-1c"),
+        ),
+        (
+            "Unsupported",
+            "The requested configuration is currently not supported.",
+            ("m5.large", None),
+        ),
+        ("InsufficientFreeAddressesInSubnet", "no free addresses", ("m5.large", None)),
+        ("InstanceLimitExceeded", "You have requested more instances (21)", ("m5.large", None)),
+        ("VcpuLimitExceeded", "You have requested more vCPU capacity", (None, None)),
+    ],
+)
+def test_launch_refusals_name_the_offering(
+    code: str, message: str, offering: tuple[str | None, str | None]
+) -> None:
+    """A refusal a launch of another type may not meet carries the type asked for (and the
+    zone when EC2 names exactly one), so the controller marks the offering, not a message."""
+    err = translate(
+        ec2_error(code, message=message), operation="RunInstances", instance_type="m5.large"
+    )
+    assert isinstance(err, CapacityUnavailable | QuotaExceeded)
+    assert (err.instance_type, err.zone) == offering
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,7 @@ NODEPOOL_FIELDS: Final[FieldMap] = (
     (("size", "max"), "maxNodes"),
     (("template", "metadata", "labels"), "labels"),
     (("template", "spec", "instanceType"), "instanceType"),
+    (("template", "spec", "instanceTypes"), "instanceTypes"),
     (("template", "spec", "capacity", "cpu"), "cpu"),
     (("template", "spec", "capacity", "memory"), "memory"),
     (("template", "spec", "capacity", "disk"), "diskSize"),

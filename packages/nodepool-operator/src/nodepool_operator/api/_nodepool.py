@@ -203,6 +203,12 @@ class Disruption:
     a vanished VM are not budgeted (as in Karpenter)."""
 
 
+#: A pool's fallback instance types (both API versions).
+InstanceTypes = Annotated[
+    list[Annotated[str, MinLength(1), MaxLength(63)]], MaxItems(20), ListSet()
+]
+
+
 @rules(less_or_equal("minNodes", "maxNodes"), less_or_equal("targetNodes", "maxNodes"))
 @dataclass(frozen=True, kw_only=True)
 class NodePoolSpec:
@@ -216,7 +222,13 @@ class NodePoolSpec:
     max_nodes: Annotated[int, Minimum(1), Maximum(MAX_POOL_NODES)] = 10
     """The most nodes the pool may have; targetNodes and the Autoscaler stay within it."""
     instance_type: Annotated[str, MinLength(1), MaxLength(63)]
-    """The cloud instance type of every VM in the pool, e.g. m5.large."""
+    """The cloud instance type of the pool's VMs, e.g. m5.large: the node the Autoscaler
+    plans with."""
+    instance_types: InstanceTypes = field(default_factory=list)
+    """More instance types a VM may be launched as, in order of preference: each VM is the
+    cheapest of instanceType and these that the cloud has capacity for and that holds at
+    least what instanceType does (CPU, memory, pods, GPUs, same architecture); one the
+    cloud just refused for capacity is skipped for 3 minutes. Empty: instanceType only."""
     cpu: Annotated[str, Quantity(), _NOT_NEGATIVE] | None = None
     """CPU capacity of each node as a quantity (4, 3500m); defaults to the instance type's."""
     memory: Annotated[str, Quantity(), _NOT_NEGATIVE] | None = None

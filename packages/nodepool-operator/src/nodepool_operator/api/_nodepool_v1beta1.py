@@ -42,6 +42,7 @@ from nodepool_operator.api._nodepool import (
     _VALID_LABEL_KEYS,
     MAX_POOL_NODES,
     Disruption,
+    InstanceTypes,
     NodePoolStatus,
     Taint,
 )
@@ -94,7 +95,13 @@ class NodeTemplateSpec:
     """What every node of the pool is: its VM's type and class, its capacity and taints."""
 
     instance_type: Annotated[str, MinLength(1), MaxLength(63)]
-    """The cloud instance type of every VM in the pool, e.g. m5.large."""
+    """The cloud instance type of the pool's VMs, e.g. m5.large: the node the Autoscaler
+    plans with."""
+    instance_types: InstanceTypes = field(default_factory=list)
+    """More instance types a VM may be launched as, in order of preference: each VM is the
+    cheapest of instanceType and these that the cloud has capacity for and that holds at
+    least what instanceType does (CPU, memory, pods, GPUs, same architecture); one the
+    cloud just refused for capacity is skipped for 3 minutes. Empty: instanceType only."""
     capacity: NodeCapacity | None = None
     """Overrides of the instance type's capacity; the instance type's when omitted."""
     taints: Annotated[list[Taint], MaxItems(32)] = field(default_factory=list)

@@ -24,7 +24,7 @@ from ._bootstrap import (
     registered_node,
 )
 from ._bottlerocket import bottlerocket_user_data
-from ._catalogue import CATALOGUE, GiB
+from ._catalogue import CATALOGUE, PRICES, GiB
 from ._metered import MeteredCloud
 from ._nodeconfig import (
     DEFAULT_EVICTION_HARD,
@@ -52,6 +52,7 @@ from ._port import (
     InstanceState,
     InstanceType,
     InvalidRequest,
+    LaunchRefused,
     LaunchSettings,
     PermissionDenied,
     QuotaExceeded,
@@ -79,6 +80,7 @@ __all__ = [
     "NODECONFIG_API_VERSION",
     "NODECONFIG_MEDIA_TYPE",
     "NVIDIA_GPU",
+    "PRICES",
     "PROVIDER_ID_PREFIX",
     "SSM_IMAGE_PREFIX",
     "AwsCloud",
@@ -99,6 +101,7 @@ __all__ = [
     "InstanceType",
     "InvalidRequest",
     "KubeletSettings",
+    "LaunchRefused",
     "LaunchSettings",
     "MeteredCloud",
     "Method",

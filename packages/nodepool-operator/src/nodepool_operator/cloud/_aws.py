@@ -238,7 +238,9 @@ class AwsCloud:
             if error_code_of(err) == TOKEN_TERMINATED_CODE:
                 # The token's VM is gone for good; return it as terminated (port contract).
                 return await self._terminated_for(request)
-            raise translate(err, operation="RunInstances") from err
+            raise translate(
+                err, operation="RunInstances", instance_type=request.instance_type
+            ) from err
         raw = reply["Instances"][0]
         vm = _to_instance(raw)
         now = self._clock()

@@ -8,6 +8,7 @@ condition instead of a retry storm.
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from aiohttp import ClientError as HttpClientError
@@ -43,8 +44,13 @@ CAPACITY_CODES: Final = frozenset(
         "InsufficientCapacity",
         # the type is not offered in the chosen subnet's zone: another zone or type may do
         "Unsupported",
+        # the subnet has no address left: another subnet would do; until subnets are chosen
+        # per create, the type is marked out as a whole (it clears after the cache's TTL)
+        "InsufficientFreeAddressesInSubnet",
     }
 )
+#: Quota codes that are the instance type's own limit: another type may launch at once.
+TYPE_QUOTA_CODES: Final = frozenset({"InstanceLimitExceeded"})
 #: The account's limits: nothing changes until a VM goes or the quota is raised.
 QUOTA_CODES: Final = frozenset(
     {
@@ -125,13 +131,23 @@ def error_code(err: ClientError) -> str:
     return str(err.response.get("Error", {}).get("Code") or "")
 
 
-def translate(err: Exception, *, operation: str, instance_id: str | None = None) -> CloudError:
+def translate(
+    err: Exception,
+    *,
+    operation: str,
+    instance_id: str | None = None,
+    instance_type: str | None = None,
+) -> CloudError:
     """The port's error for an exception botocore raised during ``operation``.
 
-    ``instance_id`` is the VM the call was about, for :class:`InstanceNotFound`.
+    ``instance_id`` is the VM the call was about, for :class:`InstanceNotFound`;
+    ``instance_type`` the type a launch asked for, carried by a capacity or the type's own
+    quota error so the caller marks that offering out without reading a message.
     """
     if isinstance(err, ClientError):
-        return _from_client_error(err, operation=operation, instance_id=instance_id)
+        return _from_client_error(
+            err, operation=operation, instance_id=instance_id, instance_type=instance_type
+        )
     if isinstance(err, NoCredentialsError | PartialCredentialsError):
         return PermissionDenied(f"{operation}: no usable AWS credentials: {err}")
     if isinstance(err, NoRegionError):
@@ -147,13 +163,17 @@ def translate(err: Exception, *, operation: str, instance_id: str | None = None)
     return CloudError(f"{operation}: {type(err).__name__}: {err}")
 
 
-def _from_client_error(err: ClientError, *, operation: str, instance_id: str | None) -> CloudError:
+def _from_client_error(
+    err: ClientError, *, operation: str, instance_id: str | None, instance_type: str | None
+) -> CloudError:
     code = error_code(err)
     detail = str(err.response.get("Error", {}).get("Message") or err)
     message = f"{operation}: {code}: {detail}"
     status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
     if code in CAPACITY_CODES:
-        return CapacityUnavailable(message)
+        return CapacityUnavailable(message, instance_type=instance_type, zone=zone_named(detail))
+    if code in TYPE_QUOTA_CODES:
+        return QuotaExceeded(message, instance_type=instance_type, zone=zone_named(detail))
     if code in QUOTA_CODES:
         return QuotaExceeded(message)
     if code in TRANSIENT_CODES or status >= 500 or status == 429:
@@ -171,6 +191,17 @@ def _from_client_error(err: ClientError, *, operation: str, instance_id: str | N
         wait = INSTANCE_PROFILE_RETRY if reason == "InvalidInstanceProfile" else None
         return InvalidRequest(message, reason=reason, retry_after=wait)
     return CloudError(message)
+
+
+#: An availability zone's name as EC2 writes it in a message ("... in the Availability Zone
+#: you requested (us-east-1a)"); EC2 gives the zone in no structured field of the error.
+_ZONE: Final = re.compile(r"\b([a-z]{2}(?:-gov)?-[a-z]+-\d[a-z])\b")
+
+
+def zone_named(message: str) -> str | None:
+    """The availability zone an error message names, if exactly one."""
+    zones = set(_ZONE.findall(message))
+    return zones.pop() if len(zones) == 1 else None
 
 
 #: How long a refused instance profile holds creates back before they are asked again.

@@ -54,3 +54,23 @@ CATALOGUE: tuple[InstanceType, ...] = (
     *(_type(*gpu_type) for gpu_type in _GPU_TYPES),
 )
 """The default catalogue of :class:`SimulatedCloud`, smallest family first."""
+
+
+#: On-demand list prices in USD per hour (EC2 Linux, us-east-1) of the catalogue's EC2 types,
+#: for choosing the cheapest of a pool's types (no live pricing API is called). Same names
+#: as EC2's, so the table serves pools on EC2 too; a type not in it has no known price.
+PRICES: dict[str, float] = {
+    "c5.large": 0.085,
+    "c5.xlarge": 0.17,
+    "m5.large": 0.096,
+    "m5.xlarge": 0.192,
+    "m5.2xlarge": 0.384,
+    "m5.4xlarge": 0.768,
+    "r5.large": 0.126,
+    "r5.xlarge": 0.252,
+    "r5.2xlarge": 0.504,
+    "r5.4xlarge": 1.008,
+    "g4dn.xlarge": 0.526,
+    "g5.xlarge": 1.006,
+    "g4dn.12xlarge": 3.912,
+}

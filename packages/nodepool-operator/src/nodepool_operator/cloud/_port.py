@@ -232,7 +232,31 @@ class CloudError(Exception):
         self.retry_after = self.default_retry_after if retry_after is None else retry_after
 
 
-class QuotaExceeded(CloudError):
+class LaunchRefused(CloudError):
+    """A launch the cloud refused for the offering asked for, not for the request itself:
+    another instance type (or zone) may launch at once.
+
+    Attributes:
+        instance_type: the type refused, when the refusal is the type's own (no capacity,
+            the type's instance limit); None when it is not said or not the type's (an
+            account-wide quota).
+        zone: the zone it is refused in, when the cloud named one; None otherwise.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        instance_type: str | None = None,
+        zone: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.instance_type = instance_type
+        self.zone = zone
+
+
+class QuotaExceeded(LaunchRefused):
     """The account is at its limit of VMs. Not retryable soon: nothing changes until a VM
     is deleted or the quota is raised, so report it (e.g. ``Ready=False``,
     ``CloudQuotaExceeded``), leave existing VMs alone, and look again after
@@ -251,19 +275,14 @@ class PermissionDenied(CloudError):
     default_retry_after: ClassVar[float | None] = 300.0
 
 
-class CapacityUnavailable(CloudError):
-    """No capacity for this instance type right now. Retryable with backoff (default
-    ``retry_after`` 30 s), or at once with another instance type.
+class CapacityUnavailable(LaunchRefused):
+    """No capacity for this instance type right now (or no free address in the subnet it
+    was sent to). Retryable with backoff (default ``retry_after`` 30 s), or at once with
+    another instance type.
     """
 
     retryable: ClassVar[bool] = True
     default_retry_after: ClassVar[float | None] = 30.0
-
-    def __init__(
-        self, message: str, *, instance_type: str | None = None, retry_after: float | None = None
-    ) -> None:
-        super().__init__(message, retry_after=retry_after)
-        self.instance_type = instance_type
 
 
 class InstanceNotFound(CloudError):

@@ -87,6 +87,22 @@ def pool(
     }
 
 
+def refused(obj: dict[str, Any], generation: int = 1) -> dict[str, Any]:
+    """``obj`` with the Degraded condition the NodePool controller writes when no type of
+    the pool can be launched, for spec ``generation``."""
+    obj["status"]["conditions"] = [
+        {
+            "type": "Degraded",
+            "status": "True",
+            "reason": "CapacityUnavailable",
+            "message": "no capacity for mem96.large",
+            "observedGeneration": generation,
+            "lastTransitionTime": "2026-01-01T11:59:00Z",
+        }
+    ]
+    return obj
+
+
 def pending(name: str, memory: str = "28Gi", **spec: Any) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "namespace": "prod", "uid": f"uid-{name}"},
@@ -318,6 +334,20 @@ ROWS = {
         "provisioning timed out: target 3 -> 1, scale-up backed off",
         ("ProvisionTimedOut", "ProvisionTimedOut"),
         Memory(provisioning=Provisioning(since=NOW - 901, registered=1)),
+    ),
+    "nodes the pool says the cloud refuses fail at once, not after 900s": Row(
+        observe(scaler(), refused(pool(target=3)), pods("w", 12), [node("n-0")]),
+        TargetWrite(
+            3,
+            1,
+            Why.PROVISION_TIMEOUT,
+            "NodePool big: 2 requested node(s) are refused by the cloud (CapacityUnavailable: "
+            "no capacity for mem96.large); no longer counted as in flight, target 3 -> 1, "
+            "scale-up backed off for 300s",
+        ),
+        "provisioning timed out: target 3 -> 1, scale-up backed off",
+        ("ProvisionTimedOut", "ProvisionTimedOut"),
+        Memory(provisioning=Provisioning(since=NOW - 10, registered=1)),
     ),
     "while backing off, pods that need nodes wait": Row(
         observe(scaler(), pool(target=1), pods("w", 6), [node("n-0")]),

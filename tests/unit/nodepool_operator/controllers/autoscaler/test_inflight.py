@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodepool_operator.api import parse_nodepool
 from nodepool_operator.controllers.autoscaler._landing import Landing
 from nodepool_operator.controllers.autoscaler._provision import (
     Provisioning,
@@ -12,6 +13,7 @@ from nodepool_operator.controllers.autoscaler._provision import (
     requested,
     timed_out,
 )
+from nodepool_operator.controllers.autoscaler.decide import cloud_refusing
 
 TIMEOUT, BACKOFF = 900.0, 300.0
 
@@ -52,6 +54,37 @@ def test_nothing_in_flight_ends_the_wait_and_a_new_request_gets_full_time() -> N
     assert state.failures == 0
     state = requested(observe(state, in_flight=1, registered=1, now=20.0), registered=1, now=500.0)
     assert timed_out(state, now=1000.0, timeout=TIMEOUT, backoff=BACKOFF) is None
+
+
+def _pool(generation: int, *conditions: dict[str, Any]) -> Any:
+    return parse_nodepool(
+        {
+            "metadata": {"name": "p", "generation": generation},
+            "spec": {"instanceType": "m5.large"},
+            "status": {"conditions": list(conditions)},
+        }
+    )
+
+
+def _degraded(reason: str, status: str = "True", generation: int = 2) -> dict[str, Any]:
+    return {
+        "type": "Degraded",
+        "status": status,
+        "reason": reason,
+        "message": "m",
+        "observedGeneration": generation,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+
+
+def test_the_pool_says_the_cloud_refuses_only_for_its_current_spec() -> None:
+    assert cloud_refusing(_pool(2, _degraded("CapacityUnavailable"))) == "CapacityUnavailable: m"
+    assert cloud_refusing(_pool(2, _degraded("QuotaExceeded"))) == "QuotaExceeded: m"
+    # a refusal of an older spec (before the target was raised) says nothing of the new nodes
+    assert cloud_refusing(_pool(3, _degraded("CapacityUnavailable"))) is None
+    assert cloud_refusing(_pool(2, _degraded("CapacityUnavailable", status="False"))) is None
+    assert cloud_refusing(_pool(2, _degraded("TransientCloudError"))) is None
+    assert cloud_refusing(_pool(2)) is None
 
 
 def test_a_pod_not_taken_by_its_ready_node_is_set_aside_after_the_grace() -> None:

@@ -33,9 +33,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
-from nodepool_operator.api import MAX_POOL_NODES
+from nodepool_operator.api import MAX_POOL_NODES, NodePool
 from nodepool_operator.controllers._blocked import SCALE_DOWN_BLOCKED, blocked_nodes, switches
 from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._node_manifest import ready_for
@@ -337,9 +337,10 @@ def _follow_provisioning(
     m.provisioning = observe(
         m.provisioning, in_flight=effective - registered, registered=registered, now=now
     )
-    failed = timed_out(
-        m.provisioning, now=now, timeout=knobs.max_node_provision, backoff=knobs.scale_up_backoff
-    )
+    refusing = cloud_refusing(obs.pool)
+    # the pool says the cloud refuses its nodes: the wait has failed now, not at its end
+    timeout = 0.0 if refusing else knobs.max_node_provision
+    failed = timed_out(m.provisioning, now=now, timeout=timeout, backoff=knobs.scale_up_backoff)
     if failed is None:
         return None
     m.provisioning = failed
@@ -347,13 +348,41 @@ def _follow_provisioning(
     desired = max(registered, spec.min_nodes)
     after = desired if desired < obs.target and not obs.moved else obs.target
     wait = (failed.backoff_until or now) - now
+    why = (
+        f"are refused by the cloud ({refusing})"
+        if refusing
+        else f"did not register within {knobs.max_node_provision:g}s"
+    )
     note = (
-        f"NodePool {obs.pool_name}: {effective - registered} requested node(s) did not register "
-        f"within {knobs.max_node_provision:g}s; no longer counted as in flight, target "
-        f"{obs.target} -> {after}, scale-up backed off for {wait:g}s"
+        f"NodePool {obs.pool_name}: {effective - registered} requested node(s) {why}; no "
+        f"longer counted as in flight, target {obs.target} -> {after}, scale-up backed off "
+        f"for {wait:g}s"
     )
     head = f"provisioning timed out: target {obs.target} -> {after}, scale-up backed off"
     return TargetWrite(obs.target, desired, Why.PROVISION_TIMEOUT, note), head
+
+
+#: The NodePool's Degraded reasons that say the cloud will not launch its nodes now: every
+#: type the pool may use is out of capacity or over a limit (the NodePool controller falls
+#: back to another type by itself while one is left).
+REFUSING_REASONS: Final = frozenset({"CapacityUnavailable", "QuotaExceeded"})
+
+
+def cloud_refusing(pool: NodePool) -> str | None:
+    """The pool's own word that its in-flight nodes are not coming (its ``Degraded``
+    condition, for its current spec, with a capacity or quota reason): then the wait has
+    failed now, not after the max provision time. None when it says nothing of the kind.
+    Read here, where the plan holds the pool, not handed to another module."""
+    generation = pool.metadata.generation or 0
+    for c in pool.status.conditions:
+        if (
+            c.type == "Degraded"
+            and c.status == "True"
+            and c.reason in REFUSING_REASONS
+            and c.observed_generation == generation
+        ):
+            return f"{c.reason}: {c.message}"
+    return None
 
 
 def _timeout_notes(note: str) -> tuple[Note, ...]:

@@ -41,9 +41,11 @@ async def pool_user_data(
     node_class: AwsNodeClassSpec | None,
     *,
     run_labels: Mapping[str, str] | None = None,
+    type_name: str | None = None,
 ) -> str:
     """The user data of the VM recorded as ``name`` (the same for the same pool, type and
-    class, as the idempotency token requires).
+    class, as the idempotency token requires). ``type_name``: the type it is launched as,
+    when not the pool's ``instanceType`` (a fallback).
 
     Raises:
         NodeClassUnavailable: the class cannot bootstrap a node (no cluster, a userData
@@ -51,7 +53,7 @@ async def pool_user_data(
         InvalidRequest: the type is not in the cloud's catalogue (its max pods unknown).
         CloudError: DescribeCluster failed.
     """
-    type_name = pool.spec.instance_type
+    type_name = type_name or pool.spec.instance_type
     if node_class is None:
         return node_bootstrap(pool, name, type_name, instance_type, run_labels=run_labels).encode()
     if node_class.ami_family == "Custom":

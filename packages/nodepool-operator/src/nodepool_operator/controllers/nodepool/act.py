@@ -36,8 +36,15 @@ from kubeloop import (
     update_status,
 )
 from nodepool_operator import failpoints
-from nodepool_operator.api import NODEPOOLS, InstanceRecord, InvalidField, NodePool
+from nodepool_operator.api import (
+    NODEPOOLS,
+    AwsNodeClassSpec,
+    InstanceRecord,
+    InvalidField,
+    NodePool,
+)
 from nodepool_operator.cloud import (
+    PRICES,
     CloudError,
     CloudProvider,
     IdempotencyMismatch,
@@ -47,7 +54,7 @@ from nodepool_operator.cloud import (
 )
 from nodepool_operator.controllers import _launch as launching
 from nodepool_operator.controllers._blocked import switches
-from nodepool_operator.controllers._node_manifest import pool_taints
+from nodepool_operator.controllers._node_manifest import pool_shape, pool_taints
 from nodepool_operator.controllers._reserve import lift_patch
 from nodepool_operator.controllers.nodepool import (
     _deletion,
@@ -74,6 +81,10 @@ from nodepool_operator.controllers.nodepool._drain_deadline import (
 from nodepool_operator.controllers.nodepool._events import Event
 from nodepool_operator.controllers.nodepool._intent import DELETING, create_request
 from nodepool_operator.controllers.nodepool._node_sync import sync_patch
+from nodepool_operator.controllers.nodepool._offerings import (
+    UnavailableOfferings,
+    refused_offering,
+)
 from nodepool_operator.controllers.nodepool._pool_status import (
     CloudFailure,
     cloud_failure,
@@ -84,6 +95,11 @@ from nodepool_operator.controllers.nodepool._repair import (
     repair_drain_note,
 )
 from nodepool_operator.controllers.nodepool._retire import Verdict
+from nodepool_operator.controllers.nodepool._type_choice import (
+    TypeOption,
+    candidates,
+    choose_type,
+)
 from nodepool_operator.controllers.nodepool._userdata import pool_user_data
 from nodepool_operator.controllers.nodepool.decide import Decision
 from nodepool_operator.controllers.nodepool.observe import Deleted, Observation, now
@@ -192,6 +208,7 @@ class Act:
         self.settings = settings
         self.run_labels = dict(run_labels)
         self.gate = CreateGate()
+        self.offerings = UnavailableOfferings()
         self._types: dict[str, InstanceType] = {}
 
     # -- Events, failures, status -----------------------------------------------------------
@@ -306,11 +323,6 @@ class Act:
 
     # -- create -----------------------------------------------------------------------------
 
-    async def _instance_type(self, name: str) -> InstanceType | None:
-        if name not in self._types:  # the catalogue rarely changes: ask again only on a miss
-            self._types = {t.name: t for t in await self.cloud.instance_types()}
-        return self._types.get(name)
-
     async def _create(self, p: Progress, decision: Decision) -> None:
         if decision.held is not None:
             p.failure = decision.held  # refused recently for this spec: not asked again yet
@@ -324,54 +336,64 @@ class Act:
             self.failed(p, err)
             return
         listed = {vm.name: vm for vm in p.listed}
-        type_name = p.pool.spec.instance_type
         try:
-            instance_type = await self._instance_type(type_name)
+            template, options = await self._type_options(p.pool, node_class)
         except CloudError as err:
             self.failed(p, err)
             return
         for r in intents:
-            try:
-                user_data = await pool_user_data(
-                    self.cloud,
-                    p.pool,
-                    r.name,
-                    instance_type,
-                    node_class,
-                    run_labels=self.run_labels,
-                )
-            except CloudError as err:
-                self.failed(p, err)
-                return
-            request = create_request(
-                pool_name=p.name,
-                pool_uid=p.uid,
-                instance_type=type_name,
-                name=r.name,
-                node_class=node_class,
-                user_data=user_data,
-            )
-            try:
-                vm = await self.cloud.create(request)
-            except IdempotencyMismatch as err:
-                # Sent before with other arguments (the spec changed since): that VM
-                # exists; adopt it (its Node's labels and taints are brought in line later).
-                found = listed.get(r.name)
-                if found is None:
-                    try:
-                        found = await self.cloud.find(request.idempotency_token)
-                    except CloudError:
-                        found = None
-                if found is None:
+            tried: set[str] = set()
+            while True:
+                option = choose_type(template, options, PRICES, self.offerings.unavailable)
+                type_name = option.name
+                tried.add(type_name)
+                instance_type = self._types.get(type_name)
+                try:
+                    user_data = await pool_user_data(
+                        self.cloud,
+                        p.pool,
+                        r.name,
+                        instance_type,
+                        node_class,
+                        run_labels=self.run_labels,
+                        type_name=type_name,
+                    )
+                except CloudError as err:
                     self.failed(p, err)
                     return
-                vm = found
-            except CloudError as err:
-                failure = self.failed(p, err)
-                self.gate.refused(p.uid, p.generation, failure, node_class=p.node_class)
-                return  # the next create would be refused as well
-            else:
-                failpoints.hit("after-cloud-create")
+                request = create_request(
+                    pool_name=p.name,
+                    pool_uid=p.uid,
+                    instance_type=type_name,
+                    name=r.name,
+                    node_class=node_class,
+                    user_data=user_data,
+                )
+                try:
+                    vm = await self.cloud.create(request)
+                except IdempotencyMismatch as err:
+                    # Sent before with other arguments (the spec changed since, or another
+                    # type was chosen): that VM exists; adopt it (its Node's labels and
+                    # taints are brought in line later).
+                    found = listed.get(r.name)
+                    if found is None:
+                        try:
+                            found = await self.cloud.find(request.idempotency_token)
+                        except CloudError:
+                            found = None
+                    if found is None:
+                        self.failed(p, err)
+                        return
+                    vm = found
+                except CloudError as err:
+                    if self._fall_back(p, err, template, options, tried):
+                        continue  # another type has capacity: this intent, at once
+                    failure = self.failed(p, err)
+                    self.gate.refused(p.uid, p.generation, failure, node_class=p.node_class)
+                    return  # the next create would be refused as well
+                else:
+                    failpoints.hit("after-cloud-create")
+                break
             if vm.state == "terminated":
                 # This token's VM was terminated before its id was recorded; a token names
                 # one VM for good, so a fresh intent replaces this one.
@@ -379,6 +401,52 @@ class Act:
                 continue
             p.vms[vm.id] = vm
             p.update(r.name, instance_id=vm.id, state=vm.state)
+
+    async def _type_options(
+        self, pool: NodePool, node_class: AwsNodeClassSpec | None
+    ) -> tuple[TypeOption, list[TypeOption]]:
+        """The pool's template type and its types in order of preference, each as a node of
+        the pool would be (:mod:`._type_choice`). A type the cloud does not offer is left
+        out, except the template's own (its create reports it as invalid, as before)."""
+        names = candidates(pool.spec.instance_type, pool.spec.instance_types)
+        # the catalogue rarely changes: asked again only on a miss, once for all of them
+        if any(name not in self._types for name in names):
+            self._types = {t.name: t for t in await self.cloud.instance_types()}
+        options = [self._option(pool, name, node_class) for name in names]
+        template = options[0]
+        return template, [o for o in options if o is template or o.name in self._types]
+
+    def _option(self, pool: NodePool, name: str, node_class: AwsNodeClassSpec | None) -> TypeOption:
+        known = self._types.get(name)
+        shape = pool_shape(pool, known, instance_type_name=name, node_class=node_class)
+        arch = known.architecture if known is not None else "amd64"
+        return TypeOption(name, shape.allocatable, arch)
+
+    def _fall_back(
+        self,
+        p: Progress,
+        err: CloudError,
+        template: TypeOption,
+        options: list[TypeOption],
+        tried: set[str],
+    ) -> bool:
+        """Mark the offering a create's error says is out (:mod:`._offerings`); whether
+        another of the pool's types fits and is not known to be out, so the same intent is
+        sent again as that type at once (neither a Degraded pool nor a held gate)."""
+        offering = refused_offering(err)
+        if offering is None:
+            return False
+        self.offerings.mark(offering)
+        following = choose_type(template, options, PRICES, self.offerings.unavailable)
+        if following.name in tried or self.offerings.unavailable(following.name):
+            return False
+        note = f"{offering.instance_type} is out ({err}); launching {following.name} instead"
+        log.info(
+            "offering unavailable",
+            extra={"pool": p.name, "type": offering.instance_type, "next": following.name},
+        )
+        self.emit(p.obj, [_events.normal("OfferingUnavailable", note)], {})
+        return True
 
     # -- retire -----------------------------------------------------------------------------
 
