@@ -212,6 +212,7 @@ def test_autoscaler_defaults_filled_in(rest: RestClient, name: str) -> None:
         "frequency": "5m",
         "scaleDownEnabled": False,
         "scaleDownUnneededTime": "10m",
+        "weight": 0,
     }
     scaler = parse_autoscaler(created)
     assert scaler.spec.frequency.total_seconds() == 300
