@@ -19,7 +19,9 @@ from kubeloop import CONFIGMAPS, NODES, NotFound, Object, Resource
 from kubeloop.testing.oracles import Normalizer, ObjectKey, OpCount, State, WatchRecorder
 from nodepool_operator.api import AUTOSCALERS, INSTANCES, NODEPOOLS
 from nodepool_operator.cloud import SimulatedCloud
+from nodepool_operator.controllers.instance import FINALIZER as INSTANCE_FINALIZER
 from nodepool_operator.controllers.instance import UID_TAG
+from nodepool_operator.controllers.nodepool import FINALIZER as NODEPOOL_FINALIZER
 from nodepool_operator.controllers.nodepool._intent import POOL_UID_TAG
 from tests import factories
 from tests.faults import appconfig
@@ -70,6 +72,31 @@ class OperatorAdapter:
     generation_kinds: ClassVar[tuple[Resource, ...]]
     #: Whether its objects are cluster-scoped (watch by label, not namespace).
     cluster_scoped: ClassVar[bool] = False
+    #: The finalizer it puts on each of the workload's objects before acting, if any.
+    finalizer: ClassVar[str | None] = None
+
+    @property
+    def meddle_kind(self) -> Resource:
+        """The kind a second writer changes under the operator (the ``meddle`` fault)."""
+        return self.generation_kinds[0]
+
+    def scope_namespace(self, scope: Scope) -> str | None:
+        """The namespace of the scope's workload objects (None: cluster-scoped)."""
+        return None if self.cluster_scoped else scope.namespace
+
+    async def unfinalized(self, world: World, scope: Scope) -> list[str]:
+        """The workload's live objects that do not carry the operator's finalizer: were
+        one deleted now, its cleanup (the VMs) would never run. Read from the apiserver."""
+        if self.finalizer is None:
+            return []
+        ns = self.scope_namespace(scope)
+        listed = await world.admin.list(self.meddle_kind, ns, label_selector=scope.selector)
+        return [
+            o["metadata"]["name"]
+            for o in listed["items"]
+            if o["metadata"]["name"] in scope.desired
+            and self.finalizer not in (o["metadata"].get("finalizers") or [])
+        ]
 
     async def install(self, world: World) -> None:
         raise NotImplementedError
@@ -293,6 +320,7 @@ class NodePoolOperator(OperatorAdapter):
     name = "nodepool"
     generation_kinds = (NODEPOOLS,)
     cluster_scoped = True
+    finalizer = NODEPOOL_FINALIZER
     controllers = "nodepool,autoscaler"
 
     async def install(self, world: World) -> None:
@@ -466,6 +494,7 @@ class InstanceOperator(NodePoolOperator):
     name = "instance"
     generation_kinds = (INSTANCES,)
     cluster_scoped = False
+    finalizer = INSTANCE_FINALIZER
     controllers = "instance"
 
     async def create(self, world: World, scope: Scope) -> None:

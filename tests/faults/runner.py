@@ -18,6 +18,9 @@ cloud's records, never from an operator's own metrics:
     one instance made to the other's objects.
 ``duplicate_vms``, ``leaked_vms``
     The cloud's records: live VMs beyond one per name; live VMs no live object wants.
+``unfinalized``
+    An object of the workload, live and past its first reconcile, that does not carry
+    the operator's finalizer (deleted then, its cleanup would never run).
 ``differences``
     Sieve's differential check against the fault-free run of the same workload: end
     state, and per-object create/delete counts.
@@ -46,6 +49,7 @@ from typing import Any
 from kubeloop import LEASES, NotFound, load_kubeconfig
 from kubeloop.testing.faults import (
     CutWatch,
+    Delay,
     LogEntry,
     Reset,
     Rule,
@@ -83,6 +87,13 @@ FAULT_S = 4.0
 CONVERGE_S = 90.0
 STABLE_S = 2.0
 
+#: The annotation the ``meddle`` fault's writer changes, and how many writers per scope.
+MEDDLE_KEY = "faults.kubeloop.dev/meddler"
+MEDDLERS = 3
+#: How long the operator's object writes are held while meddled with: far longer than
+#: the meddlers take to change each object once.
+MEDDLE_DELAY_S = 0.3
+
 #: Fault-free reference runs by scenario; None: it went wrong, so it is no reference.
 References = dict[Scenario, RunRecord | None]
 
@@ -92,6 +103,7 @@ COUNTERS = (
     "split_brain_writes",
     "duplicate_vms",
     "leaked_vms",
+    "unfinalized",
     "differences",
 )
 
@@ -105,6 +117,7 @@ class Outcome:
     split_brain_writes: int = 0
     duplicate_vms: int = 0
     leaked_vms: int = 0
+    unfinalized: int = 0
     differences: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -166,6 +179,7 @@ class Run:
         self.rules: list[Rule] = []
         self.outcome = Outcome(scn.id)
         self.leader: Replica | None = None
+        self.meddlers: list[asyncio.Task[None]] = []
         self.dir = w.dir / self.tag
 
     @property
@@ -243,16 +257,75 @@ class Run:
             if self.leader is None:
                 await asyncio.sleep(0.3)
                 target.start()
+        elif fault == "meddle":
+            # the operator's own writes of the objects (not their status) take a moment
+            # to arrive, as on a loaded apiserver: a meddler's write lands in between
+            res = self.adapter.meddle_kind.plural
+            writes = {"update", "patch"}
+            self.rules.append(
+                px.add_rule(
+                    Delay(MEDDLE_DELAY_S), client=ops, verb=writes, resource=res, subresource=""
+                )
+            )
+            for scope in self.scopes:
+                for i in range(MEDDLERS):
+                    self.meddlers.append(asyncio.create_task(self._meddle(scope, i)))
         elif fault == "apiserver-restart":
             await self.w.blocking(self.w.cp.restart_apiserver)
         elif fault == "etcd-restart":
             await self.w.blocking(self.w.cp.restart_etcd)
 
+    async def _meddle(self, scope: Scope, writer: int) -> None:
+        """Another writer of the scope's objects: change an annotation on each, again and
+        again, with merge patches (no resourceVersion: they always land), so every write
+        of the operator that is guarded by the resourceVersion it read (a finalizer's
+        JSON patch ``test``, an update) has a fair chance of losing the race."""
+        res, ns = self.adapter.meddle_kind, self.adapter.scope_namespace(scope)
+        n = 0
+        while True:
+            listed = await self.w.user.list(res, ns, label_selector=scope.selector)
+            for obj in listed["items"]:
+                n += 1
+                body = {"metadata": {"annotations": {MEDDLE_KEY: f"{writer}-{n}"}}}
+                with contextlib.suppress(NotFound):
+                    await self.w.user.patch(res, obj["metadata"]["name"], body, ns)
+            await asyncio.sleep(0)
+
+    async def _stop_meddling(self) -> None:
+        for task in self.meddlers:
+            task.cancel()
+        for task in self.meddlers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.meddlers.clear()
+        # what the fault did, from the proxy's log: the operator's writes of that kind
+        # the apiserver refused as lost races (409 Conflict, 422 failed JSON-patch test)
+        lost = [
+            e
+            for e in self.w.proxy.log.writes(ok=False)
+            if e.client in self.clients
+            and e.resource == self.adapter.meddle_kind.plural
+            and e.status in (409, 422)
+        ]
+        self.outcome.notes.append(f"meddled: the operator lost {len(lost)} write races")
+        # take the annotation away again, so the end state is the workload's alone
+        res = self.adapter.meddle_kind
+        for scope in self.scopes:
+            ns = self.adapter.scope_namespace(scope)
+            listed = await self.w.admin.list(res, ns, label_selector=scope.selector)
+            for obj in listed["items"]:
+                if MEDDLE_KEY in (obj["metadata"].get("annotations") or {}):
+                    body = {"metadata": {"annotations": {MEDDLE_KEY: None}}}
+                    with contextlib.suppress(NotFound):
+                        await self.w.admin.patch(res, obj["metadata"]["name"], body, ns)
+
     async def heal(self) -> None:
         if self.scn.fault.startswith("partition") and self.leader is not None:
             await self._until_standby_writes()
-        elif self.rules:
+        elif self.rules or self.meddlers:
             await asyncio.sleep(FAULT_S)
+        if self.meddlers:
+            await self._stop_meddling()
         for rule in self.rules:
             if rule.label == "partition":
                 self.w.proxy.heal(rule)
@@ -382,6 +455,9 @@ class Run:
             self.outcome.lost_updates += losses.lost_updates
             self.outcome.duplicate_vms += losses.duplicate_vms
             self.outcome.leaked_vms += losses.leaked_vms
+            missing = await self.adapter.unfinalized(self.w, scope)
+            self.outcome.unfinalized += len(missing)
+            self.outcome.notes += [f"{name}: live without its finalizer" for name in missing]
             self.outcome.notes += list(losses.notes)
         self.split_brain()
         record = await self.record()
@@ -443,6 +519,8 @@ class Run:
             await self.converge(recorders[0] if recorders else None)
             await self.judge()
         finally:
+            for task in self.meddlers:
+                task.cancel()
             for r in self.replicas:
                 r.kill()
             for rec in recorders:

@@ -21,7 +21,10 @@ TOPOLOGIES = ("single", "two-instances", "leader-pair")
 #: leader pair) off; ``partition-hold`` too, but what it sent while cut off is
 #: delivered when the partition heals (a queue that drains late: the write a deposed
 #: leader must not land); ``sigkill`` kills it at a seeded moment and starts it again (a
-#: leader pair's leader is not restarted: the standby must take over).
+#: leader pair's leader is not restarted: the standby must take over); ``meddle`` is
+#: a second writer changing the scope's objects (an annotation, many times a second)
+#: while the operator writes them: every write guarded by a resourceVersion, the
+#: finalizer helpers' included, loses races (issue 23, bug 1).
 FAULTS = (
     "none",
     "sigkill",
@@ -33,6 +36,7 @@ FAULTS = (
     "reset",
     "partition",
     "partition-hold",
+    "meddle",
 )
 
 #: When it strikes: before the objects exist, right after they are created, or right
@@ -88,6 +92,7 @@ def full() -> list[Scenario]:
                 out.append(Scenario(op, "single", "sigkill", moment, seed))
         for fault in ("apiserver-restart", "etcd-restart"):
             out.append(Scenario(op, "single", fault, "update"))
+        out.append(Scenario(op, "single", "meddle", "start"))
         out.append(Scenario(op, "two-instances", "none", "update"))
         for fault in ("sigkill", "storm-5xx", "watch-cut", "partition"):
             out.append(Scenario(op, "two-instances", fault, "update", 1))
@@ -118,4 +123,6 @@ def quick() -> list[Scenario]:
         ]
     out.append(Scenario("appconfig", "single", "apiserver-restart", "update"))
     out.append(Scenario("instance", "single", "etcd-restart", "update"))
+    # kubeloop's finalizer helpers under a second writer (issue 23, bug 1)
+    out.append(Scenario("nodepool", "single", "meddle", "start"))
     return out
