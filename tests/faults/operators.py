@@ -45,13 +45,20 @@ class Scope:
     #: ADDED/DELETED counts of the operator's children as the apiserver reported them
     #: (set by the runner for adapters with a ``child_watch``).
     children: WatchRecorder | None = None
+    #: Finalizers the workload's objects are created with (another controller's, ahead
+    #: of the operator's own: the ``meddle`` fault removes them while the operator
+    #: removes its own).
+    finalizers: tuple[str, ...] = ()
 
     @property
     def selector(self) -> str:
         return f"{RUN_LABEL}={self.id}"
 
     def labelled(self, obj: dict[str, Any]) -> dict[str, Any]:
-        obj.setdefault("metadata", {}).setdefault("labels", {})[RUN_LABEL] = self.id
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("labels", {})[RUN_LABEL] = self.id
+        if self.finalizers:
+            meta["finalizers"] = [*self.finalizers, *meta.get("finalizers", [])]
         return obj
 
     def cloud(self) -> SimulatedCloud:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import random
@@ -46,7 +47,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubeloop import LEASES, NotFound, load_kubeconfig
+from kubeloop import (
+    LEASES,
+    Invalid,
+    NotFound,
+    Resource,
+    load_kubeconfig,
+    remove_finalizer,
+    retry_on_conflict,
+)
 from kubeloop.testing.faults import (
     CutWatch,
     Delay,
@@ -90,6 +99,11 @@ STABLE_S = 2.0
 #: The annotation the ``meddle`` fault's writer changes, and how many writers per scope.
 MEDDLE_KEY = "faults.kubeloop.dev/meddler"
 MEDDLERS = 3
+#: The meddler's own finalizers, on each object from its creation (ahead of the
+#: operator's), and how often it removes one from an object being deleted: each removal
+#: moves the operator's finalizer down the list under its pending remove.
+MEDDLE_FINALIZERS = tuple(f"faults.kubeloop.dev/meddler-{i}" for i in range(16))
+MEDDLE_UNWIND_S = 0.2
 #: How long the operator's object writes are held while meddled with: far longer than
 #: the meddlers take to change each object once.
 MEDDLE_DELAY_S = 0.3
@@ -196,6 +210,8 @@ class Run:
         for i in range(n_scopes):
             ns = await self.w.blocking(self.w.cp.create_namespace, f"fx-{self.tag}-{i}")
             self.scopes.append(Scope(f"{self.tag}{i}", ns, self.dir / f"cloud-{i}.sqlite"))
+            if self.scn.fault == "meddle":
+                self.scopes[-1].finalizers = MEDDLE_FINALIZERS
         leader = self.scn.topology == "leader-pair"
         for i, scope in enumerate(self.scopes):
             for k in range(2 if leader else 1):
@@ -270,6 +286,7 @@ class Run:
             for scope in self.scopes:
                 for i in range(MEDDLERS):
                     self.meddlers.append(asyncio.create_task(self._meddle(scope, i)))
+                self.meddlers.append(asyncio.create_task(self._unwind(scope)))
         elif fault == "apiserver-restart":
             await self.w.blocking(self.w.cp.restart_apiserver)
         elif fault == "etcd-restart":
@@ -291,6 +308,22 @@ class Run:
                     await self.w.user.patch(res, obj["metadata"]["name"], body, ns)
             await asyncio.sleep(0)
 
+    async def _unwind(self, scope: Scope) -> None:
+        """The meddler as a controller finishing its own cleanup: from each object being
+        deleted, remove the first of its finalizers, one every ``MEDDLE_UNWIND_S``, so the
+        index of the operator's finalizer changes under the operator's own remove."""
+        res, ns = self.adapter.meddle_kind, self.adapter.scope_namespace(scope)
+        while True:
+            listed = await self.w.user.list(res, ns, label_selector=scope.selector)
+            for obj in listed["items"]:
+                meta = obj["metadata"]
+                mine = [f for f in meta.get("finalizers") or [] if f in MEDDLE_FINALIZERS]
+                if not meta.get("deletionTimestamp") or not mine:
+                    continue
+                with contextlib.suppress(NotFound, Invalid):
+                    await remove_finalizer(self.w.user, res, obj, mine[0])
+            await asyncio.sleep(MEDDLE_UNWIND_S)
+
     async def _stop_meddling(self) -> None:
         for task in self.meddlers:
             task.cancel()
@@ -307,17 +340,33 @@ class Run:
             and e.resource == self.adapter.meddle_kind.plural
             and e.status in (409, 422)
         ]
-        self.outcome.notes.append(f"meddled: the operator lost {len(lost)} write races")
-        # take the annotation away again, so the end state is the workload's alone
+        failed_tests = sum(e.status == 422 for e in lost)
+        self.outcome.notes.append(
+            f"meddled: the operator lost {len(lost)} write races "
+            f"({failed_tests} of them JSON patches whose test failed)"
+        )
+        # take the annotation and the finalizers away again, so the end state is the
+        # workload's alone (guarded by the resourceVersion: the operator still writes)
         res = self.adapter.meddle_kind
         for scope in self.scopes:
             ns = self.adapter.scope_namespace(scope)
             listed = await self.w.admin.list(res, ns, label_selector=scope.selector)
             for obj in listed["items"]:
-                if MEDDLE_KEY in (obj["metadata"].get("annotations") or {}):
-                    body = {"metadata": {"annotations": {MEDDLE_KEY: None}}}
-                    with contextlib.suppress(NotFound):
-                        await self.w.admin.patch(res, obj["metadata"]["name"], body, ns)
+                name = obj["metadata"]["name"]
+                with contextlib.suppress(NotFound):
+                    await retry_on_conflict(functools.partial(self._unmeddle, res, name, ns))
+
+    async def _unmeddle(self, res: Resource, name: str, ns: str | None) -> None:
+        meta = (await self.w.admin.get(res, name, ns))["metadata"]
+        finalizers = meta.get("finalizers") or []
+        kept = [f for f in finalizers if f not in MEDDLE_FINALIZERS]
+        body: dict[str, Any] = {"resourceVersion": meta["resourceVersion"]}
+        if MEDDLE_KEY in (meta.get("annotations") or {}):
+            body["annotations"] = {MEDDLE_KEY: None}
+        if kept != finalizers:
+            body["finalizers"] = kept
+        if len(body) > 1:
+            await self.w.admin.patch(res, name, {"metadata": body}, ns)
 
     async def heal(self) -> None:
         if self.scn.fault.startswith("partition") and self.leader is not None:
@@ -355,7 +404,9 @@ class Run:
             await self.adapter.create(self.w, scope)
         if moment == "create":
             await self.strike()
-        if self.scn.fault == "none":
+        if self.scn.fault == "none" or (self.scn.fault == "meddle" and moment == "update"):
+            # (the meddler's finalizers must be ahead of the operator's on the object the
+            # update deletes: the operator's must be there before it strikes)
             await self._acted_on_creates()
         else:
             await asyncio.sleep(self.rng.uniform(0.3, 1.0))  # let the operators get going

@@ -93,6 +93,7 @@ def full() -> list[Scenario]:
         for fault in ("apiserver-restart", "etcd-restart"):
             out.append(Scenario(op, "single", fault, "update"))
         out.append(Scenario(op, "single", "meddle", "start"))
+        out.append(Scenario(op, "single", "meddle", "update"))
         out.append(Scenario(op, "two-instances", "none", "update"))
         for fault in ("sigkill", "storm-5xx", "watch-cut", "partition"):
             out.append(Scenario(op, "two-instances", fault, "update", 1))
