@@ -49,6 +49,7 @@ from typing import Any
 
 from kubeloop import (
     LEASES,
+    Conflict,
     Invalid,
     NotFound,
     Resource,
@@ -320,17 +321,21 @@ class Run:
                 mine = [f for f in meta.get("finalizers") or [] if f in MEDDLE_FINALIZERS]
                 if not meta.get("deletionTimestamp") or not mine:
                     continue
-                with contextlib.suppress(NotFound, Invalid):
+                with contextlib.suppress(NotFound, Invalid, Conflict):
                     await remove_finalizer(self.w.user, res, obj, mine[0])
             await asyncio.sleep(MEDDLE_UNWIND_S)
 
     async def _stop_meddling(self) -> None:
         for task in self.meddlers:
             task.cancel()
-        for task in self.meddlers:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        ended = await asyncio.gather(*self.meddlers, return_exceptions=True)
         self.meddlers.clear()
+        # a meddler that died early meddled less: say so (the scenario still counts)
+        self.outcome.notes += [
+            f"a meddler stopped early: {e!r}"
+            for e in ended
+            if isinstance(e, BaseException) and not isinstance(e, asyncio.CancelledError)
+        ]
         # what the fault did, from the proxy's log: the operator's writes of that kind
         # the apiserver refused as lost races (409 Conflict, 422 failed JSON-patch test)
         lost = [
