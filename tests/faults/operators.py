@@ -24,7 +24,7 @@ from nodepool_operator.controllers.instance import UID_TAG
 from nodepool_operator.controllers.nodepool import FINALIZER as NODEPOOL_FINALIZER
 from nodepool_operator.controllers.nodepool._intent import POOL_UID_TAG
 from tests import factories
-from tests.faults import appconfig
+from tests.faults import appconfig, tenant
 from tests.faults.world import CRD_DIR, World
 
 RUN_LABEL = "faults.kubeloop.dev/run"
@@ -143,6 +143,11 @@ class OperatorAdapter:
         """Creates and deletes of what the operator owns (the apiserver's watch events,
         or the cloud's records), keyed by a name that is the same in every run."""
         raise NotImplementedError
+
+    def overlaps(self, world: World, scope: Scope) -> list[str]:
+        """Reconciles of one object that ran at once, as the operator's writes at the
+        proxy show them (only adapters whose writes can say so)."""
+        return []
 
     def in_scope(self, scope: Scope, namespace: str | None, name: str | None) -> bool:
         """Whether a write to (namespace, name) concerns ``scope``'s objects."""
@@ -607,6 +612,155 @@ class InstanceOperator(NodePoolOperator):
         return namespace == scope.namespace
 
 
+# -- (c) a cluster-scoped owner of children in two namespaces ---------------------------------
+
+TENANTS_PER_SCOPE = 2
+
+
+class TenantOperatorAdapter(OperatorAdapter):
+    """tests/faults/tenant.py: a cluster-scoped Tenant owning a ConfigMap in each of two
+    namespaces, reconciled slowly by four workers (issue 23, bug 2). Its own oracle: no
+    write of a child answered 409 (two reconciles of one Tenant at once; tenant.py)."""
+
+    name = "tenant"
+    generation_kinds = (tenant.TENANTS,)
+    cluster_scoped = True
+
+    def __init__(self) -> None:
+        #: The second namespace of each scope.
+        self.second: dict[str, str] = {}
+
+    async def install(self, world: World) -> None:
+        await world.blocking(world.cp.install_crds, [tenant.TENANT_CRD])
+
+    def argv(self, world: World, scope: Scope, client: str, *, leader: bool) -> list[str]:
+        return [
+            str(tenant.__file__),
+            "--kubeconfig",
+            str(world.kubeconfig(client)),
+            "--label-selector",
+            scope.selector,
+            "--identity",
+            client,
+        ]
+
+    def namespaces(self, scope: Scope) -> list[str]:
+        return [scope.namespace, self.second[scope.id]]
+
+    def tenants(self, scope: Scope) -> list[str]:
+        return [f"t-{scope.id}-{i}" for i in range(TENANTS_PER_SCOPE)]
+
+    async def create(self, world: World, scope: Scope) -> None:
+        self.second[scope.id] = await world.blocking(world.cp.create_namespace, f"fx-{scope.id}-b")
+        for i, name in enumerate(self.tenants(scope)):
+            data = {"v": "1", "i": str(i)}
+            obj = {
+                "apiVersion": f"{tenant.GROUP}/v1",
+                "kind": "Tenant",
+                "metadata": {"name": name},
+                "spec": {"namespaces": self.namespaces(scope), "data": data},
+            }
+            await world.user.create(tenant.TENANTS, scope.labelled(obj))
+            scope.desired[name] = data
+
+    async def update(self, world: World, scope: Scope) -> None:
+        names = self.tenants(scope)
+        for i, name in enumerate(names):
+            data = {"v": "2", "i": str(i)}
+            await world.user.patch(tenant.TENANTS, name, {"spec": {"data": data}})
+            scope.desired[name] = data
+        gone = await world.user.get(tenant.TENANTS, names[-1])
+        await world.user.delete(tenant.TENANTS, names[-1])
+        scope.deleted[names[-1]] = gone["metadata"]["uid"]
+        del scope.desired[names[-1]]
+
+    async def _children(self, world: World, scope: Scope, name: str) -> dict[str, Object]:
+        out: dict[str, Object] = {}
+        for ns in self.namespaces(scope):
+            child = await _get(world, CONFIGMAPS, tenant.child_name(name), ns)
+            if child is not None:
+                out[ns] = child
+        return out
+
+    async def mismatches(self, world: World, scope: Scope) -> list[str]:
+        out: list[str] = []
+        for name, data in scope.desired.items():
+            obj = await _get(world, tenant.TENANTS, name)
+            if obj is None:
+                out.append(f"tenant {name}: missing")
+                continue
+            observed = (obj.get("status") or {}).get("observedGeneration")
+            if observed != obj["metadata"]["generation"]:
+                out.append(f"tenant {name}: observedGeneration {observed}")
+            children = await self._children(world, scope, name)
+            for ns in self.namespaces(scope):
+                child = children.get(ns)
+                if child is None or child.get("data") != data:
+                    out.append(f"tenant {name}: child in {ns} {child and child.get('data')}")
+        for name in scope.deleted:
+            if await _get(world, tenant.TENANTS, name) is not None:
+                out.append(f"tenant {name}: deleted, still there")
+            if await self._children(world, scope, name):
+                out.append(f"tenant {name}: deleted, children still there")
+        return out
+
+    async def acted_on_creates(self, world: World, scope: Scope) -> bool:
+        for name, data in scope.desired.items():
+            children = await self._children(world, scope, name)
+            if len(children) < 2 or any(c.get("data") != data for c in children.values()):
+                return False
+        return True
+
+    async def losses(self, world: World, scope: Scope) -> Losses:
+        lost, notes = 0, []
+        for name, data in scope.desired.items():
+            obj = await _get(world, tenant.TENANTS, name)
+            if obj is None or (obj.get("spec") or {}).get("data") != data:
+                lost += 1
+                notes.append(f"tenant {name}: spec is not the last written")
+        return Losses(lost, notes=tuple(notes))
+
+    async def snapshot(self, world: World, scope: Scope) -> State:
+        objects: dict[ObjectKey, Object] = {}
+        for i, name in enumerate(self.tenants(scope)):
+            obj = await _get(world, tenant.TENANTS, name)
+            if obj is not None:
+                objects[("tenants", "", f"t{i}")] = {"spec": obj["spec"]["data"]}
+            children = await self._children(world, scope, name)
+            for j, ns in enumerate(self.namespaces(scope)):
+                if ns in children:
+                    objects[("configmaps", "", f"t{i}/{j}")] = {"data": children[ns].get("data")}
+        return State(objects)
+
+    def child_watch(self, scope: Scope) -> tuple[Resource, str | None, str | None] | None:
+        return (CONFIGMAPS, None, tenant.CHILD_LABEL)
+
+    def overlaps(self, world: World, scope: Scope) -> list[str]:
+        """Two reconciles of one Tenant at once: the operator's writes of its children
+        answered 409 (both read the child before either wrote it), from the proxy's log."""
+        spaces = set(self.namespaces(scope))
+        return [
+            f"{e.client} {e.verb} configmaps/{e.namespace}/{e.name} answered {e.status}: "
+            "another reconcile of its Tenant wrote it since this one read it"
+            for e in world.proxy.log.writes(resource="configmaps", ok=False)
+            if e.namespace in spaces and e.client != "user" and e.status == 409
+        ]
+
+    def creates_deletes(self, world: World, scope: Scope) -> dict[ObjectKey, OpCount]:
+        assert scope.children is not None
+        out: dict[ObjectKey, OpCount] = {}
+        names = {tenant.child_name(n): i for i, n in enumerate(self.tenants(scope))}
+        spaces = {ns: j for j, ns in enumerate(self.namespaces(scope))}
+        for (res, ns, name), count in scope.children.operations.items():
+            if name in names and ns in spaces:
+                out[(res, "", f"t{names[name]}/{spaces[ns]}")] = count
+        return out
+
+    def in_scope(self, scope: Scope, namespace: str | None, name: str | None) -> bool:
+        return namespace in self.namespaces(scope) or scope.id in (name or "")
+
+
 ADAPTERS: dict[str, OperatorAdapter] = {
-    a.name: a for a in (AppConfigOperator(), NodePoolOperator(), InstanceOperator())
+    a.name: a
+    for a in (AppConfigOperator(), NodePoolOperator(), InstanceOperator(), TenantOperatorAdapter())
 }

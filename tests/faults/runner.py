@@ -21,6 +21,9 @@ cloud's records, never from an operator's own metrics:
 ``unfinalized``
     An object of the workload, live and past its first reconcile, that does not carry
     the operator's finalizer (deleted then, its cleanup would never run).
+``overlapping_reconciles``
+    Two reconciles of one object at once: the tenant operator's child writes the
+    apiserver answered 409 (it is their only writer; see tests/faults/tenant.py).
 ``differences``
     Sieve's differential check against the fault-free run of the same workload: end
     state, and per-object create/delete counts.
@@ -119,6 +122,7 @@ COUNTERS = (
     "duplicate_vms",
     "leaked_vms",
     "unfinalized",
+    "overlapping_reconciles",
     "differences",
 )
 
@@ -133,6 +137,7 @@ class Outcome:
     duplicate_vms: int = 0
     leaked_vms: int = 0
     unfinalized: int = 0
+    overlapping_reconciles: int = 0
     differences: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -514,6 +519,9 @@ class Run:
             missing = await self.adapter.unfinalized(self.w, scope)
             self.outcome.unfinalized += len(missing)
             self.outcome.notes += [f"{name}: live without its finalizer" for name in missing]
+            overlaps = self.adapter.overlaps(self.w, scope)
+            self.outcome.overlapping_reconciles += len(overlaps)
+            self.outcome.notes += overlaps[:5]
             self.outcome.notes += list(losses.notes)
         self.split_brain()
         record = await self.record()
