@@ -81,6 +81,9 @@ class OperatorAdapter:
     cluster_scoped: ClassVar[bool] = False
     #: The finalizer it puts on each of the workload's objects before acting, if any.
     finalizer: ClassVar[str | None] = None
+    #: The kind whose cluster-wide watch the ``watch-lag`` fault holds (None: the
+    #: operator has no second, namespaced informer of a kind for it to lag behind).
+    lag_kind: ClassVar[Resource | None] = None
 
     @property
     def meddle_kind(self) -> Resource:
@@ -625,6 +628,7 @@ class TenantOperatorAdapter(OperatorAdapter):
     name = "tenant"
     generation_kinds = (tenant.TENANTS,)
     cluster_scoped = True
+    lag_kind = CONFIGMAPS
 
     def __init__(self) -> None:
         #: The second namespace of each scope.
@@ -642,6 +646,8 @@ class TenantOperatorAdapter(OperatorAdapter):
             scope.selector,
             "--identity",
             client,
+            "--sources",
+            scope.namespace,
         ]
 
     def namespaces(self, scope: Scope) -> list[str]:
@@ -662,6 +668,18 @@ class TenantOperatorAdapter(OperatorAdapter):
             }
             await world.user.create(tenant.TENANTS, scope.labelled(obj))
             scope.desired[name] = data
+        for i, name in enumerate(self.tenants(scope)):
+            source = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": tenant.source_name(name)},
+                "data": {"src": f"s{i}"},
+            }
+            await world.user.create(CONFIGMAPS, scope.labelled(source), scope.namespace)
+
+    def child_data(self, name: str, data: dict[str, str]) -> dict[str, str]:
+        """What a Tenant's children hold: its data and its source's."""
+        return {**data, "src": f"s{name.rsplit('-', 1)[1]}"}
 
     async def update(self, world: World, scope: Scope) -> None:
         names = self.tenants(scope)
@@ -693,9 +711,10 @@ class TenantOperatorAdapter(OperatorAdapter):
             if observed != obj["metadata"]["generation"]:
                 out.append(f"tenant {name}: observedGeneration {observed}")
             children = await self._children(world, scope, name)
+            want = self.child_data(name, data)
             for ns in self.namespaces(scope):
                 child = children.get(ns)
-                if child is None or child.get("data") != data:
+                if child is None or child.get("data") != want:
                     out.append(f"tenant {name}: child in {ns} {child and child.get('data')}")
         for name in scope.deleted:
             if await _get(world, tenant.TENANTS, name) is not None:
@@ -707,7 +726,8 @@ class TenantOperatorAdapter(OperatorAdapter):
     async def acted_on_creates(self, world: World, scope: Scope) -> bool:
         for name, data in scope.desired.items():
             children = await self._children(world, scope, name)
-            if len(children) < 2 or any(c.get("data") != data for c in children.values()):
+            want = self.child_data(name, data)
+            if len(children) < 2 or any(c.get("data") != want for c in children.values()):
                 return False
         return True
 

@@ -24,6 +24,11 @@ cloud's records, never from an operator's own metrics:
 ``overlapping_reconciles``
     Two reconciles of one object at once: the tenant operator's child writes the
     apiserver answered 409 (it is their only writer; see tests/faults/tenant.py).
+``stuck_behind_lag``
+    ``watch-lag``: what still differs from the desired state when the held watch is
+    released (4 s after the last change). Nothing a reconcile needs is behind the held
+    watch (the namespaced informer delivered it), so a difference is a reconcile that
+    read the lagging informer instead.
 ``differences``
     Sieve's differential check against the fault-free run of the same workload: end
     state, and per-object create/delete counts.
@@ -63,6 +68,7 @@ from kubeloop import (
 from kubeloop.testing.faults import (
     CutWatch,
     Delay,
+    Hang,
     LogEntry,
     Reset,
     Rule,
@@ -123,6 +129,7 @@ COUNTERS = (
     "leaked_vms",
     "unfinalized",
     "overlapping_reconciles",
+    "stuck_behind_lag",
     "differences",
 )
 
@@ -138,6 +145,7 @@ class Outcome:
     leaked_vms: int = 0
     unfinalized: int = 0
     overlapping_reconciles: int = 0
+    stuck_behind_lag: int = 0
     differences: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -279,6 +287,19 @@ class Run:
             if self.leader is None:
                 await asyncio.sleep(0.3)
                 target.start()
+        elif fault == "watch-lag":
+            # the operator's cluster-wide watch of the kind is held (its namespaced one is
+            # not): cut it, and its re-watch hangs until the fault heals
+            assert self.adapter.lag_kind is not None, f"{self.adapter.name}: no lag_kind"
+            res = self.adapter.lag_kind.plural
+            await self._until_watching(res)
+            # (its relists too: a reflector that finds its watch silent lists again)
+            lag = px.add_rule(
+                Hang(), client=ops, verb={"list", "watch"}, resource=res, namespace=""
+            )
+            self.rules.append(lag)
+            for client in ops:
+                px.cut_watches(client=client, resource=res)
         elif fault == "meddle":
             # the operator's own writes of the objects (not their status) take a moment
             # to arrive, as on a loaded apiserver: a meddler's write lands in between
@@ -297,6 +318,22 @@ class Run:
             await self.w.blocking(self.w.cp.restart_apiserver)
         elif fault == "etcd-restart":
             await self.w.blocking(self.w.cp.restart_etcd)
+
+    async def _until_watching(self, resource: str) -> None:
+        """Wait (up to 60 s) until every operator watches ``resource`` cluster-wide: its
+        informer has listed and synced, so the held watch makes it lag, not stall."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            open_ = [
+                e
+                for c in self.clients
+                for e in self.w.proxy.open_watches(c)
+                if e.resource == resource and not e.namespace
+            ]
+            if {e.client for e in open_} >= self.clients:
+                return
+            await asyncio.sleep(0.1)
+        self.outcome.notes.append(f"the operators never watched {resource} cluster-wide")
 
     async def _meddle(self, scope: Scope, writer: int) -> None:
         """Another writer of the scope's objects: change an annotation on each, again and
@@ -383,6 +420,12 @@ class Run:
             await self._until_standby_writes()
         elif self.rules or self.meddlers:
             await asyncio.sleep(FAULT_S)
+        if self.scn.fault == "watch-lag":
+            stuck: list[str] = []
+            for scope in self.scopes:
+                stuck += await self.adapter.mismatches(self.w, scope)
+            self.outcome.stuck_behind_lag = len(stuck)
+            self.outcome.notes += [f"behind the held watch: {m}" for m in stuck[:5]]
         if self.meddlers:
             await self._stop_meddling()
         for rule in self.rules:
@@ -390,6 +433,13 @@ class Run:
                 self.w.proxy.heal(rule)
             else:
                 self.w.proxy.remove_rule(rule)
+        if self.scn.fault == "watch-lag":
+            # what the fault did, from the proxy's log (a held watch is logged when it
+            # ends: the rule's removal resets it)
+            await asyncio.sleep(0.5)
+            held = {r.id for r in self.rules}
+            n = len([e for e in self.w.proxy.log.entries() if e.rule in held])
+            self.outcome.notes.append(f"watch-lag: {n} cluster-wide watches held")
         self.rules.clear()
 
     async def _until_standby_writes(self) -> None:

@@ -27,7 +27,9 @@ TOPOLOGIES = ("single", "two-instances", "leader-pair")
 #: leader pair's leader is not restarted: the standby must take over); ``meddle`` is
 #: a second writer changing the scope's objects (an annotation, many times a second)
 #: while the operator writes them: every write guarded by a resourceVersion, the
-#: finalizer helpers' included, loses races (issue 23, bug 1).
+#: finalizer helpers' included, loses races (issue 23, bug 1); ``watch-lag`` holds the
+#: operator's cluster-wide watch of a kind it also watches in one namespace, so the
+#: namespaced informer is ahead (issue 23, bug 4).
 FAULTS = (
     "none",
     "sigkill",
@@ -40,6 +42,7 @@ FAULTS = (
     "partition",
     "partition-hold",
     "meddle",
+    "watch-lag",
 )
 
 #: When it strikes: before the objects exist, right after they are created, or right
@@ -110,6 +113,7 @@ def full() -> list[Scenario]:
     # fault and with a storm of 5xx (retries, requeues: more events, more reconciles)
     out.append(Scenario("tenant", "single", "none", "update"))
     out.append(Scenario("tenant", "single", "storm-5xx", "update"))
+    out.append(Scenario("tenant", "single", "watch-lag", "start"))
     return out
 
 

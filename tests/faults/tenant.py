@@ -9,6 +9,12 @@ reconciles that read a child before either wrote it both write it, and one is an
 409 (AlreadyExists, Conflict); one reconcile at a time never is (nobody else writes
 the children).
 
+Each Tenant's child data also carries that of its source ConfigMap
+(``source-<tenant>`` in the ``--sources`` namespace), read from the cache and watched by
+a namespaced informer beside ``owns()``'s cluster-wide one: the matrix's ``watch-lag``
+holds the cluster-wide watch, and a reconcile triggered by the source's event must read
+it from the informer that delivered it (issue 23, bug 4).
+
     python tests/faults/tenant.py --kubeconfig K --label-selector run=x --identity op-1
 """
 
@@ -52,15 +58,26 @@ def child_name(tenant: str) -> str:
     return f"tenant-{tenant}"
 
 
+def source_name(tenant: str) -> str:
+    return f"source-{tenant}"
+
+
+def _tenant_of_source(obj: Object) -> list[Request]:
+    name = obj["metadata"]["name"]
+    return [Request(name.removeprefix("source-"))] if name.startswith("source-") else []
+
+
 class TenantOperator:
-    def __init__(self, mgr: Manager, selector: str) -> None:
-        self.mgr, self.selector = mgr, selector
+    def __init__(self, mgr: Manager, selector: str, sources: str) -> None:
+        self.mgr, self.selector, self.sources = mgr, selector, sources
 
     def register(self) -> None:
         (
             self.mgr.controller("tenants")
             .for_(TENANTS, label_selector=self.selector)
             .owns(CONFIGMAPS)
+            # a second informer of ConfigMaps, namespaced beside owns()'s cluster-wide one
+            .watches(CONFIGMAPS, _tenant_of_source, namespace=self.sources)
             .with_options(ControllerOptions(max_concurrent_reconciles=4))
             .complete(self.reconcile)
         )
@@ -71,6 +88,10 @@ class TenantOperator:
             return Result()
         spec = tenant.get("spec") or {}
         data = {str(k): str(v) for k, v in (spec.get("data") or {}).items()}
+        # the source's data from the cache: the namespaced informer delivered its event,
+        # the cluster-wide one may lag behind it (issue 23, bug 4)
+        source = await self.mgr.cache.get(CONFIGMAPS, source_name(req.name), self.sources)
+        data.update((source or {}).get("data") or {})
         for ns in spec.get("namespaces") or []:
             await self._child(tenant, ns, data)
 
@@ -116,7 +137,7 @@ async def run(args: argparse.Namespace) -> None:
             handle_signals=True,
         )
         mgr = Manager(client, options)
-        TenantOperator(mgr, args.label_selector).register()
+        TenantOperator(mgr, args.label_selector, args.sources).register()
         await mgr.run()
     finally:
         await client.close()
@@ -127,6 +148,7 @@ def main() -> None:
     p.add_argument("--kubeconfig", required=True)
     p.add_argument("--label-selector", required=True)
     p.add_argument("--identity", required=True)
+    p.add_argument("--sources", required=True, help="the namespace of the source ConfigMaps")
     configure_logging(os.environ.get("LOG_LEVEL", "INFO"), json_format=True)
     asyncio.run(run(p.parse_args()))
 
