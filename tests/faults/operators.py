@@ -19,10 +19,12 @@ from kubeloop import CONFIGMAPS, NODES, NotFound, Object, Resource
 from kubeloop.testing.oracles import Normalizer, ObjectKey, OpCount, State, WatchRecorder
 from nodepool_operator.api import AUTOSCALERS, INSTANCES, NODEPOOLS
 from nodepool_operator.cloud import SimulatedCloud
+from nodepool_operator.controllers.instance import FINALIZER as INSTANCE_FINALIZER
 from nodepool_operator.controllers.instance import UID_TAG
+from nodepool_operator.controllers.nodepool import FINALIZER as NODEPOOL_FINALIZER
 from nodepool_operator.controllers.nodepool._intent import POOL_UID_TAG
 from tests import factories
-from tests.faults import appconfig
+from tests.faults import appconfig, tenant
 from tests.faults.world import CRD_DIR, World
 
 RUN_LABEL = "faults.kubeloop.dev/run"
@@ -43,13 +45,20 @@ class Scope:
     #: ADDED/DELETED counts of the operator's children as the apiserver reported them
     #: (set by the runner for adapters with a ``child_watch``).
     children: WatchRecorder | None = None
+    #: Finalizers the workload's objects are created with (another controller's, ahead
+    #: of the operator's own: the ``meddle`` fault removes them while the operator
+    #: removes its own).
+    finalizers: tuple[str, ...] = ()
 
     @property
     def selector(self) -> str:
         return f"{RUN_LABEL}={self.id}"
 
     def labelled(self, obj: dict[str, Any]) -> dict[str, Any]:
-        obj.setdefault("metadata", {}).setdefault("labels", {})[RUN_LABEL] = self.id
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("labels", {})[RUN_LABEL] = self.id
+        if self.finalizers:
+            meta["finalizers"] = [*self.finalizers, *meta.get("finalizers", [])]
         return obj
 
     def cloud(self) -> SimulatedCloud:
@@ -70,6 +79,34 @@ class OperatorAdapter:
     generation_kinds: ClassVar[tuple[Resource, ...]]
     #: Whether its objects are cluster-scoped (watch by label, not namespace).
     cluster_scoped: ClassVar[bool] = False
+    #: The finalizer it puts on each of the workload's objects before acting, if any.
+    finalizer: ClassVar[str | None] = None
+    #: The kind whose cluster-wide watch the ``watch-lag`` fault holds (None: the
+    #: operator has no second, namespaced informer of a kind for it to lag behind).
+    lag_kind: ClassVar[Resource | None] = None
+
+    @property
+    def meddle_kind(self) -> Resource:
+        """The kind a second writer changes under the operator (the ``meddle`` fault)."""
+        return self.generation_kinds[0]
+
+    def scope_namespace(self, scope: Scope) -> str | None:
+        """The namespace of the scope's workload objects (None: cluster-scoped)."""
+        return None if self.cluster_scoped else scope.namespace
+
+    async def unfinalized(self, world: World, scope: Scope) -> list[str]:
+        """The workload's live objects that do not carry the operator's finalizer: were
+        one deleted now, its cleanup (the VMs) would never run. Read from the apiserver."""
+        if self.finalizer is None:
+            return []
+        ns = self.scope_namespace(scope)
+        listed = await world.admin.list(self.meddle_kind, ns, label_selector=scope.selector)
+        return [
+            o["metadata"]["name"]
+            for o in listed["items"]
+            if o["metadata"]["name"] in scope.desired
+            and self.finalizer not in (o["metadata"].get("finalizers") or [])
+        ]
 
     async def install(self, world: World) -> None:
         raise NotImplementedError
@@ -109,6 +146,11 @@ class OperatorAdapter:
         """Creates and deletes of what the operator owns (the apiserver's watch events,
         or the cloud's records), keyed by a name that is the same in every run."""
         raise NotImplementedError
+
+    def overlaps(self, world: World, scope: Scope) -> list[str]:
+        """Reconciles of one object that ran at once, as the operator's writes at the
+        proxy show them (only adapters whose writes can say so)."""
+        return []
 
     def in_scope(self, scope: Scope, namespace: str | None, name: str | None) -> bool:
         """Whether a write to (namespace, name) concerns ``scope``'s objects."""
@@ -293,6 +335,7 @@ class NodePoolOperator(OperatorAdapter):
     name = "nodepool"
     generation_kinds = (NODEPOOLS,)
     cluster_scoped = True
+    finalizer = NODEPOOL_FINALIZER
     controllers = "nodepool,autoscaler"
 
     async def install(self, world: World) -> None:
@@ -466,6 +509,7 @@ class InstanceOperator(NodePoolOperator):
     name = "instance"
     generation_kinds = (INSTANCES,)
     cluster_scoped = False
+    finalizer = INSTANCE_FINALIZER
     controllers = "instance"
 
     async def create(self, world: World, scope: Scope) -> None:
@@ -571,6 +615,172 @@ class InstanceOperator(NodePoolOperator):
         return namespace == scope.namespace
 
 
+# -- (c) a cluster-scoped owner of children in two namespaces ---------------------------------
+
+TENANTS_PER_SCOPE = 2
+
+
+class TenantOperatorAdapter(OperatorAdapter):
+    """tests/faults/tenant.py: a cluster-scoped Tenant owning a ConfigMap in each of two
+    namespaces, reconciled slowly by four workers (issue 23, bug 2). Its own oracle: no
+    write of a child answered 409 (two reconciles of one Tenant at once; tenant.py)."""
+
+    name = "tenant"
+    generation_kinds = (tenant.TENANTS,)
+    cluster_scoped = True
+    lag_kind = CONFIGMAPS
+
+    def __init__(self) -> None:
+        #: The second namespace of each scope.
+        self.second: dict[str, str] = {}
+
+    async def install(self, world: World) -> None:
+        await world.blocking(world.cp.install_crds, [tenant.TENANT_CRD])
+
+    def argv(self, world: World, scope: Scope, client: str, *, leader: bool) -> list[str]:
+        return [
+            str(tenant.__file__),
+            "--kubeconfig",
+            str(world.kubeconfig(client)),
+            "--label-selector",
+            scope.selector,
+            "--identity",
+            client,
+            "--sources",
+            scope.namespace,
+        ]
+
+    def namespaces(self, scope: Scope) -> list[str]:
+        return [scope.namespace, self.second[scope.id]]
+
+    def tenants(self, scope: Scope) -> list[str]:
+        return [f"t-{scope.id}-{i}" for i in range(TENANTS_PER_SCOPE)]
+
+    async def create(self, world: World, scope: Scope) -> None:
+        self.second[scope.id] = await world.blocking(world.cp.create_namespace, f"fx-{scope.id}-b")
+        for i, name in enumerate(self.tenants(scope)):
+            data = {"v": "1", "i": str(i)}
+            obj = {
+                "apiVersion": f"{tenant.GROUP}/v1",
+                "kind": "Tenant",
+                "metadata": {"name": name},
+                "spec": {"namespaces": self.namespaces(scope), "data": data},
+            }
+            await world.user.create(tenant.TENANTS, scope.labelled(obj))
+            scope.desired[name] = data
+        for i, name in enumerate(self.tenants(scope)):
+            source = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": tenant.source_name(name)},
+                "data": {"src": f"s{i}"},
+            }
+            await world.user.create(CONFIGMAPS, scope.labelled(source), scope.namespace)
+
+    def child_data(self, name: str, data: dict[str, str]) -> dict[str, str]:
+        """What a Tenant's children hold: its data and its source's."""
+        return {**data, "src": f"s{name.rsplit('-', 1)[1]}"}
+
+    async def update(self, world: World, scope: Scope) -> None:
+        names = self.tenants(scope)
+        for i, name in enumerate(names):
+            data = {"v": "2", "i": str(i)}
+            await world.user.patch(tenant.TENANTS, name, {"spec": {"data": data}})
+            scope.desired[name] = data
+        gone = await world.user.get(tenant.TENANTS, names[-1])
+        await world.user.delete(tenant.TENANTS, names[-1])
+        scope.deleted[names[-1]] = gone["metadata"]["uid"]
+        del scope.desired[names[-1]]
+
+    async def _children(self, world: World, scope: Scope, name: str) -> dict[str, Object]:
+        out: dict[str, Object] = {}
+        for ns in self.namespaces(scope):
+            child = await _get(world, CONFIGMAPS, tenant.child_name(name), ns)
+            if child is not None:
+                out[ns] = child
+        return out
+
+    async def mismatches(self, world: World, scope: Scope) -> list[str]:
+        out: list[str] = []
+        for name, data in scope.desired.items():
+            obj = await _get(world, tenant.TENANTS, name)
+            if obj is None:
+                out.append(f"tenant {name}: missing")
+                continue
+            observed = (obj.get("status") or {}).get("observedGeneration")
+            if observed != obj["metadata"]["generation"]:
+                out.append(f"tenant {name}: observedGeneration {observed}")
+            children = await self._children(world, scope, name)
+            want = self.child_data(name, data)
+            for ns in self.namespaces(scope):
+                child = children.get(ns)
+                if child is None or child.get("data") != want:
+                    out.append(f"tenant {name}: child in {ns} {child and child.get('data')}")
+        for name in scope.deleted:
+            if await _get(world, tenant.TENANTS, name) is not None:
+                out.append(f"tenant {name}: deleted, still there")
+            if await self._children(world, scope, name):
+                out.append(f"tenant {name}: deleted, children still there")
+        return out
+
+    async def acted_on_creates(self, world: World, scope: Scope) -> bool:
+        for name, data in scope.desired.items():
+            children = await self._children(world, scope, name)
+            want = self.child_data(name, data)
+            if len(children) < 2 or any(c.get("data") != want for c in children.values()):
+                return False
+        return True
+
+    async def losses(self, world: World, scope: Scope) -> Losses:
+        lost, notes = 0, []
+        for name, data in scope.desired.items():
+            obj = await _get(world, tenant.TENANTS, name)
+            if obj is None or (obj.get("spec") or {}).get("data") != data:
+                lost += 1
+                notes.append(f"tenant {name}: spec is not the last written")
+        return Losses(lost, notes=tuple(notes))
+
+    async def snapshot(self, world: World, scope: Scope) -> State:
+        objects: dict[ObjectKey, Object] = {}
+        for i, name in enumerate(self.tenants(scope)):
+            obj = await _get(world, tenant.TENANTS, name)
+            if obj is not None:
+                objects[("tenants", "", f"t{i}")] = {"spec": obj["spec"]["data"]}
+            children = await self._children(world, scope, name)
+            for j, ns in enumerate(self.namespaces(scope)):
+                if ns in children:
+                    objects[("configmaps", "", f"t{i}/{j}")] = {"data": children[ns].get("data")}
+        return State(objects)
+
+    def child_watch(self, scope: Scope) -> tuple[Resource, str | None, str | None] | None:
+        return (CONFIGMAPS, None, tenant.CHILD_LABEL)
+
+    def overlaps(self, world: World, scope: Scope) -> list[str]:
+        """Two reconciles of one Tenant at once: the operator's writes of its children
+        answered 409 (both read the child before either wrote it), from the proxy's log."""
+        spaces = set(self.namespaces(scope))
+        return [
+            f"{e.client} {e.verb} configmaps/{e.namespace}/{e.name} answered {e.status}: "
+            "another reconcile of its Tenant wrote it since this one read it"
+            for e in world.proxy.log.writes(resource="configmaps", ok=False)
+            if e.namespace in spaces and e.client != "user" and e.status == 409
+        ]
+
+    def creates_deletes(self, world: World, scope: Scope) -> dict[ObjectKey, OpCount]:
+        assert scope.children is not None
+        out: dict[ObjectKey, OpCount] = {}
+        names = {tenant.child_name(n): i for i, n in enumerate(self.tenants(scope))}
+        spaces = {ns: j for j, ns in enumerate(self.namespaces(scope))}
+        for (res, ns, name), count in scope.children.operations.items():
+            if name in names and ns in spaces:
+                out[(res, "", f"t{names[name]}/{spaces[ns]}")] = count
+        return out
+
+    def in_scope(self, scope: Scope, namespace: str | None, name: str | None) -> bool:
+        return namespace in self.namespaces(scope) or scope.id in (name or "")
+
+
 ADAPTERS: dict[str, OperatorAdapter] = {
-    a.name: a for a in (AppConfigOperator(), NodePoolOperator(), InstanceOperator())
+    a.name: a
+    for a in (AppConfigOperator(), NodePoolOperator(), InstanceOperator(), TenantOperatorAdapter())
 }

@@ -18,6 +18,17 @@ cloud's records, never from an operator's own metrics:
     one instance made to the other's objects.
 ``duplicate_vms``, ``leaked_vms``
     The cloud's records: live VMs beyond one per name; live VMs no live object wants.
+``unfinalized``
+    An object of the workload, live and past its first reconcile, that does not carry
+    the operator's finalizer (deleted then, its cleanup would never run).
+``overlapping_reconciles``
+    Two reconciles of one object at once: the tenant operator's child writes the
+    apiserver answered 409 (it is their only writer; see tests/faults/tenant.py).
+``stuck_behind_lag``
+    ``watch-lag``: what still differs from the desired state when the held watch is
+    released (4 s after the last change). Nothing a reconcile needs is behind the held
+    watch (the namespaced informer delivered it), so a difference is a reconcile that
+    read the lagging informer instead.
 ``differences``
     Sieve's differential check against the fault-free run of the same workload: end
     state, and per-object create/delete counts.
@@ -32,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import random
@@ -43,9 +55,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubeloop import LEASES, NotFound, load_kubeconfig
+from kubeloop import (
+    LEASES,
+    Conflict,
+    Invalid,
+    NotFound,
+    Resource,
+    load_kubeconfig,
+    remove_finalizer,
+    retry_on_conflict,
+)
 from kubeloop.testing.faults import (
     CutWatch,
+    Delay,
+    Hang,
     LogEntry,
     Reset,
     Rule,
@@ -83,6 +106,18 @@ FAULT_S = 4.0
 CONVERGE_S = 90.0
 STABLE_S = 2.0
 
+#: The annotation the ``meddle`` fault's writer changes, and how many writers per scope.
+MEDDLE_KEY = "faults.kubeloop.dev/meddler"
+MEDDLERS = 3
+#: The meddler's own finalizers, on each object from its creation (ahead of the
+#: operator's), and how often it removes one from an object being deleted: each removal
+#: moves the operator's finalizer down the list under its pending remove.
+MEDDLE_FINALIZERS = tuple(f"faults.kubeloop.dev/meddler-{i}" for i in range(16))
+MEDDLE_UNWIND_S = 0.2
+#: How long the operator's object writes are held while meddled with: far longer than
+#: the meddlers take to change each object once.
+MEDDLE_DELAY_S = 0.3
+
 #: Fault-free reference runs by scenario; None: it went wrong, so it is no reference.
 References = dict[Scenario, RunRecord | None]
 
@@ -92,6 +127,9 @@ COUNTERS = (
     "split_brain_writes",
     "duplicate_vms",
     "leaked_vms",
+    "unfinalized",
+    "overlapping_reconciles",
+    "stuck_behind_lag",
     "differences",
 )
 
@@ -105,6 +143,9 @@ class Outcome:
     split_brain_writes: int = 0
     duplicate_vms: int = 0
     leaked_vms: int = 0
+    unfinalized: int = 0
+    overlapping_reconciles: int = 0
+    stuck_behind_lag: int = 0
     differences: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -166,6 +207,7 @@ class Run:
         self.rules: list[Rule] = []
         self.outcome = Outcome(scn.id)
         self.leader: Replica | None = None
+        self.meddlers: list[asyncio.Task[None]] = []
         self.dir = w.dir / self.tag
 
     @property
@@ -182,6 +224,8 @@ class Run:
         for i in range(n_scopes):
             ns = await self.w.blocking(self.w.cp.create_namespace, f"fx-{self.tag}-{i}")
             self.scopes.append(Scope(f"{self.tag}{i}", ns, self.dir / f"cloud-{i}.sqlite"))
+            if self.scn.fault == "meddle":
+                self.scopes[-1].finalizers = MEDDLE_FINALIZERS
         leader = self.scn.topology == "leader-pair"
         for i, scope in enumerate(self.scopes):
             for k in range(2 if leader else 1):
@@ -243,21 +287,159 @@ class Run:
             if self.leader is None:
                 await asyncio.sleep(0.3)
                 target.start()
+        elif fault == "watch-lag":
+            # the operator's cluster-wide watch of the kind is held (its namespaced one is
+            # not): cut it, and its re-watch hangs until the fault heals
+            assert self.adapter.lag_kind is not None, f"{self.adapter.name}: no lag_kind"
+            res = self.adapter.lag_kind.plural
+            await self._until_watching(res)
+            # (its relists too: a reflector that finds its watch silent lists again)
+            lag = px.add_rule(
+                Hang(), client=ops, verb={"list", "watch"}, resource=res, namespace=""
+            )
+            self.rules.append(lag)
+            for client in ops:
+                px.cut_watches(client=client, resource=res)
+        elif fault == "meddle":
+            # the operator's own writes of the objects (not their status) take a moment
+            # to arrive, as on a loaded apiserver: a meddler's write lands in between
+            res = self.adapter.meddle_kind.plural
+            writes = {"update", "patch"}
+            self.rules.append(
+                px.add_rule(
+                    Delay(MEDDLE_DELAY_S), client=ops, verb=writes, resource=res, subresource=""
+                )
+            )
+            for scope in self.scopes:
+                for i in range(MEDDLERS):
+                    self.meddlers.append(asyncio.create_task(self._meddle(scope, i)))
+                self.meddlers.append(asyncio.create_task(self._unwind(scope)))
         elif fault == "apiserver-restart":
             await self.w.blocking(self.w.cp.restart_apiserver)
         elif fault == "etcd-restart":
             await self.w.blocking(self.w.cp.restart_etcd)
 
+    async def _until_watching(self, resource: str) -> None:
+        """Wait (up to 60 s) until every operator watches ``resource`` cluster-wide: its
+        informer has listed and synced, so the held watch makes it lag, not stall."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            open_ = [
+                e
+                for c in self.clients
+                for e in self.w.proxy.open_watches(c)
+                if e.resource == resource and not e.namespace
+            ]
+            if {e.client for e in open_} >= self.clients:
+                return
+            await asyncio.sleep(0.1)
+        self.outcome.notes.append(f"the operators never watched {resource} cluster-wide")
+
+    async def _meddle(self, scope: Scope, writer: int) -> None:
+        """Another writer of the scope's objects: change an annotation on each, again and
+        again, with merge patches (no resourceVersion: they always land), so every write
+        of the operator that is guarded by the resourceVersion it read (a finalizer's
+        JSON patch ``test``, an update) has a fair chance of losing the race."""
+        res, ns = self.adapter.meddle_kind, self.adapter.scope_namespace(scope)
+        n = 0
+        while True:
+            listed = await self.w.user.list(res, ns, label_selector=scope.selector)
+            for obj in listed["items"]:
+                n += 1
+                body = {"metadata": {"annotations": {MEDDLE_KEY: f"{writer}-{n}"}}}
+                with contextlib.suppress(NotFound):
+                    await self.w.user.patch(res, obj["metadata"]["name"], body, ns)
+            await asyncio.sleep(0)
+
+    async def _unwind(self, scope: Scope) -> None:
+        """The meddler as a controller finishing its own cleanup: from each object being
+        deleted, remove the first of its finalizers, one every ``MEDDLE_UNWIND_S``, so the
+        index of the operator's finalizer changes under the operator's own remove."""
+        res, ns = self.adapter.meddle_kind, self.adapter.scope_namespace(scope)
+        while True:
+            listed = await self.w.user.list(res, ns, label_selector=scope.selector)
+            for obj in listed["items"]:
+                meta = obj["metadata"]
+                mine = [f for f in meta.get("finalizers") or [] if f in MEDDLE_FINALIZERS]
+                if not meta.get("deletionTimestamp") or not mine:
+                    continue
+                with contextlib.suppress(NotFound, Invalid, Conflict):
+                    await remove_finalizer(self.w.user, res, obj, mine[0])
+            await asyncio.sleep(MEDDLE_UNWIND_S)
+
+    async def _stop_meddling(self) -> None:
+        for task in self.meddlers:
+            task.cancel()
+        ended = await asyncio.gather(*self.meddlers, return_exceptions=True)
+        self.meddlers.clear()
+        # a meddler that died early meddled less: say so (the scenario still counts)
+        self.outcome.notes += [
+            f"a meddler stopped early: {e!r}"
+            for e in ended
+            if isinstance(e, BaseException) and not isinstance(e, asyncio.CancelledError)
+        ]
+        # what the fault did, from the proxy's log: the operator's writes of that kind
+        # the apiserver refused as lost races (409 Conflict, 422 failed JSON-patch test)
+        lost = [
+            e
+            for e in self.w.proxy.log.writes(ok=False)
+            if e.client in self.clients
+            and e.resource == self.adapter.meddle_kind.plural
+            and e.status in (409, 422)
+        ]
+        failed_tests = sum(e.status == 422 for e in lost)
+        self.outcome.notes.append(
+            f"meddled: the operator lost {len(lost)} write races "
+            f"({failed_tests} of them JSON patches whose test failed)"
+        )
+        # take the annotation and the finalizers away again, so the end state is the
+        # workload's alone (guarded by the resourceVersion: the operator still writes)
+        res = self.adapter.meddle_kind
+        for scope in self.scopes:
+            ns = self.adapter.scope_namespace(scope)
+            listed = await self.w.admin.list(res, ns, label_selector=scope.selector)
+            for obj in listed["items"]:
+                name = obj["metadata"]["name"]
+                with contextlib.suppress(NotFound):
+                    await retry_on_conflict(functools.partial(self._unmeddle, res, name, ns))
+
+    async def _unmeddle(self, res: Resource, name: str, ns: str | None) -> None:
+        meta = (await self.w.admin.get(res, name, ns))["metadata"]
+        finalizers = meta.get("finalizers") or []
+        kept = [f for f in finalizers if f not in MEDDLE_FINALIZERS]
+        body: dict[str, Any] = {"resourceVersion": meta["resourceVersion"]}
+        if MEDDLE_KEY in (meta.get("annotations") or {}):
+            body["annotations"] = {MEDDLE_KEY: None}
+        if kept != finalizers:
+            body["finalizers"] = kept
+        if len(body) > 1:
+            await self.w.admin.patch(res, name, {"metadata": body}, ns)
+
     async def heal(self) -> None:
         if self.scn.fault.startswith("partition") and self.leader is not None:
             await self._until_standby_writes()
-        elif self.rules:
+        elif self.rules or self.meddlers:
             await asyncio.sleep(FAULT_S)
+        if self.scn.fault == "watch-lag":
+            stuck: list[str] = []
+            for scope in self.scopes:
+                stuck += await self.adapter.mismatches(self.w, scope)
+            self.outcome.stuck_behind_lag = len(stuck)
+            self.outcome.notes += [f"behind the held watch: {m}" for m in stuck[:5]]
+        if self.meddlers:
+            await self._stop_meddling()
         for rule in self.rules:
             if rule.label == "partition":
                 self.w.proxy.heal(rule)
             else:
                 self.w.proxy.remove_rule(rule)
+        if self.scn.fault == "watch-lag":
+            # what the fault did, from the proxy's log (a held watch is logged when it
+            # ends: the rule's removal resets it)
+            await asyncio.sleep(0.5)
+            held = {r.id for r in self.rules}
+            n = len([e for e in self.w.proxy.log.entries() if e.rule in held])
+            self.outcome.notes.append(f"watch-lag: {n} cluster-wide watches held")
         self.rules.clear()
 
     async def _until_standby_writes(self) -> None:
@@ -282,7 +464,9 @@ class Run:
             await self.adapter.create(self.w, scope)
         if moment == "create":
             await self.strike()
-        if self.scn.fault == "none":
+        if self.scn.fault == "none" or (self.scn.fault == "meddle" and moment == "update"):
+            # (the meddler's finalizers must be ahead of the operator's on the object the
+            # update deletes: the operator's must be there before it strikes)
             await self._acted_on_creates()
         else:
             await asyncio.sleep(self.rng.uniform(0.3, 1.0))  # let the operators get going
@@ -382,6 +566,12 @@ class Run:
             self.outcome.lost_updates += losses.lost_updates
             self.outcome.duplicate_vms += losses.duplicate_vms
             self.outcome.leaked_vms += losses.leaked_vms
+            missing = await self.adapter.unfinalized(self.w, scope)
+            self.outcome.unfinalized += len(missing)
+            self.outcome.notes += [f"{name}: live without its finalizer" for name in missing]
+            overlaps = self.adapter.overlaps(self.w, scope)
+            self.outcome.overlapping_reconciles += len(overlaps)
+            self.outcome.notes += overlaps[:5]
             self.outcome.notes += list(losses.notes)
         self.split_brain()
         record = await self.record()
@@ -443,6 +633,8 @@ class Run:
             await self.converge(recorders[0] if recorders else None)
             await self.judge()
         finally:
+            for task in self.meddlers:
+                task.cancel()
             for r in self.replicas:
                 r.kill()
             for rec in recorders:

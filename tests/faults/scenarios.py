@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OPERATORS = ("appconfig", "nodepool", "instance")
+OPERATORS = ("appconfig", "nodepool", "instance", "tenant")
+#: The operators every fault x moment x topology runs on; ``tenant`` (a cluster-scoped
+#: owner of children in two namespaces, issue 23 bug 2) has scenarios of its own.
+FULL_OPERATORS = OPERATORS[:3]
 
 #: single: one process; two-instances: two processes, each scoped to its own namespace
 #: (or label selector); leader-pair: two replicas of one scope with leader election.
@@ -21,7 +24,12 @@ TOPOLOGIES = ("single", "two-instances", "leader-pair")
 #: leader pair) off; ``partition-hold`` too, but what it sent while cut off is
 #: delivered when the partition heals (a queue that drains late: the write a deposed
 #: leader must not land); ``sigkill`` kills it at a seeded moment and starts it again (a
-#: leader pair's leader is not restarted: the standby must take over).
+#: leader pair's leader is not restarted: the standby must take over); ``meddle`` is
+#: a second writer changing the scope's objects (an annotation, many times a second)
+#: while the operator writes them: every write guarded by a resourceVersion, the
+#: finalizer helpers' included, loses races (issue 23, bug 1); ``watch-lag`` holds the
+#: operator's cluster-wide watch of a kind it also watches in one namespace, so the
+#: namespaced informer is ahead (issue 23, bug 4).
 FAULTS = (
     "none",
     "sigkill",
@@ -33,6 +41,8 @@ FAULTS = (
     "reset",
     "partition",
     "partition-hold",
+    "meddle",
+    "watch-lag",
 )
 
 #: When it strikes: before the objects exist, right after they are created, or right
@@ -78,7 +88,7 @@ class Scenario:
 def full() -> list[Scenario]:
     """Every scenario ``make faults`` runs (at least 100)."""
     out: list[Scenario] = []
-    for op in OPERATORS:
+    for op in FULL_OPERATORS:
         out.append(Scenario(op, "single", "none", "update"))
         for fault in ("storm-429", "storm-5xx", "watch-cut", "reset", "partition"):
             for moment in MOMENTS:
@@ -88,6 +98,8 @@ def full() -> list[Scenario]:
                 out.append(Scenario(op, "single", "sigkill", moment, seed))
         for fault in ("apiserver-restart", "etcd-restart"):
             out.append(Scenario(op, "single", fault, "update"))
+        out.append(Scenario(op, "single", "meddle", "start"))
+        out.append(Scenario(op, "single", "meddle", "update"))
         out.append(Scenario(op, "two-instances", "none", "update"))
         for fault in ("sigkill", "storm-5xx", "watch-cut", "partition"):
             out.append(Scenario(op, "two-instances", fault, "update", 1))
@@ -97,6 +109,11 @@ def full() -> list[Scenario]:
                 out.append(Scenario(op, "leader-pair", "partition", moment, seed))
                 out.append(Scenario(op, "leader-pair", "partition-hold", moment, seed))
             out.append(Scenario(op, "leader-pair", "sigkill", moment, 1))
+    # children events from two namespaces while the owner's reconcile is slow, with no
+    # fault and with a storm of 5xx (retries, requeues: more events, more reconciles)
+    out.append(Scenario("tenant", "single", "none", "update"))
+    out.append(Scenario("tenant", "single", "storm-5xx", "update"))
+    out.append(Scenario("tenant", "single", "watch-lag", "start"))
     return out
 
 
@@ -104,7 +121,7 @@ def quick() -> list[Scenario]:
     """The subset ``make test`` runs: every fault kind, every operator, the two-instance
     and partitioned-leader scenarios included."""
     out: list[Scenario] = []
-    for op in OPERATORS:
+    for op in FULL_OPERATORS:
         out += [
             Scenario(op, "single", "sigkill", "update", 1),
             Scenario(op, "single", "storm-5xx", "update"),
@@ -118,4 +135,6 @@ def quick() -> list[Scenario]:
         ]
     out.append(Scenario("appconfig", "single", "apiserver-restart", "update"))
     out.append(Scenario("instance", "single", "etcd-restart", "update"))
+    # kubeloop's finalizer helpers under a second writer (issue 23, bug 1)
+    out.append(Scenario("nodepool", "single", "meddle", "start"))
     return out
