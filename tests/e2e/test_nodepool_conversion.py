@@ -107,6 +107,8 @@ class Converting:
                 "patch", "crd", kind.name, "--type=json", "-p", json.dumps(STORE_V1ALPHA1)
             )
             assert flipped.returncode == 0, flipped.stderr
+        if kind == NODEPOOL:
+            await self.settle()
         plural = f"{kind.plural}.{version}.kubeloop.dev"
         for _ in range(5):  # a conflict: the object was written (so re-encoded) meanwhile
             listed = await self.kubectl("get", plural, "-A", "-o", "json")
@@ -123,6 +125,13 @@ class Converting:
         assert patched.returncode == 0, patched.stderr
         after = json.loads((await self.kubectl("get", plural, "-A", "-o", "json")).stdout)
         return {i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in after["items"]}
+
+    async def settle(self) -> None:
+        """Wait until the apiserver serves NodePools by the CRD just written: it rebuilds its
+        handler for a kind after a CRD update, and a write right after the update may still be
+        stored by the handler before. ``stored_as`` waits for reads through a later CRD (the
+        dead address, then the webhook again), so afterwards every write uses the new one."""
+        await self.stored_as([self.probe])
 
     async def stored_as(self, names: list[str]) -> dict[str, str]:
         """The version each NodePool in ``names`` is stored in, read without etcd: with the
@@ -375,6 +384,7 @@ async def test_the_migration_from_an_install_that_stored_v1alpha1(
     # the upgrade applies the default CRDs: new writes are stored as v1beta1, the rest waits
     default = nodepool_served_as_v1beta1(converting.client_config)
     await install_crds(env.client, [default.definition()])
+    await converting.settle()
     new = f"new-{env.run_id}"
     await env.create(NODEPOOLS, env.labelled(factories.nodepool(new, target=1)))
     assert await converting.stored_versions() == [VERSION, BETA]
