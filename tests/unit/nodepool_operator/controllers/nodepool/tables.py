@@ -8,6 +8,7 @@ from typing import Any
 
 from nodepool_operator.api import InstanceRecord, NodePool, parse_nodepool, to_api
 from nodepool_operator.cloud import Instance
+from nodepool_operator.controllers.nodepool import decide
 from nodepool_operator.controllers.nodepool.observe import Observation
 from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode
 from nodepool_operator.scheduling import Resources, ScaleDownNode
@@ -70,3 +71,8 @@ def observed(
         vms={v.id: v for v in vms},
         pods=pods,
     )
+
+
+def states(decision: decide.Decision) -> dict[str, str]:
+    """Each instance record's state after the decision, by name."""
+    return {r.name: r.state for r in decision.records}

@@ -21,12 +21,9 @@ from tests.unit.nodepool_operator.controllers.nodepool.tables import (
     observed,
     pool,
     rec,
+    states,
     vm,
 )
-
-
-def states(decision: decide.Decision) -> dict[str, str]:
-    return {r.name: r.state for r in decision.records}
 
 
 def reasons(decision: decide.Decision) -> list[str]:

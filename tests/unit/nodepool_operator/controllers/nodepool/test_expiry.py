@@ -16,14 +16,11 @@ from tests.unit.nodepool_operator.controllers.nodepool.tables import (
     observed,
     pool,
     rec,
+    states,
     vm,
 )
 
 HOUR = 3600.0
-
-
-def states(decision: decide.Decision) -> dict[str, str]:
-    return {r.name: r.state for r in decision.records}
 
 
 def reasons(decision: decide.Decision) -> list[str]:
