@@ -18,7 +18,7 @@ from kubeloop import NODES, PODS, Informer, NotFound, Object
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
-from nodepool_operator.controllers.nodepool._drain_deadline import parse_time
+from nodepool_operator.controllers._unneeded import parse_time
 from tests import factories
 from tests.e2e.conftest import OperatorEnv
 from tests.e2e.disruption import (

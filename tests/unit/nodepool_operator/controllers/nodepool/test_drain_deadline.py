@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from nodepool_operator.controllers.nodepool._drain_deadline import (
+from nodepool_operator.controllers._unneeded import (
     DRAIN_TIMED_OUT_AT,
     RECHECK_SECONDS,
+    format_time,
+    parse_time,
+)
+from nodepool_operator.controllers.nodepool._drain_deadline import (
     deletion_condition,
     drain_timeout_note,
-    format_time,
     grace_expired_note,
-    parse_time,
     remaining,
     resting_for,
 )

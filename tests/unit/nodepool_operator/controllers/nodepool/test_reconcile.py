@@ -14,9 +14,9 @@ import pytest
 from kubeloop import KubeloopError, Request
 from nodepool_operator.cloud import Instance, SimulatedCloud, provider_id
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers._unneeded import DRAIN_TIMED_OUT_AT, format_time
 from nodepool_operator.controllers._unneeded import UNNEEDED_ANNOTATION as UNNEEDED
 from nodepool_operator.controllers.nodepool import FINALIZER, NODE_FINALIZER
-from nodepool_operator.controllers.nodepool._drain_deadline import DRAIN_TIMED_OUT_AT, format_time
 from nodepool_operator.controllers.nodepool._intent import create_request, idempotency_token
 from nodepool_operator.controllers.nodepool._node_sync import OWNED_ANNOTATION, Owned
 from tests import factories

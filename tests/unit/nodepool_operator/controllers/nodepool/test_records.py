@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodepool_operator.controllers._reserve import reservation_taint
-from nodepool_operator.controllers.nodepool._drain_deadline import DRAIN_TIMED_OUT_AT, parse_time
+from nodepool_operator.controllers._unneeded import DRAIN_TIMED_OUT_AT, parse_time
 from nodepool_operator.controllers.nodepool.records import decode_node
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z", "2026-01-01T00:10:00Z"

@@ -36,7 +36,7 @@ from kubeloop import NODES, PODS, Client, Invalid, NotFound, PatchType, TooManyR
 from nodepool_operator.controllers._blocked import kube_system_budgets
 from nodepool_operator.controllers._node_fields import NodeFields
 from nodepool_operator.controllers._node_manifest import DISRUPTING_TAINT
-from nodepool_operator.controllers.nodepool._drain_deadline import format_time, parse_time
+from nodepool_operator.controllers._unneeded import format_time, parse_time
 from nodepool_operator.scheduling import (
     DefaultBlockers,
     PodRef,

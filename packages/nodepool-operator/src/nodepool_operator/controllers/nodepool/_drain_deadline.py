@@ -21,10 +21,9 @@ from datetime import timedelta
 from typing import Final, Literal
 
 from nodepool_operator.api import DELETING_CONDITION, format_duration
-from nodepool_operator.controllers._unneeded import (  # shared: the Autoscaler reads the stamp
+from nodepool_operator.controllers._unneeded import (  # the stamp, shared with the Autoscaler
     DRAIN_TIMED_OUT_AT,
     RECHECK_SECONDS,
-    format_time,
     parse_time,
     rest_left,
 )
@@ -32,14 +31,10 @@ from nodepool_operator.controllers._unneeded import (  # shared: the Autoscaler 
 __all__ = [
     "DRAINING",
     "DRAIN_TIMED_OUT",
-    "DRAIN_TIMED_OUT_AT",
     "GRACE_EXPIRED",
-    "RECHECK_SECONDS",
     "deletion_condition",
     "drain_timeout_note",
-    "format_time",
     "grace_expired_note",
-    "parse_time",
     "remaining",
     "resting_for",
 ]

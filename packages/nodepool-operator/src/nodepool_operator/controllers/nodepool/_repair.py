@@ -17,7 +17,7 @@ from typing import Final
 
 from kubeloop import Object
 from nodepool_operator.api import format_duration
-from nodepool_operator.controllers.nodepool._drain_deadline import parse_time
+from nodepool_operator.controllers._unneeded import parse_time
 
 __all__ = [
     "REPAIR_BLOCKED",

@@ -56,6 +56,7 @@ from nodepool_operator.controllers import _launch as launching
 from nodepool_operator.controllers._blocked import switches
 from nodepool_operator.controllers._node_manifest import pool_shape, pool_taints
 from nodepool_operator.controllers._reserve import lift_patch
+from nodepool_operator.controllers._unneeded import DRAIN_TIMED_OUT_AT, format_time
 from nodepool_operator.controllers.nodepool import (
     _deletion,
     _events,
@@ -73,10 +74,8 @@ from nodepool_operator.controllers.nodepool._drain import (
 )
 from nodepool_operator.controllers.nodepool._drain_deadline import (
     DRAIN_TIMED_OUT,
-    DRAIN_TIMED_OUT_AT,
     Condition,
     drain_timeout_note,
-    format_time,
 )
 from nodepool_operator.controllers.nodepool._events import Event
 from nodepool_operator.controllers.nodepool._intent import DELETING, create_request

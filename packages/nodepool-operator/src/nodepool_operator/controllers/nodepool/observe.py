@@ -24,8 +24,8 @@ from nodepool_operator.controllers._blocked import PDBS, kube_system_budgets, sw
 from nodepool_operator.controllers._capacity import scale_down_node
 from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers._unneeded import parse_time
 from nodepool_operator.controllers.nodepool import _surplus
-from nodepool_operator.controllers.nodepool._drain_deadline import parse_time
 from nodepool_operator.controllers.nodepool._intent import DELETING, POOL_UID_TAG, idempotency_token
 from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode, decode_node
 from nodepool_operator.scheduling import PdbView, is_workload, needs_budgets, pdb_view
