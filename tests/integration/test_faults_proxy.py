@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from kubeloop import CONFIGMAPS, PODS, Client, Informer, Object
+from kubeloop import CONFIGMAPS, PODS, Client, Informer, Object, ReflectorOptions
 from kubeloop._errors import (
     AlreadyExists,
     ApiError,
@@ -474,7 +474,11 @@ async def test_restart_apiserver_keeps_data_and_port_and_clients_recover(
     await kube_client.create(CONFIGMAPS, cm("kept"), ns)
     before = cp.component("kube-apiserver").pid
     async with FaultProxy(cp) as proxy, client_of(proxy, "op") as op:
-        informer = Informer(op, CONFIGMAPS, namespace=ns)
+        # client-go's backoff (0.8 s doubling to 30 s, jittered up to 2x) can pause for
+        # up to a minute after the failures of a slow restart: this test is about the
+        # proxy and the restart, so the pauses are capped at 2 s and the deadline holds
+        fast = ReflectorOptions(backoff_max=2.0)
+        informer = Informer(op, CONFIGMAPS, namespace=ns, options=fast)
         informer.start()
         try:
             await informer.wait_synced()
