@@ -69,6 +69,7 @@ from ._views import ZONE_KEY as ZONE_KEY
 from ._views import NodeSelectorTerm as NodeSelectorTerm
 from ._views import NodeView as NodeView
 from ._views import PodView as PodView
+from ._zones import zone_templates as zone_templates
 
 __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts before the constants
     "Booting",
@@ -134,4 +135,5 @@ __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts bef
     "tolerates",
     "volume_zone_terms",
     "with_volume_zones",
+    "zone_templates",
 ]

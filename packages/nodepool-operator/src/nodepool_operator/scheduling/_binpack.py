@@ -38,7 +38,7 @@ from ._quantity import Resources
 from ._slots import Booting, Existing, New, NodeSlot
 from ._template import NodeTemplate, Taint
 from ._views import HOSTNAME_KEY, ZONE_KEY, HostPort, PodView
-from ._zones import ZoneCounts
+from ._zones import ZoneCounts, zone_templates
 
 __all__ = [
     "NodeState",
@@ -352,7 +352,7 @@ def _admit(
 ) -> list[_Pending]:
     """The pods an empty template node (in one of ``zones``, if any) can hold, largest
     first; the rest go to ``rejected`` with the first zone's reason."""
-    templates = [_in_zone(template, z) for z in zones] or [template]
+    templates = zone_templates(template, zones)
     admitted: list[_Pending] = []
     for pod in pods:
         entry = _Pending(pod)
@@ -364,10 +364,6 @@ def _admit(
             rejected.setdefault((fit.reason, fit.detail), []).append(entry.ref)
     admitted.sort(key=lambda entry: _order_key(entry, template.allocatable))
     return admitted
-
-
-def _in_zone(template: NodeTemplate, zone: str) -> NodeTemplate:
-    return replace(template, labels={**template.labels, ZONE_KEY: zone})
 
 
 def _order_key(entry: _Pending, allocatable: Resources) -> tuple[float, float, PodRef]:

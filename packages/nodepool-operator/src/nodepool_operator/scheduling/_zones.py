@@ -15,10 +15,20 @@ A pool without zones is one unnamed zone: no zone label is added and nothing her
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
+from ._template import NodeTemplate
 from ._views import ZONE_KEY
 
-__all__ = ["ZoneCounts"]
+__all__ = ["ZoneCounts", "zone_templates"]
+
+
+def zone_templates(template: NodeTemplate, zones: Sequence[str]) -> tuple[NodeTemplate, ...]:
+    """``template`` in each of ``zones`` (its zone label set); ``(template,)`` without zones.
+    A pod fits a pool with zones when it fits one of them."""
+    if not zones:
+        return (template,)
+    return tuple(replace(template, labels={**template.labels, ZONE_KEY: z}) for z in zones)
 
 
 class ZoneCounts:

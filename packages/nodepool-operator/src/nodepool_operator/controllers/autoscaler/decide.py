@@ -312,7 +312,8 @@ def _set_aside(
     elsewhere: dict[tuple[str, str], list[PodRef]] = {}
     if obs.rivals:  # alone, the pods do not even pass through the choice
         own = option(obs.scaler, obs.pool, obs.template, obs.nodes.registered)
-        elsewhere = served_elsewhere([p.view for p in eligible], own, obs.rivals)
+        views = [_with_volumes(p, obs) for p in eligible]
+        elsewhere = served_elsewhere(views, own, obs.rivals)
     if elsewhere:
         theirs = {ref for refs in elsewhere.values() for ref in refs}
         eligible = [p for p in eligible if p.ref not in theirs]
