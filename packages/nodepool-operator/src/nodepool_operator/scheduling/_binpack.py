@@ -352,7 +352,7 @@ def _admit(
 ) -> list[_Pending]:
     """The pods an empty template node (in one of ``zones``, if any) can hold, largest
     first; the rest go to ``rejected`` with the first zone's reason."""
-    templates = zone_templates(template, zones)
+    templates = zone_templates(template, zones) if zones else (template,)
     admitted: list[_Pending] = []
     for pod in pods:
         entry = _Pending(pod)
