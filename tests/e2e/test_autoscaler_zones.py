@@ -14,7 +14,6 @@ choice) and checks where the nodes land.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,8 +138,12 @@ async def test_a_zone_spread_and_a_zonal_volume_raise_the_pool_once_with_zone_ta
         obj = await env.client.get(NODEPOOLS, pool)
         assert obj["spec"]["targetNodes"] == TARGET
         assert obj["spec"]["zoneTargets"] == ZONE_TARGETS
+
         # one write, both fields in it: the pool went from (0, none) to (4, targets) at once
-        await asyncio.sleep(0)
+        async def watched() -> bool:
+            return writes.seen[-1] == (TARGET, ZONE_TARGETS)
+
+        await env.eventually(watched, "the watch to bring the write")
         assert writes.seen == [(0, {}), (TARGET, ZONE_TARGETS)]
         assert scale_writes(env) == 0
         updates = metric(
