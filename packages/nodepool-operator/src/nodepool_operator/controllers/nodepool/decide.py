@@ -18,12 +18,13 @@ requeue (:mod:`._outcome`); a deleted pool has its own pair (:mod:`._deletion`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from nodepool_operator.api import InstanceRecord
 from nodepool_operator.controllers.nodepool._disruption import within_budget
+from nodepool_operator.controllers.nodepool._drift import drifted, marks
 from nodepool_operator.controllers.nodepool._events import Event, normal, warning
 from nodepool_operator.controllers.nodepool._expiry import expiry
 from nodepool_operator.controllers.nodepool._instances import desired, live, node_of, update
@@ -86,7 +87,11 @@ class Decision:
     expiring: str = ""
     """Which nodes older than expireAfter are replaced or held (the Expiring condition)."""
     expiry_held: tuple[str, ...] = ()
-    """Expired nodes the disruption budgets hold back this pass."""
+    """Expired or drifted nodes the disruption budgets hold back this pass."""
+    drifting: str = ""
+    """How many nodes drifted, which are replaced or held (the Drifted condition)."""
+    drift_marks: Mapping[str, str] = field(default_factory=dict)
+    """Nodes whose drift mark changes: the reason to annotate, "" to remove it."""
     budget_held: tuple[str, ...] = ()
     """Surplus records the disruption budgets hold back this pass."""
     add: int = 0
@@ -112,6 +117,12 @@ def create_gate(
     if any(r.state == CREATING for r in records):
         return holding
     return None
+
+
+def _recheck(obs: Observation) -> tuple[float, ...]:
+    """When the pool's image is resolved anew (drift), if that is what it waits for."""
+    launch = obs.launch
+    return (launch.recheck,) if launch is not None and launch.recheck is not None else ()
 
 
 def decide(
@@ -140,7 +151,17 @@ def decide(
             # the surplus waits for the rest to end rather than strand another's pods.
             keep = rest | (frozenset(seen.order) - frozenset(seen.removable))
     # Expiry is budgeted by itself (:mod:`._expiry`): its retirements join what leaves.
-    old = expiry(obs, records, now, want=want, skip=frozenset(gone.why), resting=rest)
+    drift = drifted(obs, records, skip=frozenset(gone.why))
+    marked = marks(obs, records, drift)
+    by_record = {r.name: r for r in records}
+    for name, found in sorted(drift.items()):
+        node = node_of(by_record[name], obs.by_instance())
+        if node is not None and marked.get(node.name):
+            note = f"node {node.name} of {name} drifted: {found.reason}, {found.message}"
+            events.append(normal("DriftDetected", note, about=name))
+    old = expiry(
+        obs, records, now, want=want, skip=frozenset(gone.why), resting=rest, drifted=drift
+    )
     why = {**gone.why, **old.retire}
     decided = plan(records, want, gone=why, order=order, keep=keep, aside=old.aside)
     decided, held = within_budget(obs, records, decided, why, empty)
@@ -150,12 +171,14 @@ def decide(
         records=records,
         record=adopted or bool(kept_events),
         events=tuple(events),
-        waits=gone.waits + rest_waits + old.waits,
+        waits=gone.waits + rest_waits + old.waits + _recheck(obs),
         resting=rest,
         repair_blocked=gone.repair_blocked,
         repair_held=gone.repair_held,
         expiring=old.message,
         expiry_held=old.held,
+        drifting=old.drifting,
+        drift_marks=marked,
         budget_held=held,
         live_before=before,
     )
@@ -184,9 +207,12 @@ def decide(
         events.append(
             normal("ScalingUp", f"{before} -> {want} nodes: creating {decided.add} VM(s)")
         )
-        if old.aside:
+        if any(n not in old.drift_aside for n in old.aside):
             note = f"{old.message}: launching the replacement(s) before any drain"
             events.append(normal("Expiring", note))
+        if old.drift_aside:
+            note = f"{old.drifting}: launching the replacement(s) before any drain"
+            events.append(normal("Drifting", note))
     surplus = [n for n in decided.retire if n not in why]
     if surplus:
         note = f"{before} -> {want} nodes: removing {', '.join(surplus)}"
