@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Final
 from kubeloop import Object
 from nodepool_operator.api import InstanceRecord
 from nodepool_operator.cloud import Instance
+from nodepool_operator.controllers.nodepool._events import Event, normal
 from nodepool_operator.controllers.nodepool._intent import DELETING
 from nodepool_operator.controllers.nodepool._launch_record import CLASS_HASH_TAG, HASH_VERSION
 
@@ -44,6 +45,7 @@ __all__ = [
     "DRIFTED_ANNOTATION",
     "Drift",
     "Launch",
+    "detected",
     "drift_mark",
     "drift_of",
     "drifted",
@@ -146,4 +148,23 @@ def marks(
         want = found[r.name].reason if r.name in found else ""
         if node.drifted != want:
             out[node.name] = want
+    return out
+
+
+def detected(
+    obs: Observation,
+    records: Sequence[InstanceRecord],
+    found: Mapping[str, Drift],
+    changed: Mapping[str, str],
+) -> list[Event]:
+    """A ``DriftDetected`` Event for each record whose Node is newly marked (``changed``, by
+    :func:`marks`): once per node and reason, as the mark is read back on later passes."""
+    by_instance = obs.by_instance()
+    out = []
+    for r in records:
+        node = by_instance.get(r.instance_id or "")
+        if r.name in found and node is not None and changed.get(node.name):
+            why = found[r.name]
+            note = f"node {node.name} of {r.name} drifted: {why.reason}, {why.message}"
+            out.append(normal("DriftDetected", note, about=r.name))
     return out

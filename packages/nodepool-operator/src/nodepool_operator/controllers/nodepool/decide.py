@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from nodepool_operator.api import InstanceRecord
 from nodepool_operator.controllers.nodepool._disruption import within_budget
-from nodepool_operator.controllers.nodepool._drift import drifted, marks
+from nodepool_operator.controllers.nodepool._drift import detected, drifted, marks
 from nodepool_operator.controllers.nodepool._events import Event, normal, warning
 from nodepool_operator.controllers.nodepool._expiry import expiry
 from nodepool_operator.controllers.nodepool._instances import desired, live, node_of, update
@@ -150,15 +150,11 @@ def decide(
             # A drain timed out: the next candidate is a Node that can go now; with none,
             # the surplus waits for the rest to end rather than strand another's pods.
             keep = rest | (frozenset(seen.order) - frozenset(seen.removable))
-    # Expiry is budgeted by itself (:mod:`._expiry`): its retirements join what leaves.
+    # Expiry and drift are budgeted by themselves (:mod:`._expiry`): their retirements
+    # join what leaves. A Node newly drifted is marked, with an Event.
     drift = drifted(obs, records, skip=frozenset(gone.why))
     marked = marks(obs, records, drift)
-    by_record = {r.name: r for r in records}
-    for name, found in sorted(drift.items()):
-        node = node_of(by_record[name], obs.by_instance())
-        if node is not None and marked.get(node.name):
-            note = f"node {node.name} of {name} drifted: {found.reason}, {found.message}"
-            events.append(normal("DriftDetected", note, about=name))
+    events += detected(obs, records, drift, marked)
     old = expiry(
         obs, records, now, want=want, skip=frozenset(gone.why), resting=rest, drifted=drift
     )
