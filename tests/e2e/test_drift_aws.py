@@ -121,7 +121,8 @@ async def test_a_new_ami_in_ssm_rolls_the_pool_node_by_node(
         async def rolled() -> list[tuple[str, str]]:
             found = await instances(moto.endpoint_url, name)
             running = [ami for state, ami in found if state == "running"]
-            done = running == [new_ami] * NODES and len(found) == 2 * NODES
+            old_left = [state for state, ami in found if ami != new_ami and state != "terminated"]
+            done = running == [new_ami] * NODES and not old_left
             ready = [n for n in await nodes_of(env, name) if is_ready_untainted(n)]
             return found if done and len(ready) == NODES else []
 
@@ -131,7 +132,8 @@ async def test_a_new_ami_in_ssm_rolls_the_pool_node_by_node(
         await nodes.stop()
         await pods.stop()
 
-    # EC2: every instance on the old AMI terminated, as many on the new one running
+    # EC2: every instance on the old AMI terminated, as many on the new one running, and
+    # no replacement launched for nothing
     assert final == sorted([("running", new_ami)] * NODES + [("terminated", seeded.ami_id)] * NODES)
     # node by node: each old node tainted for removal, never two at once
     assert set(old_nodes) <= nodes.ever

@@ -58,7 +58,7 @@ class Expiry:
     """Expired records to retire now (their replacements are Ready): the Event (reason,
     note) by record."""
     held: tuple[str, ...] = ()
-    """Expired nodes the budget holds back this pass."""
+    """Expired or drifted nodes the budget holds back this pass."""
     waits: tuple[float, ...] = ()
     """Seconds until the next node expires."""
     message: str = ""
