@@ -460,8 +460,10 @@ OLD_AMI, NEW_AMI = "ami-0123456789abcdef0", "ami-0fedcba9876543210"
 
 
 async def on_ami(cloud: SimulatedCloud, ami: str, *names: str) -> list[Instance]:
-    """VMs of the pool launched (with the launch's record) from a class booting ``ami``."""
-    spec = parse_nodeclass(factories.nodeclass("c", amiId=ami, amiFamily="Custom")).spec
+    """VMs of the pool launched (with the launch's record) from a class booting ``ami``
+    (an SSM parameter when it starts with a slash)."""
+    image = {"amiSsmParameter": ami} if ami.startswith("/") else {"amiId": ami}
+    spec = parse_nodeclass(factories.nodeclass("c", amiFamily="Custom", **image)).spec
     return [
         await cloud.create(
             create_request(
@@ -499,10 +501,27 @@ async def test_a_node_on_the_old_ami_is_marked_and_gets_its_replacement_first(
     drifted = condition(done.status_writes()[-1], "Drifted")
     assert (drifted["status"], drifted["reason"]) == ("True", "Replacing")
     assert drifted["message"].startswith("2 node(s) drifted")
-    # the image was asked of the cloud once for the pass, not once per node
-    assert [c for c, _ in done.journal.calls if c.startswith("resolve_image")] == [
-        f"resolve_image {NEW_AMI}"
-    ]
+    # an amiId is its own answer: the cloud is not asked (a parameter is, once per period)
+    assert not [c for c, _ in done.journal.calls if c.startswith("resolve_image")]
+
+
+async def test_a_pool_on_its_parameters_ami_asks_for_it_once_and_nothing_drifts(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    vms = await on_ami(cloud, "/eks/ami", "web-a", "web-b", "web-c")
+    obj = pool(vms, target=3, nodeClassRef={"name": "c"})
+    ssm_class = factories.nodeclass("c", amiSsmParameter="/eks/ami", amiFamily="Custom")
+    objects = [obj, ssm_class, *(node(vm) for vm in vms)]
+
+    done = await run(objects, cloud, tmp_path)
+
+    # one resolve for the pass's three nodes, not one per node
+    asked = [c for c, _ in done.journal.calls if c.startswith("resolve_image")]
+    assert asked == ["resolve_image resolve:ssm:/eks/ami"]
+    assert [w for w in done.writes if w.kind == "Node"] == []
+    assert "DriftDetected" not in [r for r, _ in done.events()]
+    drifted = condition(done.status_writes()[-1], "Drifted")
+    assert (drifted["status"], drifted["reason"]) == ("False", "NoneDrifted")
 
 
 async def test_a_marked_node_is_drained_once_its_replacement_is_ready(

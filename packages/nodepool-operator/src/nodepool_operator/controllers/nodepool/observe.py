@@ -140,9 +140,10 @@ async def launch_now(
     mgr: Manager, images: ImageResolver, pool: NodePool, seen: Observation, class_version: str
 ) -> Launch | None:
     """What a node of ``pool`` would be launched with now (:mod:`._drift`): its node class
-    read from the cache, its image as :class:`._images.ImageResolver` knows it (a cloud call
-    at most once per image and period, or when the class changed: ``class_version``). None
-    when the class cannot be read: no node is taken as drifted then."""
+    read from the cache, its image its ``amiId`` or, for an SSM parameter, as
+    :class:`._images.ImageResolver` knows it (a cloud call at most once per image and period,
+    or when the class changed: ``class_version``). None when the class cannot be read: no
+    node is taken as drifted then."""
     types = frozenset(candidates(pool.spec.instance_type, pool.spec.instance_types))
     ref = pool.spec.node_class_ref
     if ref is None:
@@ -152,11 +153,12 @@ async def launch_now(
     except launching.NodeClassUnavailable:
         return None
     assert spec is not None  # a reference reads a class or raises
+    if spec.ami_ssm_parameter is None:
+        return Launch(class_hash(spec), types, spec.ami_id)  # an AMI id is its own answer
     images.seen(spec.image, seen.vms.values())
     image_id = await images.current(spec.image, class_version)
     # A parameter moves with no event: look again when it is due to be asked again.
-    recheck = images.remaining(spec.image) if spec.ami_ssm_parameter is not None else None
-    return Launch(class_hash(spec), types, image_id, recheck)
+    return Launch(class_hash(spec), types, image_id, images.remaining(spec.image))
 
 
 def _finished(pod: Object) -> bool:
