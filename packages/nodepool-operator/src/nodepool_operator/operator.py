@@ -33,10 +33,12 @@ from nodepool_operator.cloud import (
     CloudProvider,
     MeteredCloud,
     SimulatedCloud,
+    SqsQueue,
     aws_environment_problems,
 )
 from nodepool_operator.controllers.autoscaler import AutoscalerController
 from nodepool_operator.controllers.instance import InstanceController
+from nodepool_operator.controllers.interruption import InterruptionSource
 from nodepool_operator.controllers.nodepool import NodePoolController
 from nodepool_operator.crdinstall import install_crds
 from nodepool_operator.settings import OperatorSettings
@@ -131,7 +133,12 @@ def build_manager(
     # every cloud call counted by operation and outcome, whichever cloud this is
     cloud = MeteredCloud(cloud, options.registry)
     if "nodepool" in controllers:
-        NodePoolController(mgr, cloud, settings).register()
+        NodePoolController(
+            mgr,
+            cloud,
+            settings,
+            interruptions=_interruption_source(client, settings, options.registry),
+        ).register()
     if "autoscaler" in controllers:
         AutoscalerController(mgr, settings, cloud=cloud).register()
     if "instance" in controllers:
@@ -149,6 +156,25 @@ def build_manager(
         server.add_conversion(AUTOSCALER_CONVERSION_PATH, autoscaler_converter())
         server.add_conversion(INSTANCE_CONVERSION_PATH, instance_converter())
     return mgr
+
+
+def _interruption_source(
+    client: Client, settings: OperatorSettings, registry: Registry
+) -> InterruptionSource | None:
+    """The interruption queue's reader, when ``settings.interruption_queue`` names one."""
+    name = settings.interruption_queue
+    if not name:
+        return None
+
+    def open_queue() -> SqsQueue:
+        return SqsQueue(
+            name,
+            region=settings.aws_region,
+            profile=settings.aws_profile,
+            endpoint_url=settings.aws_endpoint_url,
+        )
+
+    return InterruptionSource(client, open_queue, registry, label_selector=settings.label_selector)
 
 
 @contextlib.asynccontextmanager

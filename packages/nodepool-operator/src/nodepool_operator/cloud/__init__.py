@@ -70,12 +70,14 @@ from ._simulated import (
     Method,
     SimulatedCloud,
 )
+from ._sqs import LONG_POLL_SECONDS, QueueMessage, SqsQueue
 
 __all__ = [
     "CATALOGUE",
     "CLUSTER_TAG_PREFIX",
     "DEFAULT_EVICTION_HARD",
     "EKS_CLUSTER_TAG",
+    "LONG_POLL_SECONDS",
     "MAX_TOKEN_LENGTH",
     "METHODS",
     "NODECONFIG_API_VERSION",
@@ -109,9 +111,11 @@ __all__ = [
     "Method",
     "NodeBootstrap",
     "PermissionDenied",
+    "QueueMessage",
     "QuotaExceeded",
     "RootVolume",
     "SimulatedCloud",
+    "SqsQueue",
     "TransientCloudError",
     "al2023_user_data",
     "aws_environment_problems",
