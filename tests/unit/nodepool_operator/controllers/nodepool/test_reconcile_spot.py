@@ -7,33 +7,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.controllers._node_manifest import CAPACITY_TYPE_LABEL
-from nodepool_operator.controllers.nodepool import FINALIZER
-from tests import factories
-from tests.unit.nodepool_operator.controllers import in_process
-from tests.unit.nodepool_operator.controllers.nodepool.test_reconcile import UID, WEB
+from tests.unit.nodepool_operator.controllers.nodepool.test_reconcile_fallback import pool, run
 
 
 @pytest.fixture
 def cloud(tmp_path: Path) -> SimulatedCloud:
     return SimulatedCloud(tmp_path / "cloud.sqlite", boot_seconds=0)
-
-
-def pool(target: int, **spec: Any) -> dict[str, Any]:
-    obj = factories.nodepool("web", target=target, generation=1, **spec)
-    obj["metadata"].update(uid=UID, finalizers=[FINALIZER])
-    obj["status"] = {"instances": []}
-    return obj
-
-
-async def run(objects: list[Any], cloud: SimulatedCloud, tmp_path: Path) -> in_process.Pass:
-    config = in_process.settings(tmp_path)
-    return await in_process.reconcile(objects, cloud, config, WEB, controller="nodepool")
 
 
 def labels(user_data: str) -> dict[str, str]:
