@@ -156,7 +156,7 @@ async def test_a_spot_warning_on_the_queue_replaces_then_drains_then_terminates(
         async def replaced() -> bool:
             listed = await env.client.list(NODES, label_selector=f"{POOL_LABEL}={name}")
             gone = old_name not in {n["metadata"]["name"] for n in listed["items"]}
-            return gone and all(p in seen.pod_final for p in originals) and seen.at_terminate
+            return gone and all(p in seen.pod_final for p in originals) and bool(seen.at_terminate)
 
         await env.eventually(replaced, "the interrupted node replaced and gone", timeout=120)
     finally:
