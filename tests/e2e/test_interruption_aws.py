@@ -19,11 +19,13 @@ from typing import Any
 import pytest
 from aiobotocore.session import AioSession
 
-from kubeloop import NODES, PODS, Deleted, Informer, Object
+from kubeloop import NODES, PODS, Cache, Deleted, Informer, Object, Registry
 from kubeloop.envtest import ControlPlane
-from nodepool_operator.cloud import AwsCloud, instance_id_of
+from nodepool_operator.cloud import AwsCloud, SqsQueue, instance_id_of
+from nodepool_operator.controllers._interrupted import Interrupted, interrupted
 from nodepool_operator.controllers._node_manifest import CAPACITY_TYPE_LABEL
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers.interruption import InterruptionSource
 from nodepool_operator.testbed import MotoKubelets, MotoServer
 from tests import factories
 from tests.e2e.conftest import OperatorEnv
@@ -39,7 +41,14 @@ from tests.e2e.disruption import (
     ready_nodes,
 )
 from tests.e2e.moto_pool import INSTANCE_TYPE, create_moto_pool, ec2_states
-from tests.unit.nodepool_operator.controllers.interruption.fixtures import spot_warning
+from tests.unit.nodepool_operator.controllers.interruption.fixtures import (
+    EPOCH,
+    health,
+    rebalance,
+    spot_warning,
+    state_change,
+)
+from tests.unit.nodepool_operator.controllers.interruption.test_messages import RETIREMENT
 
 pytestmark = pytest.mark.integration
 
@@ -172,10 +181,19 @@ async def test_a_spot_warning_on_the_queue_replaces_then_drains_then_terminates(
     first_eviction = min(seen.pod_deleted[p] for p in originals)
     assert seen.ready[replacement] < seen.tainted[old_name] < first_eviction
     # when the operator terminated the instance: the replacement Ready, both pods evicted
-    # (not deleted) and their successors running on the replacement
+    # (not deleted), and a successor running on the replacement (the PDB let the second
+    # pod go only once the first's successor ran there)
     assert replacement in then["ready"]
     assert all(is_evicted(then["pod_final"][p]) for p in originals)
-    assert sorted(then["pod_running"].values()) == [replacement, replacement]
+    assert then["pod_running"], "a successor was running when the instance was terminated"
+    assert set(then["pod_running"].values()) == {replacement}
+
+    async def rescheduled() -> bool:
+        listed = await env.client.list(PODS, namespace, label_selector="app=web")
+        on = [p["spec"].get("nodeName") for p in listed["items"]]
+        return await available(env, namespace, 2) and on == [replacement, replacement]
+
+    await env.eventually(rescheduled, "both pods running again on the replacement", timeout=60)
     assert requests.evictions() >= 2
     assert not [k for k in requests.seen if k[:2] == ("delete", "pods")], "no pod deleted"
     # the message was acted on, then deleted
@@ -199,3 +217,85 @@ async def test_a_spot_warning_on_the_queue_replaces_then_drains_then_terminates(
     assert "SpotInterruption" in note
     metrics = env.registry.render()
     assert 'nodepool_interruption_messages_total{kind="SpotInterruption"} 1.0' in metrics
+
+
+async def test_the_queue_reader_marks_nodes_deletes_every_message_and_survives_a_missing_queue(
+    operator_env: OperatorEnv, moto: MotoServer
+) -> None:
+    """The reader alone (no controller), against moto's SQS and the real apiserver: started
+    before its queue exists it logs, backs off and starts again (nothing dies); then each
+    kind of message is acted on as documented and every one is deleted, the unreadable one
+    too; the Nodes named carry the mark, with the deadline the message gave."""
+    env = operator_env
+    queue = f"reader-{env.run_id}"
+    pool_name = f"marked-{env.run_id}"
+    for node_name, instance in (
+        ("node-a", "i-0aaaaaaaaaaaaaaaa"),
+        ("node-b", "i-0bbbbbbbbbbbbbbbb"),
+    ):
+        await env.create(
+            NODES,
+            {
+                "metadata": {
+                    "name": f"{node_name}-{env.run_id}",
+                    "labels": {POOL_LABEL: pool_name},
+                },
+                "spec": {"providerID": f"aws:///eu-west-1a/{instance}"},
+            },
+        )
+    registry = Registry()
+    enqueued: list[str] = []
+
+    def open_queue() -> SqsQueue:
+        return SqsQueue(queue, endpoint_url=moto.endpoint_url, wait_seconds=1)
+
+    source = InterruptionSource(
+        env.client, open_queue, registry, label_selector=env.settings.label_selector
+    )
+    await source.start(Cache(env.client), lambda req, _: enqueued.append(req.name))
+    try:
+
+        async def crashed() -> bool:
+            return source.crashes >= 1
+
+        await env.eventually(crashed, "the reader to fail on the missing queue", timeout=30)
+        session = AioSession()
+        async with session.create_client("sqs", endpoint_url=moto.endpoint_url) as sqs:
+            url = (await sqs.create_queue(QueueName=queue))["QueueUrl"]
+            for body in (
+                "not an event",
+                rebalance("i-0aaaaaaaaaaaaaaaa"),
+                state_change("running", "i-0aaaaaaaaaaaaaaaa"),
+                health("i-0aaaaaaaaaaaaaaaa", "i-0ccccccccccccccccc"),
+                spot_warning("i-0bbbbbbbbbbbbbbbb"),
+            ):
+                await sqs.send_message(QueueUrl=url, MessageBody=body)
+
+            async def drained() -> bool:
+                attributes = await sqs.get_queue_attributes(
+                    QueueUrl=url,
+                    AttributeNames=[
+                        "ApproximateNumberOfMessages",
+                        "ApproximateNumberOfMessagesNotVisible",
+                    ],
+                )
+                return set(attributes["Attributes"].values()) == {"0"} and len(enqueued) == 2
+
+            await env.eventually(drained, "every message acted on and deleted", timeout=60)
+    finally:
+        await source.stop()
+
+    a = await env.client.get(NODES, f"node-a-{env.run_id}")
+    b = await env.client.get(NODES, f"node-b-{env.run_id}")
+    assert interrupted(a) == Interrupted("ScheduledChange", RETIREMENT)
+    assert interrupted(b) == Interrupted("SpotInterruption", EPOCH + 120)
+    assert enqueued == [pool_name, pool_name]
+    counted = registry.render()
+    for kind, count in (
+        ("Unreadable", 1),
+        ("RebalanceRecommendation", 1),
+        ("StateChange", 1),
+        ("ScheduledChange", 1),
+        ("SpotInterruption", 1),
+    ):
+        assert f'nodepool_interruption_messages_total{{kind="{kind}"}} {count}.0' in counted

@@ -153,7 +153,7 @@ class InterruptionSource:
             log.warning(
                 "unreadable interruption message deleted: %s",
                 err,
-                extra={"message": message.id, "body": message.body[:200]},
+                extra={"message_id": message.id, "body": message.body[:200]},
             )
             await queue.delete(message)
             return
