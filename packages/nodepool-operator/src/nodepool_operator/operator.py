@@ -77,7 +77,7 @@ async def open_cloud(
     Raises:
         CloudChoiceError: ``aws`` without a region or credentials (naming which), or
             ``simulated`` against a cluster that is not a local test bed, unless
-            ``settings.allow_simulated_cloud``.
+            ``settings.allow_simulated_cloud``, or with an interruption queue (EC2's).
     """
     if settings.cloud == "aws":
         problems = await aws_environment_problems(settings.aws_region, settings.aws_profile)
@@ -91,6 +91,11 @@ async def open_cloud(
         ) as aws:
             yield aws
         return
+    if settings.interruption_queue:
+        raise CloudChoiceError(
+            "--interruption-queue needs --cloud aws: the queue carries EC2's notices, and the "
+            "simulated cloud's VMs are not EC2's"
+        )
     if not settings.allow_simulated_cloud and not is_local_test_bed(config.server):
         raise CloudChoiceError(
             f"the simulated cloud's VMs are not real, and {config.server} is not a local "
