@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aiobotocore.session import AioSession
 
-from kubeloop import NODES, PODS, Cache, Deleted, Informer, Object, Registry
+from kubeloop import NODES, PODS, Cache, Informer, Object, Registry
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.cloud import AwsCloud, SqsQueue, instance_id_of
 from nodepool_operator.controllers._interrupted import Interrupted, interrupted
@@ -28,16 +28,15 @@ from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.interruption import InterruptionSource
 from nodepool_operator.testbed import MotoKubelets, MotoServer
 from tests import factories
+from tests.e2e import test_expiry as expiry
 from tests.e2e.conftest import OperatorEnv
 from tests.e2e.disruption import (
     DEPLOYMENTS_RES,
-    DISRUPTING,
     PDBS,
     Requests,
     available,
     events,
     is_evicted,
-    is_ready,
     ready_nodes,
 )
 from tests.e2e.moto_pool import INSTANCE_TYPE, create_moto_pool, ec2_states
@@ -53,39 +52,21 @@ from tests.unit.nodepool_operator.controllers.interruption.test_messages import 
 pytestmark = pytest.mark.integration
 
 
-class Timeline:
-    """Each Node's first Ready and first taint for removal, each pod's node, deletion and
-    final state, by resourceVersion; and a copy of it when TerminateInstances was sent."""
+class Timeline(expiry.Timeline):
+    """The expiry test's record (each Node's first Ready and taint for removal, each pod's
+    node, deletion and final state, by resourceVersion), plus the pods running where, and a
+    copy of it when the operator's TerminateInstances left."""
 
     def __init__(self) -> None:
-        self.ready: dict[str, int] = {}
-        self.tainted: dict[str, int] = {}
-        self.pod_node: dict[str, str] = {}
+        super().__init__()
         self.pod_running: dict[str, str] = {}
-        self.pod_deleted: dict[str, int] = {}
-        self.pod_final: dict[str, Object] = {}
         self.at_terminate: list[tuple[list[str], dict[str, Any]]] = []
 
-    def on_node(self, event: Any) -> None:
-        meta = event.obj["metadata"]
-        version = int(meta["resourceVersion"])
-        if is_ready(event.obj):
-            self.ready.setdefault(meta["name"], version)
-        taints = (event.obj.get("spec") or {}).get("taints") or ()
-        if any(t.get("key") == DISRUPTING for t in taints):
-            self.tainted.setdefault(meta["name"], version)
-
     def on_pod(self, event: Any) -> None:
-        meta = event.obj["metadata"]
+        super().on_pod(event)
         node = (event.obj.get("spec") or {}).get("nodeName")
-        if node:
-            self.pod_node[meta["name"]] = node
-            if (event.obj.get("status") or {}).get("phase") == "Running":
-                self.pod_running[meta["name"]] = node
-        if meta.get("deletionTimestamp") or isinstance(event, Deleted):
-            self.pod_deleted.setdefault(meta["name"], int(meta["resourceVersion"]))
-        if isinstance(event, Deleted):
-            self.pod_final[meta["name"]] = event.obj
+        if node and (event.obj.get("status") or {}).get("phase") == "Running":
+            self.pod_running[event.obj["metadata"]["name"]] = node
 
     def on_terminate(self, params: dict[str, Any], **_: Any) -> None:
         state = {
