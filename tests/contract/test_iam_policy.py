@@ -20,6 +20,7 @@ import json
 import re
 import string
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from nodepool_operator.cloud import (
     AwsCloud,
     CreateRequest,
     LaunchSettings,
+    SqsQueue,
     cluster_tags,
 )
 from nodepool_operator.controllers._launch import launch_tags
@@ -43,15 +45,19 @@ from tests import factories
 
 IAM = Path(__file__).resolve().parents[2] / "config" / "iam"
 POLICY = IAM / "nodepool-operator-policy.json"
-_PREFIX = {"ec2": "ec2", "ssm": "ssm", "eks": "eks"}
+_PREFIX = {"ec2": "ec2", "ssm": "ssm", "eks": "eks", "sqs": "sqs"}
 ACCOUNT = "123456789012"  # moto's
 NODE_ROLE = f"arn:aws:iam::{ACCOUNT}:role/kubeloop-nodes"
+QUEUE = "demo-interruptions"
 
 
 def rendered(cluster: str, node_role: str = NODE_ROLE) -> dict[str, Any]:
     """The policy with its parameters filled in, as ``envsubst`` would (README's way)."""
     text = string.Template(POLICY.read_text()).substitute(
-        CLUSTER_NAME=cluster, NODE_ROLE_ARN=node_role, AWS_ACCOUNT_ID=ACCOUNT
+        CLUSTER_NAME=cluster,
+        NODE_ROLE_ARN=node_role,
+        AWS_ACCOUNT_ID=ACCOUNT,
+        INTERRUPTION_QUEUE=QUEUE,
     )
     policy: dict[str, Any] = json.loads(text)
     return policy
@@ -78,7 +84,7 @@ def granting(policy: dict[str, Any], action: str) -> list[dict[str, Any]]:
 
 def test_the_parameters_are_the_documented_ones() -> None:
     used = set(re.findall(r"\$\{([A-Z_]+)\}", POLICY.read_text()))
-    assert used == {"CLUSTER_NAME", "NODE_ROLE_ARN", "AWS_ACCOUNT_ID"}
+    assert used == {"CLUSTER_NAME", "NODE_ROLE_ARN", "AWS_ACCOUNT_ID", "INTERRUPTION_QUEUE"}
     readme = (IAM / "README.md").read_text()
     for name in used:
         assert f"`{name}`" in readme, f"config/iam/README.md documents {name}"
@@ -164,7 +170,10 @@ async def test_the_policy_allows_exactly_the_actions_awscloud_makes(moto: MotoSe
         session.create_client("iam", endpoint_url=moto.endpoint_url) as iam,
         session.create_client("ec2", endpoint_url=moto.endpoint_url) as ec2,
         session.create_client("eks", endpoint_url=moto.endpoint_url) as eks,
+        session.create_client("sqs", endpoint_url=moto.endpoint_url) as sqs,
     ):
+        url = (await sqs.create_queue(QueueName=QUEUE))["QueueUrl"]
+        await sqs.send_message(QueueUrl=url, MessageBody="{}")
         await eks.create_cluster(
             name="demo",
             roleArn="arn:aws:iam::123456789012:role/eks",
@@ -197,10 +206,22 @@ async def test_the_policy_allows_exactly_the_actions_awscloud_makes(moto: MotoSe
         await aws.instance_types()
         await aws.describe_cluster("demo")
         await aws.create(request)  # a repeat: answered from the token lookup
+        await aws.create(replace(request, idempotency_token="tok-b", capacity_type="spot"))
+    async with SqsQueue(QUEUE, endpoint_url=moto.endpoint_url, wait_seconds=0) as queue:
+        queue.client.meta.events.register("before-call", record)
+        # the queue's calls as the interruption source makes them (GetQueueUrl was made
+        # before the hook: asked again here through a second opening's client)
+        await queue.client.get_queue_url(QueueName=QUEUE)
+        (message,) = await queue.receive()
+        await queue.delete(message)
 
     assert run_params, "RunInstances was called"
     assert all(p["TagSpecifications"] for p in run_params), "tags are part of the launch"
     assert all("IamInstanceProfile" in p for p in run_params), "the profile's role is passed"
+    assert [p.get("InstanceMarketOptions", {}).get("MarketType") for p in run_params] == [
+        None,
+        "spot",
+    ]
     authorizations = {"ec2:CreateTags", "iam:PassRole"}
     assert policy_actions(rendered("demo")) == called | authorizations
 

@@ -72,6 +72,7 @@ AWS_VALUES: dict[str, Any] = {
             "instanceTypes": ["m5.large", "m5.xlarge"],
             "endpointUrl": "https://ec2.eu-west-1.amazonaws.com",
             "credentialsSecret": "aws-credentials",
+            "interruptionQueue": "my-cluster-interruptions",
         },
     },
     "leaderElection": {"namespace": "nodepool-leases"},
@@ -314,6 +315,7 @@ def test_aws_values_render_the_operator_for_ec2(tmp_path: Path) -> None:
     assert args["aws_region"] == "eu-west-1"
     assert args["aws_instance_types"] == "m5.large,m5.xlarge"
     assert args["aws_endpoint_url"] == "https://ec2.eu-west-1.amazonaws.com"
+    assert args["interruption_queue"] == "my-cluster-interruptions"
     assert args["leader_elect"] is True
     assert args["leader_election_namespace"] == "nodepool-leases"
     assert args["label_selector"] == "shard in (a,b)"
@@ -564,6 +566,7 @@ def test_crds_conversion_with_a_certificate_of_ones_own_puts_the_ca_in_the_crds(
         ("crds.conversion=true,webhook.enabled=false", "crds.conversion"),
         ("crds.conversion=true,operator.installCRDs=true", "operator.installCRDs"),
         ("crds.conversion=yes", "/crds/conversion"),
+        ("cloud.aws.interruptionQueue=https://sqs/q", "/cloud/aws/interruptionQueue"),
     ],
 )
 def test_bad_values_fail_naming_the_value(sets: str, message: str) -> None:

@@ -82,6 +82,9 @@ app.kubernetes.io/part-of: nodepool-operator
 {{- with $cloud.aws.instanceTypes }}
 - {{ printf "--aws-instance-types=%v" (join "," .) | quote }}
 {{- end }}
+{{- with $cloud.aws.interruptionQueue }}
+- {{ printf "--interruption-queue=%v" . | quote }}
+{{- end }}
 {{- else }}
 - {{ printf "--cloud-state=%v" $cloud.simulated.statePath | quote }}
 {{- if $cloud.simulated.allowAnyCluster }}

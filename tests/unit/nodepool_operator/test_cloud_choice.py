@@ -130,3 +130,12 @@ def test_a_bad_label_selector_is_refused_at_the_command_line(
     err = capsys.readouterr().err
     assert "--label-selector" in err
     assert "cannot parse" in err
+
+
+def test_an_interruption_queue_needs_the_aws_cloud(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert run(tmp_path, "https://127.0.0.1:1", "--interruption-queue", "q") == 2
+    logged = capfd.readouterr().err
+    assert "--interruption-queue needs --cloud aws" in logged
+    assert not (tmp_path / "cloud.sqlite").exists(), "no simulated cloud was opened"

@@ -121,6 +121,15 @@ def _parser() -> argparse.ArgumentParser:
         "(default: every type of the region)",
     )
     run.add_argument(
+        "--interruption-queue",
+        default=_DEFAULTS.interruption_queue,
+        metavar="NAME",
+        help="with --cloud aws: the SQS queue (its name) EventBridge puts spot interruption "
+        "warnings, scheduled changes and instance state changes on (config/interruption/); "
+        "the Nodes they name are drained and replaced ahead of the termination "
+        "(default: none read)",
+    )
+    run.add_argument(
         "--cloud-state",
         type=Path,
         default=_DEFAULTS.cloud_state,
@@ -371,6 +380,7 @@ def _run(args: argparse.Namespace) -> int:
         aws_profile=args.aws_profile,
         aws_endpoint_url=args.aws_endpoint_url,
         aws_instance_types=tuple(t for t in args.aws_instance_types.split(",") if t),
+        interruption_queue=args.interruption_queue or None,
         cloud_state=args.cloud_state,
         boot_seconds=args.boot_seconds,
         label_selector=args.label_selector,

@@ -33,10 +33,12 @@ from nodepool_operator.cloud import (
     CloudProvider,
     MeteredCloud,
     SimulatedCloud,
+    SqsQueue,
     aws_environment_problems,
 )
 from nodepool_operator.controllers.autoscaler import AutoscalerController
 from nodepool_operator.controllers.instance import InstanceController
+from nodepool_operator.controllers.interruption import InterruptionSource
 from nodepool_operator.controllers.nodepool import NodePoolController
 from nodepool_operator.crdinstall import install_crds
 from nodepool_operator.settings import OperatorSettings
@@ -75,7 +77,7 @@ async def open_cloud(
     Raises:
         CloudChoiceError: ``aws`` without a region or credentials (naming which), or
             ``simulated`` against a cluster that is not a local test bed, unless
-            ``settings.allow_simulated_cloud``.
+            ``settings.allow_simulated_cloud``, or with an interruption queue (EC2's).
     """
     if settings.cloud == "aws":
         problems = await aws_environment_problems(settings.aws_region, settings.aws_profile)
@@ -89,6 +91,11 @@ async def open_cloud(
         ) as aws:
             yield aws
         return
+    if settings.interruption_queue:
+        raise CloudChoiceError(
+            "--interruption-queue needs --cloud aws: the queue carries EC2's notices, and the "
+            "simulated cloud's VMs are not EC2's"
+        )
     if not settings.allow_simulated_cloud and not is_local_test_bed(config.server):
         raise CloudChoiceError(
             f"the simulated cloud's VMs are not real, and {config.server} is not a local "
@@ -131,7 +138,12 @@ def build_manager(
     # every cloud call counted by operation and outcome, whichever cloud this is
     cloud = MeteredCloud(cloud, options.registry)
     if "nodepool" in controllers:
-        NodePoolController(mgr, cloud, settings).register()
+        NodePoolController(
+            mgr,
+            cloud,
+            settings,
+            interruptions=_interruption_source(client, settings, options.registry),
+        ).register()
     if "autoscaler" in controllers:
         AutoscalerController(mgr, settings, cloud=cloud).register()
     if "instance" in controllers:
@@ -149,6 +161,25 @@ def build_manager(
         server.add_conversion(AUTOSCALER_CONVERSION_PATH, autoscaler_converter())
         server.add_conversion(INSTANCE_CONVERSION_PATH, instance_converter())
     return mgr
+
+
+def _interruption_source(
+    client: Client, settings: OperatorSettings, registry: Registry
+) -> InterruptionSource | None:
+    """The interruption queue's reader, when ``settings.interruption_queue`` names one."""
+    name = settings.interruption_queue
+    if not name:
+        return None
+
+    def open_queue() -> SqsQueue:
+        return SqsQueue(
+            name,
+            region=settings.aws_region,
+            profile=settings.aws_profile,
+            endpoint_url=settings.aws_endpoint_url,
+        )
+
+    return InterruptionSource(client, open_queue, registry, label_selector=settings.label_selector)
 
 
 @contextlib.asynccontextmanager

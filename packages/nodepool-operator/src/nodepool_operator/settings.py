@@ -28,6 +28,9 @@ class OperatorSettings:
     aws_endpoint_url: str | None = None
     #: Offer only these instance types (fewer DescribeInstanceTypes pages); empty: all.
     aws_instance_types: tuple[str, ...] = ()
+    #: The SQS queue EventBridge puts EC2's interruption notices on (config/interruption/):
+    #: its Nodes are drained and replaced ahead of the termination. None: no queue is read.
+    interruption_queue: str | None = None
     #: SQLite file of the simulated cloud; it outlives the operator, like a real cloud.
     cloud_state: Path = Path(".nodepool-cloud.sqlite")
     #: Seconds a simulated VM takes to boot (pending -> running).

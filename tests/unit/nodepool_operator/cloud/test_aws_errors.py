@@ -184,3 +184,30 @@ def test_connection_and_credential_failures() -> None:
 )
 def test_eni_based_max_pods(enis: int, ips: int, pods: int) -> None:
     assert max_pods(enis, ips) == pods
+
+
+@pytest.mark.parametrize(
+    ("code", "market", "expected", "spot_out"),
+    [
+        # a spot launch without spot capacity: the spot offering is out, on-demand is open
+        ("InsufficientInstanceCapacity", "spot", CapacityUnavailable, True),
+        ("MaxSpotInstanceCountExceeded", "spot", CapacityUnavailable, True),
+        ("SpotMaxPriceTooLow", "spot", CapacityUnavailable, True),
+        # the same codes for an on-demand launch name no spot offering
+        ("InsufficientInstanceCapacity", "on-demand", CapacityUnavailable, False),
+        ("MaxSpotInstanceCountExceeded", "on-demand", QuotaExceeded, False),
+    ],
+)
+def test_a_spot_refusal_names_the_spot_market(
+    code: str, market: str, expected: type[CloudError], spot_out: bool
+) -> None:
+    err = translate(
+        ec2_error(code),
+        operation="RunInstances",
+        instance_type="m5.large",
+        capacity_type="spot" if market == "spot" else "on-demand",
+    )
+    assert type(err) is expected
+    if isinstance(err, CapacityUnavailable):
+        assert err.instance_type == "m5.large"
+        assert (err.capacity_type == "spot") is spot_out

@@ -44,6 +44,7 @@ NODEPOOL_FIELDS: Final[FieldMap] = (
     (("template", "metadata", "labels"), "labels"),
     (("template", "spec", "instanceType"), "instanceType"),
     (("template", "spec", "instanceTypes"), "instanceTypes"),
+    (("template", "spec", "capacityType"), "capacityType"),
     (("template", "spec", "capacity", "cpu"), "cpu"),
     (("template", "spec", "capacity", "memory"), "memory"),
     (("template", "spec", "capacity", "disk"), "diskSize"),

@@ -59,6 +59,8 @@ DisruptionReason = Literal["Underutilized", "Empty", "Drifted"]
 #: A budget's nodes: a count (3) or a percentage of the pool's nodes (10%).
 BUDGET_NODES_PATTERN: Final = r"^((100|[0-9]{1,2})%|[0-9]+)$"
 ScaleOperation = Literal["inactive", "active"]
+#: How a pool's VMs are bought (both API versions): EC2's on-demand or spot market.
+CapacityType = Literal["on-demand", "spot"]
 
 _QUALIFIED_NAME = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
@@ -234,6 +236,11 @@ class NodePoolSpec:
     cheapest of instanceType and these that the cloud has capacity for and that holds at
     least what instanceType does (CPU, memory, pods, GPUs, same architecture); one the
     cloud just refused for capacity is skipped for 3 minutes. Empty: instanceType only."""
+    capacity_type: CapacityType = "on-demand"
+    """How the VMs are bought: on-demand, or spot (cheaper, and EC2 may take them back with
+    two minutes' notice). A spot create the cloud has no spot capacity for is launched
+    on-demand instead, with an Event; each Node says which it got in its
+    node.kubeloop.dev/capacity-type label."""
     cpu: Annotated[str, Quantity(), _NOT_NEGATIVE] | None = None
     """CPU capacity of each node as a quantity (4, 3500m); defaults to the instance type's."""
     memory: Annotated[str, Quantity(), _NOT_NEGATIVE] | None = None

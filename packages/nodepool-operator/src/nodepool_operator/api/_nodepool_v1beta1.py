@@ -41,6 +41,7 @@ from nodepool_operator.api._nodepool import (
     _NO_RESERVED_LABELS,
     _VALID_LABEL_KEYS,
     MAX_POOL_NODES,
+    CapacityType,
     Disruption,
     InstanceTypes,
     NodePoolStatus,
@@ -105,6 +106,11 @@ class NodeTemplateSpec:
     cheapest of instanceType and these that the cloud has capacity for and that holds at
     least what instanceType does (CPU, memory, pods, GPUs, same architecture); one the
     cloud just refused for capacity is skipped for 3 minutes. Empty: instanceType only."""
+    capacity_type: CapacityType = "on-demand"
+    """How the VMs are bought: on-demand, or spot (cheaper, and EC2 may take them back with
+    two minutes' notice). A spot create the cloud has no spot capacity for is launched
+    on-demand instead, with an Event; each Node says which it got in its
+    node.kubeloop.dev/capacity-type label."""
     capacity: NodeCapacity | None = None
     """Overrides of the instance type's capacity; the instance type's when omitted."""
     taints: Annotated[list[Taint], MaxItems(32)] = field(default_factory=list)

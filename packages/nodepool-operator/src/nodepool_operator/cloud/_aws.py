@@ -77,7 +77,9 @@ IMAGE_TAG: Final = "kubeloop.dev/image"
 #: A hash of the launch settings, so a repeat with other settings is a mismatch.
 LAUNCH_TAG: Final = "kubeloop.dev/launch-hash"
 #: Tags this module writes for itself; a VM's reported ``tags`` leave them out.
-BOOKKEEPING_TAGS: Final = frozenset({NAME_TAG, TOKEN_TAG, IMAGE_TAG, LAUNCH_TAG})
+#: On a spot VM: its market, for servers whose DescribeInstances omits ``InstanceLifecycle``.
+MARKET_TAG: Final = "kubeloop.dev/capacity-type"
+BOOKKEEPING_TAGS: Final = frozenset({NAME_TAG, TOKEN_TAG, IMAGE_TAG, LAUNCH_TAG, MARKET_TAG})
 #: The tag that says a resource belongs to a Kubernetes cluster (``<prefix><cluster>: owned``):
 #: the cloud controller manager's convention, and what the IAM policy's terminate, stop and
 #: start are conditioned on (config/iam).
@@ -239,7 +241,10 @@ class AwsCloud:
                 # The token's VM is gone for good; return it as terminated (port contract).
                 return await self._terminated_for(request)
             raise translate(
-                err, operation="RunInstances", instance_type=request.instance_type
+                err,
+                operation="RunInstances",
+                instance_type=request.instance_type,
+                capacity_type=request.capacity_type,
             ) from err
         raw = reply["Instances"][0]
         vm = _to_instance(raw)
@@ -451,6 +456,7 @@ class AwsCloud:
                 TOKEN_TAG: request.idempotency_token,
                 IMAGE_TAG: request.image,
                 LAUNCH_TAG: _launch_hash(request),
+                **({MARKET_TAG: "spot"} if request.capacity_type == "spot" else {}),
             }.items()
         ]
         specs: list[TagSpecificationTypeDef] = [
@@ -467,6 +473,16 @@ class AwsCloud:
             # IMDSv2 only: pods on the node cannot read the role's credentials with a GET.
             "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1},
         }
+        if request.capacity_type == "spot":
+            # one-time, terminated when EC2 takes it back: the pool replaces it, nothing
+            # waits to be restarted (Karpenter's launch of a spot offering)
+            params["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                "SpotOptions": {
+                    "SpotInstanceType": "one-time",
+                    "InstanceInterruptionBehavior": "terminate",
+                },
+            }
         if launch.subnets:
             params["SubnetId"] = _pick(launch.subnets, request.idempotency_token)
         if launch.security_groups:
@@ -621,6 +637,9 @@ def _to_instance(raw: InstanceTypeDef) -> Instance:
         created_at=_epoch(created),
         launched_at=_epoch(launch_time) if state == "running" else None,
         image_id=str(raw.get("ImageId", "")),
+        capacity_type="spot"
+        if raw.get("InstanceLifecycle") == "spot" or tags.get(MARKET_TAG) == "spot"
+        else "on-demand",
     )
 
 

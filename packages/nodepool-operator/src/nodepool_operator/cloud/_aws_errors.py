@@ -30,6 +30,7 @@ from ._port import (
     IdempotencyMismatch,
     InstanceNotFound,
     InvalidRequest,
+    MarketType,
     PermissionDenied,
     QuotaExceeded,
     TransientCloudError,
@@ -49,6 +50,9 @@ CAPACITY_CODES: Final = frozenset(
         "InsufficientFreeAddressesInSubnet",
     }
 )
+#: Refusals of a spot launch that leave on-demand open (the account's spot limit, a spot
+#: price above the cap): for a spot request, the spot offering is out, not the type.
+SPOT_CAPACITY_CODES: Final = frozenset({"MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow"})
 #: Quota codes that are the instance type's own limit: another type may launch at once.
 TYPE_QUOTA_CODES: Final = frozenset({"InstanceLimitExceeded"})
 #: The account's limits: nothing changes until a VM goes or the quota is raised.
@@ -137,16 +141,22 @@ def translate(
     operation: str,
     instance_id: str | None = None,
     instance_type: str | None = None,
+    capacity_type: MarketType = "on-demand",
 ) -> CloudError:
     """The port's error for an exception botocore raised during ``operation``.
 
     ``instance_id`` is the VM the call was about, for :class:`InstanceNotFound`;
     ``instance_type`` the type a launch asked for, carried by a capacity or the type's own
-    quota error so the caller marks that offering out without reading a message.
+    quota error so the caller marks that offering out without reading a message;
+    ``capacity_type`` the market it asked in (a spot refusal names it, so on-demand is tried).
     """
     if isinstance(err, ClientError):
         return _from_client_error(
-            err, operation=operation, instance_id=instance_id, instance_type=instance_type
+            err,
+            operation=operation,
+            instance_id=instance_id,
+            instance_type=instance_type,
+            capacity_type=capacity_type,
         )
     if isinstance(err, NoCredentialsError | PartialCredentialsError):
         return PermissionDenied(f"{operation}: no usable AWS credentials: {err}")
@@ -164,14 +174,25 @@ def translate(
 
 
 def _from_client_error(
-    err: ClientError, *, operation: str, instance_id: str | None, instance_type: str | None
+    err: ClientError,
+    *,
+    operation: str,
+    instance_id: str | None,
+    instance_type: str | None,
+    capacity_type: MarketType = "on-demand",
 ) -> CloudError:
     code = error_code(err)
     detail = str(err.response.get("Error", {}).get("Message") or err)
     message = f"{operation}: {code}: {detail}"
     status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-    if code in CAPACITY_CODES:
-        return CapacityUnavailable(message, instance_type=instance_type, zone=zone_named(detail))
+    spot = capacity_type == "spot"
+    if code in CAPACITY_CODES or (spot and code in SPOT_CAPACITY_CODES):
+        return CapacityUnavailable(
+            message,
+            instance_type=instance_type,
+            zone=zone_named(detail),
+            capacity_type=capacity_type,
+        )
     if code in TYPE_QUOTA_CODES:
         return QuotaExceeded(message, instance_type=instance_type, zone=zone_named(detail))
     if code in QUOTA_CODES:

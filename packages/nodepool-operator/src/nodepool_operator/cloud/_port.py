@@ -13,6 +13,9 @@ from typing import ClassVar, Final, Literal, Protocol
 
 InstanceState = Literal["pending", "running", "stopped", "terminated"]
 """``pending`` until booted, then ``running``; ``stopped`` by a stop; ``terminated`` is final."""
+MarketType = Literal["on-demand", "spot"]
+"""How a VM is bought: on-demand, or spot (cheaper; the cloud may take it back at short
+notice, an interruption)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,6 +117,10 @@ class CreateRequest:
     user_data: str = ""
     """Opaque to the cloud, read by the VM at boot (EC2's UserData): how its kubelet joins
     the cluster (see :class:`~nodepool_operator.cloud.NodeBootstrap`). Default empty."""
+    capacity_type: MarketType = "on-demand"
+    """The market to launch in (EC2: spot through ``InstanceMarketOptions``, one-time,
+    terminated on interruption). A provider with no spot capacity for the type refuses
+    with :class:`CapacityUnavailable` naming ``spot``; it never falls back by itself."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,6 +144,8 @@ class Instance:
     image_id: str = ""
     """The image it booted as the cloud resolved :attr:`image` at its launch (EC2: its
     ImageId, an SSM parameter's value then); "" when the cloud does not say."""
+    capacity_type: MarketType = "on-demand"
+    """The market it was launched in (EC2: ``InstanceLifecycle`` ``spot``)."""
 
 
 class CloudProvider(Protocol):
@@ -254,6 +263,8 @@ class LaunchRefused(CloudError):
             the type's instance limit); None when it is not said or not the type's (an
             account-wide quota).
         zone: the zone it is refused in, when the cloud named one; None otherwise.
+        capacity_type: the market the launch asked for (a spot refusal leaves on-demand
+            open).
     """
 
     def __init__(
@@ -262,11 +273,13 @@ class LaunchRefused(CloudError):
         *,
         instance_type: str | None = None,
         zone: str | None = None,
+        capacity_type: MarketType = "on-demand",
         retry_after: float | None = None,
     ) -> None:
         super().__init__(message, retry_after=retry_after)
         self.instance_type = instance_type
         self.zone = zone
+        self.capacity_type: MarketType = capacity_type
 
 
 class QuotaExceeded(LaunchRefused):

@@ -39,6 +39,7 @@ from ._port import (
     InstanceState,
     InstanceType,
     InvalidRequest,
+    MarketType,
     PermissionDenied,
     QuotaExceeded,
     TransientCloudError,
@@ -69,7 +70,9 @@ _ERRORS: dict[str, type[CloudError]] = {
 }
 
 _BUSY_TIMEOUT_S = 10.0  # a writer waits this long for another's short transaction
-_COLUMNS = "id, name, instance_type, image, state, tags, created_at, ready_at, user_data"
+_COLUMNS = (
+    "id, name, instance_type, image, state, tags, created_at, ready_at, user_data, capacity_type"
+)
 _SCHEMA = (
     # state is stored as pending|stopped|terminated; running is derived from ready_at
     # when read, so booting needs no background task.
@@ -77,7 +80,8 @@ _SCHEMA = (
         id TEXT PRIMARY KEY, name TEXT NOT NULL, instance_type TEXT NOT NULL,
         image TEXT NOT NULL, state TEXT NOT NULL, tags TEXT NOT NULL,
         token TEXT UNIQUE, created_at REAL NOT NULL, ready_at REAL,
-        user_data TEXT NOT NULL DEFAULT '')""",
+        user_data TEXT NOT NULL DEFAULT '',
+        capacity_type TEXT NOT NULL DEFAULT 'on-demand')""",
     "CREATE TABLE IF NOT EXISTS calls (method TEXT PRIMARY KEY, count INTEGER NOT NULL)",
     # remaining is NULL for a probability fault; id order is injection order.
     """CREATE TABLE IF NOT EXISTS faults (
@@ -252,6 +256,11 @@ class SimulatedCloud:
             columns = {row[1] for row in conn.execute("PRAGMA table_info(instances)")}
             if "user_data" not in columns:  # a file from before launch settings existed
                 conn.execute("ALTER TABLE instances ADD COLUMN user_data TEXT NOT NULL DEFAULT ''")
+            if "capacity_type" not in columns:  # a file from before spot existed
+                conn.execute(
+                    "ALTER TABLE instances ADD COLUMN capacity_type TEXT NOT NULL "
+                    "DEFAULT 'on-demand'"
+                )
             if quota is not None:
                 _put_setting(conn, "quota", quota)
             if faults is not None:
@@ -409,15 +418,19 @@ class SimulatedCloud:
             raise ValueError(f"quota must be >= 0, got {quota}")
         self._apply(lambda conn, now: _put_setting(conn, "quota", quota))
 
-    def set_capacity(self, instance_type: str, limit: int | None) -> None:
-        """Limit the non-terminated VMs of one instance type; None for no limit."""
+    def set_capacity(
+        self, instance_type: str, limit: int | None, *, capacity_type: MarketType = "on-demand"
+    ) -> None:
+        """Limit the non-terminated VMs of one instance type (``capacity_type`` spot: its
+        spot VMs only, a spot stockout); None for no limit."""
         if limit is not None and limit < 0:
             raise ValueError(f"capacity limit must be >= 0, got {limit}")
+        key = _capacity_key(instance_type, capacity_type)
 
         def op(conn: sqlite3.Connection, now: float) -> None:
-            conn.execute("DELETE FROM capacity WHERE instance_type = ?", (instance_type,))
+            conn.execute("DELETE FROM capacity WHERE instance_type = ?", (key,))
             if limit is not None:
-                conn.execute("INSERT INTO capacity VALUES (?, ?)", (instance_type, limit))
+                conn.execute("INSERT INTO capacity VALUES (?, ?)", (key, limit))
 
         self._apply(op)
 
@@ -503,6 +516,7 @@ class SimulatedCloud:
                 request.image,
                 dict(request.tags),
                 request.user_data,
+                request.capacity_type,
             )
             if sent != (
                 existing.name,
@@ -510,6 +524,7 @@ class SimulatedCloud:
                 existing.image,
                 existing.tags,
                 existing.user_data,
+                existing.capacity_type,
             ):
                 raise IdempotencyMismatch(
                     f"idempotency token {request.idempotency_token!r} was used with other "
@@ -537,6 +552,24 @@ class SimulatedCloud:
                 raise CapacityUnavailable(
                     f"no capacity for {request.instance_type}",
                     instance_type=request.instance_type,
+                    capacity_type=request.capacity_type,
+                )
+        if request.capacity_type == "spot":
+            spot = conn.execute(
+                "SELECT max_live FROM capacity WHERE instance_type = ?",
+                (_capacity_key(request.instance_type, "spot"),),
+            ).fetchone()
+            of_spot = _scalar(
+                conn,
+                "SELECT COUNT(*) FROM instances WHERE state != 'terminated' AND instance_type = ?"
+                " AND capacity_type = 'spot'",
+                request.instance_type,
+            )
+            if spot is not None and of_spot >= spot[0]:
+                raise CapacityUnavailable(
+                    f"no spot capacity for {request.instance_type}",
+                    instance_type=request.instance_type,
+                    capacity_type="spot",
                 )
         return self._insert(
             conn,
@@ -547,6 +580,7 @@ class SimulatedCloud:
             tags=dict(request.tags),
             token=request.idempotency_token,
             user_data=request.user_data,
+            capacity_type=request.capacity_type,
         )
 
     def _insert(
@@ -560,11 +594,13 @@ class SimulatedCloud:
         tags: dict[str, str],
         token: str | None,
         user_data: str = "",
+        capacity_type: MarketType = "on-demand",
     ) -> Instance:
         instance_id = "i-" + secrets.token_hex(9)[:17]
         conn.execute(
             "INSERT INTO instances (id, name, instance_type, image, state, tags, token,"
-            " created_at, ready_at, user_data) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
+            " created_at, ready_at, user_data, capacity_type)"
+            " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
             (
                 instance_id,
                 name,
@@ -575,6 +611,7 @@ class SimulatedCloud:
                 now,
                 now + self._boot_seconds,
                 user_data,
+                capacity_type,
             ),
         )
         return _get(conn, now, instance_id)
@@ -621,7 +658,18 @@ def _list(conn: sqlite3.Connection, now: float, tags: Mapping[str, str]) -> list
 
 
 def _to_instance(row: tuple[Any, ...], now: float) -> Instance:
-    instance_id, name, instance_type, image, stored, tags, created_at, ready_at, user_data = row
+    (
+        instance_id,
+        name,
+        instance_type,
+        image,
+        stored,
+        tags,
+        created_at,
+        ready_at,
+        user_data,
+        capacity_type,
+    ) = row
     launched = ready_at is not None and now >= ready_at
     state: InstanceState = "running" if stored == "pending" and launched else stored
     return Instance(
@@ -637,7 +685,13 @@ def _to_instance(row: tuple[Any, ...], now: float) -> Instance:
         launched_at=ready_at if launched else None,
         user_data=user_data,
         image_id=image,
+        capacity_type="spot" if capacity_type == "spot" else "on-demand",
     )
+
+
+def _capacity_key(instance_type: str, capacity_type: MarketType) -> str:
+    """A capacity limit's key: the type (every VM of it), or ``type@spot`` (its spot VMs)."""
+    return instance_type if capacity_type == "on-demand" else f"{instance_type}@{capacity_type}"
 
 
 def _private_ip(instance_id: str) -> str:

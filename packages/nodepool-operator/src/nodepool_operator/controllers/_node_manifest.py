@@ -21,6 +21,7 @@ from nodepool_operator.cloud import (
     PROVIDER_ID_PREFIX,
     Instance,
     InstanceType,
+    MarketType,
     NodeBootstrap,
     provider_id,
     registered_node,
@@ -31,11 +32,15 @@ from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.scheduling import DEFAULT_MAX_PODS, NodeShape, Taint, node_shape
 
 INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
+#: The market a Node's VM was bought in (``on-demand`` or ``spot``): ours, as Karpenter's
+#: ``karpenter.sh/capacity-type``, so a pod may ask for (or avoid) spot nodes.
+CAPACITY_TYPE_LABEL: Final = "node.kubeloop.dev/capacity-type"
 #: On a Node chosen for removal, from the choice on (Karpenter's ``karpenter.sh/disrupted``):
 #: the NodePool controller puts it, and the Autoscaler counts no room on such a Node.
 DISRUPTING_TAINT: Final = Taint("kubeloop.dev/disrupting", "NoSchedule")
 
 __all__ = [
+    "CAPACITY_TYPE_LABEL",
     "DISRUPTING_TAINT",
     "INSTANCE_TYPE_LABEL",
     "PROVIDER_ID_PREFIX",
@@ -90,6 +95,7 @@ def pool_shape(
     scope_labels: Mapping[str, str] | None = None,
     instance_type_name: str | None = None,
     node_class: AwsNodeClassSpec | None = None,
+    capacity_type: MarketType | None = None,
 ) -> NodeShape:
     """What every Node of ``pool`` registers with: the one source for the registered Node
     and the Autoscaler's node template (:func:`~._capacity.pool_template`).
@@ -98,7 +104,8 @@ def pool_shape(
     (``arch`` the type's), the pool's ``spec.labels`` (which may set those two, and the Node
     then says so too), the operator's scope labels, then the instance type and pool labels,
     which nobody may override. ``instance_type_name`` is the VM's type for its label (the
-    pool's, unless a VM of an older spec registers).
+    pool's, unless a VM of an older spec registers); ``capacity_type`` its market for
+    :data:`CAPACITY_TYPE_LABEL` (the pool's, unless a spot create fell back to on-demand).
 
     Allocatable: with a ``node_class`` that bootstraps the kubelet (AL2023, Bottlerocket) and
     a known type, the kubelet's (:func:`~._node_resources.node_resources` of the settings
@@ -110,6 +117,7 @@ def pool_shape(
     fixed = {
         **(scope_labels or {}),
         INSTANCE_TYPE_LABEL: instance_type_name or spec.instance_type,
+        CAPACITY_TYPE_LABEL: capacity_type or spec.capacity_type,
         POOL_LABEL: pool.metadata.name or "",
     }
     if node_class is not None and node_class.ami_family != "Custom" and instance_type is not None:
@@ -190,13 +198,18 @@ def node_bootstrap(
     instance_type: InstanceType | None,
     *,
     run_labels: Mapping[str, str] | None = None,
+    capacity_type: MarketType | None = None,
 ) -> NodeBootstrap:
     """How the VM ``name`` of ``pool`` registers: its Node's name, labels, taints, capacity,
     all from :func:`pool_shape` (the Autoscaler's node template is built from it too), plus
     the per-node ``kubernetes.io/hostname`` and, with ``spec.reserveNewNodes``, the taint
     that reserves the node for the pods planned onto it (``_reserve``)."""
     shape = pool_shape(
-        pool, instance_type, scope_labels=run_labels, instance_type_name=instance_type_name
+        pool,
+        instance_type,
+        scope_labels=run_labels,
+        instance_type_name=instance_type_name,
+        capacity_type=capacity_type,
     )
     taints = [*shape.api_taints()]
     if pool.spec.reserve_new_nodes:
@@ -218,7 +231,12 @@ def node_manifest(
 ) -> Object:
     """The Node ``vm``'s kubelet registers (before it reports any condition)."""
     bootstrap = node_bootstrap(
-        pool, vm.name, vm.instance_type, instance_type, run_labels=run_labels
+        pool,
+        vm.name,
+        vm.instance_type,
+        instance_type,
+        run_labels=run_labels,
+        capacity_type=vm.capacity_type,
     )
     return registered_node(
         bootstrap, instance_id=vm.id, private_ip=vm.private_ip, public_ip=vm.public_ip

@@ -221,7 +221,8 @@ async def test_a_pools_user_data_carries_its_labels_taints_and_reservation(
     labels, taints = spec["kubelet"]["flags"]
     assert labels == (
         "--node-labels=env=test,kubeloop.dev/nodepool=web,kubernetes.io/arch=amd64,"
-        "kubernetes.io/os=linux,node.kubernetes.io/instance-type=m5.large,team=a"
+        "kubernetes.io/os=linux,node.kubeloop.dev/capacity-type=on-demand,"
+        "node.kubernetes.io/instance-type=m5.large,team=a"
     )
     assert taints == (
         "--register-with-taints=dedicated=web:NoSchedule,"

@@ -77,6 +77,7 @@ def test_node_manifest_labels_taints_provider_id_and_status() -> None:
         "kubernetes.io/os": "windows",  # the pool may say what its nodes run (one source)
         "kubernetes.io/arch": "amd64",
         "node.kubernetes.io/instance-type": "m5.large",
+        "node.kubeloop.dev/capacity-type": "on-demand",
         "kubeloop.dev/nodepool": "web",
     }
     assert node["spec"] == {

@@ -64,3 +64,14 @@ def test_only_typed_refusals_naming_a_type_mark_an_offering() -> None:
     assert refused_offering(QuotaExceeded("account quota")) is None
     assert refused_offering(TransientCloudError("m5.large")) is None
     assert refused_offering(InvalidRequest("m5.large", reason="InvalidInstanceType")) is None
+
+
+def test_a_spot_refusal_marks_the_spot_market_only() -> None:
+    cache = UnavailableOfferings(Clock())
+    err = CapacityUnavailable("no spot", instance_type="m5.large", capacity_type="spot")
+    offering = refused_offering(err)
+    assert offering == Offering("m5.large", "", "spot")
+    cache.mark(offering)
+    assert cache.unavailable("m5.large", capacity_type="spot")
+    assert not cache.unavailable("m5.large"), "on-demand is still open"
+    assert not cache.unavailable("m5.large", "us-east-1a", "on-demand")

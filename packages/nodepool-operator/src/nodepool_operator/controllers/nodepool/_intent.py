@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection
 from typing import Final
 
 from nodepool_operator.api import AwsNodeClassSpec, InstanceRecord
-from nodepool_operator.cloud import CreateRequest
+from nodepool_operator.cloud import CreateRequest, MarketType
 from nodepool_operator.controllers._launch import launch_settings, launch_tags
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.nodepool._launch_record import CLASS_HASH_TAG, class_hash
@@ -58,6 +58,7 @@ def create_request(
     name: str,
     user_data: str = "",
     node_class: AwsNodeClassSpec | None = None,
+    capacity_type: MarketType = "on-demand",
 ) -> CreateRequest:
     """The request for the VM recorded as ``name``; the same every time it is asked for the
     same spec (``user_data``, how its kubelet registers, follows the pool's labels and
@@ -82,6 +83,7 @@ def create_request(
         ),
         launch=launch_settings(node_class),
         user_data=_user_data(user_data, node_class, name, pool_name, instance_type),
+        capacity_type=capacity_type,
     )
 
 

@@ -2,7 +2,8 @@
 create goes to another one at once instead of asking for the same one again.
 
 An offering is an instance type, in a zone when the cloud's error named one (``""``: any
-zone; zones are not chosen by the plan yet). After Karpenter's unavailable-offerings cache
+zone; zones are not chosen by the plan yet), in a market (on-demand or spot: a spot
+stockout leaves the type's on-demand capacity open). After Karpenter's unavailable-offerings cache
 (``pkg/cache/unavailableofferings.go``): an entry lasts :data:`UNAVAILABLE_FOR` (3 minutes),
 long enough not to ask again within a burst of creates, short enough that capacity coming
 back is used soon. In memory, shared by the controller's pools: EC2's capacity is the
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from nodepool_operator.cloud import CloudError, LaunchRefused
+from nodepool_operator.cloud import CloudError, LaunchRefused, MarketType
 
 #: How long an offering stays unavailable after a refusal (Karpenter's TTL).
 UNAVAILABLE_FOR: Final = 180.0
@@ -27,6 +28,7 @@ class Offering:
     instance_type: str
     zone: str = ""
     """"": the error named no zone, so the type is out in every zone as far as we know."""
+    capacity_type: MarketType = "on-demand"
 
 
 def refused_offering(err: CloudError) -> Offering | None:
@@ -34,7 +36,7 @@ def refused_offering(err: CloudError) -> Offering | None:
     no free address), or None when the error is not about one (a transient failure, an
     invalid request, an account-wide quota). Reads the port's typed error, never a message."""
     if isinstance(err, LaunchRefused) and err.instance_type:
-        return Offering(err.instance_type, err.zone or "")
+        return Offering(err.instance_type, err.zone or "", err.capacity_type)
     return None
 
 
@@ -48,9 +50,12 @@ class UnavailableOfferings:
         until = self._clock() + seconds
         self._until[offering] = max(until, self._until.get(offering, until))
 
-    def unavailable(self, instance_type: str, zone: str = "") -> bool:
-        """Whether the type is out: in ``zone``, or in every zone (an entry without one)."""
-        return any(self._live(Offering(instance_type, z)) for z in {zone, ""})
+    def unavailable(
+        self, instance_type: str, zone: str = "", capacity_type: MarketType = "on-demand"
+    ) -> bool:
+        """Whether the type is out in ``capacity_type``'s market: in ``zone``, or in every
+        zone (an entry without one)."""
+        return any(self._live(Offering(instance_type, z, capacity_type)) for z in {zone, ""})
 
     def current(self) -> list[tuple[Offering, float]]:
         """Every offering still out and the seconds left, sorted (for the pool's status)."""

@@ -23,6 +23,7 @@ from nodepool_operator.cloud import (
     ClusterInfo,
     InstanceType,
     InvalidRequest,
+    MarketType,
     al2023_user_data,
     bottlerocket_user_data,
     node_config,
@@ -42,10 +43,12 @@ async def pool_user_data(
     *,
     run_labels: Mapping[str, str] | None = None,
     type_name: str | None = None,
+    capacity_type: MarketType | None = None,
 ) -> str:
     """The user data of the VM recorded as ``name`` (the same for the same pool, type and
     class, as the idempotency token requires). ``type_name``: the type it is launched as,
-    when not the pool's ``instanceType`` (a fallback).
+    when not the pool's ``instanceType`` (a fallback); ``capacity_type``: its market, when
+    not the pool's (a spot create launched on-demand).
 
     Raises:
         NodeClassUnavailable: the class cannot bootstrap a node (no cluster, a userData
@@ -55,7 +58,14 @@ async def pool_user_data(
     """
     type_name = type_name or pool.spec.instance_type
     if node_class is None:
-        return node_bootstrap(pool, name, type_name, instance_type, run_labels=run_labels).encode()
+        return node_bootstrap(
+            pool,
+            name,
+            type_name,
+            instance_type,
+            run_labels=run_labels,
+            capacity_type=capacity_type,
+        ).encode()
     if node_class.ami_family == "Custom":
         return ""  # the class's userData, rendered per VM by create_request
     if instance_type is None:
@@ -72,6 +82,7 @@ async def pool_user_data(
         scope_labels=run_labels,
         instance_type_name=type_name,
         node_class=node_class,
+        capacity_type=capacity_type,
     )
     taints = shape.api_taints()
     if pool.spec.reserve_new_nodes:

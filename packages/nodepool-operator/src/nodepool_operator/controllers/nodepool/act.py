@@ -51,6 +51,7 @@ from nodepool_operator.cloud import (
     Instance,
     InstanceNotFound,
     InstanceType,
+    MarketType,
 )
 from nodepool_operator.controllers import _launch as launching
 from nodepool_operator.controllers._blocked import switches
@@ -106,6 +107,8 @@ from nodepool_operator.controllers.nodepool.observe import Deleted, Observation,
 from nodepool_operator.controllers.nodepool.records import PoolNode, decode_node
 from nodepool_operator.settings import OperatorSettings
 
+#: Event reason when a spot create is launched on-demand for want of spot capacity.
+SPOT_FALLBACK = "SpotUnavailable"
 #: The pool's own finalizer: its VMs and Nodes go before it does.
 FINALIZER = "kubeloop.dev/nodepool-cleanup"
 #: On every Node the pool adopted: deleting the Node (``kubectl delete node``) drains it and
@@ -356,10 +359,12 @@ class Act:
             return
         for r in intents:
             tried: set[str] = set()
+            no_spot: set[str] = set()  # types whose spot this create was refused
             while True:
                 option = choose_type(template, options, PRICES, self.offerings.unavailable)
                 type_name = option.name
                 tried.add(type_name)
+                market = self._market(p.pool, type_name, no_spot)
                 instance_type = self._types.get(type_name)
                 try:
                     user_data = await pool_user_data(
@@ -370,6 +375,7 @@ class Act:
                         node_class,
                         run_labels=self.run_labels,
                         type_name=type_name,
+                        capacity_type=market,
                     )
                 except CloudError as err:
                     self.failed(p, err)
@@ -381,6 +387,7 @@ class Act:
                     name=r.name,
                     node_class=node_class,
                     user_data=user_data,
+                    capacity_type=market,
                 )
                 try:
                     vm = await self.cloud.create(request)
@@ -399,6 +406,9 @@ class Act:
                         return
                     vm = found
                 except CloudError as err:
+                    if self._spot_refused(p, err, market):
+                        no_spot.add(type_name)
+                        continue  # the same type, on-demand, at once
                     if self._fall_back(p, err, template, options, tried):
                         continue  # another type has capacity: this intent, at once
                     failure = self.failed(p, err)
@@ -434,6 +444,26 @@ class Act:
         shape = pool_shape(pool, known, instance_type_name=name, node_class=node_class)
         arch = known.architecture if known is not None else "amd64"
         return TypeOption(name, shape.allocatable, arch)
+
+    def _market(self, pool: NodePool, type_name: str, no_spot: set[str]) -> MarketType:
+        """The market a create of ``type_name`` asks in: the pool's, except on-demand for a
+        spot pool while the type's spot is known to be out (:mod:`._offerings`)."""
+        if pool.spec.capacity_type != "spot" or type_name in no_spot:
+            return "on-demand"
+        return "on-demand" if self.offerings.unavailable(type_name, "", "spot") else "spot"
+
+    def _spot_refused(self, p: Progress, err: CloudError, market: MarketType) -> bool:
+        """A spot create the cloud had no spot capacity for: that offering is marked out
+        and the same create goes on-demand (Karpenter falls back the same way), with an
+        Event saying so."""
+        offering = refused_offering(err)
+        if market != "spot" or offering is None or offering.capacity_type != "spot":
+            return False
+        self.offerings.mark(offering)
+        note = f"no spot capacity for {offering.instance_type} ({err}); launching it on-demand"
+        log.info("spot unavailable", extra={"pool": p.name, "type": offering.instance_type})
+        self.emit(p.obj, [_events.normal(SPOT_FALLBACK, note)], {})
+        return True
 
     def _fall_back(
         self,

@@ -15,6 +15,7 @@ from kubeloop import (
     Object,
     Request,
     Result,
+    Source,
     add_finalizer,
     generation_changed,
     has_finalizer,
@@ -39,8 +40,16 @@ class NodePoolController:
     """Converges each NodePool's VMs and Nodes; see :mod:`nodepool_operator.controllers.
     nodepool`."""
 
-    def __init__(self, mgr: Manager, cloud: CloudProvider, settings: OperatorSettings) -> None:
+    def __init__(
+        self,
+        mgr: Manager,
+        cloud: CloudProvider,
+        settings: OperatorSettings,
+        *,
+        interruptions: Source | None = None,
+    ) -> None:
         self.mgr = mgr
+        self._interruptions = interruptions
         self.cloud = cloud
         self.settings = settings
         run_labels = equality_labels(settings.label_selector)
@@ -57,7 +66,7 @@ class NodePoolController:
             NODEPOOLS, label_selector=self.settings.label_selector
         )
         self._pools.add_index(NODE_CLASS_INDEX, node_class_of_pool)
-        return (
+        builder = (
             self.mgr.controller(NAME)
             .for_(
                 NODEPOOLS,
@@ -66,11 +75,13 @@ class NodePoolController:
             )
             .watches(NODES, pool_of_node, label_selector=self._node_selector)
             .watches(AWSNODECLASSES, self._pools_of_class, predicates=[generation_changed])
-            .with_options(
-                ControllerOptions(max_concurrent_reconciles=self.settings.nodepool_workers)
-            )
-            .complete(self.reconcile)
         )
+        if self._interruptions is not None:
+            # EC2's notices, marked on the Nodes: the pass that follows replaces them
+            builder = builder.watches_source(self._interruptions)
+        return builder.with_options(
+            ControllerOptions(max_concurrent_reconciles=self.settings.nodepool_workers)
+        ).complete(self.reconcile)
 
     async def reconcile(self, req: Request) -> Result:
         obj = await self.mgr.cache.get(

@@ -29,6 +29,7 @@ from nodepool_operator.controllers.nodepool._events import Event, normal, warnin
 from nodepool_operator.controllers.nodepool._expiry import expiry
 from nodepool_operator.controllers.nodepool._instances import desired, live, node_of, update
 from nodepool_operator.controllers.nodepool._intent import CREATING, DELETING, new_intents
+from nodepool_operator.controllers.nodepool._interruption import interruptions
 from nodepool_operator.controllers.nodepool._leaving import leaving, resting
 from nodepool_operator.controllers.nodepool._plan import plan
 from nodepool_operator.controllers.nodepool._pool_status import CloudFailure
@@ -150,16 +151,18 @@ def decide(
             # A drain timed out: the next candidate is a Node that can go now; with none,
             # the surplus waits for the rest to end rather than strand another's pods.
             keep = rest | (frozenset(seen.order) - frozenset(seen.removable))
+    # An interruption is the cloud's (not budgeted): replacement first while time allows.
+    cut = interruptions(obs, records, now, want=want, skip=frozenset(gone.why))
+    skip = frozenset(gone.why) | frozenset(cut.retire) | frozenset(cut.aside)
     # Expiry and drift are budgeted by themselves (:mod:`._expiry`): their retirements
     # join what leaves. A Node newly drifted is marked, with an Event.
-    drift = drifted(obs, records, skip=frozenset(gone.why))
+    drift = drifted(obs, records, skip=skip)
     marked = marks(obs, records, drift)
     events += detected(obs, records, drift, marked)
-    old = expiry(
-        obs, records, now, want=want, skip=frozenset(gone.why), resting=rest, drifted=drift
-    )
-    why = {**gone.why, **old.retire}
-    decided = plan(records, want, gone=why, order=order, keep=keep, aside=old.aside)
+    old = expiry(obs, records, now, want=want, skip=skip, resting=rest, drifted=drift)
+    why = {**gone.why, **cut.retire, **old.retire}
+    aside = (*cut.aside, *old.aside)
+    decided = plan(records, want, gone=why, order=order, keep=keep, aside=aside)
     decided, held = within_budget(obs, records, decided, why, empty)
     by_instance = obs.by_instance()
     before = len(live(records))
@@ -167,7 +170,7 @@ def decide(
         records=records,
         record=adopted or bool(kept_events),
         events=tuple(events),
-        waits=gone.waits + rest_waits + old.waits + _recheck(obs),
+        waits=gone.waits + rest_waits + old.waits + cut.waits + _recheck(obs),
         resting=rest,
         repair_blocked=gone.repair_blocked,
         repair_held=gone.repair_held,
@@ -198,6 +201,9 @@ def decide(
         elif name in gone.why:
             reason, note = gone.why[name]
             events.append(warning(reason, note, about=name))
+        elif name in cut.retire:
+            reason, note = cut.retire[name]
+            events.append(warning(reason, note, about=name))
     if decided.add:
         records += tuple(new_intents(obs.pool.metadata.name, decided.add, taken=set(by_name)))
         events.append(
@@ -209,6 +215,12 @@ def decide(
         if old.drift_aside:
             note = f"{old.drifting}: launching the replacement(s) before any drain"
             events.append(normal("Drifting", note))
+        if cut.aside:
+            note = (
+                f"the cloud is taking the VM(s) of {', '.join(cut.aside)}: launching the "
+                "replacement(s) before any drain"
+            )
+            events.append(warning("Interrupting", note))
     surplus = [n for n in decided.retire if n not in why]
     if surplus:
         note = f"{before} -> {want} nodes: removing {', '.join(surplus)}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from kubeloop import Object
 from nodepool_operator.cloud import instance_id_of
+from nodepool_operator.controllers._interrupted import Interrupted, interrupted
 from nodepool_operator.controllers._node_fields import NodeFields, node_fields
 from nodepool_operator.controllers._node_manifest import is_ready, ready_since
 from nodepool_operator.controllers._reserve import reserved_for
@@ -53,6 +54,8 @@ class PoolNode:
     """The Autoscaler named it unneeded (:mod:`.._unneeded`): a scale-down removes it first."""
     drifted: str = ""
     """The drift reason it is marked with (:mod:`._drift`); "" when none."""
+    interrupted: Interrupted | None = None
+    """The cloud is about to take its VM (the interruption queue's mark), and when."""
     fields: NodeFields = field(default_factory=lambda: NodeFields(""), compare=False, repr=False)
     """What :mod:`.act`'s guarded patches compare against (taints as stored, labels, ...)."""
     raw: Object = field(default_factory=dict, compare=False, repr=False)
@@ -67,8 +70,9 @@ class PoolNode:
     @property
     def scaling_down(self) -> bool:
         """Whether its removal is a scale-down (voluntary: the blockers apply), not because
-        someone deleted it (``kubectl delete node``: only the pods' own holds apply)."""
-        return not self.deleting and self.ready
+        someone deleted it (``kubectl delete node``: only the pods' own holds apply), nor
+        because the cloud is taking its VM (it goes anyway)."""
+        return not self.deleting and self.ready and self.interrupted is None
 
     def ready_for(self, now: float) -> float | None:
         """Seconds it has been Ready at ``now`` (never negative), or None when it is not
@@ -110,6 +114,7 @@ def decode_node(obj: Object, unhealthy_conditions: Collection[str] = ()) -> Pool
         hold=node_view(obj).hold,
         unneeded=is_marked(obj),
         drifted=drift_mark(obj),
+        interrupted=interrupted(obj),
         fields=fields,
         raw=obj,
     )
