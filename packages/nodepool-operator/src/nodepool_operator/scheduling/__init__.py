@@ -43,6 +43,7 @@ from ._pods import node_view as node_view
 from ._pods import pod_ref as pod_ref
 from ._pods import pod_requests as pod_requests
 from ._pods import pod_view as pod_view
+from ._pods import read_pending as read_pending
 from ._quantity import Resources as Resources
 from ._quantity import format_bytes as format_bytes
 from ._quantity import format_cpu as format_cpu
@@ -65,6 +66,7 @@ from ._template import node_shape as node_shape
 from ._views import DO_NOT_DISRUPT as DO_NOT_DISRUPT
 from ._views import NodeView as NodeView
 from ._views import PodView as PodView
+from ._views import References as References
 
 __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts before the constants
     "Booting",
@@ -90,6 +92,7 @@ __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts bef
     "PodRef",
     "PodVerdict",
     "PodView",
+    "References",
     "RemovalReason",
     "Resources",
     "ScaleDownNode",
@@ -124,6 +127,7 @@ __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts bef
     "pod_ref",
     "pod_requests",
     "pod_view",
+    "read_pending",
     "removal_order",
     "tolerates",
 ]

@@ -37,6 +37,7 @@ __all__ = [
     "NodeView",
     "PodAffinityTerm",
     "PodView",
+    "References",
     "Requirement",
     "SpreadConstraint",
     "Toleration",
@@ -242,6 +243,16 @@ class HostPort:
 
 
 @dataclass(frozen=True, slots=True)
+class References:
+    """The objects in a pod's namespace that must exist before it can start: its
+    non-optional Secrets, ConfigMaps and claims, each once, in spec order."""
+
+    secrets: tuple[str, ...] = ()
+    config_maps: tuple[str, ...] = ()
+    claims: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PodView:
     """What the simulation needs of a Pod, read once.
 
@@ -271,6 +282,8 @@ class PodView:
             it: ``emptyDir`` not backed by memory, ``hostPath``.
         grace_seconds: ``terminationGracePeriodSeconds`` (30 when unset).
         owner_uid: the uid of its controlling owner (e.g. its DaemonSet), ``""`` if none.
+        priority: ``spec.priority``, ``None`` when unset.
+        references: the Secrets, ConfigMaps and claims it cannot start without.
         constraints: a key equal for pods that pass or fail the same node label and taint
             checks on every node.
     """
@@ -298,6 +311,14 @@ class PodView:
     safe_to_evict: bool = False
     controlled: bool = True
     local_storage: tuple[str, ...] = ()
+    priority: int | None = None
+    references: References = field(default_factory=References)
+
+    @property
+    def key(self) -> str:
+        """Its uid, which tells a re-created pod from the one it replaces; hand-made pods may
+        lack one, then namespace/name."""
+        return self.uid or str(self.ref)
 
     @property
     def interpod(self) -> bool:

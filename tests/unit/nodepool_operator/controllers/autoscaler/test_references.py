@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, cast
 
 from kubeloop import Client, Forbidden, NotFound, Resource
-from nodepool_operator.controllers.autoscaler._decode import pod_needs
 from nodepool_operator.controllers.autoscaler._references import STORAGECLASSES, look_up
+from nodepool_operator.scheduling import References, pod_view
 
 
 class FakeReader:
@@ -36,6 +36,12 @@ def pod(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
+def wanted(pod: dict[str, Any]) -> tuple[str, References]:
+    """What the observe step hands ``look_up`` for one candidate."""
+    view = pod_view(pod)
+    return view.ref.namespace, view.references
+
+
 async def test_look_up_gets_each_distinct_reference_once() -> None:
     claim = {
         "metadata": {"name": "data"},
@@ -58,7 +64,7 @@ async def test_look_up_gets_each_distinct_reference_once() -> None:
         {"name": "d", "persistentVolumeClaim": {"claimName": "data"}},
     ]
     lookup = await look_up(
-        cast(Client, reader), [pod_needs(pod("a", volumes=vols)), pod_needs(pod("b", volumes=vols))]
+        cast(Client, reader), [wanted(pod("a", volumes=vols)), wanted(pod("b", volumes=vols))]
     )
     assert lookup.secrets == {("prod", "tls")}
     assert set(lookup.claims) == {("prod", "data")}
@@ -77,6 +83,6 @@ async def test_look_up_assumes_present_what_it_may_not_read() -> None:
     reader = FakeReader({}, forbidden=frozenset({"secrets"}))
     lookup = await look_up(
         cast(Client, reader),
-        [pod_needs(pod("a", volumes=[{"name": "t", "secret": {"secretName": "tls"}}]))],
+        [wanted(pod("a", volumes=[{"name": "t", "secret": {"secretName": "tls"}}]))],
     )
     assert lookup.secrets == {("prod", "tls")}
