@@ -652,8 +652,9 @@ def _hold_reservations(
     obs: Observation, m: Memory, now: Clock, knobs: Knobs
 ) -> tuple[tuple[Grant, ...], tuple[Lift, ...], float | None]:
     """Reserved new nodes (``_reserve``): give the plan's slots their nodes' names, let each
-    planned pod onto its node, and open a node once its pods are bound (or it has been Ready
-    for the landing grace). Returns the patches and the seconds until the next lift is due."""
+    planned pod onto its node (a grant, unless the pod already tolerates it), and open a node
+    once its pods are bound (or it has been Ready for the landing grace). Returns the grants,
+    the lifts and the seconds until the next lift is due."""
     reservation = m.reservation
     if not obs.reserved and not reservation.slots:
         return (), (), None

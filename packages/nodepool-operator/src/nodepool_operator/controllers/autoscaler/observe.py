@@ -125,7 +125,8 @@ class Observation:
         unbound: those pods' views by key (candidates or not).
         reserved: the pool's reserved Nodes: (Node name, the name it is reserved for).
         holds: each Node's own hold annotation (``""`` if none), for scale-down blockers.
-        lookup: what the candidates' references found (:meth:`Observer.look_up`).
+        lookup: what the candidates' references found (the live reads of
+            :meth:`Observer.observe`).
         budgets: the PodDisruptionBudgets, when a node that might go runs a workload pod.
         marked: the pool's Nodes this Autoscaler named unneeded (:mod:`.._unneeded`).
         drain_timed_out: when the NodePool controller gave up draining a Node, by name (it
