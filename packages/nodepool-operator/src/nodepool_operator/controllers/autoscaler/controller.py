@@ -173,18 +173,16 @@ class AutoscalerController:
         )
 
     async def reconcile(self, req: Request) -> Result:
-        obj = await self._observer.autoscaler(req)
-        if obj is None:
-            self._memory.pop(req.name, None)
-            return Result()
         remembered = self._memory.get(req.name)
-        now = self._clock()
         obs = await self._observer.observe(
-            obj,
+            req,
             planned_at=None if remembered is None else remembered.planned_at,
-            now=now,
+            clock=self._clock,
             window=self._knobs.batch_window,
         )
+        if obs is None:  # gone, or going
+            self._memory.pop(req.name, None)
+            return Result()
         if isinstance(obs, Unready):
             await self._actor.not_ready(obs, self._wall())
             return Result(requeue_after=obs.requeue_after)
@@ -192,6 +190,7 @@ class AutoscalerController:
             log.debug("gathering a burst of %d candidates for %.2fs", obs.candidates, obs.wait)
             return Result(requeue_after=obs.wait)
         memory = self._memory.setdefault(req.name, Memory())
+        now = obs.read_at
         try:
             decision = await decide_and_write(
                 obs,
@@ -203,9 +202,8 @@ class AutoscalerController:
             )
         except NotFound:  # the pool went away after we read it
             memory.planned_at = now
-            await self._actor.not_ready(
-                self._observer.pool_not_found(obj, obs.pool_name), self._wall()
-            )
+            gone = self._observer.pool_not_found(obs.raw.scaler, obs.pool_name)
+            await self._actor.not_ready(gone, self._wall())
             return Result()
         granted, opened = await self._actor.tell_and_reserve(obs.raw, decision, self._wall())
         self._memory[req.name] = settle(decision.memory, granted, opened)

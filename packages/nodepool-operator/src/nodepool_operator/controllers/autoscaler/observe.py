@@ -7,7 +7,8 @@ and its view); then, once the burst the candidates came in has gone quiet
 (:mod:`._batching`), the live reads: the Secrets, ConfigMaps and claims the candidates
 reference (:mod:`._references`), and the PodDisruptionBudgets when scale-down might need
 them. It returns the :class:`Observation`, or :class:`Gathering` (a burst still coming in:
-look again later), :class:`Unready` (why it cannot plan) or ``None`` (the Autoscaler is gone).
+look again later), :class:`Unready` (why it cannot plan) or ``None`` (the Autoscaler is gone
+or going).
 
 What is raw in the record is only what the recorder needs to name an object (:class:`Raw`);
 every decision reads the typed fields.
@@ -133,6 +134,8 @@ class Observation:
             rests, out of scale-down, for a while after).
         rivals: the other Autoscalers watching one of its namespaces, as options for the
             choice of who scales for a pod (:mod:`._choice`), by name.
+        read_at: when the cache was read, on the monotonic clock of the candidates'
+            ``first_seen`` (the controller decides at that time).
     """
 
     scaler: Autoscaler
@@ -153,6 +156,7 @@ class Observation:
     marked: frozenset[str] = frozenset()
     drain_timed_out: Mapping[str, float] = field(default_factory=dict)
     rivals: tuple[Option, ...] = ()
+    read_at: float = 0.0
 
     @property
     def pool_name(self) -> str:
@@ -295,28 +299,31 @@ class Observer:
         self._scope_labels = scope_labels
         self._first_seen = first_seen
 
-    async def autoscaler(self, req: Request) -> Object | None:
-        """The Autoscaler, ``None`` if it is gone or going."""
+    async def observe(
+        self,
+        req: Request,
+        *,
+        planned_at: float | None,
+        clock: Callable[[], float],
+        window: float,
+    ) -> Observation | Gathering | Unready | None:
+        """Read what planning needs (``None``: the Autoscaler is gone or going): the cache's
+        objects, then, once the burst of candidates seen after ``planned_at`` (when this
+        Autoscaler last planned) has been quiet for ``window`` seconds on ``clock`` (read
+        after the cache, :func:`~._batching.batch_wait`), the live reads: what the
+        candidates reference, and, when scale-down is on and a node that might go runs a
+        workload pod, every namespace's budgets (a node whose pods a budget lets go now is
+        named before one it would hold; a kube-system pod no budget covers blocks its
+        node)."""
         # Through the cache, not the store: a read right after our own status write waits
         # for the watch to bring that write back, so the next write does not conflict.
         obj = await self._get(AUTOSCALERS, req.name)
         if obj is None or deleting(obj):
             return None
-        return obj
-
-    async def observe(
-        self, obj: Object, *, planned_at: float | None, now: float, window: float
-    ) -> Observation | Gathering | Unready:
-        """Read what planning needs: the cache's objects, then, once the burst of candidates
-        seen after ``planned_at`` (when this Autoscaler last planned) has been quiet for
-        ``window`` seconds at ``now`` (:func:`~._batching.batch_wait`), the live reads: what
-        the candidates reference, and, when scale-down is on and a node that might go runs a
-        workload pod, every namespace's budgets (a node whose pods a budget lets go now is
-        named before one it would hold; a kube-system pod no budget covers blocks its
-        node)."""
         seen = await self._read(obj)
         if isinstance(seen, Unready):
             return seen
+        now = clock()  # after the cache: every candidate it holds was seen by then
         first_seen = [p.first_seen for p in seen.candidates]
         wait = batch_wait(first_seen, now=now, window=window, planned_at=planned_at)
         if wait > 0:
@@ -330,7 +337,7 @@ class Observer:
             if any(pod.workload for pod in views):
                 items, _ = await self._client.list_all(PDBS)
                 budgets = [pdb_view(item) for item in items]
-        return replace(seen, lookup=lookup, budgets=tuple(budgets))
+        return replace(seen, lookup=lookup, budgets=tuple(budgets), read_at=now)
 
     async def _read(self, obj: Object) -> Observation | Unready:
         """What the cache holds for planning (the live reads not made yet), or why the
