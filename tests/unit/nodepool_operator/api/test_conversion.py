@@ -65,6 +65,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         "every field",
         {
             "targetNodes": 2,
+            "zoneTargets": {"zone-a": 1, "zone-b": 2},
             "minNodes": 0,
             "maxNodes": 10,
             "instanceType": "m5.large",
@@ -77,7 +78,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             "disruption": DISRUPTION,
         },
         {
-            "size": {"target": 2, "min": 0, "max": 10},
+            "size": {"target": 2, "zoneTargets": {"zone-a": 1, "zone-b": 2}, "min": 0, "max": 10},
             "template": {
                 "metadata": {"labels": {"team": "ml"}},
                 "spec": {

@@ -38,6 +38,7 @@ FieldMap = tuple[tuple[tuple[str, ...], str], ...]
 
 NODEPOOL_FIELDS: Final[FieldMap] = (
     (("size", "target"), "targetNodes"),
+    (("size", "zoneTargets"), "zoneTargets"),
     (("size", "min"), "minNodes"),
     (("size", "max"), "maxNodes"),
     (("template", "metadata", "labels"), "labels"),

@@ -217,6 +217,11 @@ class NodePoolSpec:
     target_nodes: Annotated[int, Minimum(0), Maximum(MAX_POOL_NODES)] = 0
     """How many nodes the pool should have. The Autoscaler raises it when pods are pending;
     `kubectl scale nodepool/NAME --replicas=N` sets it. At most maxNodes."""
+    zone_targets: dict[str, Annotated[int, Minimum(0)]] = field(default_factory=dict)
+    """The fewest of the pool's nodes wanted in each zone (zone name -> count), for the
+    zones the Autoscaler's plan needs specifically (a zone topology spread, a required zone
+    affinity, a volume's zone). Written with targetNodes, in the same write; a new node
+    goes first to a zone below its count, else to the zone with the fewest nodes."""
     min_nodes: Annotated[int, Minimum(0), Maximum(MAX_POOL_NODES)] = 0
     """The fewest nodes the Autoscaler may scale the pool down to."""
     max_nodes: Annotated[int, Minimum(1), Maximum(MAX_POOL_NODES)] = 10
@@ -300,6 +305,9 @@ class NodePoolStatus:
         field(default_factory=list)
     )
     """The VMs the pool intends to have, recorded before each cloud call."""
+    zones: list[Annotated[str, MinLength(1), MaxLength(63)]] = field(default_factory=list)
+    """The zones the pool can launch nodes into now (from its node class's subnets).
+    Empty: one unnamed zone (the cloud picks)."""
     disruption: DisruptionStatus | None = None
     """Nodes being disrupted now, and how many more spec.disruption.budgets allows."""
 

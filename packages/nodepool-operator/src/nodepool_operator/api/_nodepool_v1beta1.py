@@ -58,6 +58,9 @@ class NodePoolSize:
     target: Annotated[int, Minimum(0), Maximum(MAX_POOL_NODES)] = 0
     """How many nodes the pool should have. The Autoscaler raises it when pods are pending;
     `kubectl scale nodepool/NAME --replicas=N` sets it. At most max."""
+    zone_targets: dict[str, Annotated[int, Minimum(0)]] = field(default_factory=dict)
+    """The fewest of the pool's nodes wanted in each zone (zone name -> count), for the
+    zones the Autoscaler's plan needs specifically; written with target, in one write."""
     min: Annotated[int, Minimum(0), Maximum(MAX_POOL_NODES)] = 0
     """The fewest nodes the Autoscaler may scale the pool down to."""
     max: Annotated[int, Minimum(1), Maximum(MAX_POOL_NODES)] = 10
