@@ -5,7 +5,7 @@ in-process reconcile; the figure is in docs/architecture.md.
 Issue 20's criterion: the data comes back to no module more than once after leaving it. The
 reconcile calls observe, decide and act once each; observe reads each pod once, at the
 boundary (``scheduling.read_pending``), decide hands the pods to the simulation once. The one
-module still come back to twice is the simulation's own recipe (see ``STILL_TWICE``).
+module the data still comes back to twice is the simulation's own recipe (see ``STILL_TWICE``).
 """
 
 from __future__ import annotations
