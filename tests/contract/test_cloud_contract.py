@@ -271,6 +271,9 @@ async def test_aws_launch_settings_reach_ec2_and_a_changed_setting_is_a_mismatch
         assert vm.image == f"resolve:ssm:{param}", "reported as asked, so drift checks agree"
         raw = (await ec2.describe_instances(InstanceIds=[vm.id]))["Reservations"][0]["Instances"][0]
         assert raw["ImageId"] == ami
+        assert vm.image_id == ami, "the AMI it booted, for drift"
+        assert await aws.resolve_image(f"resolve:ssm:{param}") == ami
+        assert await aws.resolve_image(ami) == ami  # an id is its own answer
         assert raw["SubnetId"] in subnets
         assert [g["GroupId"] for g in raw["SecurityGroups"]] == [group]
         assert raw["IamInstanceProfile"]["Arn"].endswith("/nodes")
@@ -289,6 +292,8 @@ async def test_aws_an_ssm_parameter_that_does_not_exist_is_invalid(moto: MotoSer
     async with AwsCloud(endpoint_url=moto.endpoint_url) as aws:
         with pytest.raises(InvalidRequest, match="ParameterNotFound"):
             await aws.create(req(image="resolve:ssm:/no/such/parameter"))
+        with pytest.raises(InvalidRequest, match="ParameterNotFound"):
+            await aws.resolve_image("resolve:ssm:/no/such/parameter")
         assert await aws.list({}) == []
 
 

@@ -12,7 +12,7 @@ from aiobotocore.session import AioSession
 
 from nodepool_operator.api import AWSNODECLASSES, NODEPOOLS
 from nodepool_operator.controllers import POOL_LABEL
-from nodepool_operator.testbed import seed_launch_environment
+from nodepool_operator.testbed import LaunchEnvironment, seed_launch_environment
 from tests.e2e.conftest import OperatorEnv
 from tests.e2e.test_autoscaler import pool_manifest
 
@@ -20,9 +20,12 @@ from tests.e2e.test_autoscaler import pool_manifest
 INSTANCE_TYPE = "m5.large"
 
 
-async def create_moto_pool(env: OperatorEnv, endpoint_url: str, name: str, **spec: Any) -> None:
+async def create_moto_pool(
+    env: OperatorEnv, endpoint_url: str, name: str, **spec: Any
+) -> LaunchEnvironment:
     """Seed moto for ``name`` (AMI parameter, subnets, group, profile), then create the
-    AwsNodeClass and a NodePool of :data:`INSTANCE_TYPE` naming it, both called ``name``."""
+    AwsNodeClass and a NodePool of :data:`INSTANCE_TYPE` naming it, both called ``name``;
+    what was seeded."""
     seeded = await seed_launch_environment(endpoint_url, name=name)
     node_class = {
         "apiVersion": AWSNODECLASSES.api_version,
@@ -35,6 +38,7 @@ async def create_moto_pool(env: OperatorEnv, endpoint_url: str, name: str, **spe
     pool = pool_manifest(name, instanceType=INSTANCE_TYPE, cpu="2", memory="8Gi", **spec)
     pool["spec"]["nodeClassRef"] = {"name": name}
     await env.create(NODEPOOLS, pool)
+    return seeded
 
 
 async def ec2_states(endpoint_url: str, pool: str) -> list[str]:

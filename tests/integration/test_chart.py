@@ -82,6 +82,7 @@ AWS_VALUES: dict[str, Any] = {
         "labelSelector": "shard in (a,b)",
         "registrationTimeoutSeconds": 600,
         "maxNodeProvisionSeconds": 1200,
+        "imageResolveSeconds": 60,
         "logLevel": "debug",
         "installCRDs": True,
     },
@@ -318,6 +319,7 @@ def test_aws_values_render_the_operator_for_ec2(tmp_path: Path) -> None:
     assert args["label_selector"] == "shard in (a,b)"
     assert args["registration_timeout"] == 600
     assert args["max_node_provision_seconds"] == 1200
+    assert args["image_resolve_seconds"] == 60
     assert args["log_level"] == "debug"
     assert args["install_crds"] is True
     pod = deployment["spec"]["template"]["spec"]

@@ -113,6 +113,9 @@ app.kubernetes.io/part-of: nodepool-operator
 {{- if not (kindIs "invalid" $op.maxNodeProvisionSeconds) }}
 - {{ printf "--max-node-provision-time=%v" $op.maxNodeProvisionSeconds | quote }}
 {{- end }}
+{{- if not (kindIs "invalid" $op.imageResolveSeconds) }}
+- {{ printf "--image-resolve-seconds=%v" $op.imageResolveSeconds | quote }}
+{{- end }}
 {{- if $op.installCRDs }}
 - --install-crds
 {{- end }}

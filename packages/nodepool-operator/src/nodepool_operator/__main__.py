@@ -147,6 +147,15 @@ def _parser() -> argparse.ArgumentParser:
         f"(default: {_DEFAULTS.node_repair_seconds:g})",
     )
     run.add_argument(
+        "--image-resolve-seconds",
+        type=float,
+        default=_DEFAULTS.image_resolve_seconds,
+        metavar="S",
+        help="how often a node class's AMI (its SSM parameter) is resolved anew to find "
+        "drifted nodes; at once when the class changes "
+        f"(default: {_DEFAULTS.image_resolve_seconds:g})",
+    )
+    run.add_argument(
         "--no-simulated-kubelets",
         dest="simulated_kubelets",
         action="store_false",
@@ -373,6 +382,7 @@ def _run(args: argparse.Namespace) -> int:
         max_node_provision_seconds=args.max_node_provision_seconds,
         registration_timeout_seconds=args.registration_timeout,
         node_repair_seconds=args.node_repair_seconds,
+        image_resolve_seconds=args.image_resolve_seconds,
         simulated_kubelets=args.simulated_kubelets,
         webhook_bind_address=None if args.webhook_port is None else f":{args.webhook_port}",
         webhook_cert_dir=args.webhook_cert_dir,

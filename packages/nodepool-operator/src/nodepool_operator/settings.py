@@ -45,6 +45,9 @@ class OperatorSettings:
     #: (Karpenter's node repair toleration, 30 min) unless the pool's
     #: spec.disruption.repair.toleration says otherwise; never while too much of it is.
     node_repair_seconds: float = 1800.0
+    #: How often a node class's image (its SSM parameter) is resolved anew for drift:
+    #: Karpenter's 5 minutes; at once whenever the class changes. Shorter in tests.
+    image_resolve_seconds: float = 300.0
     #: With the simulated cloud, also run its VMs' kubelets in this process (they register
     #: the Nodes; see ``nodepool_operator.testbed.SimulatedKubelets``; needs the demo extra).
     simulated_kubelets: bool = True

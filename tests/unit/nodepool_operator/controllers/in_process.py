@@ -86,6 +86,10 @@ class CloudJournal:
         self._note("instance_types")
         return await self.cloud.instance_types()
 
+    async def resolve_image(self, image: str) -> str:
+        self._note(f"resolve_image {image}")
+        return await self.cloud.resolve_image(image)
+
     async def describe_cluster(self, name: str) -> ClusterInfo:
         self._note(f"describe_cluster {name}")
         return await self.cloud.describe_cluster(name)

@@ -458,7 +458,7 @@ class AwsCloud:
             {"ResourceType": "volume", "Tags": tags},  # type: ignore[typeddict-item]
         ]
         params: RunInstancesRequestTypeDef = {
-            "ImageId": await self._resolve_image(request.image),
+            "ImageId": await self.resolve_image(request.image),
             "InstanceType": request.instance_type,  # type: ignore[typeddict-item]
             "MinCount": 1,
             "MaxCount": 1,
@@ -492,7 +492,9 @@ class AwsCloud:
             params["UserData"] = request.user_data  # botocore base64-encodes it
         return params
 
-    async def _resolve_image(self, image: str) -> str:
+    async def resolve_image(self, image: str) -> str:
+        """An AMI id as it is; ``resolve:ssm:<parameter>``: the parameter's value (one
+        GetParameter), as RunInstances would resolve it now."""
         if not image.startswith(SSM_IMAGE_PREFIX):
             return image
         name = image.removeprefix(SSM_IMAGE_PREFIX)
@@ -618,6 +620,7 @@ def _to_instance(raw: InstanceTypeDef) -> Instance:
         tags={k: v for k, v in tags.items() if k not in BOOKKEEPING_TAGS},
         created_at=_epoch(created),
         launched_at=_epoch(launch_time) if state == "running" else None,
+        image_id=str(raw.get("ImageId", "")),
     )
 
 

@@ -88,5 +88,8 @@ class MeteredCloud:
     async def instance_types(self) -> builtins.list[InstanceType]:
         return await self._call("instance_types", self.inner.instance_types)
 
+    async def resolve_image(self, image: str) -> str:
+        return await self._call("resolve_image", lambda: self.inner.resolve_image(image))
+
     async def describe_cluster(self, name: str) -> ClusterInfo:
         return await self._call("describe_cluster", lambda: self.inner.describe_cluster(name))

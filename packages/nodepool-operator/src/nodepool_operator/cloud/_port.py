@@ -134,6 +134,9 @@ class Instance:
     """When it last became running; None if it never has."""
     user_data: str = ""
     """What the VM was launched with (:attr:`CreateRequest.user_data`)."""
+    image_id: str = ""
+    """The image it booted as the cloud resolved :attr:`image` at its launch (EC2: its
+    ImageId, an SSM parameter's value then); "" when the cloud does not say."""
 
 
 class CloudProvider(Protocol):
@@ -202,6 +205,16 @@ class CloudProvider(Protocol):
 
     async def instance_types(self) -> builtins.list[InstanceType]:
         """The catalogue of instance types this provider can launch."""
+        ...
+
+    async def resolve_image(self, image: str) -> str:
+        """The image id a create with ``image`` would boot now (EC2: the value of a
+        ``resolve:ssm:`` parameter, an AMI id as it is), for drift: one call per image and
+        period, never one per VM.
+
+        Raises:
+            InvalidRequest: the parameter holds no image id (reason ``InvalidAMI``).
+        """
         ...
 
     async def describe_cluster(self, name: str) -> ClusterInfo:

@@ -296,6 +296,11 @@ class SimulatedCloud:
     async def stop(self, instance_id: str) -> None:
         await self._call("stop", lambda conn, now: _stop(conn, now, instance_id))
 
+    async def resolve_image(self, image: str) -> str:
+        """Every image is its own id here (no parameter store): a class's new image is
+        drift, a parameter never moves. Not a counted call."""
+        return image
+
     async def instance_types(self) -> builtins.list[InstanceType]:
         return await self._call(
             "instance_types", lambda conn, now: builtins.list(self._types.values())
@@ -631,6 +636,7 @@ def _to_instance(row: tuple[Any, ...], now: float) -> Instance:
         created_at=created_at,
         launched_at=ready_at if launched else None,
         user_data=user_data,
+        image_id=image,
     )
 
 

@@ -13,6 +13,7 @@ from nodepool_operator.controllers.nodepool._intent import (
     idempotency_token,
     new_intents,
 )
+from nodepool_operator.controllers.nodepool._launch_record import CLASS_HASH_TAG, class_hash
 
 
 def test_new_intents_are_creating_records_with_fresh_names() -> None:
@@ -41,7 +42,11 @@ def test_create_request_is_stable_and_tagged_with_name_and_uid() -> None:
     again = create_request(pool_name="web", pool_uid="u-1", instance_type="m5.large", name="web-1")
     assert first == again
     assert first.idempotency_token == idempotency_token("u-1", "web-1")
-    assert first.tags == {"kubeloop.dev/nodepool": "web", "kubeloop.dev/nodepool-uid": "u-1"}
+    assert first.tags == {
+        "kubeloop.dev/nodepool": "web",
+        "kubeloop.dev/nodepool-uid": "u-1",
+        CLASS_HASH_TAG: class_hash(None),  # the launch's record, for drift
+    }
     assert first.image == NODE_IMAGE
     other_incarnation = create_request(
         pool_name="web", pool_uid="u-2", instance_type="m5.large", name="web-1"
@@ -92,6 +97,7 @@ def test_a_node_class_gives_the_request_its_image_launch_settings_and_tags() -> 
         "team": "a",
         "kubeloop.dev/nodepool": "web",
         "kubeloop.dev/nodepool-uid": "u-1",
+        CLASS_HASH_TAG: class_hash(spec),
     }
     other_vm = create_request(
         pool_name="web", pool_uid="u-1", instance_type="m5.large", name="web-2", node_class=spec

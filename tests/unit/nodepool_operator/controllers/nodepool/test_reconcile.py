@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 
 from kubeloop import KubeloopError, Request
+from nodepool_operator.api import parse_nodeclass
 from nodepool_operator.cloud import Instance, SimulatedCloud, provider_id
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers._unneeded import DRAIN_TIMED_OUT_AT, format_time
 from nodepool_operator.controllers._unneeded import UNNEEDED_ANNOTATION as UNNEEDED
 from nodepool_operator.controllers.nodepool import FINALIZER, NODE_FINALIZER
+from nodepool_operator.controllers.nodepool._drift import DRIFTED_ANNOTATION as DRIFTED
 from nodepool_operator.controllers.nodepool._intent import create_request, idempotency_token
 from nodepool_operator.controllers.nodepool._node_sync import OWNED_ANNOTATION, Owned
 from tests import factories
@@ -428,13 +430,9 @@ async def test_an_expired_node_gets_its_replacement_before_any_drain(tmp_path: P
     assert "web-b" not in expiring["message"]
 
 
-async def test_an_expired_node_is_drained_once_its_replacement_is_ready(tmp_path: Path) -> None:
-    cloud, (old, young, new) = await aged(tmp_path, {"web-a": 7200, "web-b": 60, "web-c": 5})
-    obj = pool([old, young, new], target=2, disruption={"expireAfter": "1h"})
-    objects = [obj, node(old), node(young), node(new), workload("x", old)]
-
-    done = await run(objects, cloud, tmp_path)
-
+def web_a_retired_first(done: in_process.Pass) -> None:
+    """web-a (of web-a, web-b, web-c) is retired: tainted before its record says so and
+    before its pod x is evicted; web-b and web-c are left alone."""
     planned = done.status_writes()[0]
     assert records(planned) == [("web-a", "deleting"), ("web-b", "running"), ("web-c", "running")]
     kinds = done.kinds()
@@ -442,8 +440,108 @@ async def test_an_expired_node_is_drained_once_its_replacement_is_ready(tmp_path
     assert taint < kinds.index("evict Pod/eviction default/x")
     assert taint < kinds.index("update NodePool/status web")  # tainted before recorded
     assert not [k for k in kinds if k.startswith("patch Node web-b") or "web-c" in k]
+
+
+async def test_an_expired_node_is_drained_once_its_replacement_is_ready(tmp_path: Path) -> None:
+    cloud, (old, young, new) = await aged(tmp_path, {"web-a": 7200, "web-b": 60, "web-c": 5})
+    obj = pool([old, young, new], target=2, disruption={"expireAfter": "1h"})
+    objects = [obj, node(old), node(young), node(new), workload("x", old)]
+
+    done = await run(objects, cloud, tmp_path)
+
+    web_a_retired_first(done)
     assert [r for r, _ in done.events()].count("Expired") == 1
     assert len(cloud.snapshot().live) == 3  # the pod is evicting: web-a's VM stays for now
+
+
+# -- drift ----------------------------------------------------------------------------------------
+
+OLD_AMI, NEW_AMI = "ami-0123456789abcdef0", "ami-0fedcba9876543210"
+
+
+async def on_ami(cloud: SimulatedCloud, ami: str, *names: str) -> list[Instance]:
+    """VMs of the pool launched (with the launch's record) from a class booting ``ami``
+    (an SSM parameter when it starts with a slash)."""
+    image = {"amiSsmParameter": ami} if ami.startswith("/") else {"amiId": ami}
+    spec = parse_nodeclass(factories.nodeclass("c", amiFamily="Custom", **image)).spec
+    return [
+        await cloud.create(
+            create_request(
+                pool_name="web",
+                pool_uid=UID,
+                instance_type="m5.large",
+                name=name,
+                node_class=spec,
+            )
+        )
+        for name in names
+    ]
+
+
+async def test_a_node_on_the_old_ami_is_marked_and_gets_its_replacement_first(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    old, young = await on_ami(cloud, OLD_AMI, "web-a", "web-b")
+    obj = pool([old, young], target=2, nodeClassRef={"name": "c"})
+    new_class = factories.nodeclass("c", amiId=NEW_AMI, amiFamily="Custom")
+    objects = [obj, new_class, node(old), node(young), workload("x", old)]
+
+    done = await run(objects, cloud, tmp_path)
+
+    # both marked (the Node's annotation), neither tainted nor drained
+    marked = [w for w in done.writes if w.kind == "Node"]
+    assert sorted(w.name for w in marked) == ["web-a", "web-b"]
+    assert all(w.body["metadata"]["annotations"][DRIFTED] == "ImageDrift" for w in marked)
+    assert not [k for k in done.kinds() if k.startswith("evict")]
+    # one replacement at a time (the default budget, 10% of 2 nodes), launched on the new AMI
+    states = dict(records(done.status_writes()[0]))
+    (new,) = [n for n, s in states.items() if s == "creating"]
+    assert [vm.image for vm in cloud.snapshot().live if vm.name == new] == [NEW_AMI]
+    assert [r for r, _ in done.events()].count("DriftDetected") == 2
+    drifted = condition(done.status_writes()[-1], "Drifted")
+    assert (drifted["status"], drifted["reason"]) == ("True", "Replacing")
+    assert drifted["message"].startswith("2 node(s) drifted")
+    # an amiId is its own answer: the cloud is not asked (a parameter is, once per period)
+    assert not [c for c, _ in done.journal.calls if c.startswith("resolve_image")]
+
+
+async def test_a_pool_on_its_parameters_ami_asks_for_it_once_and_nothing_drifts(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    vms = await on_ami(cloud, "/eks/ami", "web-a", "web-b", "web-c")
+    obj = pool(vms, target=3, nodeClassRef={"name": "c"})
+    ssm_class = factories.nodeclass("c", amiSsmParameter="/eks/ami", amiFamily="Custom")
+    objects = [obj, ssm_class, *(node(vm) for vm in vms)]
+
+    done = await run(objects, cloud, tmp_path)
+
+    # one resolve for the pass's three nodes, not one per node
+    asked = [c for c, _ in done.journal.calls if c.startswith("resolve_image")]
+    assert asked == ["resolve_image resolve:ssm:/eks/ami"]
+    assert [w for w in done.writes if w.kind == "Node"] == []
+    assert "DriftDetected" not in [r for r, _ in done.events()]
+    drifted = condition(done.status_writes()[-1], "Drifted")
+    assert (drifted["status"], drifted["reason"]) == ("False", "NoneDrifted")
+
+
+async def test_a_marked_node_is_drained_once_its_replacement_is_ready(
+    cloud: SimulatedCloud, tmp_path: Path
+) -> None:
+    old, young = await on_ami(cloud, OLD_AMI, "web-a", "web-b")
+    (new,) = await on_ami(cloud, NEW_AMI, "web-c")
+    obj = pool([old, young, new], target=2, nodeClassRef={"name": "c"})
+    new_class = factories.nodeclass("c", amiId=NEW_AMI, amiFamily="Custom")
+    marked = [node(old), node(young)]
+    for n in marked:
+        n["metadata"]["annotations"][DRIFTED] = "ImageDrift"
+    objects = [obj, new_class, *marked, node(new), workload("x", old)]
+
+    done = await run(objects, cloud, tmp_path)
+
+    # the oldest goes; the other drifted node waits (the budget is taken by the one draining)
+    web_a_retired_first(done)
+    assert [r for r, _ in done.events()].count("Drifted") == 1
+    assert "DriftDetected" not in [r for r, _ in done.events()], "marked already"
 
 
 # -- a node class missing ------------------------------------------------------------------------

@@ -47,6 +47,7 @@ def test_converged_pool() -> None:
         "Degraded": ("False", "CloudHealthy", ""),
         "RepairBlocked": ("False", "WithinThreshold", ""),
         "Expiring": ("False", "NoneExpired", ""),
+        "Drifted": ("False", "NoneDrifted", ""),
     }
 
 

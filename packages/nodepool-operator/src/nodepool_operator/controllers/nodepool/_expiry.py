@@ -14,6 +14,10 @@ the budgets; here it goes within the budgets that apply to the ``Drifted`` reaso
 node is one whose launch no longer matches what a new one would be), counted from the
 cluster as every disruption is, so at most as many are set aside at once as the budget
 allows, oldest first, and a budget of 0 holds them (the Expiring condition says so).
+
+Drifted nodes (:mod:`._drift`) are replaced the same way and under the same budget, in one
+decision with the expired ones (expired first, then drifted, each oldest first), so the two
+never take the budget twice; the Drifted condition counts them.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from typing import TYPE_CHECKING, Final
 from nodepool_operator.api import InstanceRecord, format_duration
 from nodepool_operator.controllers.nodepool._budget import allowed_disruptions
 from nodepool_operator.controllers.nodepool._disruption import disrupting
+from nodepool_operator.controllers.nodepool._drift import DRIFTED, Drift
 from nodepool_operator.controllers.nodepool._instances import live, node_of
+from nodepool_operator.controllers.nodepool.records import PoolNode
 
 if TYPE_CHECKING:
     from nodepool_operator.controllers.nodepool.observe import Observation
@@ -52,11 +58,15 @@ class Expiry:
     """Expired records to retire now (their replacements are Ready): the Event (reason,
     note) by record."""
     held: tuple[str, ...] = ()
-    """Expired nodes the budget holds back this pass."""
+    """Expired or drifted nodes the budget holds back this pass."""
     waits: tuple[float, ...] = ()
     """Seconds until the next node expires."""
     message: str = ""
     """The Expiring condition's message (empty: no node expired)."""
+    drifting: str = ""
+    """The Drifted condition's message (empty: no node drifted)."""
+    drift_aside: tuple[str, ...] = ()
+    """Of :attr:`aside`, those replaced because they drifted (not expired)."""
 
 
 def _names(names: Sequence[str]) -> str:
@@ -72,17 +82,19 @@ def expiry(
     want: int,
     skip: Collection[str] = (),
     resting: Collection[str] = (),
+    drifted: Mapping[str, Drift] | None = None,
 ) -> Expiry:
-    """The expired records of the pool and what to do with each now. ``want``: the pool's
-    desired size; ``skip``: records leaving anyway (not expiry's to decide); ``resting``:
-    records whose drain timed out a short while ago. An expired one stays aside while it
-    rests (not retired again yet), so its Ready replacement is not taken for surplus."""
+    """The expired and ``drifted`` records of the pool and what to do with each now.
+    ``want``: the pool's desired size; ``skip``: records leaving anyway (not expiry's to
+    decide); ``resting``: records whose drain timed out a short while ago. An expired or
+    drifted one stays aside while it rests (not retired again yet), so its Ready
+    replacement is not taken for surplus."""
+    drifted = drifted or {}
     ttl = obs.pool.spec.disruption.expire_after
-    if ttl is None:
-        return Expiry()
-    limit = ttl.total_seconds()
+    limit = ttl.total_seconds() if ttl is not None else None
     by_instance = obs.by_instance()
-    expired: list[tuple[float, str, str]] = []
+    # (expired first, born, record, node): expired before drifted, each oldest first
+    due: list[tuple[int, float, str, str]] = []
     waits: list[float] = []
     for r in live(records):
         vm = obs.vms.get(r.instance_id or "")
@@ -90,18 +102,21 @@ def expiry(
         if r.name in skip or vm is None or node is None or node.disrupting:
             continue
         born = vm.launched_at or vm.created_at
-        if now - born >= limit:
-            expired.append((born, r.name, node.name))
-        else:
+        if limit is not None and now - born >= limit:
+            due.append((0, born, r.name, node.name))
+            continue
+        if limit is not None:
             waits.append(born + limit - now)
-    if not expired:
+        if r.name in drifted:
+            due.append((1, born, r.name, node.name))
+    if not due:
         return Expiry(waits=tuple(waits))
-    expired.sort()
+    due.sort()
     count = disrupting(records, obs.nodes, by_instance)
     budgets = obs.pool.spec.disruption.budgets
     allowed = allowed_disruptions(budgets, len(obs.nodes), count, EXPIRY_REASON)
-    chosen, held = expired[:allowed], expired[allowed:]
-    chosen_names = {name for _, name, _ in chosen}
+    chosen, held = due[:allowed], due[allowed:]
+    chosen_names = {name for _, _, name, _ in chosen}
     # The pool's Ready nodes without the chosen ones: once they are as many as it wants,
     # every replacement is serving and the chosen can go.
     serving = sum(
@@ -113,32 +128,71 @@ def expiry(
         and node.ready
         and not node.disrupting
     )
-    age = format_duration(ttl)
+    age = format_duration(ttl) if ttl is not None else ""
     retire: dict[str, tuple[str, str]] = {}
     aside: list[str] = []
-    for _, name, node_name in chosen:
+    for drift, _, name, node_name in chosen:
         if serving >= want and name not in resting:
-            note = (
-                f"node {node_name} of {name} is older than expireAfter {age} and its "
-                "replacement is Ready; draining and removing it"
-            )
-            retire[name] = (EXPIRED, note)
+            if drift:
+                why = f"drifted ({drifted[name].reason}: {drifted[name].message})"
+                retire[name] = (DRIFTED, f"node {node_name} of {name} {why}{_REPLACED}")
+            else:
+                why = f"is older than expireAfter {age}"
+                retire[name] = (EXPIRED, f"node {node_name} of {name} {why}{_REPLACED}")
         else:
             aside.append(name)
-    parts = []
-    if chosen:
-        parts.append(
-            f"replacing nodes older than expireAfter {age}, replacement first: "
-            + _names([n for _, _, n in chosen])
-        )
-    if held:
-        parts.append(
-            f"held by the disruption budgets ({EXPIRY_REASON}): " + _names([n for _, _, n in held])
-        )
+    drift_names = {name for d, _, name, _ in chosen if d}
     return Expiry(
         aside=tuple(aside),
+        drift_aside=tuple(n for n in aside if n in drift_names),
         retire=retire,
-        held=tuple(n for _, _, n in held),
+        held=tuple(n for _, _, _, n in held),
         waits=tuple(waits),
-        message="; ".join(parts),
+        message=_message(
+            f"replacing nodes older than expireAfter {age}, replacement first: ",
+            [n for d, _, _, n in chosen if not d],
+            [n for d, _, _, n in held if not d],
+        ),
+        drifting=_drift_message(drifted, by_instance, records, chosen, held),
     )
+
+
+_REPLACED = " and its replacement is Ready; draining and removing it"
+
+
+def _message(doing: str, chosen: Sequence[str], held: Sequence[str]) -> str:
+    parts = []
+    if chosen:
+        parts.append(doing + _names(chosen))
+    if held:
+        parts.append(f"held by the disruption budgets ({EXPIRY_REASON}): " + _names(held))
+    return "; ".join(parts)
+
+
+def _drift_message(
+    drifted: Mapping[str, Drift],
+    by_instance: Mapping[str, PoolNode],
+    records: Sequence[InstanceRecord],
+    chosen: Sequence[tuple[int, float, str, str]],
+    held: Sequence[tuple[int, float, str, str]],
+) -> str:
+    """``<n> node(s) drifted (<node>: <reason>, ...)``, then which are being replaced and
+    which the budgets hold (a drifted node that also expired is counted, and replaced as
+    expired)."""
+    if not drifted:
+        return ""
+    nodes = {
+        r.name: node.name
+        for r in records
+        if r.name in drifted and (node := node_of(r, by_instance)) is not None
+    }
+    found = [f"{nodes[name]}: {drifted[name].reason}" for name in sorted(drifted) if name in nodes]
+    if not found:
+        return ""
+    head = f"{len(found)} node(s) drifted ({_names(found)})"
+    rest = _message(
+        "replacing, replacement first: ",
+        [n for d, _, _, n in chosen if d],
+        [n for d, _, _, n in held if d],
+    )
+    return f"{head}; {rest}" if rest else head

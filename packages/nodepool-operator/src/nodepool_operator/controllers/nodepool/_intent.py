@@ -14,6 +14,7 @@ from nodepool_operator.api import AwsNodeClassSpec, InstanceRecord
 from nodepool_operator.cloud import CreateRequest
 from nodepool_operator.controllers._launch import launch_settings, launch_tags
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers.nodepool._launch_record import CLASS_HASH_TAG, class_hash
 
 #: VMs carry the pool's uid as well as its name: a re-created pool of the same name is
 #: another pool, and garbage collection and deletion act by uid.
@@ -73,8 +74,12 @@ def create_request(
         instance_type=instance_type,
         image=node_class.image if node_class is not None else NODE_IMAGE,
         idempotency_token=idempotency_token(pool_uid, name),
-        # the pool's tags last: a class cannot take a VM out of its pool
-        tags=launch_tags(node_class, pool_tags(pool_name, pool_uid)),
+        # the pool's tags last: a class cannot take a VM out of its pool; the launch's
+        # record for drift (:mod:`._launch_record`) with them
+        tags=launch_tags(
+            node_class,
+            {**pool_tags(pool_name, pool_uid), CLASS_HASH_TAG: class_hash(node_class)},
+        ),
         launch=launch_settings(node_class),
         user_data=_user_data(user_data, node_class, name, pool_name, instance_type),
     )

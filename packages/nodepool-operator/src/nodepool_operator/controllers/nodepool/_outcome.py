@@ -40,6 +40,7 @@ def status(
     held: Sequence[str],
     repair_blocked: str,
     expiring: str = "",
+    drifting: str = "",
 ) -> PoolStatus:
     """The pool's status after (or during) a pass."""
     spec = pool.spec
@@ -56,6 +57,7 @@ def status(
         held=held,
         repair_blocked=repair_blocked,
         expiring=expiring,
+        drifting=drifting,
         disruption=disruption_status(pool, records, nodes, by_instance),
     )
 

@@ -25,6 +25,7 @@ from nodepool_operator.api import (
 )
 from nodepool_operator.cloud import CloudError, InvalidRequest
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers.nodepool._drift import DRIFTED
 from nodepool_operator.controllers.nodepool._expiry import EXPIRING
 from nodepool_operator.controllers.nodepool._intent import CREATING, DELETING
 from nodepool_operator.controllers.nodepool._repair import REPAIR_BLOCKED
@@ -131,6 +132,12 @@ def _expiring_condition(expiring: str) -> tuple[str, ConditionStatus, str, str]:
     return (EXPIRING, "False", "NoneExpired", "")
 
 
+def _drifted_condition(drifting: str) -> tuple[str, ConditionStatus, str, str]:
+    if drifting:
+        return (DRIFTED, "True", "Replacing", drifting[:_MAX_MESSAGE])
+    return (DRIFTED, "False", "NoneDrifted", "")
+
+
 def _clamp_note(target: int, desired: int, min_nodes: int) -> str:
     if target == desired:
         return ""
@@ -152,13 +159,15 @@ def pool_status(
     held: Sequence[str] = (),
     repair_blocked: str = "",
     expiring: str = "",
+    drifting: str = "",
     disruption: DisruptionStatus | None = None,
 ) -> PoolStatus:
     """The status of pool ``name`` whose ``records`` are as given, ``ready`` naming the
     records registered as Ready nodes, after a pass that met ``failure`` (or none).
     ``held``: what holds each drain a blocker stopped (node, pod, reason), for Ready's
     message. ``repair_blocked``: why unhealthy nodes are not replaced (empty: none held).
-    ``expiring``: which nodes older than expireAfter are replaced or held (empty: none)."""
+    ``expiring``: which nodes older than expireAfter are replaced or held (empty: none).
+    ``drifting``: how many nodes drifted, which are replaced or held (empty: none)."""
     current = live_vms(records)
     ready_count = sum(1 for r in records if r.name in ready and r.state != DELETING)
     in_flight = any(r.state in (CREATING, DELETING) for r in records)
@@ -212,6 +221,7 @@ def pool_status(
             degraded,
             _repair_condition(repair_blocked),
             _expiring_condition(expiring),
+            _drifted_condition(drifting),
         ),
         dropped=dropped,
         disruption=disruption,

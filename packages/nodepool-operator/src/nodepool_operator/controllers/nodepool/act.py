@@ -77,6 +77,7 @@ from nodepool_operator.controllers.nodepool._drain_deadline import (
     Condition,
     drain_timeout_note,
 )
+from nodepool_operator.controllers.nodepool._drift import DRIFTED_ANNOTATION
 from nodepool_operator.controllers.nodepool._events import Event
 from nodepool_operator.controllers.nodepool._intent import DELETING, create_request
 from nodepool_operator.controllers.nodepool._node_sync import sync_patch
@@ -144,6 +145,7 @@ class Progress:
     resting: frozenset[str] = frozenset()
     repair_blocked: str = ""
     expiring: str = ""
+    drifting: str = ""
     tainted: set[str] = field(default_factory=set)
     """Nodes this pass tainted (their Nodes as read do not say so yet)."""
     node_class: str = ""
@@ -188,6 +190,7 @@ def begin(
         p.resting = decision.resting
         p.repair_blocked = decision.repair_blocked
         p.expiring = decision.expiring
+        p.drifting = decision.drifting
     return p
 
 
@@ -240,6 +243,7 @@ class Act:
             held=p.held,
             repair_blocked=p.repair_blocked,
             expiring=p.expiring,
+            drifting=p.drifting,
         )
         p.obj = await update_status(self.mgr.client, NODEPOOLS, p.obj, written.apply)
 
@@ -287,6 +291,8 @@ class Act:
         for name in decision.taint:
             if await taint_disrupting(self.mgr.client, p.nodes[name].fields):
                 p.tainted.add(name)
+        for name, reason in decision.drift_marks.items():
+            await self._mark_drift(name, reason)
         self.emit(p.obj, decision.events, p.nodes)
         if decision.repair_held:
             log.warning(
@@ -310,6 +316,14 @@ class Act:
             )
         if decision.record:
             await self.write_status(p)
+
+    async def _mark_drift(self, node: str, reason: str) -> None:
+        """Annotate a Node with its drift reason (:mod:`._drift`), or remove the mark."""
+        patch = {"metadata": {"annotations": {DRIFTED_ANNOTATION: reason or None}}}
+        with contextlib.suppress(NotFound):
+            await self.mgr.client.patch(NODES, node, patch)
+        if reason:
+            log.info("node drifted", extra={"node": node, "reason": reason})
 
     async def converge(self, p: Progress, decision: Decision) -> None:
         await self._create(p, decision)

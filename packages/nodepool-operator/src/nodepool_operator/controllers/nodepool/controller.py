@@ -4,6 +4,7 @@ docstring for what a pass does, and each module for its half)."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from typing import Final
 
 from kubeloop import (
@@ -25,6 +26,7 @@ from nodepool_operator.controllers._indexes import pool_of_node
 from nodepool_operator.controllers._scope import equality_labels, node_selector
 from nodepool_operator.controllers.nodepool import _deletion, act, decide, observe
 from nodepool_operator.controllers.nodepool._create_gate import class_version
+from nodepool_operator.controllers.nodepool._images import ImageResolver
 from nodepool_operator.controllers.nodepool._indexes import NODE_CLASS_INDEX, node_class_of_pool
 from nodepool_operator.settings import OperatorSettings
 
@@ -44,6 +46,7 @@ class NodePoolController:
         run_labels = equality_labels(settings.label_selector)
         self._node_selector = node_selector(run_labels)
         self.act = act.Act(mgr, cloud, settings, run_labels)
+        self.images = ImageResolver(cloud, settings.image_resolve_seconds)
 
     def register(self) -> Controller:
         # Scale-down needs "which pods are on this node"; Nodes are read per pool.
@@ -90,6 +93,8 @@ class NodePoolController:
             await self.act.refused(obj, seen, seen.refused)
             raise seen.refused
         node_class = await self._class_version(pool)
+        launch = await observe.launch_now(self.mgr, self.images, pool, seen, node_class)
+        seen = replace(seen, launch=launch)
         holding = self.act.gate.holding(
             pool.metadata.uid, pool.metadata.generation, node_class=node_class
         )

@@ -18,12 +18,13 @@ requeue (:mod:`._outcome`); a deleted pool has its own pair (:mod:`._deletion`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from nodepool_operator.api import InstanceRecord
 from nodepool_operator.controllers.nodepool._disruption import within_budget
+from nodepool_operator.controllers.nodepool._drift import detected, drifted, marks
 from nodepool_operator.controllers.nodepool._events import Event, normal, warning
 from nodepool_operator.controllers.nodepool._expiry import expiry
 from nodepool_operator.controllers.nodepool._instances import desired, live, node_of, update
@@ -86,7 +87,11 @@ class Decision:
     expiring: str = ""
     """Which nodes older than expireAfter are replaced or held (the Expiring condition)."""
     expiry_held: tuple[str, ...] = ()
-    """Expired nodes the disruption budgets hold back this pass."""
+    """Expired or drifted nodes the disruption budgets hold back this pass."""
+    drifting: str = ""
+    """How many nodes drifted, which are replaced or held (the Drifted condition)."""
+    drift_marks: Mapping[str, str] = field(default_factory=dict)
+    """Nodes whose drift mark changes: the reason to annotate, "" to remove it."""
     budget_held: tuple[str, ...] = ()
     """Surplus records the disruption budgets hold back this pass."""
     add: int = 0
@@ -114,6 +119,12 @@ def create_gate(
     return None
 
 
+def _recheck(obs: Observation) -> tuple[float, ...]:
+    """When the pool's image is resolved anew (drift), if that is what it waits for."""
+    launch = obs.launch
+    return (launch.recheck,) if launch is not None and launch.recheck is not None else ()
+
+
 def decide(
     obs: Observation,
     now: float,
@@ -139,8 +150,14 @@ def decide(
             # A drain timed out: the next candidate is a Node that can go now; with none,
             # the surplus waits for the rest to end rather than strand another's pods.
             keep = rest | (frozenset(seen.order) - frozenset(seen.removable))
-    # Expiry is budgeted by itself (:mod:`._expiry`): its retirements join what leaves.
-    old = expiry(obs, records, now, want=want, skip=frozenset(gone.why), resting=rest)
+    # Expiry and drift are budgeted by themselves (:mod:`._expiry`): their retirements
+    # join what leaves. A Node newly drifted is marked, with an Event.
+    drift = drifted(obs, records, skip=frozenset(gone.why))
+    marked = marks(obs, records, drift)
+    events += detected(obs, records, drift, marked)
+    old = expiry(
+        obs, records, now, want=want, skip=frozenset(gone.why), resting=rest, drifted=drift
+    )
     why = {**gone.why, **old.retire}
     decided = plan(records, want, gone=why, order=order, keep=keep, aside=old.aside)
     decided, held = within_budget(obs, records, decided, why, empty)
@@ -150,12 +167,14 @@ def decide(
         records=records,
         record=adopted or bool(kept_events),
         events=tuple(events),
-        waits=gone.waits + rest_waits + old.waits,
+        waits=gone.waits + rest_waits + old.waits + _recheck(obs),
         resting=rest,
         repair_blocked=gone.repair_blocked,
         repair_held=gone.repair_held,
         expiring=old.message,
         expiry_held=old.held,
+        drifting=old.drifting,
+        drift_marks=marked,
         budget_held=held,
         live_before=before,
     )
@@ -184,9 +203,12 @@ def decide(
         events.append(
             normal("ScalingUp", f"{before} -> {want} nodes: creating {decided.add} VM(s)")
         )
-        if old.aside:
+        if any(n not in old.drift_aside for n in old.aside):
             note = f"{old.message}: launching the replacement(s) before any drain"
             events.append(normal("Expiring", note))
+        if old.drift_aside:
+            note = f"{old.drifting}: launching the replacement(s) before any drain"
+            events.append(normal("Drifting", note))
     surplus = [n for n in decided.retire if n not in why]
     if surplus:
         note = f"{before} -> {want} nodes: removing {', '.join(surplus)}"

@@ -20,13 +20,18 @@ from nodepool_operator.api import (
     parse_nodepool,
 )
 from nodepool_operator.cloud import CloudError, CloudProvider, Instance, InstanceNotFound
+from nodepool_operator.controllers import _launch as launching
 from nodepool_operator.controllers._blocked import PDBS, kube_system_budgets, switches
 from nodepool_operator.controllers._capacity import scale_down_node
 from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers._unneeded import parse_time
 from nodepool_operator.controllers.nodepool import _surplus
+from nodepool_operator.controllers.nodepool._drift import Launch
+from nodepool_operator.controllers.nodepool._images import ImageResolver
 from nodepool_operator.controllers.nodepool._intent import DELETING, POOL_UID_TAG, idempotency_token
+from nodepool_operator.controllers.nodepool._launch_record import class_hash
+from nodepool_operator.controllers.nodepool._type_choice import candidates
 from nodepool_operator.controllers.nodepool.records import NodePods, PoolNode, decode_node
 from nodepool_operator.scheduling import PdbView, is_workload, needs_budgets, pdb_view
 
@@ -52,6 +57,9 @@ class Observation:
     first), else kube-system's when a pod there may block it."""
     refused: CloudError | None = None
     """The cloud refused the list (or a describe): nothing else was read."""
+    launch: Launch | None = None
+    """What a node of the pool would be launched with now (drift, :mod:`._drift`); None:
+    not known (its node class unreadable), so no node is taken as drifted."""
 
     def by_instance(self) -> dict[str, PoolNode]:
         return {n.instance_id: n for n in self.nodes.values() if n.instance_id}
@@ -126,6 +134,31 @@ async def observe(
     choosing = _surplus.choosing(seen)
     pods, budgets = await node_pods(mgr, pool, nodes, judged, choosing=choosing)
     return replace(seen, pods=pods, budgets=budgets)
+
+
+async def launch_now(
+    mgr: Manager, images: ImageResolver, pool: NodePool, seen: Observation, class_version: str
+) -> Launch | None:
+    """What a node of ``pool`` would be launched with now (:mod:`._drift`): its node class
+    read from the cache, its image its ``amiId`` or, for an SSM parameter, as
+    :class:`._images.ImageResolver` knows it (a cloud call at most once per image and period,
+    or when the class changed: ``class_version``). None when the class cannot be read: no
+    node is taken as drifted then."""
+    types = frozenset(candidates(pool.spec.instance_type, pool.spec.instance_types))
+    ref = pool.spec.node_class_ref
+    if ref is None:
+        return Launch(class_hash(None), types)
+    try:
+        spec = await launching.node_class(mgr.client, ref, cache=mgr.cache)
+    except launching.NodeClassUnavailable:
+        return None
+    assert spec is not None  # a reference reads a class or raises
+    if spec.ami_ssm_parameter is None:
+        return Launch(class_hash(spec), types, spec.ami_id)  # an AMI id is its own answer
+    images.seen(spec.image, seen.vms.values())
+    image_id = await images.current(spec.image, class_version)
+    # A parameter moves with no event: look again when it is due to be asked again.
+    return Launch(class_hash(spec), types, image_id, images.remaining(spec.image))
 
 
 def _finished(pod: Object) -> bool:

@@ -19,6 +19,7 @@ from nodepool_operator.controllers._node_manifest import is_ready, ready_since
 from nodepool_operator.controllers._reserve import reserved_for
 from nodepool_operator.controllers._unneeded import is_marked, rest_left, timed_out_at
 from nodepool_operator.controllers.nodepool._drain import disrupting_since, has_disrupting_taint
+from nodepool_operator.controllers.nodepool._drift import drift_mark
 from nodepool_operator.controllers.nodepool._repair import unhealthy_since
 from nodepool_operator.scheduling import ScaleDownNode, node_view
 
@@ -50,6 +51,8 @@ class PoolNode:
     """Its own do-not-disrupt annotation, as a blocker reads it."""
     unneeded: bool = False
     """The Autoscaler named it unneeded (:mod:`.._unneeded`): a scale-down removes it first."""
+    drifted: str = ""
+    """The drift reason it is marked with (:mod:`._drift`); "" when none."""
     fields: NodeFields = field(default_factory=lambda: NodeFields(""), compare=False, repr=False)
     """What :mod:`.act`'s guarded patches compare against (taints as stored, labels, ...)."""
     raw: Object = field(default_factory=dict, compare=False, repr=False)
@@ -106,6 +109,7 @@ def decode_node(obj: Object, unhealthy_conditions: Collection[str] = ()) -> Pool
         unhealthy=unhealthy_since(obj, unhealthy_conditions),
         hold=node_view(obj).hold,
         unneeded=is_marked(obj),
+        drifted=drift_mark(obj),
         fields=fields,
         raw=obj,
     )
