@@ -8,21 +8,23 @@ from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._reserve import (
     RESERVED_KEY,
     Reservation,
+    lets_on,
     lift_due,
     lift_patch,
     reservation_taint,
     reserved_for,
     toleration_patch,
 )
+from nodepool_operator.scheduling import PodView, pod_view
 
 DEFAULTS = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]
 
 
-def pod(tolerations: list[dict[str, Any]] | None) -> dict[str, Any]:
+def pod(tolerations: list[dict[str, Any]] | None) -> PodView:
     spec: dict[str, Any] = {"containers": []}
     if tolerations is not None:
         spec["tolerations"] = tolerations
-    return {"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}
+    return pod_view({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})
 
 
 def test_a_planned_pod_gets_the_toleration_of_its_node_appended_once() -> None:
@@ -33,9 +35,14 @@ def test_a_planned_pod_gets_the_toleration_of_its_node_appended_once() -> None:
     assert toleration_patch(pod(None), "pool-a1") == [
         {"op": "add", "path": "/spec/tolerations", "value": [wanted]}
     ]
-    assert toleration_patch(pod([*DEFAULTS, wanted]), "pool-a1") is None
+    assert toleration_patch(pod([]), "pool-a1") == toleration_patch(pod(None), "pool-a1")
+    assert not lets_on(pod(DEFAULTS), "pool-a1")
+    assert lets_on(pod([*DEFAULTS, wanted]), "pool-a1")  # no grant: it may already
     # a toleration for another reserved node does not let it onto this one
-    assert toleration_patch(pod([{**wanted, "value": "pool-b2"}]), "pool-a1") is not None
+    assert not lets_on(pod([{**wanted, "value": "pool-b2"}]), "pool-a1")
+    # one of every NoSchedule taint, or of the reservation key whatever the node, does
+    assert lets_on(pod([{"operator": "Exists", "effect": "NoSchedule"}]), "pool-a1")
+    assert lets_on(pod([{"key": RESERVED_KEY, "operator": "Exists"}]), "pool-a1")
 
 
 def test_a_node_names_its_reservation_and_the_lift_keeps_every_other_taint() -> None:

@@ -21,21 +21,24 @@ it) is lifted as soon as it is Ready; and should no Autoscaler run for the pool,
 controller opens a reserved node :data:`RESERVATION_BACKSTOP` landing graces after it became
 Ready.
 
-Pure: the state is a value, decisions are functions of it and of API objects.
+Pure: the state is a value, decisions are functions of it, of the pods' typed views and of
+the Nodes' fields.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nodepool_operator.controllers._node_fields import NodeFields
+from nodepool_operator.scheduling import PodView, Taint
 
 __all__ = [
     "RESERVATION_BACKSTOP",
     "RESERVED_KEY",
     "Reservation",
+    "lets_on",
     "lift_due",
     "lift_patch",
     "reservation_taint",
@@ -66,20 +69,20 @@ def reserved_for(node: NodeFields) -> str | None:
     return None if taint is None else str(taint.get("value") or "")
 
 
-def toleration_patch(pod: Mapping[str, Any], node_name: str) -> JsonPatch | None:
-    """The JSON patch that lets ``pod`` onto the reserved ``node_name``; None if it already
-    may. Tolerations can only be added to a live pod, never changed, so this appends."""
-    tolerations = (pod.get("spec") or {}).get("tolerations")
+def lets_on(pod: PodView, node_name: str) -> bool:
+    """Whether ``pod`` may already land on the reserved ``node_name`` (it tolerates that
+    node's reservation taint): then it needs no grant."""
+    return pod.tolerates(Taint(RESERVED_KEY, "NoSchedule", node_name))
+
+
+def toleration_patch(pod: PodView, node_name: str) -> JsonPatch:
+    """The JSON patch that lets ``pod`` onto the reserved ``node_name``, made where it is
+    written (the Autoscaler's act). Tolerations can only be added to a live pod, never
+    changed, so this appends; a pod with none gets the list (an empty list in the object is
+    replaced by it, which only adds)."""
     wanted = _toleration(node_name)
-    if tolerations is None:
+    if not pod.tolerations:
         return [{"op": "add", "path": "/spec/tolerations", "value": [wanted]}]
-    if any(
-        t.get("key") == RESERVED_KEY
-        and t.get("value") == node_name
-        and t.get("effect") in (None, "", "NoSchedule")
-        for t in tolerations
-    ):
-        return None
     return [{"op": "add", "path": "/spec/tolerations/-", "value": wanted}]
 
 

@@ -43,6 +43,7 @@ from ._pods import node_view as node_view
 from ._pods import pod_ref as pod_ref
 from ._pods import pod_requests as pod_requests
 from ._pods import pod_view as pod_view
+from ._pods import read_pending as read_pending
 from ._pods import volume_zone_terms as volume_zone_terms
 from ._pods import with_volume_zones as with_volume_zones
 from ._quantity import Resources as Resources
@@ -69,6 +70,7 @@ from ._views import ZONE_KEY as ZONE_KEY
 from ._views import NodeSelectorTerm as NodeSelectorTerm
 from ._views import NodeView as NodeView
 from ._views import PodView as PodView
+from ._views import References as References
 from ._zones import zone_templates as zone_templates
 
 __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts before the constants
@@ -96,6 +98,7 @@ __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts bef
     "PodRef",
     "PodVerdict",
     "PodView",
+    "References",
     "RemovalReason",
     "Resources",
     "ScaleDownNode",
@@ -131,6 +134,7 @@ __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts bef
     "pod_ref",
     "pod_requests",
     "pod_view",
+    "read_pending",
     "removal_order",
     "tolerates",
     "volume_zone_terms",

@@ -314,7 +314,7 @@ def plan_scale_up(
         allowed_new = max(max_nodes - current_target, 0)
         exact = pack_fewest(
             candidates,
-            template,
+            template.allocatable,
             existing_nodes,
             max(in_flight, 0),
             fewer_than=allowed_new + 1 if overflow else new_nodes,

@@ -67,7 +67,6 @@ from ._fit import check_constraints
 from ._quantity import Resources
 from ._repair import Repair
 from ._slots import Booting, Existing, New, NodeSlot
-from ._template import NodeTemplate
 from ._views import PodView
 
 if TYPE_CHECKING:
@@ -154,7 +153,7 @@ class FreeNode(Protocol):
 
 def pack_fewest(
     entries: Sequence[PackEntry],
-    template: NodeTemplate,
+    room: Resources,
     existing_nodes: Sequence[FreeNode],
     in_flight: int,
     *,
@@ -165,7 +164,8 @@ def pack_fewest(
 
     Args:
         entries: pods that fit an empty template node (the planner's admitted candidates).
-        template: the pool's node template.
+        room: what an empty template node offers (its allocatable): the search knows
+            resources, not labels or taints (``entries`` fit the template already).
         existing_nodes: ready nodes with their free room; a pod goes on one only if its
             selector, affinity and tolerations allow.
         in_flight: booting nodes, each an empty template node that costs nothing.
@@ -179,7 +179,7 @@ def pack_fewest(
     if fewer_than <= 0 or not entries or len(entries) > budget.max_pods:
         return None
     deadline = time.perf_counter() + budget.max_seconds
-    first = _Problem.build(entries, template, existing_nodes, max(in_flight, 0))
+    first = _Problem.build(entries, room, existing_nodes, max(in_flight, 0))
     root = first.root_bound()  # a property of the pods, whatever their order
     if root >= fewer_than:
         return None  # nothing better exists than what we have
@@ -205,7 +205,7 @@ def pack_fewest(
         )
         bound = best[2] if best is not None else fewer_than
         found, tree_steps, proven = _tree_search(
-            entries, template, existing_nodes, in_flight, first, root, bound, left
+            entries, room, existing_nodes, in_flight, first, root, bound, left
         )
         steps += tree_steps
         best = found or best
@@ -225,7 +225,7 @@ _Found = tuple["_Problem", list[int], int]
 
 def _tree_search(
     entries: Sequence[PackEntry],
-    template: NodeTemplate,
+    room: Resources,
     existing_nodes: Sequence[FreeNode],
     in_flight: int,
     first: _Problem,
@@ -247,7 +247,7 @@ def _tree_search(
         problem = (
             first
             if attempt == 0
-            else _Problem.build(entries, template, existing_nodes, max(in_flight, 0), order)
+            else _Problem.build(entries, room, existing_nodes, max(in_flight, 0), order)
         )
         left = budget.max_steps - steps
         share = left if attempt == len(_ORDERS) - 1 else left // (len(_ORDERS) - attempt)
@@ -326,7 +326,7 @@ class _Problem:
     def build(
         cls,
         entries: Sequence[PackEntry],
-        template: NodeTemplate,
+        room: Resources,
         existing_nodes: Sequence[FreeNode],
         in_flight: int,
         order_by: int = -1,
@@ -341,9 +341,9 @@ class _Problem:
             n
             for n in asked
             if sum(e.requests.get(n) for e in entries)
-            > min([template.allocatable.get(n), *(node.free.get(n) for node in nodes)])
+            > min([room.get(n), *(node.free.get(n) for node in nodes)])
         ] or asked[:1]
-        cap = tuple(template.allocatable.get(n) for n in names)
+        cap = tuple(room.get(n) for n in names)
         vectors = [tuple(e.requests.get(n) for n in names) for e in entries]
         shares = [[a / c for a, c in zip(v, cap, strict=True)] for v in vectors]
 

@@ -37,6 +37,7 @@ from ._views import (
     NodeView,
     PodAffinityTerm,
     PodView,
+    References,
     Requirement,
     SpreadConstraint,
     Toleration,
@@ -59,6 +60,7 @@ __all__ = [
     "pod_ref",
     "pod_requests",
     "pod_view",
+    "read_pending",
     "toleration",
     "volume_zone_terms",
     "with_volume_zones",
@@ -227,6 +229,8 @@ class PodVerdict:
 
     reason: PodReason
     message: str = ""
+    view: PodView | None = None
+    """The pod's view when it still waits for a node (:func:`read_pending`)."""
 
     @property
     def candidate(self) -> bool:
@@ -268,6 +272,23 @@ def classify(pod: Pod) -> PodVerdict:
     else:
         reason = PodReason.NOT_UNSCHEDULABLE
     return PodVerdict(reason, message)
+
+
+#: Pods that wait for no node: bound, or never to run again.
+_NOT_WAITING: Final = (PodReason.BOUND, PodReason.TERMINATING, PodReason.FINISHED)
+
+
+def read_pending(pod: Pod) -> PodVerdict:
+    """The one read of a pod an Autoscaler's observe makes: :func:`classify`'s verdict and,
+    for a pod that still waits for a node (not bound, not going), its :func:`pod_view`.
+
+    Raises:
+        ValueError: a quantity of a waiting pod is malformed, naming the pod.
+    """
+    verdict = classify(pod)
+    if verdict.reason in _NOT_WAITING:
+        return verdict
+    return PodVerdict(verdict.reason, verdict.message, pod_view(pod))
 
 
 def _pod_scheduled(status: Mapping[str, object]) -> Mapping[str, object]:
@@ -467,6 +488,7 @@ def _read_pod(pod: Pod) -> PodView:
         if get_text(c, "whenUnsatisfiable") in ("DoNotSchedule", "")
     ]
     grace = spec.get("terminationGracePeriodSeconds")
+    priority = spec.get("priority")
     node_selector = tuple(
         sorted((k, v) for k, v in get_mapping(spec, "nodeSelector").items() if isinstance(v, str))
     )
@@ -505,7 +527,50 @@ def _read_pod(pod: Pod) -> PodView:
         grace_seconds=grace if isinstance(grace, int) and grace >= 0 else 30,
         constraints=constraints,
         owner_uid=_owner_uid(meta),
+        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else None,
+        references=_references(ref.name, spec),
     )
+
+
+def _references(pod_name: str, spec: Mapping[str, object]) -> References:
+    """The non-optional Secrets, ConfigMaps and claims the pod needs, each once, in spec
+    order.
+
+    Covers ``secret``, ``configMap``, ``projected``, ``persistentVolumeClaim`` and generic
+    ``ephemeral`` volumes (whose claim is named ``<pod>-<volume>``), and ``env``/``envFrom`` of
+    containers and init containers. ``imagePullSecrets`` are left out: a missing one only makes
+    the pull anonymous. Keys missing from an existing Secret are not checked (that would mean
+    caching Secret data).
+    """
+    secrets: dict[str, None] = {}
+    config_maps: dict[str, None] = {}
+    claims: dict[str, None] = {}
+    for volume in get_list(spec, "volumes"):
+        _add_ref(secrets, get_mapping(volume, "secret"), "secretName")
+        _add_ref(config_maps, get_mapping(volume, "configMap"), "name")
+        for source in get_list(get_mapping(volume, "projected"), "sources"):
+            _add_ref(secrets, get_mapping(source, "secret"), "name")
+            _add_ref(config_maps, get_mapping(source, "configMap"), "name")
+        name = get_text(get_mapping(volume, "persistentVolumeClaim"), "claimName")
+        if name:
+            claims[name] = None
+        if isinstance(volume, Mapping) and "ephemeral" in volume:
+            claims[f"{pod_name}-{get_text(volume, 'name')}"] = None
+    for container in (*get_list(spec, "initContainers"), *get_list(spec, "containers")):
+        for env in get_list(container, "env"):
+            value_from = get_mapping(env, "valueFrom")
+            _add_ref(secrets, get_mapping(value_from, "secretKeyRef"), "name")
+            _add_ref(config_maps, get_mapping(value_from, "configMapKeyRef"), "name")
+        for env_from in get_list(container, "envFrom"):
+            _add_ref(secrets, get_mapping(env_from, "secretRef"), "name")
+            _add_ref(config_maps, get_mapping(env_from, "configMapRef"), "name")
+    return References(tuple(secrets), tuple(config_maps), tuple(claims))
+
+
+def _add_ref(names: dict[str, None], ref: Mapping[str, object], key: str) -> None:
+    name = get_text(ref, key)
+    if name and ref.get("optional") is not True:
+        names[name] = None
 
 
 def _local_storage(spec: Mapping[str, object]) -> tuple[str, ...]:

@@ -39,6 +39,7 @@ __all__ = [
     "NodeView",
     "PodAffinityTerm",
     "PodView",
+    "References",
     "Requirement",
     "SpreadConstraint",
     "Toleration",
@@ -248,6 +249,16 @@ class HostPort:
 
 
 @dataclass(frozen=True, slots=True)
+class References:
+    """The objects in a pod's namespace that must exist before it can start: its
+    non-optional Secrets, ConfigMaps and claims, each once, in spec order."""
+
+    secrets: tuple[str, ...] = ()
+    config_maps: tuple[str, ...] = ()
+    claims: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PodView:
     """What the simulation needs of a Pod, read once.
 
@@ -277,6 +288,8 @@ class PodView:
             it: ``emptyDir`` not backed by memory, ``hostPath``.
         grace_seconds: ``terminationGracePeriodSeconds`` (30 when unset).
         owner_uid: the uid of its controlling owner (e.g. its DaemonSet), ``""`` if none.
+        priority: ``spec.priority``, ``None`` when unset.
+        references: the Secrets, ConfigMaps and claims it cannot start without.
         constraints: a key equal for pods that pass or fail the same node label and taint
             checks on every node.
         volume_terms: the zonal node affinity of each PersistentVolume bound to its claims
@@ -309,6 +322,14 @@ class PodView:
     controlled: bool = True
     local_storage: tuple[str, ...] = ()
     volume_terms: tuple[tuple[NodeSelectorTerm, ...], ...] = ()
+    priority: int | None = None
+    references: References = field(default_factory=References)
+
+    @property
+    def key(self) -> str:
+        """Its uid, which tells a re-created pod from the one it replaces; hand-made pods may
+        lack one, then namespace/name."""
+        return self.uid or str(self.ref)
 
     @property
     def interpod(self) -> bool:

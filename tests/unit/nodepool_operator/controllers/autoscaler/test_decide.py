@@ -31,7 +31,6 @@ from nodepool_operator.controllers.autoscaler.decide import (
     Memory,
     TargetWrite,
     Why,
-    burst_wait,
     decide,
     settle,
 )
@@ -651,12 +650,16 @@ def test_reserved_nodes_get_their_pods_then_open() -> None:
     assert settle(opening.memory, [], ["vm-a"]).reservation.slots == [("uid-w-3",)]
 
 
-def test_a_burst_is_gathered_until_quiet_then_decided() -> None:
-    obs = observe(scaler(), pool(), pods("w", 3), first_seen=NOW - 0.4)
-    assert burst_wait(obs, Memory(), NOW, KNOBS) == pytest.approx(0.6)
-    assert burst_wait(obs, Memory(), NOW + 0.6, KNOBS) == 0.0
-    # pods planned before do not hold a new look back
-    assert burst_wait(obs, Memory(planned_at=NOW - 0.2), NOW, KNOBS) == 0.0
+def test_a_new_node_template_forgets_which_pods_its_nodes_did_not_take() -> None:
+    obs = observe(scaler(), pool(target=1), [pending("w-0")], [node("n-0")])
+    remembered = Memory(landing=landing(NOW - 31))
+    assert decide(obs, remembered, CLOCK, KNOBS).target is None  # not taken: set aside
+    bigger = pool(target=1)
+    bigger["spec"]["instanceType"] = "m5.4xlarge"
+    obs = observe(scaler(), bigger, [pending("w-0")], [node("n-0")])
+    decision = decide(obs, remembered, CLOCK, KNOBS)
+    assert decision.memory.landing.template == obs.template
+    assert "NotTakenByNewNode" not in (decision.status.last_decision or "")
 
 
 def test_a_pool_the_operator_cannot_read_makes_the_autoscaler_unready() -> None:

@@ -89,7 +89,7 @@ def test_the_pool_says_the_cloud_refuses_only_for_its_current_spec() -> None:
 
 def test_a_pod_not_taken_by_its_ready_node_is_set_aside_after_the_grace() -> None:
     landing = Landing()
-    common: dict[str, Any] = {"grace": 30.0, "template": "mem96"}
+    common: dict[str, Any] = {"grace": 30.0}
     assert landing.look(candidates={"a", "b"}, ready=1, registered=1, now=0.0, **common) is None
     landing.planned(["a", "b"], target=2)
     # the node it waits for is booting: nothing counts down
@@ -104,14 +104,11 @@ def test_a_pod_not_taken_by_its_ready_node_is_set_aside_after_the_grace() -> Non
     # planning it again does not start a new wait
     landing.planned(["a"], target=3)
     assert landing.awaiting == {}
-    # a new node template forgets the verdict
-    landing.look(candidates={"a"}, ready=2, registered=2, now=50.0, grace=30.0, template="cpu32")
-    assert landing.excluded({"a": 1}) == set()
 
 
 def test_a_released_pod_waits_for_capacity_again_not_for_the_scheduler() -> None:
     landing = Landing()
-    common: dict[str, Any] = {"grace": 30.0, "template": "mem96"}
+    common: dict[str, Any] = {"grace": 30.0}
     landing.look(candidates={"a", "b", "c"}, ready=0, registered=0, now=0.0, **common)
     landing.planned(["a", "b", "c"], target=1)
     landing.look(candidates={"a", "b", "c"}, ready=1, registered=1, now=5.0, **common)

@@ -8,14 +8,8 @@ from typing import Any
 import pytest
 
 from nodepool_operator.controllers.autoscaler._decode import claim as read_claim
-from nodepool_operator.controllers.autoscaler._decode import pod_needs
-from nodepool_operator.controllers.autoscaler._pending import (
-    Blocked,
-    Blocker,
-    Lookup,
-    References,
-    blocked,
-)
+from nodepool_operator.controllers.autoscaler._pending import Blocked, Blocker, Lookup
+from nodepool_operator.scheduling import References, pod_view
 
 
 def pod(
@@ -67,7 +61,7 @@ def test_references_cover_volumes_env_and_env_from_once_each_in_spec_order() -> 
             }
         ],
     )
-    assert pod_needs(p).references == References(
+    assert pod_view(p).references == References(
         secrets=("tls", "token", "db"),
         config_maps=("conf", "ca", "flags"),
         claims=("data", "web-scratch"),
@@ -87,11 +81,11 @@ def test_optional_references_are_not_needed() -> None:
             }
         ],
     )
-    assert pod_needs(p).references == References()
+    assert pod_view(p).references == References()
 
 
 def test_image_pull_secrets_are_not_needed() -> None:
-    assert pod_needs(pod(imagePullSecrets=[{"name": "registry"}])).references == References()
+    assert pod_view(pod(imagePullSecrets=[{"name": "registry"}])).references == References()
 
 
 def test_a_pod_with_everything_present_is_not_blocked() -> None:
@@ -105,19 +99,19 @@ def test_a_pod_with_everything_present_is_not_blocked() -> None:
         secrets=frozenset({("prod", "tls")}),
         claims={("prod", "data"): read_claim(claim("data", "Bound"))},
     )
-    assert blocked(pod_needs(p), lookup) is None
+    assert lookup.blocker(pod_view(p)) is None
 
 
 def test_missing_secret() -> None:
     p = pod(containers=[{"name": "app", "envFrom": [{"secretRef": {"name": "db"}}]}])
     # a Secret of that name in another namespace does not help
     lookup = Lookup(secrets=frozenset({("other", "db")}))
-    assert blocked(pod_needs(p), lookup) == Blocked(Blocker.MISSING_SECRET, 'secret "db" not found')
+    assert lookup.blocker(pod_view(p)) == Blocked(Blocker.MISSING_SECRET, 'secret "db" not found')
 
 
 def test_missing_config_map() -> None:
     p = pod(volumes=[{"name": "a", "configMap": {"name": "conf"}}])
-    assert blocked(pod_needs(p), Lookup()) == Blocked(
+    assert Lookup().blocker(pod_view(p)) == Blocked(
         Blocker.MISSING_CONFIG_MAP, 'configmap "conf" not found'
     )
 
@@ -153,17 +147,15 @@ def test_missing_config_map() -> None:
 def test_claims(found: dict[str, Any] | None, expected: Blocked | None) -> None:
     p = pod(volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}])
     claims = {("prod", "data"): read_claim(found)} if found is not None else {}
-    assert (
-        blocked(pod_needs(p), Lookup(claims=claims, late_binding_classes=frozenset({"late"})))
-        == expected
-    )
+    lookup = Lookup(claims=claims, late_binding_classes=frozenset({"late"}))
+    assert lookup.blocker(pod_view(p)) == expected
 
 
 def test_a_claim_being_deleted_is_as_good_as_missing() -> None:
     c = claim("data", "Bound")
     c["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
     p = pod(volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}])
-    result = blocked(pod_needs(p), Lookup(claims={("prod", "data"): read_claim(c)}))
+    result = Lookup(claims={("prod", "data"): read_claim(c)}).blocker(pod_view(p))
     assert result is not None
     assert result.reason is Blocker.MISSING_PVC
 
@@ -175,7 +167,7 @@ def test_claims_are_reported_before_secrets() -> None:
             {"name": "d", "persistentVolumeClaim": {"claimName": "data"}},
         ]
     )
-    result = blocked(pod_needs(p), Lookup())
+    result = Lookup().blocker(pod_view(p))
     assert result is not None
     assert result.reason is Blocker.MISSING_PVC
 
@@ -185,8 +177,8 @@ def test_malformed_fields_read_as_absent() -> None:
         "metadata": {"name": "x", "namespace": "prod"},
         "spec": {"volumes": "nope", "containers": [7]},
     }
-    assert pod_needs(p).references == References()
-    assert blocked(pod_needs(p), Lookup()) is None
+    assert pod_view(p).references == References()
+    assert Lookup().blocker(pod_view(p)) is None
 
 
 @pytest.mark.parametrize(
@@ -202,4 +194,4 @@ def test_malformed_fields_read_as_absent() -> None:
 def test_expendable_pods_below_the_priority_cutoff_are_set_aside(
     priority: int, expected: Blocked | None
 ) -> None:
-    assert blocked(pod_needs(pod(priority=priority)), Lookup()) == expected
+    assert Lookup().blocker(pod_view(pod(priority=priority))) == expected

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, cast
 
 from kubeloop import Client, Forbidden, NotFound, Resource
-from nodepool_operator.controllers.autoscaler._decode import pod_needs
 from nodepool_operator.controllers.autoscaler._references import STORAGECLASSES, look_up
+from nodepool_operator.scheduling import References, pod_view
 from tests import factories
 
 
@@ -37,6 +37,12 @@ def pod(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
+def wanted(pod: dict[str, Any]) -> tuple[str, References]:
+    """What the observe step hands ``look_up`` for one candidate."""
+    view = pod_view(pod)
+    return view.ref.namespace, view.references
+
+
 async def test_look_up_gets_each_distinct_reference_once() -> None:
     claim = {
         "metadata": {"name": "data"},
@@ -59,7 +65,7 @@ async def test_look_up_gets_each_distinct_reference_once() -> None:
         {"name": "d", "persistentVolumeClaim": {"claimName": "data"}},
     ]
     lookup = await look_up(
-        cast(Client, reader), [pod_needs(pod("a", volumes=vols)), pod_needs(pod("b", volumes=vols))]
+        cast(Client, reader), [wanted(pod("a", volumes=vols)), wanted(pod("b", volumes=vols))]
     )
     assert lookup.secrets == {("prod", "tls")}
     assert set(lookup.claims) == {("prod", "data")}
@@ -78,7 +84,7 @@ async def test_look_up_assumes_present_what_it_may_not_read() -> None:
     reader = FakeReader({}, forbidden=frozenset({"secrets"}))
     lookup = await look_up(
         cast(Client, reader),
-        [pod_needs(pod("a", volumes=[{"name": "t", "secret": {"secretName": "tls"}}]))],
+        [wanted(pod("a", volumes=[{"name": "t", "secret": {"secretName": "tls"}}]))],
     )
     assert lookup.secrets == {("prod", "tls")}
 
@@ -103,15 +109,17 @@ async def test_a_bound_claims_volume_is_read_for_its_zones() -> None:
         }
     )
     vols = [{"name": n, "persistentVolumeClaim": {"claimName": n}} for n in ("b", "c", "any")]
-    needs = pod_needs(pod("a", volumes=vols))
-    lookup = await look_up(cast(Client, reader), [needs, pod_needs(pod("a2", volumes=vols))])
+    view = pod_view(pod("a", volumes=vols))
+    lookup = await look_up(
+        cast(Client, reader), [wanted(pod("a", volumes=vols)), wanted(pod("a2", volumes=vols))]
+    )
     assert sorted(k for k in reader.gets if k[0] == "persistentvolumes") == [
         ("persistentvolumes", None, "pv-any"),
         ("persistentvolumes", None, "pv-b"),
         ("persistentvolumes", None, "pv-c"),
     ]
     assert sorted(lookup.volume_zones) == ["pv-b", "pv-c"]
-    zones = [[str(r) for t in terms for r in t.expressions] for terms in lookup.zones_of(needs)]
+    zones = [[str(r) for t in terms for r in t.expressions] for terms in lookup.zones_of(view)]
     assert zones == [
         ["topology.kubernetes.io/zone In [zone-b]"],
         ["topology.kubernetes.io/zone In [zone-c]"],

@@ -18,7 +18,7 @@ from nodepool_operator.controllers.autoscaler._texts import (
     set_aside,
     track_unneeded,
 )
-from nodepool_operator.scheduling import NodeTemplate, PodRef
+from nodepool_operator.scheduling import NodeTemplate, PodRef, ScaleUpPlan
 from tests.unit.nodepool_operator.scheduling.plans import plan_pods
 
 
@@ -34,6 +34,12 @@ def pod(name: str, memory: str, **spec: Any) -> dict[str, Any]:
 
 TEMPLATE = NodeTemplate.from_pool("mem96.large", cpu=12, memory="96Gi")
 SECRET = Blocked(Blocker.MISSING_SECRET, 'secret "db" not found')
+
+
+def described(plan: ScaleUpPlan, aside: tuple[NotTriggered, ...], **kw: Any) -> str:
+    """``decision_text`` of ``plan``, as the decision hands it over."""
+    planned = bool(plan.placements or plan.unschedulable)
+    return decision_text(plan.summary, plan.current_target, aside, planned=planned, **kw)
 
 
 def test_set_aside_groups_pods_by_reason_and_detail() -> None:
@@ -70,7 +76,7 @@ def test_decision_describes_the_plan_and_the_pods_set_aside() -> None:
         max_nodes=10,
     )
     aside = set_aside([(PodRef("prod", "s"), SECRET)])
-    text = decision_text(plan, aside)
+    text = described(plan, aside)
     assert text.startswith("scale up 0 -> 1: 1 pod needs 1 new mem96.large node")
     assert "1 pod too big (memory 120Gi > 96Gi)" in text
     assert text.endswith('1 pod MissingSecret (secret "db" not found)')
@@ -80,17 +86,17 @@ def test_decision_describes_the_plan_and_the_pods_set_aside() -> None:
 
 def test_decision_with_only_pods_set_aside_does_not_claim_nothing_is_pending() -> None:
     plan = plan_pods([], template=TEMPLATE, current_target=2, max_nodes=10)
-    assert decision_text(plan, ()) == "no scale up (target 2): no pending pods"
+    assert described(plan, ()) == "no scale up (target 2): no pending pods"
     aside = set_aside([(PodRef("prod", "s"), SECRET)])
     assert (
-        decision_text(plan, aside)
+        described(plan, aside)
         == 'no scale up (target 2); 1 pod MissingSecret (secret "db" not found)'
     )
 
 
 def test_pods_waiting_for_the_scheduler_are_named_not_hidden() -> None:
     plan = plan_pods([], template=TEMPLATE, current_target=2, max_nodes=10)
-    assert decision_text(plan, (), settling=2) == (
+    assert described(plan, (), settling=2) == (
         "no scale up (target 2); 2 pods waiting for the scheduler on new Ready nodes"
     )
 
@@ -98,7 +104,7 @@ def test_pods_waiting_for_the_scheduler_are_named_not_hidden() -> None:
 def test_a_scale_down_replaces_the_head_and_keeps_the_groups() -> None:
     plan = plan_pods([pod("huge", "120Gi")], template=TEMPLATE, current_target=3, max_nodes=10)
     head = scale_down_text(3, 1, timedelta(minutes=10))
-    assert decision_text(plan, (), head=head) == (
+    assert described(plan, (), head=head) == (
         "scale down 3 -> 1: nodes unneeded for 10m; 1 pod too big (memory 120Gi > 96Gi)"
     )
 
@@ -106,7 +112,7 @@ def test_a_scale_down_replaces_the_head_and_keeps_the_groups() -> None:
 def test_decision_is_bounded() -> None:
     plan = plan_pods([], template=TEMPLATE, current_target=0, max_nodes=10)
     aside = tuple(NotTriggered(f"R{i}", "x" * 400, (PodRef("prod", "p"),)) for i in range(6))
-    text = decision_text(plan, aside)
+    text = described(plan, aside)
     assert len(text) <= DECISION_MAX
     assert text.endswith("...")
 

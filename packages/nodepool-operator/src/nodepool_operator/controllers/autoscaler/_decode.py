@@ -1,18 +1,19 @@
 """Every field of a raw API object the Autoscaler reads itself, in one place.
 
 The NodePool, the Autoscaler's spec and status are parsed by :mod:`nodepool_operator.api`, a
-pod's scheduling needs by :func:`~nodepool_operator.scheduling.pod_view`; what is left (what a
-pod references, a claim's state, the keys the informer indexes file objects under, the fields a
+pod (its scheduling needs, what it references) by
+:func:`~nodepool_operator.scheduling.read_pending`; what is left (a claim's state, the keys
+the informer indexes file objects under, the fields a
 watch predicate compares) is read here, from whatever the API holds: these functions never
 assume a shape, so a malformed object reads as empty rather than raising.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Final
 
-from nodepool_operator.controllers.autoscaler._pending import Claim, Needs, References
+from nodepool_operator.controllers.autoscaler._pending import Claim
 from nodepool_operator.scheduling import NodeSelectorTerm, pod_ref, volume_zone_terms
 
 __all__ = [
@@ -26,7 +27,6 @@ __all__ = [
     "pod_finished",
     "pod_key",
     "pod_namespace",
-    "pod_needs",
     "volume_zones",
 ]
 
@@ -100,54 +100,11 @@ def node_offer(node: object) -> tuple[object, ...]:
     )
 
 
-# --- what a pending pod waits on ----------------------------------------------------------
-
-
-def pod_needs(pod: object) -> Needs:
-    """The pod's priority and the non-optional Secrets, ConfigMaps and claims it needs, each
-    once, in spec order.
-
-    Covers ``secret``, ``configMap``, ``projected``, ``persistentVolumeClaim`` and generic
-    ``ephemeral`` volumes (whose claim is named ``<pod>-<volume>``), and ``env``/``envFrom`` of
-    containers and init containers. ``imagePullSecrets`` are left out: a missing one only makes
-    the pull anonymous. Keys missing from an existing Secret are not checked (that would mean
-    caching Secret data).
-    """
-    secrets: dict[str, None] = {}
-    config_maps: dict[str, None] = {}
-    claims: dict[str, None] = {}
-    spec = _mapping(pod, "spec")
-    meta = _mapping(pod, "metadata")
-    pod_name = _text(meta, "name")
-    for volume in _items(spec, "volumes"):
-        _add(secrets, _mapping(volume, "secret"), "secretName")
-        _add(config_maps, _mapping(volume, "configMap"), "name")
-        for source in _items(_mapping(volume, "projected"), "sources"):
-            _add(secrets, _mapping(source, "secret"), "name")
-            _add(config_maps, _mapping(source, "configMap"), "name")
-        name = _text(_mapping(volume, "persistentVolumeClaim"), "claimName")
-        if name:
-            claims[name] = None
-        if isinstance(volume, Mapping) and "ephemeral" in volume:
-            claims[f"{pod_name}-{_text(volume, 'name')}"] = None
-    for container in _containers(spec):
-        for env in _items(container, "env"):
-            value_from = _mapping(env, "valueFrom")
-            _add(secrets, _mapping(value_from, "secretKeyRef"), "name")
-            _add(config_maps, _mapping(value_from, "configMapKeyRef"), "name")
-        for env_from in _items(container, "envFrom"):
-            _add(secrets, _mapping(env_from, "secretRef"), "name")
-            _add(config_maps, _mapping(env_from, "configMapRef"), "name")
-    priority = spec.get("priority")
-    return Needs(
-        namespace=_text(meta, "namespace"),
-        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else None,
-        references=References(tuple(secrets), tuple(config_maps), tuple(claims)),
-    )
+# --- what a pending pod waits on: the objects it references, as found ---------------------
 
 
 def claim(obj: object) -> Claim:
-    """A PersistentVolumeClaim as :func:`~._pending.blocked` judges it."""
+    """A PersistentVolumeClaim as :meth:`~._pending.Lookup.blocker` judges it."""
     return Claim(
         deleting=deleting(obj),
         phase=_text(_mapping(obj, "status"), "phase"),
@@ -165,14 +122,3 @@ def volume_zones(volume: object) -> tuple[NodeSelectorTerm, ...]:
 def late_binding(storage_class: object) -> bool:
     """Whether a StorageClass binds its claims only once a pod has a node."""
     return _text(storage_class, "volumeBindingMode") == "WaitForFirstConsumer"
-
-
-def _add(names: dict[str, None], ref: Mapping[str, object], key: str) -> None:
-    name = _text(ref, key)
-    if name and ref.get("optional") is not True:
-        names[name] = None
-
-
-def _containers(spec: Mapping[str, object]) -> Iterator[object]:
-    yield from _items(spec, "initContainers")
-    yield from _items(spec, "containers")

@@ -54,15 +54,10 @@ class Landing:
         registered: int,
         now: float,
         grace: float,
-        template: object,
     ) -> float | None:
         """Update from a look at the pool; return the seconds until the next pod's grace
-        ends (``None`` if none is counting down). Pods no longer unschedulable drop out; a
-        new node template forgets every verdict."""
-        if template != self.template:
-            self.awaiting.clear()
-            self.not_taken.clear()
-            self.template = template
+        ends (``None`` if none is counting down). Pods no longer unschedulable drop out. (A
+        new node template starts a new :class:`Landing`: no verdict holds for it.)"""
         self.not_taken &= set(candidates)
         self.settling = set()
         next_due: float | None = None

@@ -7,8 +7,9 @@ missing would not start on a new node either (the kubelet fails it with
 with immediate binding blocks the scheduler itself. cluster-autoscaler scales for such pods anyway
 (kubernetes/autoscaler#923, #5801); we set them aside with a reason instead.
 
-Pure: :func:`~._decode.pod_needs` reads what a pod needs, the controller looks those objects up
-(see :mod:`._references`) and :func:`blocked` decides from what it found.
+Pure: the pod's view (:func:`~nodepool_operator.scheduling.pod_view`) says what it references,
+the controller looks those objects up (see :mod:`._references`) and :meth:`Lookup.blocker`
+decides from what it found.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from nodepool_operator.scheduling import NodeSelectorTerm
+from nodepool_operator.scheduling import NodeSelectorTerm, PodView
 
 __all__ = [
     "PRIORITY_CUTOFF",
@@ -26,9 +27,6 @@ __all__ = [
     "Claim",
     "Lookup",
     "NamespacedName",
-    "Needs",
-    "References",
-    "blocked",
 ]
 
 NamespacedName = tuple[str, str]
@@ -58,24 +56,6 @@ class Blocked:
 
     reason: Blocker
     detail: str
-
-
-@dataclass(frozen=True, slots=True)
-class References:
-    """The objects in the pod's namespace that must exist before it can start."""
-
-    secrets: tuple[str, ...] = ()
-    config_maps: tuple[str, ...] = ()
-    claims: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Needs:
-    """What a pending pod needs besides room: its priority, the objects it references."""
-
-    namespace: str
-    priority: int | None = None
-    references: References = field(default_factory=References)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,57 +90,58 @@ class Lookup:
     late_binding_classes: frozenset[str] = frozenset()
     volume_zones: Mapping[str, tuple[NodeSelectorTerm, ...]] = field(default_factory=dict)
 
-    def zones_of(self, needs: Needs) -> list[tuple[NodeSelectorTerm, ...]]:
-        """The zonal terms of the volumes bound to the claims ``needs`` names."""
-        found = (self.claims.get((needs.namespace, name)) for name in needs.references.claims)
+    def zones_of(self, pod: PodView) -> list[tuple[NodeSelectorTerm, ...]]:
+        """The zonal terms of the volumes bound to the claims ``pod`` references."""
+        namespace = pod.ref.namespace
+        found = (self.claims.get((namespace, name)) for name in pod.references.claims)
         volumes = (c.volume for c in found if c is not None and c.volume)
         return [terms for v in volumes if (terms := self.volume_zones.get(v))]
+
+    def blocker(self, pod: PodView) -> Blocked | None:
+        """What keeps ``pod`` from deserving a node, as far as this lookup found: a
+        priority below :data:`PRIORITY_CUTOFF`, else the first reference that keeps it from
+        starting anywhere.
+
+        Claims come first (the scheduler itself stops on them), then Secrets, then
+        ConfigMaps.
+        """
+        priority = pod.priority
+        if priority is not None and priority < PRIORITY_CUTOFF:
+            return Blocked(
+                Blocker.BELOW_PRIORITY_CUTOFF, f"priority {priority} < cutoff {PRIORITY_CUTOFF}"
+            )
+        namespace, refs = pod.ref.namespace, pod.references
+        for name in refs.claims:
+            problem = self._claim_problem(namespace, name)
+            if problem is not None:
+                return problem
+        for name in refs.secrets:
+            if (namespace, name) not in self.secrets:
+                return Blocked(Blocker.MISSING_SECRET, f'secret "{name}" not found')
+        for name in refs.config_maps:
+            if (namespace, name) not in self.config_maps:
+                return Blocked(Blocker.MISSING_CONFIG_MAP, f'configmap "{name}" not found')
+        return None
+
+    def _claim_problem(self, namespace: str, name: str) -> Blocked | None:
+        what = f'persistentvolumeclaim "{name}"'
+        claim = self.claims.get((namespace, name))
+        if claim is None:
+            return Blocked(Blocker.MISSING_PVC, f"{what} not found")
+        if claim.deleting:
+            return Blocked(Blocker.MISSING_PVC, f"{what} is being deleted")
+        if claim.phase == "Bound":
+            return None
+        if claim.phase == "Lost":
+            return Blocked(Blocker.UNBOUND_PVC, f"{what} lost its volume")
+        storage_class = claim.storage_class
+        if storage_class and storage_class in self.late_binding_classes:
+            return None  # WaitForFirstConsumer: the claim binds once the pod has a node
+        # As the scheduler does, a class that does not exist means immediate binding.
+        how = f'storage class "{storage_class}"' if storage_class else "no storage class"
+        return Blocked(Blocker.UNBOUND_PVC, f"{what} is not bound ({how}, immediate binding)")
 
 
 #: Pods below this priority never cause a scale-up (cluster-autoscaler's default
 #: ``--expendable-pods-priority-cutoff``).
 PRIORITY_CUTOFF = -10
-
-
-def blocked(needs: Needs, lookup: Lookup) -> Blocked | None:
-    """What keeps a pod that ``needs`` this from deserving a node, or ``None``: a priority
-    below :data:`PRIORITY_CUTOFF`, else the first reference that keeps it from starting
-    anywhere.
-
-    Claims come first (the scheduler itself stops on them), then Secrets, then ConfigMaps.
-    """
-    priority = needs.priority
-    if priority is not None and priority < PRIORITY_CUTOFF:
-        return Blocked(
-            Blocker.BELOW_PRIORITY_CUTOFF, f"priority {priority} < cutoff {PRIORITY_CUTOFF}"
-        )
-    namespace, refs = needs.namespace, needs.references
-    for name in refs.claims:
-        problem = _claim_problem(name, lookup.claims.get((namespace, name)), lookup)
-        if problem is not None:
-            return problem
-    for name in refs.secrets:
-        if (namespace, name) not in lookup.secrets:
-            return Blocked(Blocker.MISSING_SECRET, f'secret "{name}" not found')
-    for name in refs.config_maps:
-        if (namespace, name) not in lookup.config_maps:
-            return Blocked(Blocker.MISSING_CONFIG_MAP, f'configmap "{name}" not found')
-    return None
-
-
-def _claim_problem(name: str, claim: Claim | None, lookup: Lookup) -> Blocked | None:
-    what = f'persistentvolumeclaim "{name}"'
-    if claim is None:
-        return Blocked(Blocker.MISSING_PVC, f"{what} not found")
-    if claim.deleting:
-        return Blocked(Blocker.MISSING_PVC, f"{what} is being deleted")
-    if claim.phase == "Bound":
-        return None
-    if claim.phase == "Lost":
-        return Blocked(Blocker.UNBOUND_PVC, f"{what} lost its volume")
-    storage_class = claim.storage_class
-    if storage_class and storage_class in lookup.late_binding_classes:
-        return None  # WaitForFirstConsumer: the claim binds once the pod has a node
-    # As the scheduler does, a class that does not exist means immediate binding.
-    how = f'storage class "{storage_class}"' if storage_class else "no storage class"
-    return Blocked(Blocker.UNBOUND_PVC, f"{what} is not bound ({how}, immediate binding)")

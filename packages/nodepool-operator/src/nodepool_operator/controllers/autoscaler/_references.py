@@ -24,7 +24,8 @@ from kubeloop import (
     Resource,
 )
 from nodepool_operator.controllers.autoscaler._decode import claim, late_binding, volume_zones
-from nodepool_operator.controllers.autoscaler._pending import Lookup, NamespacedName, Needs
+from nodepool_operator.controllers.autoscaler._pending import Lookup, NamespacedName
+from nodepool_operator.scheduling import References
 
 __all__ = ["PERSISTENTVOLUMES", "STORAGECLASSES", "look_up"]
 
@@ -40,9 +41,10 @@ PERSISTENTVOLUMES: Final = Resource(
 _CONCURRENCY: Final = 8
 
 
-async def look_up(client: Client, pods: Iterable[Needs]) -> Lookup:
-    """Find which of the Secrets, ConfigMaps, claims and claim classes ``pods`` need exist,
-    and the zones the volumes of their bound claims are pinned to.
+async def look_up(client: Client, wanted: Iterable[tuple[str, References]]) -> Lookup:
+    """Find which of the Secrets, ConfigMaps, claims and claim classes exist that ``wanted``
+    names (what each candidate references, a pod's view's ``references``, with the namespace
+    it is in), and the zones the volumes of their bound claims are pinned to.
 
     Raises what the API raises, except NotFound (the object is missing) and Forbidden: without
     the permission to look, the object is assumed present, so a narrow RBAC role degrades to
@@ -51,8 +53,7 @@ async def look_up(client: Client, pods: Iterable[Needs]) -> Lookup:
     secrets: set[NamespacedName] = set()
     config_maps: set[NamespacedName] = set()
     claims: set[NamespacedName] = set()
-    for needs in pods:
-        namespace, refs = needs.namespace, needs.references
+    for namespace, refs in wanted:
         secrets.update((namespace, name) for name in refs.secrets)
         config_maps.update((namespace, name) for name in refs.config_maps)
         claims.update((namespace, name) for name in refs.claims)

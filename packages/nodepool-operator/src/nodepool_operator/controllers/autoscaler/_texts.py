@@ -80,23 +80,26 @@ def not_triggered(plan: ScaleUpPlan, aside: tuple[NotTriggered, ...]) -> tuple[N
 
 
 def decision_text(
-    plan: ScaleUpPlan,
+    summary: str,
+    target: int,
     aside: tuple[NotTriggered, ...],
     *,
+    planned: bool,
     head: str | None = None,
     settling: int = 0,
 ) -> str:
-    """``status.lastDecision``: the plan's summary plus the pods set aside before planning.
+    """``status.lastDecision``: the plan's ``summary`` (made at ``target``; ``planned``: it
+    placed or turned down a pod) plus the pods set aside before planning.
 
     E.g. ``no scale up (target 0); 1 pod MissingSecret (secret "db" not found)``. ``head``
     replaces the summary's first part, e.g. with what a scale-down did. ``settling`` counts
     the pods left out while the scheduler binds them to nodes that just became Ready.
     """
-    first, *groups = plan.summary.split("; ")
+    first, *groups = summary.split("; ")
     if head is None:
         head = first
-        if (aside or settling) and not plan.placements and not plan.unschedulable:
-            head = f"no scale up (target {plan.current_target})"  # not "no pending pods"
+        if (aside or settling) and not planned:
+            head = f"no scale up (target {target})"  # not "no pending pods"
     if settling:
         groups.append(f"{_count(settling)} waiting for the scheduler on new Ready nodes")
     described = [f"{_count(len(g.pods))} {g.reason} ({g.detail})" for g in aside[:_GROUPS]]

@@ -5,7 +5,8 @@
    otherwise the caller decides again from the server's value;
 2. the Events;
 3. the status, if it changed (one typed change, :mod:`._status`);
-4. the reservation patches: a toleration on each planned pod, the lift on each reserved Node
+4. the reservation patches: a toleration on each planned pod (the JSON patch made here, from
+   the pod's typed view: :func:`.._reserve.toleration_patch`), the lift on each reserved Node
    whose pods have landed. Those are best effort: a pod gone, or whose tolerations changed
    meanwhile, is looked at again next pass; which ones took is returned for the memory.
 """
@@ -30,10 +31,18 @@ from kubeloop import (
     update_status,
 )
 from nodepool_operator.api import AUTOSCALERS
+from nodepool_operator.controllers._reserve import toleration_patch
 from nodepool_operator.controllers.autoscaler._report import Note, Subject
 from nodepool_operator.controllers.autoscaler._scale import write_target
 from nodepool_operator.controllers.autoscaler._status import READY, ConditionChange, StatusChange
-from nodepool_operator.controllers.autoscaler.decide import Grant, Lift, Mark, TargetWrite, Why
+from nodepool_operator.controllers.autoscaler.decide import (
+    Decision,
+    Grant,
+    Lift,
+    Mark,
+    TargetWrite,
+    Why,
+)
 from nodepool_operator.controllers.autoscaler.observe import Raw, Unready
 
 __all__ = ["Actor", "Recorder"]
@@ -126,18 +135,29 @@ class Actor:
         ready = ConditionChange(READY, "False", unready.reason, unready.message)
         await self.write_status(unready.obj, StatusChange(generation, (ready,)), now)
 
-    async def reserve(
-        self, raw: Raw, grants: Sequence[Grant], lifts: Sequence[Lift]
+    async def tell_and_reserve(
+        self, raw: Raw, decision: Decision, now: datetime
     ) -> tuple[list[tuple[str, str]], list[str]]:
-        """Patch the planned pods' tolerations and lift the reserved Nodes due; returns the
-        (pod key, node) pairs granted and the reserved names opened."""
+        """The writes after the target's: the Events, the status, the reservation patches;
+        returns the (pod key, node) pairs granted and the reserved names opened."""
+        self.tell(raw, decision.events)
+        await self.write_status(raw.scaler, decision.status, now)
+        return await self.reserve(decision.grants, decision.lifts)
+
+    async def reserve(
+        self, grants: Sequence[Grant], lifts: Sequence[Lift]
+    ) -> tuple[list[tuple[str, str]], list[str]]:
+        """Patch the planned pods' tolerations (the JSON patch made here, from the pod's
+        view) and lift the reserved Nodes due; returns the (pod key, node) pairs granted and
+        the reserved names opened."""
         granted: list[tuple[str, str]] = []
         for grant in grants:
-            meta = raw.pods[grant.pod]["metadata"]
+            ref = grant.view.ref
+            patch = toleration_patch(grant.view, grant.node)
             # gone, or its tolerations changed meanwhile: the next pass looks again
             with contextlib.suppress(NotFound, Invalid):
                 await self._client.patch(
-                    PODS, meta["name"], grant.patch, meta["namespace"], patch_type=PatchType.JSON
+                    PODS, ref.name, patch, ref.namespace, patch_type=PatchType.JSON
                 )
                 granted.append((grant.pod, grant.node))
         opened: list[str] = []

@@ -1,18 +1,19 @@
 """The Autoscaler controller: raises a NodePool's targetNodes when pods wait for room, and
 with scale-down on lowers it when nodes are unneeded.
 
-One reconcile, for one Autoscaler, is a recipe of four steps:
+One reconcile, for one Autoscaler, is a recipe of three steps, each called once:
 
-1. **observe** (:mod:`.observe`): the Autoscaler, its NodePool, the pending pods of its
-   namespaces and the pool's Nodes, from the cache, into one frozen record (or why it cannot
-   plan: ``Ready=False`` with the reason; the pool's watch brings the Autoscaler back when the
-   pool appears, so there is nothing to retry);
-2. wait until the burst the candidates came in has gone quiet (:mod:`._batching`), then read
-   live what they reference (:mod:`._references`);
-3. **decide** (:mod:`.decide`, pure): the target, the Events, the status, the reservation
-   patches and what to remember;
-4. **act** (:mod:`.act`): the writes. A target that moved since the cache read it is decided
-   again from the server's value; the memory is kept only once the writes are made.
+1. **observe** (:meth:`.observe.Observer.observe`): the Autoscaler, its NodePool, the pending
+   pods of its namespaces (each read once, at the boundary) and the pool's Nodes, from the
+   cache; once the burst the candidates came in has gone quiet (:mod:`._batching`), what they
+   reference, live. One frozen record, or why there is nothing to plan yet: a burst still
+   gathering (look again shortly), or ``Ready=False`` with the reason (the pool's watch
+   brings the Autoscaler back when the pool appears, so there is nothing to retry);
+2. **decide** (:mod:`.decide`, pure): the target, the Events, the status, the reservation
+   grants and what to remember;
+3. **act** (:mod:`.act`): the writes, the target first. A target that moved since the cache
+   read it is decided again from the server's value (:func:`decide_and_write`); the memory
+   is kept only once the writes are made.
 
 It then runs again after ``frequency``; pod, node and pool events bring it back sooner
 (:mod:`._watch`).
@@ -65,11 +66,15 @@ from nodepool_operator.controllers.autoscaler.decide import (
     Mark,
     Memory,
     TargetWrite,
-    burst_wait,
     decide,
     settle,
 )
-from nodepool_operator.controllers.autoscaler.observe import Observation, Observer, Unready
+from nodepool_operator.controllers.autoscaler.observe import (
+    Gathering,
+    Observation,
+    Observer,
+    Unready,
+)
 from nodepool_operator.settings import OperatorSettings
 
 __all__ = ["AutoscalerController", "decide_and_write"]
@@ -168,39 +173,41 @@ class AutoscalerController:
         )
 
     async def reconcile(self, req: Request) -> Result:
-        obj = await self._observer.autoscaler(req)
-        if obj is None:
+        remembered = self._memory.get(req.name)
+        obs = await self._observer.observe(
+            req,
+            planned_at=None if remembered is None else remembered.planned_at,
+            clock=self._clock,
+            window=self._knobs.batch_window,
+        )
+        if obs is None:  # gone, or going
             self._memory.pop(req.name, None)
             return Result()
-        obs = await self._observer.observe(obj)
         if isinstance(obs, Unready):
             await self._actor.not_ready(obs, self._wall())
             return Result(requeue_after=obs.requeue_after)
+        if isinstance(obs, Gathering):
+            log.debug("gathering a burst of %d candidates for %.2fs", obs.candidates, obs.wait)
+            return Result(requeue_after=obs.wait)
         memory = self._memory.setdefault(req.name, Memory())
-        now = self._clock()
-        wait = burst_wait(obs, memory, now, self._knobs)
-        if wait > 0:
-            log.debug("gathering a burst of %d candidates for %.2fs", len(obs.candidates), wait)
-            return Result(requeue_after=wait)
-        obs = await self._observer.look_up(obs)
+        now = obs.read_at
         try:
-            decision = await self._decide_and_scale(obs, memory, Clock(now, self._wall()))
+            decision = await decide_and_write(
+                obs,
+                memory,
+                Clock(now, self._wall()),
+                self._knobs,
+                self._actor.write_target,
+                mark=self._actor.mark,
+            )
         except NotFound:  # the pool went away after we read it
             memory.planned_at = now
-            await self._actor.not_ready(
-                self._observer.pool_not_found(obj, obs.pool_name), self._wall()
-            )
+            gone = self._observer.pool_not_found(obs.raw.scaler, obs.pool_name)
+            await self._actor.not_ready(gone, self._wall())
             return Result()
-        self._actor.tell(obs.raw, decision.events)
-        await self._actor.write_status(obj, decision.status, self._wall())
-        granted, opened = await self._actor.reserve(obs.raw, decision.grants, decision.lifts)
+        granted, opened = await self._actor.tell_and_reserve(obs.raw, decision, self._wall())
         self._memory[req.name] = settle(decision.memory, granted, opened)
         return Result(requeue_after=decision.requeue_after)
-
-    async def _decide_and_scale(self, obs: Observation, memory: Memory, now: Clock) -> Decision:
-        return await decide_and_write(
-            obs, memory, now, self._knobs, self._actor.write_target, mark=self._actor.mark
-        )
 
 
 async def decide_and_write(

@@ -42,15 +42,13 @@ from nodepool_operator.controllers._node_manifest import ready_for
 from nodepool_operator.controllers._reserve import (
     JsonPatch,
     Reservation,
+    lets_on,
     lift_due,
     lift_patch,
-    toleration_patch,
 )
 from nodepool_operator.controllers._unneeded import mark_patch, rest_left, unmark_patch
-from nodepool_operator.controllers.autoscaler._batching import batch_wait
 from nodepool_operator.controllers.autoscaler._choice import option, served_elsewhere
 from nodepool_operator.controllers.autoscaler._landing import Landing
-from nodepool_operator.controllers.autoscaler._pending import blocked
 from nodepool_operator.controllers.autoscaler._provision import (
     Provisioning,
     observe,
@@ -110,7 +108,6 @@ __all__ = [
     "Memory",
     "TargetWrite",
     "Why",
-    "burst_wait",
     "decide",
     "settle",
 ]
@@ -198,11 +195,12 @@ class TargetWrite:
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """Let pod ``pod`` (key) onto reserved node ``node``: a JSON patch of its tolerations."""
+    """Let pod ``pod`` (key; ``view``: the pod as observed) onto reserved node ``node``: the
+    act adds the toleration of that node (:func:`.._reserve.toleration_patch`)."""
 
     pod: str
     node: str
-    patch: JsonPatch
+    view: PodView
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,16 +238,6 @@ class Decision:
     marks: tuple[Mark, ...] = ()
 
 
-def burst_wait(obs: Observation, memory: Memory, now: float, knobs: Knobs) -> float:
-    """Seconds to keep gathering a burst of candidates before deciding (0: decide now)."""
-    return batch_wait(
-        (p.first_seen for p in obs.candidates),
-        now=now,
-        window=knobs.batch_window,
-        planned_at=memory.planned_at,
-    )
-
-
 def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decision:
     """The pass's decision; ``memory`` is not changed (the decision carries the new one)."""
     m = memory.copy()
@@ -262,7 +250,14 @@ def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decisi
     said, m.reported = not_triggered(m.reported, (*_plan_groups(plan), *aside), keys)
     grants, lifts, lift_in = _hold_reservations(obs, m, now, knobs)
     backing_off = m.provisioning.backing_off(now.mono)
-    text = decision_text(plan, aside, head=outcome.head, settling=len(settling))
+    text = decision_text(
+        plan.summary,
+        plan.current_target,
+        aside,
+        planned=bool(plan.placements or plan.unschedulable),
+        head=outcome.head,
+        settling=len(settling),
+    )
     return Decision(
         target=outcome.write,
         status=_status(obs, text, outcome.scaled_at, m, backing_off, knobs),
@@ -293,14 +288,15 @@ def _set_aside(
     """The landing guard's next due time, the groups set aside, the pods left to plan for,
     and the refs of pods settling onto new Ready nodes."""
     pods = {p.key: p for p in obs.candidates}
-    stuck = [(p.ref, why) for p in obs.candidates if (why := blocked(p.needs, obs.lookup))]
+    stuck = [(p.ref, why) for p in obs.candidates if (why := obs.lookup.blocker(p.view))]
+    if obs.template != m.landing.template:  # verdicts were for another node template
+        m.landing = Landing(template=obs.template)
     landing_due = m.landing.look(
         candidates=pods.keys(),
         ready=obs.nodes.ready,
         registered=obs.nodes.registered,
         now=now,
         grace=knobs.landing_grace,
-        template=obs.template,
     )
     # Interchangeable pods: the scheduler may have bound others to the planned nodes.
     held = m.landing.excluded(pods) | m.landing.waiting(pods)
@@ -420,7 +416,7 @@ def _plan(obs: Observation, pods: Sequence[PendingPod], m: Memory, now: float) -
 
 def _with_volumes(pod: PendingPod, obs: Observation) -> PodView:
     """The pod's view with the zones of its bound volumes, when a pool with zones plans."""
-    zones = obs.lookup.zones_of(pod.needs) if obs.pool.status.zones else []
+    zones = obs.lookup.zones_of(pod.view) if obs.pool.status.zones else []
     return with_volume_zones(pod.view, zones) if zones else pod.view
 
 
@@ -694,8 +690,9 @@ def _hold_reservations(
     obs: Observation, m: Memory, now: Clock, knobs: Knobs
 ) -> tuple[tuple[Grant, ...], tuple[Lift, ...], float | None]:
     """Reserved new nodes (``_reserve``): give the plan's slots their nodes' names, let each
-    planned pod onto its node, and open a node once its pods are bound (or it has been Ready
-    for the landing grace). Returns the patches and the seconds until the next lift is due."""
+    planned pod onto its node (a grant, unless the pod already tolerates it), and open a node
+    once its pods are bound (or it has been Ready for the landing grace). Returns the grants,
+    the lifts and the seconds until the next lift is due."""
     reservation = m.reservation
     if not obs.reserved and not reservation.slots:
         return (), (), None
@@ -706,12 +703,11 @@ def _hold_reservations(
     grants: list[Grant] = []
     for name, keys in slots.items():
         for key in keys:
-            pod = obs.raw.pods.get(key)
+            pod = obs.unbound.get(key)
             if pod is None or name not in live or (key, name) in reservation.granted:
                 continue
-            patch = toleration_patch(pod, name)
-            if patch is not None:
-                grants.append(Grant(key, name, patch))
+            if not lets_on(pod, name):
+                grants.append(Grant(key, name, pod))
     wall = now.wall.timestamp()
     lifts: list[Lift] = []
     next_due: float | None = None

@@ -1,16 +1,17 @@
 """Observe: everything one Autoscaler's reconcile reads, once, into a frozen record.
 
-Two steps, so the live reads wait for the burst to settle (:mod:`._batching`):
+:meth:`Observer.observe` is the one call: it reads the cache (the Autoscaler, its NodePool
+typed with the node template, the pending pods of its namespaces and the pool's Nodes), each
+pod once, at the boundary (:func:`~nodepool_operator.scheduling.read_pending`: its verdict
+and its view); then, once the burst the candidates came in has gone quiet
+(:mod:`._batching`), the live reads: the Secrets, ConfigMaps and claims the candidates
+reference (:mod:`._references`), and the PodDisruptionBudgets when scale-down might need
+them. It returns the :class:`Observation`, or :class:`Gathering` (a burst still coming in:
+look again later), :class:`Unready` (why it cannot plan) or ``None`` (the Autoscaler is gone
+or going).
 
-* :meth:`Observer.observe` reads the cache only: the Autoscaler, its NodePool (typed, with the
-  node template), the pending pods of its namespaces (each read into a :class:`PendingPod`)
-  and the pool's Nodes; or says why it cannot plan (:class:`Unready`).
-* :meth:`Observer.look_up` adds the live reads: the Secrets, ConfigMaps and claims the
-  candidates reference (:mod:`._references`), and the PodDisruptionBudgets when scale-down
-  might need them.
-
-What is raw in the record is only what the recorder and the reservation patches need to name
-an object (:class:`Raw`); every decision reads the typed fields.
+What is raw in the record is only what the recorder needs to name an object (:class:`Raw`);
+every decision reads the typed fields.
 """
 
 from __future__ import annotations
@@ -43,14 +44,10 @@ from nodepool_operator.controllers._launch import NodeClassUnavailable
 from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._reserve import reserved_for
 from nodepool_operator.controllers._unneeded import is_marked, timed_out_at
+from nodepool_operator.controllers.autoscaler._batching import batch_wait
 from nodepool_operator.controllers.autoscaler._choice import Option, option
-from nodepool_operator.controllers.autoscaler._decode import (
-    deleting,
-    object_name,
-    pod_key,
-    pod_needs,
-)
-from nodepool_operator.controllers.autoscaler._pending import Lookup, Needs
+from nodepool_operator.controllers.autoscaler._decode import deleting, object_name
+from nodepool_operator.controllers.autoscaler._pending import Lookup
 from nodepool_operator.controllers.autoscaler._references import look_up
 from nodepool_operator.controllers.autoscaler._status import (
     CONFLICTING_AUTOSCALER,
@@ -68,24 +65,20 @@ from nodepool_operator.scheduling import (
     DaemonSetView,
     NodeTemplate,
     PdbView,
-    PodReason,
     PodRef,
     PodView,
-    classify,
     daemonset_view,
     node_view,
     pdb_view,
-    pod_view,
+    read_pending,
 )
 
-__all__ = ["Observation", "Observer", "PendingPod", "Raw", "Unready", "snapshot"]
+__all__ = ["Gathering", "Observation", "Observer", "PendingPod", "Raw", "Unready", "snapshot"]
 
 log = logging.getLogger("nodepool_operator.autoscaler")
 
 #: How often a refused Autoscaler looks again (it takes over once the other one is gone).
 REFUSED_RECHECK: Final = 30.0
-#: Pods that are not pending at all (not counted in status.pendingPods).
-_GONE: Final = (PodReason.BOUND, PodReason.TERMINATING, PodReason.FINISHED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,15 +86,21 @@ class PendingPod:
     """A candidate for scale-up (unschedulable, per the scheduler), read once.
 
     Attributes:
-        key: its uid (namespace/name if it has none).
+        view: the pod, read at the boundary (what it needs, what it references).
         first_seen: when the watch first delivered it as a candidate (monotonic).
     """
 
-    key: str
-    ref: PodRef
     view: PodView
-    needs: Needs
     first_seen: float
+
+    @property
+    def key(self) -> str:
+        """Its uid (namespace/name if it has none)."""
+        return self.view.key
+
+    @property
+    def ref(self) -> PodRef:
+        return self.view.ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +112,7 @@ class Raw:
     nodes: Mapping[str, Object] = field(default_factory=dict)
     """The pool's Nodes by name."""
     pods: Mapping[str, Object] = field(default_factory=dict)
-    """The unbound pods of the watched namespaces by key."""
+    """The unbound pods of the watched namespaces by key (an Event on a pod names it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,16 +123,19 @@ class Observation:
         target: the pool's targetNodes as last read: the cache's, or the server's once a
             write found it moved (then ``moved``).
         pending: pods pending in the watched namespaces, for any reason.
-        unbound: the keys of those pods (candidates or not).
+        unbound: those pods' views by key (candidates or not).
         reserved: the pool's reserved Nodes: (Node name, the name it is reserved for).
         holds: each Node's own hold annotation (``""`` if none), for scale-down blockers.
-        lookup: what the candidates' references found (:meth:`Observer.look_up`).
+        lookup: what the candidates' references found (the live reads of
+            :meth:`Observer.observe`).
         budgets: the PodDisruptionBudgets, when a node that might go runs a workload pod.
         marked: the pool's Nodes this Autoscaler named unneeded (:mod:`.._unneeded`).
         drain_timed_out: when the NodePool controller gave up draining a Node, by name (it
             rests, out of scale-down, for a while after).
         rivals: the other Autoscalers watching one of its namespaces, as options for the
             choice of who scales for a pod (:mod:`._choice`), by name.
+        read_at: when the cache was read, on the monotonic clock of the candidates'
+            ``first_seen`` (the controller decides at that time).
     """
 
     scaler: Autoscaler
@@ -144,7 +146,7 @@ class Observation:
     target: int
     pending: int
     candidates: tuple[PendingPod, ...]
-    unbound: frozenset[str]
+    unbound: Mapping[str, PodView]
     reserved: tuple[tuple[str, str], ...]
     holds: Mapping[str, str]
     raw: Raw
@@ -154,10 +156,19 @@ class Observation:
     marked: frozenset[str] = frozenset()
     drain_timed_out: Mapping[str, float] = field(default_factory=dict)
     rivals: tuple[Option, ...] = ()
+    read_at: float = 0.0
 
     @property
     def pool_name(self) -> str:
         return self.scaler.spec.node_pool_ref.name
+
+
+@dataclass(frozen=True, slots=True)
+class Gathering:
+    """A burst of ``candidates`` is still coming in: look again in ``wait`` seconds."""
+
+    wait: float
+    candidates: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,8 +221,8 @@ def snapshot(
     """The observation of what was read: the Autoscaler (``obj``, parsed as ``scaler``), its
     pool, the pods of its namespaces, the pool's Nodes (``pods_on(name)``: the pods bound to
     one) and the DaemonSets; ``first_seen(key)``: when the watch showed the pod of that key
-    (:func:`~._decode.pod_key`) unschedulable; ``template_inputs``: the cloud's instance
-    types and the pool's node class (default: the simulated catalogue, no class).
+    (its view's ``key``) unschedulable; ``template_inputs``: the cloud's instance types and
+    the pool's node class (default: the simulated catalogue, no class).
     Pure, so tests observe a fixed snapshot the way the controller observes its cache."""
     pool_name = scaler.spec.node_pool_ref.name
     inputs = template_inputs or TemplateInputs(CATALOGUE, None)
@@ -221,15 +232,17 @@ def snapshot(
     except ValueError as err:  # InvalidField is a ValueError too
         return Unready(obj, INVALID_NODEPOOL, f"NodePool {pool_name}: {err}")
     candidates: list[PendingPod] = []
-    unbound: dict[str, Object] = {}
+    unbound: dict[str, PodView] = {}
+    raw_pods: dict[str, Object] = {}
     for pod in pods:
-        verdict = classify(pod)
-        key = pod_key(pod)
-        if verdict.reason not in _GONE:
-            unbound[key] = pod
-        if verdict.candidate:
-            view = pod_view(pod)
-            candidates.append(PendingPod(key, view.ref, view, pod_needs(pod), first_seen(key)))
+        read = read_pending(pod)  # the one read of the pod
+        view = read.view
+        if view is None:  # bound or going: not pending
+            continue
+        unbound[view.key] = view
+        raw_pods[view.key] = pod
+        if read.candidate:
+            candidates.append(PendingPod(view, first_seen(view.key)))
     summary = pool_nodes(nodes, pods_on, daemonsets=daemonsets, booting_taints=template.taints)
     by_name = {object_name(n): n for n in nodes}
     return Observation(
@@ -241,14 +254,14 @@ def snapshot(
         target=pool.spec.target_nodes,
         pending=len(unbound),
         candidates=tuple(candidates),
-        unbound=frozenset(unbound),
+        unbound=unbound,
         reserved=tuple(
             (name, held)
             for name, node in by_name.items()
             if (held := reserved_for(node_fields(node))) is not None
         ),
         holds={view.name: view.hold for view in map(node_view, nodes)},
-        raw=Raw(obj, pool_obj, by_name, unbound),
+        raw=Raw(obj, pool_obj, by_name, raw_pods),
         marked=frozenset(name for name, node in by_name.items() if is_marked(node)),
         drain_timed_out={
             name: when for name, node in by_name.items() if (when := timed_out_at(node))
@@ -286,17 +299,49 @@ class Observer:
         self._scope_labels = scope_labels
         self._first_seen = first_seen
 
-    async def autoscaler(self, req: Request) -> Object | None:
-        """The Autoscaler, ``None`` if it is gone or going."""
+    async def observe(
+        self,
+        req: Request,
+        *,
+        planned_at: float | None,
+        clock: Callable[[], float],
+        window: float,
+    ) -> Observation | Gathering | Unready | None:
+        """Read what planning needs (``None``: the Autoscaler is gone or going): the cache's
+        objects, then, once the burst of candidates seen after ``planned_at`` (when this
+        Autoscaler last planned) has been quiet for ``window`` seconds on ``clock`` (read
+        after the cache, :func:`~._batching.batch_wait`), the live reads: what the
+        candidates reference, and, when scale-down is on and a node that might go runs a
+        workload pod, every namespace's budgets (a node whose pods a budget lets go now is
+        named before one it would hold; a kube-system pod no budget covers blocks its
+        node)."""
         # Through the cache, not the store: a read right after our own status write waits
         # for the watch to bring that write back, so the next write does not conflict.
         obj = await self._get(AUTOSCALERS, req.name)
         if obj is None or deleting(obj):
             return None
-        return obj
+        seen = await self._read(obj)
+        if isinstance(seen, Unready):
+            return seen
+        now = clock()  # after the cache: every candidate it holds was seen by then
+        first_seen = [p.first_seen for p in seen.candidates]
+        wait = batch_wait(first_seen, now=now, window=window, planned_at=planned_at)
+        if wait > 0:
+            return Gathering(wait, len(first_seen))
+        # what each candidate references, where: the objects to look up, not the pods
+        wanted = [(p.view.ref.namespace, p.view.references) for p in seen.candidates]
+        lookup = await look_up(self._client, wanted)
+        budgets: list[PdbView] = []
+        if seen.scaler.spec.scale_down_enabled:
+            views = [pod for node in seen.nodes.candidates for pod in node.pods]
+            if any(pod.workload for pod in views):
+                items, _ = await self._client.list_all(PDBS)
+                budgets = [pdb_view(item) for item in items]
+        return replace(seen, lookup=lookup, budgets=tuple(budgets), read_at=now)
 
-    async def observe(self, obj: Object) -> Observation | Unready:
-        """Read what planning needs, or why the Autoscaler cannot plan."""
+    async def _read(self, obj: Object) -> Observation | Unready:
+        """What the cache holds for planning (the live reads not made yet), or why the
+        Autoscaler cannot plan."""
         try:
             scaler = parse_autoscaler(obj)
         except InvalidField as err:
@@ -336,20 +381,6 @@ class Observer:
             rivals=await self._rivals(obj, scaler, daemonsets),
             template_inputs=inputs,
         )
-
-    async def look_up(self, obs: Observation) -> Observation:
-        """``obs`` with the live reads: what the candidates reference, and, when scale-down
-        is on and a node that might go runs a workload pod, every namespace's budgets (a
-        node whose pods a budget lets go now is named before one it would hold; a
-        kube-system pod no budget covers blocks its node)."""
-        lookup = await look_up(self._client, (p.needs for p in obs.candidates))
-        budgets: list[PdbView] = []
-        if obs.scaler.spec.scale_down_enabled:
-            views = [pod for node in obs.nodes.candidates for pod in node.pods]
-            if any(pod.workload for pod in views):
-                items, _ = await self._client.list_all(PDBS)
-                budgets = [pdb_view(item) for item in items]
-        return replace(obs, lookup=lookup, budgets=tuple(budgets))
 
     def pool_not_found(self, obj: Object, pool: str) -> Unready:
         scope = f" with labels {self._selector}" if self._selector else ""
