@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OPERATORS = ("appconfig", "nodepool", "instance", "tenant")
+OPERATORS = ("appconfig", "nodepool", "instance", "tenant", "pack")
 #: The operators every fault x moment x topology runs on; ``tenant`` (a cluster-scoped
 #: owner of children in two namespaces, issue 23 bug 2) has scenarios of its own.
 FULL_OPERATORS = OPERATORS[:3]
@@ -43,6 +43,11 @@ FAULTS = (
     "partition-hold",
     "meddle",
     "watch-lag",
+    # the cache's read guarantees, on the Pack operator (tests/faults/cache_faults.py)
+    "child-lag",
+    "forbid-list",
+    "list-hang",
+    "lease-steal",
 )
 
 #: When it strikes: before the objects exist, right after they are created, or right
@@ -114,7 +119,20 @@ def full() -> list[Scenario]:
     out.append(Scenario("tenant", "single", "none", "update"))
     out.append(Scenario("tenant", "single", "storm-5xx", "update"))
     out.append(Scenario("tenant", "single", "watch-lag", "start"))
+    out += cache_reads()
     return out
+
+
+def cache_reads() -> list[Scenario]:
+    """The cache's read guarantees under faults (issue 23, bugs 3, 5 and 8), on the Pack
+    operator: tests/faults/cache_faults.py."""
+    return [
+        Scenario("pack", "single", "none", "update"),
+        Scenario("pack", "single", "child-lag", "start"),
+        Scenario("pack", "single", "forbid-list", "start"),
+        Scenario("pack", "single", "list-hang", "update"),
+        Scenario("pack", "leader-pair", "lease-steal", "update"),
+    ]
 
 
 def quick() -> list[Scenario]:
