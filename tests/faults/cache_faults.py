@@ -5,14 +5,17 @@ an optional Secret from it. Three faults, each with its own counter, read from t
 apiserver or the fault proxy's log, never from the operator:
 
 ``child-lag`` (bug 3, read-your-own-writes)
-    The operator's cluster-wide LISTs and watches of ConfigMaps are held: the selector
-    informer its count reads stops, while its namespaced informer of the same kind goes
-    on. Every count after one of its own creates or deletes must still show them (the
-    namespaced informer's event must not settle the held one's expectation; the live
-    read a lagging selector informer falls back to keeps a fresh child; an own delete
-    is waited for). ``stale_reads``: children the apiserver saw created beyond the most
-    any spec of the Pack asked for (a count that missed a fresh child creates another;
-    one that still showed a deleted child deletes one more, then re-creates it).
+    Once the children of the created Packs exist (and the informers have them), the
+    operator's cluster-wide LISTs and watches of ConfigMaps are held for ``CHILD_LAG_S``;
+    then the spec changes (Packs scale down and up). The selector informer the count
+    reads stops, while the namespaced informer of the same kind goes on. Every count
+    after one of the operator's own creates or deletes must still show them: the
+    namespaced informer's event must not settle the held one's expectation, an own
+    delete is waited for, and once the wait gives up (the hold outlasts it) the live
+    read the selector informer falls back to keeps a fresh child. ``stale_reads``:
+    children the apiserver saw created beyond the most any spec of the Pack asked for (a
+    count that missed a fresh child creates another; one that still showed a deleted
+    child deletes one more, then re-creates it).
 ``forbid-list`` (bug 5)
     The proxy answers 403 to the operator's LISTs and watches of Secrets (RBAC granting
     ``get`` only). Two of the four Packs name a Secret; two workers. ``stuck_reads``: a
@@ -26,7 +29,7 @@ apiserver or the fault proxy's log, never from the operator:
     informer than a timeout and the client's shortest retry pause allow (the reflector
     listing again at once), from the proxy's log.
 
-    python -m tests.faults.runner --only 'pack/single/child-lag@start'
+    python -m tests.faults.runner --only 'pack/single/child-lag@create'
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ if TYPE_CHECKING:
     from tests.faults.scenarios import Scenario
 
 FAULTS = ("child-lag", "forbid-list", "list-hang", "lease-steal")
+#: The Lease a Pack leader pair holds (the runner waits for its first holder).
+LEASE = pack.LEASE
 
 #: Replicas per Pack at creation, and after the update (one scales down, one up).
 REPLICAS = {"p-0": (3, 1), "p-1": (1, 3), "p-2": (2, 2), "p-3": (2, 1)}
@@ -61,6 +66,14 @@ WITH_SECRET = {"p-2": "present", "p-3": "absent"}
 #: client's) after the first timeout.
 LIST_HANG_TIMEOUT = 1.0
 LIST_HANG_S = 9.0
+#: How long ``child-lag`` holds the selector informer: longer than a read waits for our
+#: own write (``read_your_writes_timeout``, 5 s), so reads also fall back to the server.
+CHILD_LAG_S = 8.0
+#: How long ``child-lag`` lets the informers take in the children made for the
+#: created Packs before it holds the selector one.
+SEEN_S = 0.5
+#: The faults whose hold lasts a set time (from the strike), not the runner's 4 s.
+HOLDS = {"child-lag": CHILD_LAG_S, "list-hang": LIST_HANG_S}
 #: A reflector attempt that started less than this after the previous attempt's last
 #: LIST timed out started at once: its backoff is at least 0.8 s (``backoff_initial``),
 #: and half of that leaves room for the proxy's and the loop's delays.
@@ -228,6 +241,10 @@ async def strike(run: Run) -> None:
     adapter = ADAPTERS[run.scn.operator]
     assert isinstance(adapter, PackAdapter)
     if fault == "child-lag":
+        # the children made for the created Packs first, and seen by the selector
+        # informer, so the update's scale-downs delete children it holds
+        await run._acted_on_creates()
+        await asyncio.sleep(SEEN_S)
         # as watch-lag: the cluster-wide informer has listed, then its watch is cut and
         # its re-watch (and any relist) hangs; the namespaced one goes on
         await run._until_watching(CONFIGMAPS.plural)
@@ -238,6 +255,7 @@ async def strike(run: Run) -> None:
         )
         for client in ops:
             px.cut_watches(client=client, resource=CONFIGMAPS.plural)
+        adapter.hang_started[run.scn] = time.monotonic()
     elif fault == "forbid-list":
         forbidden = Respond(403, reason="Forbidden", message="secrets is forbidden: list denied")
         run.rules.append(
@@ -284,9 +302,9 @@ async def at_heal(run: Run) -> None:
             await run.w.user.patch(
                 pack.PACKS, FLIPPED, {"spec": {"secret": secret}}, scope.namespace
             )
-    elif run.scn.fault == "list-hang":
+    elif run.scn.fault in HOLDS:
         held = time.monotonic() - adapter.hang_started.pop(run.scn, time.monotonic())
-        await asyncio.sleep(max(0.0, LIST_HANG_S - held))
+        await asyncio.sleep(max(0.0, HOLDS[run.scn.fault] - held))
 
 
 async def _forbidden_stuck(world: World, scope: Scope) -> tuple[list[str], list[str]]:

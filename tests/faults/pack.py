@@ -4,7 +4,8 @@ bugs 3, 5 and 8).
 A ``Pack`` (namespaced) asks for ``spec.replicas`` child ConfigMaps (``generateName``,
 labelled with the Pack's name). Its reconcile counts the children **from the cache**
 and creates the missing ones or deletes the extras, then asks to be reconciled again
-shortly (a check of what it did), as a ReplicaSet controller does. Counting from the
+shortly (a check of what it did), as a ReplicaSet controller does; which extras it deletes
+is left to chance. Counting from the
 cache is only safe if the cache shows the reconcile's own creates and deletes: a count
 that misses a fresh child creates one too many, one that still shows a deleted child
 deletes one too many (the over-delete client-go's expectations exist to prevent). The
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 from typing import Any
 
 from kubeloop import (
@@ -116,15 +118,12 @@ class PackOperator:
                 raise  # retriable: the workqueue's backoff brings it back
         # the count: this Pack's children as the selector informer holds them
         listed = await cache.list(CONFIGMAPS, req.namespace, label_selector=PACK_LABEL)
-        children = sorted(
-            (
-                c
-                for c in listed
-                if c["metadata"]["labels"].get(PACK_LABEL) == req.name
-                and not c["metadata"].get("deletionTimestamp")
-            ),
-            key=lambda c: str(c["metadata"]["name"]),
-        )
+        children = [
+            c
+            for c in listed
+            if c["metadata"]["labels"].get(PACK_LABEL) == req.name
+            and not c["metadata"].get("deletionTimestamp")
+        ]
         want = int(spec.get("replicas") or 0)
         for _ in range(want - len(children)):
             child: Object = {
@@ -138,6 +137,9 @@ class PackOperator:
             }
             set_controller_reference(pack, child)
             await self.mgr.client.create(CONFIGMAPS, child, req.namespace)
+        # any extras will do (as a ReplicaSet ranks them by things a count does not
+        # see): a count that still shows a child we deleted may pick a live one next
+        random.shuffle(children)
         for extra in children[want:]:
             name = extra["metadata"]["name"]
             await self.mgr.client.delete(CONFIGMAPS, name, req.namespace, ignore_not_found=True)

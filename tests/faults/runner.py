@@ -260,7 +260,7 @@ class Run:
             else "nodepool-operator-leader"
         )
         if self.adapter.name == "pack":
-            name = cache_faults.pack.LEASE
+            name = cache_faults.LEASE
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with contextlib.suppress(NotFound):
