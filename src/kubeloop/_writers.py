@@ -42,7 +42,7 @@ _SHARED = 4096
 #: Writer by its four fields: every watch event and write result is summarized, and a
 #: cluster has few distinct (manager, operation, subresource, second) entries at a time,
 #: so each is built (and its strings interned) once. Bounded like WriterLog's sharing.
-_ENTRIES: dict[tuple[object, object, object, object], Writer] = {}
+_ENTRIES: dict[tuple[str, str, str, str], Writer] = {}
 
 
 def writers_of(obj: Object) -> Writers | None:
@@ -54,25 +54,18 @@ def writers_of(obj: Object) -> Writers | None:
     for e in entries:
         if not isinstance(e, dict):
             continue
-        get = e.get
-        # looked up as the server sent them first (strings): the str() of each field is
-        # paid only for an entry not seen before
-        sent = (
-            get("manager") or "",
-            get("operation") or "",
-            get("subresource") or "",
-            get("time") or "",
-        )  # bulk writes share their second
-        try:
-            writer = _ENTRIES.get(sent)
-        except TypeError:  # not hashable (never from the server): as text
-            sent = (str(sent[0]), str(sent[1]), str(sent[2]), str(sent[3]))
-            writer = _ENTRIES.get(sent)
+        fields = (
+            str(e.get("manager") or ""),
+            str(e.get("operation") or ""),
+            str(e.get("subresource") or ""),
+            str(e.get("time") or ""),  # bulk writes share their second
+        )
+        writer = _ENTRIES.get(fields)
         if writer is None:
             if len(_ENTRIES) >= _SHARED:
                 _ENTRIES.clear()
             # few distinct managers: interning keeps a large cache's summaries small
-            writer = _ENTRIES[sent] = Writer(*(sys.intern(str(f)) for f in sent))
+            writer = _ENTRIES[fields] = Writer(*map(sys.intern, fields))
         out.append(writer)
     return tuple(out)
 
