@@ -232,6 +232,7 @@ class Manager:
             for c in self.controllers:
                 if c.name == name:  # its own objects and their children alike
                     c.own_write(obj)
+                    break  # names are unique (add refuses a second)
 
     def on_delete(self, resource: Resource, namespace: str | None, name: str, uid: str) -> None:
         """Every successful delete that removed the object: read-your-writes."""

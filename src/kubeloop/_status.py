@@ -81,13 +81,31 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+#: The immutable JSON scalars, which a copy of a JSON tree shares instead of copying.
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _copy_json(value: Any) -> Any:
+    """A deep copy of a decoded JSON value: dicts and lists rebuilt, scalars shared, and
+    anything else (a transform's tuple, a custom type) through :func:`copy.deepcopy`.
+    The same result as deepcopy for the values a status holds, at a fraction of its cost
+    (no memo table, no dispatch per value): it runs once per status write."""
+    if type(value) is dict:
+        return {k: v if type(v) in _SCALARS else _copy_json(v) for k, v in value.items()}
+    if type(value) is list:
+        return [v if type(v) in _SCALARS else _copy_json(v) for v in value]
+    if type(value) in _SCALARS:
+        return value
+    return copy.deepcopy(value)
+
+
 def mutated_status(obj: Object, mutate: StatusMutation) -> Status | None:
     """``mutate`` applied to a deep copy of ``obj["status"]`` (``{}`` if missing),
     or ``None`` if that changed nothing. ``obj`` itself is never modified."""
     current = obj.get("status")
     if not isinstance(current, dict):
         current = {}
-    status = copy.deepcopy(current)
+    status: Status = _copy_json(current)
     mutate(status)
     return None if same(status, current) else status
 

@@ -183,6 +183,10 @@ class AiohttpTransport:
     ) -> None:
         self._config = config
         self._base = config.server.rstrip("/")
+        # the server's URL in parts, for building each request's URL from them (below)
+        base = URL(self._base)
+        self._scheme, self._authority = base.scheme, base.raw_authority
+        self._base_path = base.raw_path.rstrip("/")
         self._token = BearerToken(config)
         self._connect_timeout = connect_timeout
         self._request_timeout = request_timeout
@@ -229,10 +233,14 @@ class AiohttpTransport:
         a URL built here already encoded (see ``_PLAIN_PATH``) and none left."""
         if _PLAIN_PATH.fullmatch(path) is None:
             return self._base + path, params
-        url = self._base + path
-        if params:
-            url = f"{url}?{_query(params)}"
-        return URL(url, encoded=True), None
+        # from the parts: yarl splits nothing (a third of URL(text, encoded=True)'s cost)
+        return URL.build(
+            scheme=self._scheme,
+            authority=self._authority,
+            path=self._base_path + path,
+            query_string=_query(params) if params else "",
+            encoded=True,
+        ), None
 
     def _seen(self, status: int) -> None:
         if status == 401:

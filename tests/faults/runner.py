@@ -29,6 +29,9 @@ cloud's records, never from an operator's own metrics:
     released (4 s after the last change). Nothing a reconcile needs is behind the held
     watch (the namespaced informer delivered it), so a difference is a reconcile that
     read the lagging informer instead.
+``stale_reads``, ``stuck_reads``, ``list_storms``, ``writes_after_stepdown``
+    The cache's read guarantees and the lease on the Pack operator (``child-lag``,
+    ``forbid-list``, ``list-hang``, ``lease-steal``): see tests/faults/cache_faults.py.
 ``differences``
     Sieve's differential check against the fault-free run of the same workload: end
     state, and per-object create/delete counts.
@@ -94,6 +97,7 @@ from kubeloop.testing.oracles import (
     eventually_stable,
 )
 from nodepool_operator.testbed import simulated_vms
+from tests.faults import cache_faults
 from tests.faults.operators import ADAPTERS, OperatorAdapter, Scope
 from tests.faults.scenarios import Scenario, full, quick
 from tests.faults.world import Replica, World, world
@@ -130,6 +134,10 @@ COUNTERS = (
     "unfinalized",
     "overlapping_reconciles",
     "stuck_behind_lag",
+    "stale_reads",
+    "stuck_reads",
+    "list_storms",
+    "writes_after_stepdown",
     "differences",
 )
 
@@ -146,6 +154,10 @@ class Outcome:
     unfinalized: int = 0
     overlapping_reconciles: int = 0
     stuck_behind_lag: int = 0
+    stale_reads: int = 0
+    stuck_reads: int = 0
+    list_storms: int = 0
+    writes_after_stepdown: int = 0
     differences: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -231,6 +243,7 @@ class Run:
             for k in range(2 if leader else 1):
                 client = f"op-{self.tag}-{i}{k}"
                 argv = self.adapter.argv(self.w, scope, client, leader=leader)
+                argv += cache_faults.extra_argv(self.scn)
                 self.replicas.append(Replica(client, argv, self.dir / f"{client}.log"))
 
     async def start(self) -> None:
@@ -246,6 +259,8 @@ class Run:
             if self.adapter.name == "appconfig"
             else "nodepool-operator-leader"
         )
+        if self.adapter.name == "pack":
+            name = cache_faults.LEASE
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with contextlib.suppress(NotFound):
@@ -318,6 +333,8 @@ class Run:
             await self.w.blocking(self.w.cp.restart_apiserver)
         elif fault == "etcd-restart":
             await self.w.blocking(self.w.cp.restart_etcd)
+        elif fault in cache_faults.FAULTS:
+            await cache_faults.strike(self)
 
     async def _until_watching(self, resource: str) -> None:
         """Wait (up to 60 s) until every operator watches ``resource`` cluster-wide: its
@@ -426,6 +443,8 @@ class Run:
                 stuck += await self.adapter.mismatches(self.w, scope)
             self.outcome.stuck_behind_lag = len(stuck)
             self.outcome.notes += [f"behind the held watch: {m}" for m in stuck[:5]]
+        if self.scn.fault in cache_faults.FAULTS:
+            await cache_faults.at_heal(self)
         if self.meddlers:
             await self._stop_meddling()
         for rule in self.rules:
@@ -574,6 +593,8 @@ class Run:
             self.outcome.notes += overlaps[:5]
             self.outcome.notes += list(losses.notes)
         self.split_brain()
+        if self.adapter.name == "pack":
+            cache_faults.judge(self)
         record = await self.record()
         if self.scn == self.scn.reference and self.scn not in self.refs:
             # a fault-free run that went wrong is no reference: the scenarios of its

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OPERATORS = ("appconfig", "nodepool", "instance", "tenant")
+OPERATORS = ("appconfig", "nodepool", "instance", "tenant", "pack")
 #: The operators every fault x moment x topology runs on; ``tenant`` (a cluster-scoped
 #: owner of children in two namespaces, issue 23 bug 2) has scenarios of its own.
 FULL_OPERATORS = OPERATORS[:3]
@@ -43,6 +43,11 @@ FAULTS = (
     "partition-hold",
     "meddle",
     "watch-lag",
+    # the cache's read guarantees, on the Pack operator (tests/faults/cache_faults.py)
+    "child-lag",
+    "forbid-list",
+    "list-hang",
+    "lease-steal",
 )
 
 #: When it strikes: before the objects exist, right after they are created, or right
@@ -114,7 +119,20 @@ def full() -> list[Scenario]:
     out.append(Scenario("tenant", "single", "none", "update"))
     out.append(Scenario("tenant", "single", "storm-5xx", "update"))
     out.append(Scenario("tenant", "single", "watch-lag", "start"))
+    out += cache_reads()
     return out
+
+
+def cache_reads() -> list[Scenario]:
+    """The cache's read guarantees under faults (issue 23, bugs 3, 5 and 8), on the Pack
+    operator: tests/faults/cache_faults.py."""
+    return [
+        Scenario("pack", "single", "none", "update"),
+        Scenario("pack", "single", "child-lag", "create"),
+        Scenario("pack", "single", "forbid-list", "start"),
+        Scenario("pack", "single", "list-hang", "update"),
+        Scenario("pack", "leader-pair", "lease-steal", "update"),
+    ]
 
 
 def quick() -> list[Scenario]:
@@ -137,4 +155,8 @@ def quick() -> list[Scenario]:
     out.append(Scenario("instance", "single", "etcd-restart", "update"))
     # kubeloop's finalizer helpers under a second writer (issue 23, bug 1)
     out.append(Scenario("nodepool", "single", "meddle", "start"))
+    # the cache's read-your-own-writes and a read of a kind it may not list (issue 23,
+    # bugs 3 and 5): about 10 s each, after the Pack reference
+    out.append(Scenario("pack", "single", "child-lag", "create"))
+    out.append(Scenario("pack", "single", "forbid-list", "start"))
     return out

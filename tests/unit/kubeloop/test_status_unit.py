@@ -58,6 +58,21 @@ def test_changed_status_is_a_copy() -> None:
     assert obj["status"]["conditions"][0]["status"] == "True"
 
 
+def test_the_copy_mutate_edits_shares_nothing_mutable_with_the_object() -> None:
+    # deep at every level, a transform's tuple included (copied, not shared)
+    inner = {"k": [1, {"x": "y"}]}
+    obj: dict[str, Any] = {"status": {"a": inner, "t": ([1],), "n": None, "f": 1.5}}
+
+    def scribble(status: dict[str, Any]) -> None:
+        status["a"]["k"][1]["x"] = "z"
+        status["a"]["k"].append(2)
+        status["t"][0].append(9)
+
+    new = mutated_status(obj, scribble)
+    assert new == {"a": {"k": [1, {"x": "z"}, 2]}, "t": ([1, 9],), "n": None, "f": 1.5}
+    assert obj["status"] == {"a": {"k": [1, {"x": "y"}]}, "t": ([1],), "n": None, "f": 1.5}
+
+
 @pytest.mark.parametrize("status", [None, {}], ids=["missing", "empty"])
 def test_missing_status_starts_empty(status: dict[str, Any] | None) -> None:
     obj: dict[str, Any] = {} if status is None else {"status": status}

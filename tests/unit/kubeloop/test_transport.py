@@ -225,3 +225,31 @@ def test_insecure_context() -> None:
     ctx = build_ssl_context(ClusterConfig("https://h", insecure=True))
     assert ctx.verify_mode == ssl.CERT_NONE
     assert not ctx.check_hostname
+
+
+@pytest.mark.parametrize(
+    "server",
+    ["https://10.0.0.1:6443", "https://example.com/", "http://[::1]:8080/prefix", "https://h/a/b/"],
+)
+@pytest.mark.parametrize(
+    ("path", "params"),
+    [
+        ("/api/v1/namespaces/ns/configmaps/x", None),
+        ("/apis/g.dev/v1/namespaces/ns/things/a.b-c/status", {"fieldManager": "m-ctl"}),
+        ("/api/v1/pods", {"labelSelector": "a in (b,c),!d", "limit": "500"}),
+    ],
+)
+def test_a_plain_path_url_is_the_one_the_general_way_builds(
+    server: str, path: str, params: dict[str, str] | None
+) -> None:
+    # the fast path builds the URL from parts; it must be the URL aiohttp would send
+    from yarl import URL
+
+    transport = AiohttpTransport(ClusterConfig(server=server))
+    url, rest = transport._url(path, params)
+    assert rest is None
+    expected = URL(server.rstrip("/") + path).with_query(params or {})
+    assert isinstance(url, URL)
+    # the same URL (the query's escaping may differ: the server decodes both alike)
+    parts = (url.scheme, url.host, url.port, url.raw_path, dict(url.query))
+    assert parts == (expected.scheme, expected.host, expected.port, expected.raw_path, params or {})

@@ -35,6 +35,14 @@ def test_summary_keeps_who_and_when_not_the_field_set() -> None:
     assert writers_of(obj("5")) is None
 
 
+def test_a_summary_of_entries_not_as_the_server_writes_them_is_text() -> None:
+    # a transform's (or a hand-made object's) odd values: named as text, never a crash
+    odd = {"manager": ["a", "b"], "operation": "Update", "time": 5}
+    assert writers_of({"metadata": {"managedFields": [odd, "not an entry"]}}) == (
+        Writer("['a', 'b']", "Update", "", "5"),
+    )
+
+
 def test_writers_since_names_new_and_newer_entries() -> None:
     before = writers_of(obj("5", entry("ctl", T1, sub="status"), entry("bumper", T1)))
     after = writers_of(
