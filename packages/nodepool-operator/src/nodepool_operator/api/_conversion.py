@@ -40,6 +40,7 @@ NODEPOOL_FIELDS: Final[FieldMap] = (
     (("size", "target"), "targetNodes"),
     (("size", "min"), "minNodes"),
     (("size", "max"), "maxNodes"),
+    (("size", "zoneTargets"), "zoneTargets"),
     (("template", "metadata", "labels"), "labels"),
     (("template", "spec", "instanceType"), "instanceType"),
     (("template", "spec", "instanceTypes"), "instanceTypes"),

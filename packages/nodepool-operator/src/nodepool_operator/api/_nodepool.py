@@ -203,6 +203,12 @@ class Disruption:
     a vanished VM are not budgeted (as in Karpenter)."""
 
 
+#: The pool's minimum number of nodes per zone (both API versions), written by its
+#: Autoscaler with targetNodes.
+ZoneTargets = Annotated[
+    dict[str, Annotated[int, Minimum(0), Maximum(MAX_POOL_NODES)]], MaxProperties(64)
+]
+
 #: A pool's fallback instance types (both API versions).
 InstanceTypes = Annotated[
     list[Annotated[str, MinLength(1), MaxLength(63)]], MaxItems(20), ListSet()
@@ -221,6 +227,11 @@ class NodePoolSpec:
     """The fewest nodes the Autoscaler may scale the pool down to."""
     max_nodes: Annotated[int, Minimum(1), Maximum(MAX_POOL_NODES)] = 10
     """The most nodes the pool may have; targetNodes and the Autoscaler stay within it."""
+    zone_targets: ZoneTargets = field(default_factory=dict)
+    """Per zone, the fewest of the pool's nodes wanted there (a zone spread, a zonal
+    volume's affinity), written by the Autoscaler with targetNodes. A new node goes to a
+    zone below its target first, then to the zone with fewest of the pool's nodes. Empty:
+    balanced across the pool's zones."""
     instance_type: Annotated[str, MinLength(1), MaxLength(63)]
     """The cloud instance type of the pool's VMs, e.g. m5.large: the node the Autoscaler
     plans with."""
@@ -272,6 +283,10 @@ class InstanceRecord:
     state (pending, running, stopped, terminated), or deleting."""
     node_name: Annotated[str, MaxLength(253)] | None = None
     """The Node the VM registered as, once it has."""
+    zone: Annotated[str, MaxLength(63)] | None = None
+    """The zone chosen for the VM before it is created (so a retry asks for the same one)."""
+    subnet: Annotated[str, MaxLength(64)] | None = None
+    """The subnet chosen for the VM in its zone, when the pool launches into subnets."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -302,6 +317,11 @@ class NodePoolStatus:
     """The VMs the pool intends to have, recorded before each cloud call."""
     disruption: DisruptionStatus | None = None
     """Nodes being disrupted now, and how many more spec.disruption.budgets allows."""
+    zones: Annotated[list[Annotated[str, MaxLength(63)]], MaxItems(64)] = field(
+        default_factory=list
+    )
+    """The zones the pool can launch into now (those of its node class's subnets), sorted;
+    empty when the cloud has no zones to choose from."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -45,6 +45,7 @@ from nodepool_operator.api._nodepool import (
     InstanceTypes,
     NodePoolStatus,
     Taint,
+    ZoneTargets,
 )
 
 _NOT_NEGATIVE = not_negative()
@@ -62,6 +63,11 @@ class NodePoolSize:
     """The fewest nodes the Autoscaler may scale the pool down to."""
     max: Annotated[int, Minimum(1), Maximum(MAX_POOL_NODES)] = 10
     """The most nodes the pool may have; target and the Autoscaler stay within it."""
+    zone_targets: ZoneTargets = field(default_factory=dict)
+    """Per zone, the fewest of the pool's nodes wanted there (a zone spread, a zonal
+    volume's affinity), written by the Autoscaler with target. A new node goes to a zone
+    below its target first, then to the zone with fewest of the pool's nodes. Empty:
+    balanced across the pool's zones."""
 
 
 @dataclass(frozen=True, kw_only=True)

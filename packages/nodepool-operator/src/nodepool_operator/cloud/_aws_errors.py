@@ -32,6 +32,7 @@ from ._port import (
     InvalidRequest,
     PermissionDenied,
     QuotaExceeded,
+    SubnetFull,
     TransientCloudError,
 )
 
@@ -44,11 +45,10 @@ CAPACITY_CODES: Final = frozenset(
         "InsufficientCapacity",
         # the type is not offered in the chosen subnet's zone: another zone or type may do
         "Unsupported",
-        # the subnet has no address left: another subnet would do; until subnets are chosen
-        # per create, the type is marked out as a whole (it clears after the cache's TTL)
-        "InsufficientFreeAddressesInSubnet",
     }
 )
+#: The subnet has no address left: another subnet (in the same zone or another) would do.
+SUBNET_FULL_CODE: Final = "InsufficientFreeAddressesInSubnet"
 #: Quota codes that are the instance type's own limit: another type may launch at once.
 TYPE_QUOTA_CODES: Final = frozenset({"InstanceLimitExceeded"})
 #: The account's limits: nothing changes until a VM goes or the quota is raised.
@@ -137,16 +137,22 @@ def translate(
     operation: str,
     instance_id: str | None = None,
     instance_type: str | None = None,
+    subnet: str | None = None,
 ) -> CloudError:
     """The port's error for an exception botocore raised during ``operation``.
 
     ``instance_id`` is the VM the call was about, for :class:`InstanceNotFound`;
     ``instance_type`` the type a launch asked for, carried by a capacity or the type's own
-    quota error so the caller marks that offering out without reading a message.
+    quota error so the caller marks that offering out without reading a message;
+    ``subnet`` the subnet it was sent to, carried by :class:`SubnetFull`.
     """
     if isinstance(err, ClientError):
         return _from_client_error(
-            err, operation=operation, instance_id=instance_id, instance_type=instance_type
+            err,
+            operation=operation,
+            instance_id=instance_id,
+            instance_type=instance_type,
+            subnet=subnet,
         )
     if isinstance(err, NoCredentialsError | PartialCredentialsError):
         return PermissionDenied(f"{operation}: no usable AWS credentials: {err}")
@@ -164,12 +170,19 @@ def translate(
 
 
 def _from_client_error(
-    err: ClientError, *, operation: str, instance_id: str | None, instance_type: str | None
+    err: ClientError,
+    *,
+    operation: str,
+    instance_id: str | None,
+    instance_type: str | None,
+    subnet: str | None = None,
 ) -> CloudError:
     code = error_code(err)
     detail = str(err.response.get("Error", {}).get("Message") or err)
     message = f"{operation}: {code}: {detail}"
     status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    if code == SUBNET_FULL_CODE:
+        return SubnetFull(message, subnet=subnet, zone=zone_named(detail))
     if code in CAPACITY_CODES:
         return CapacityUnavailable(message, instance_type=instance_type, zone=zone_named(detail))
     if code in TYPE_QUOTA_CODES:

@@ -41,6 +41,9 @@ from ._port import (
     InvalidRequest,
     PermissionDenied,
     QuotaExceeded,
+    SelectorTerm,
+    Subnet,
+    SubnetFull,
     TransientCloudError,
     check_request,
 )
@@ -49,6 +52,11 @@ Method = Literal["create", "delete", "describe", "list", "start", "stop", "insta
 """The counted (and fault-injectable) methods of the port."""
 
 METHODS: tuple[Method, ...] = get_args(Method)
+
+#: The simulated cloud's region (a Node's ``topology.kubernetes.io/region``).
+SIMULATED_REGION = "sim-1"
+#: Addresses in each simulated subnet (a /20, as EC2's default subnets, less its 5).
+SUBNET_ADDRESSES = 4091
 
 #: A simulated cluster's CA: base64, as EKS returns one, of no certificate.
 SIMULATED_CA = "c2ltdWxhdGVkIGNsdXN0ZXIgQ0E="
@@ -65,11 +73,12 @@ _ERRORS: dict[str, type[CloudError]] = {
         InvalidRequest,
         IdempotencyMismatch,
         PermissionDenied,
+        SubnetFull,
     )
 }
 
 _BUSY_TIMEOUT_S = 10.0  # a writer waits this long for another's short transaction
-_COLUMNS = "id, name, instance_type, image, state, tags, created_at, ready_at, user_data"
+_COLUMNS = "id, name, instance_type, image, state, tags, created_at, ready_at, user_data, zone"
 _SCHEMA = (
     # state is stored as pending|stopped|terminated; running is derived from ready_at
     # when read, so booting needs no background task.
@@ -84,6 +93,9 @@ _SCHEMA = (
         id INTEGER PRIMARY KEY AUTOINCREMENT, method TEXT NOT NULL, error TEXT NOT NULL,
         remaining INTEGER, probability REAL, applied INTEGER NOT NULL)""",
     "CREATE TABLE IF NOT EXISTS capacity (instance_type TEXT PRIMARY KEY, max_live INTEGER)",
+    # a zone's own limit for a type, beside the type's limit in every zone
+    """CREATE TABLE IF NOT EXISTS zone_capacity (instance_type TEXT NOT NULL, zone TEXT NOT NULL,
+        max_live INTEGER NOT NULL, PRIMARY KEY (instance_type, zone))""",
     "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
 
@@ -217,6 +229,10 @@ class SimulatedCloud:
             list lag. Default None: keep the file's.
         clock: seconds since the epoch. Default ``time.time``; tests inject a fake.
         catalogue: the instance types on offer. Default :data:`CATALOGUE`.
+        zones: the zones VMs launch in (each with one subnet of :data:`SUBNET_ADDRESSES`
+            addresses), stored in the file like the quota. Default
+            None: keep the file's (none for a new file: VMs have no zone, as before zones).
+        subnet_addresses: with ``zones``, the addresses of each zone's subnet.
 
     The constructor and the methods that are not ``async`` (test and report helpers) each
     run one short SQLite transaction on the caller's thread; they are meant for setup,
@@ -232,6 +248,8 @@ class SimulatedCloud:
         faults: FaultPlan | None = None,
         clock: Callable[[], float] = time.time,
         catalogue: Sequence[InstanceType] = CATALOGUE,
+        zones: Sequence[str] | None = None,
+        subnet_addresses: int = SUBNET_ADDRESSES,
     ) -> None:
         if boot_seconds < 0:
             raise ValueError(f"boot_seconds must be >= 0, got {boot_seconds}")
@@ -252,6 +270,11 @@ class SimulatedCloud:
             columns = {row[1] for row in conn.execute("PRAGMA table_info(instances)")}
             if "user_data" not in columns:  # a file from before launch settings existed
                 conn.execute("ALTER TABLE instances ADD COLUMN user_data TEXT NOT NULL DEFAULT ''")
+            if "zone" not in columns:  # a file from before zones
+                conn.execute("ALTER TABLE instances ADD COLUMN zone TEXT NOT NULL DEFAULT ''")
+            if zones is not None:
+                _put_setting(conn, "zones", sorted(zones))
+                _put_setting(conn, "subnet_addresses", subnet_addresses)
             if quota is not None:
                 _put_setting(conn, "quota", quota)
             if faults is not None:
@@ -300,6 +323,42 @@ class SimulatedCloud:
         return await self._call(
             "instance_types", lambda conn, now: builtins.list(self._types.values())
         )
+
+    @property
+    def region(self) -> str:
+        return SIMULATED_REGION
+
+    def zones(self) -> builtins.list[str]:
+        """The zones VMs launch in (none: VMs have no zone). A setup and report helper."""
+        with self._transaction() as conn:
+            return builtins.list(_get_setting(conn, "zones") or [])
+
+    async def subnets(self, terms: Sequence[SelectorTerm]) -> builtins.list[Subnet]:
+        """Each zone's subnet (an id of the zone's hash, tagged ``Name: sim-<zone>`` and
+        ``topology.kubernetes.io/zone: <zone>``) that a term selects (no terms: all), its
+        free addresses less one per live VM in the zone. Not counted as a call."""
+
+        def op(conn: sqlite3.Connection, now: float) -> builtins.list[Subnet]:
+            size = int(_get_setting(conn, "subnet_addresses") or SUBNET_ADDRESSES)
+            out = []
+            for zone in _get_setting(conn, "zones") or []:
+                if terms and not any(
+                    _selects(t, _subnet_id(zone), _subnet_tags(zone)) for t in terms
+                ):
+                    continue
+                used = _scalar(
+                    conn,
+                    "SELECT COUNT(*) FROM instances WHERE state != 'terminated' AND zone = ?",
+                    zone,
+                )
+                out.append(Subnet(id=_subnet_id(zone), zone=zone, free_addresses=size - used))
+            return out
+
+        return await asyncio.to_thread(self._apply, op)
+
+    async def security_groups(self, terms: Sequence[SelectorTerm]) -> builtins.list[str]:
+        """The groups named by id (the simulated cloud has no others). Not counted."""
+        return sorted({t.id for t in terms if t.id})
 
     async def describe_cluster(self, name: str) -> ClusterInfo:
         """A simulated cluster's coordinates (not counted: no fault is injected here; the
@@ -404,12 +463,25 @@ class SimulatedCloud:
             raise ValueError(f"quota must be >= 0, got {quota}")
         self._apply(lambda conn, now: _put_setting(conn, "quota", quota))
 
-    def set_capacity(self, instance_type: str, limit: int | None) -> None:
-        """Limit the non-terminated VMs of one instance type; None for no limit."""
+    def set_capacity(
+        self, instance_type: str, limit: int | None, *, zone: str | None = None
+    ) -> None:
+        """Limit the non-terminated VMs of one instance type (in ``zone`` only, when given:
+        a zone's stockout); None for no limit."""
         if limit is not None and limit < 0:
             raise ValueError(f"capacity limit must be >= 0, got {limit}")
 
         def op(conn: sqlite3.Connection, now: float) -> None:
+            if zone is not None:
+                conn.execute(
+                    "DELETE FROM zone_capacity WHERE instance_type = ? AND zone = ?",
+                    (instance_type, zone),
+                )
+                if limit is not None:
+                    conn.execute(
+                        "INSERT INTO zone_capacity VALUES (?, ?, ?)", (instance_type, zone, limit)
+                    )
+                return
             conn.execute("DELETE FROM capacity WHERE instance_type = ?", (instance_type,))
             if limit is not None:
                 conn.execute("INSERT INTO capacity VALUES (?, ?)", (instance_type, limit))
@@ -498,6 +570,7 @@ class SimulatedCloud:
                 request.image,
                 dict(request.tags),
                 request.user_data,
+                request.zone or existing.zone,
             )
             if sent != (
                 existing.name,
@@ -505,6 +578,7 @@ class SimulatedCloud:
                 existing.image,
                 existing.tags,
                 existing.user_data,
+                existing.zone,
             ):
                 raise IdempotencyMismatch(
                     f"idempotency token {request.idempotency_token!r} was used with other "
@@ -515,6 +589,7 @@ class SimulatedCloud:
             raise InvalidRequest(
                 f"unknown instance type {request.instance_type!r}", reason="InvalidInstanceType"
             )
+        zone = _zone_for(conn, request)
         quota = _get_setting(conn, "quota")
         live = _scalar(conn, "SELECT COUNT(*) FROM instances WHERE state != 'terminated'")
         if quota is not None and live >= quota:
@@ -533,6 +608,7 @@ class SimulatedCloud:
                     f"no capacity for {request.instance_type}",
                     instance_type=request.instance_type,
                 )
+        _check_zone(conn, request.instance_type, zone)
         return self._insert(
             conn,
             now,
@@ -542,6 +618,7 @@ class SimulatedCloud:
             tags=dict(request.tags),
             token=request.idempotency_token,
             user_data=request.user_data,
+            zone=zone,
         )
 
     def _insert(
@@ -555,11 +632,13 @@ class SimulatedCloud:
         tags: dict[str, str],
         token: str | None,
         user_data: str = "",
+        zone: str = "",
     ) -> Instance:
         instance_id = "i-" + secrets.token_hex(9)[:17]
         conn.execute(
             "INSERT INTO instances (id, name, instance_type, image, state, tags, token,"
-            " created_at, ready_at, user_data) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
+            " created_at, ready_at, user_data, zone)"
+            " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
             (
                 instance_id,
                 name,
@@ -570,6 +649,7 @@ class SimulatedCloud:
                 now,
                 now + self._boot_seconds,
                 user_data,
+                zone,
             ),
         )
         return _get(conn, now, instance_id)
@@ -616,7 +696,9 @@ def _list(conn: sqlite3.Connection, now: float, tags: Mapping[str, str]) -> list
 
 
 def _to_instance(row: tuple[Any, ...], now: float) -> Instance:
-    instance_id, name, instance_type, image, stored, tags, created_at, ready_at, user_data = row
+    instance_id, name, instance_type, image, stored, tags, created_at, ready_at, user_data, zone = (
+        row
+    )
     launched = ready_at is not None and now >= ready_at
     state: InstanceState = "running" if stored == "pending" and launched else stored
     return Instance(
@@ -631,7 +713,80 @@ def _to_instance(row: tuple[Any, ...], now: float) -> Instance:
         created_at=created_at,
         launched_at=ready_at if launched else None,
         user_data=user_data,
+        zone=zone,
     )
+
+
+def _subnet_id(zone: str) -> str:
+    """A zone's subnet id, shaped as EC2's (so a node class's subnetIds may name it)."""
+    return "subnet-" + hashlib.sha256(f"sim:{zone}".encode()).hexdigest()[:17]
+
+
+def _subnet_tags(zone: str) -> dict[str, str]:
+    return {"Name": f"sim-{zone}", "topology.kubernetes.io/zone": zone}
+
+
+def _selects(term: SelectorTerm, resource_id: str, tags: Mapping[str, str]) -> bool:
+    """Whether ``term`` selects the resource, as EC2's filters would."""
+    if term.id:
+        return term.id == resource_id
+    return bool(term.tags) and all(
+        key in tags and (value == "*" or tags[key] == value) for key, value in term.tags
+    )
+
+
+def _zone_for(conn: sqlite3.Connection, request: CreateRequest) -> str:
+    """The zone a new VM runs in: the one asked for (by zone, or by its subnet), or with
+    none asked one of the cloud's zones by the token (as EC2 picks a default subnet)."""
+    zones = _get_setting(conn, "zones") or []
+    by_subnet = {_subnet_id(z): z for z in zones}
+    asked = request.zone or next(
+        (by_subnet[s] for s in request.launch.subnets if s in by_subnet), ""
+    )
+    if asked:
+        if asked not in zones:
+            raise InvalidRequest(
+                f"zone {asked!r} is not one of the cloud's zones {zones}", reason="InvalidSubnet"
+            )
+        return str(asked)
+    if not zones:
+        return ""
+    index = int(hashlib.sha256(request.idempotency_token.encode()).hexdigest(), 16) % len(zones)
+    return str(zones[index])
+
+
+def _check_zone(conn: sqlite3.Connection, instance_type: str, zone: str) -> None:
+    """Refuse a VM its zone has no capacity or no address left for (after EC2's errors)."""
+    if not zone:
+        return
+    in_zone = _scalar(
+        conn, "SELECT COUNT(*) FROM instances WHERE state != 'terminated' AND zone = ?", zone
+    )
+    if in_zone >= int(_get_setting(conn, "subnet_addresses") or SUBNET_ADDRESSES):
+        raise SubnetFull(
+            f"InsufficientFreeAddressesInSubnet: no free address in {_subnet_id(zone)} ({zone})",
+            subnet=_subnet_id(zone),
+            zone=zone,
+        )
+    limit = conn.execute(
+        "SELECT max_live FROM zone_capacity WHERE instance_type = ? AND zone = ?",
+        (instance_type, zone),
+    ).fetchone()
+    if limit is None:
+        return
+    of_type = _scalar(
+        conn,
+        "SELECT COUNT(*) FROM instances WHERE state != 'terminated' AND instance_type = ?"
+        " AND zone = ?",
+        instance_type,
+        zone,
+    )
+    if of_type >= limit[0]:
+        raise CapacityUnavailable(
+            f"no capacity for {instance_type} in the Availability Zone you requested ({zone})",
+            instance_type=instance_type,
+            zone=zone,
+        )
 
 
 def _private_ip(instance_id: str) -> str:
@@ -687,6 +842,7 @@ def _add_fault(conn: sqlite3.Connection, fault: FailNext | FailRandomly) -> None
 def _install(conn: sqlite3.Connection, plan: FaultPlan) -> None:
     conn.execute("DELETE FROM faults")
     conn.execute("DELETE FROM capacity")
+    conn.execute("DELETE FROM zone_capacity")
     faults: list[FailNext | FailRandomly] = [*plan.fail_next, *plan.fail_randomly]
     for fault in faults:
         _add_fault(conn, fault)

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from typing import Final
 
 from nodepool_operator.api import AwsNodeClassSpec, InstanceRecord
-from nodepool_operator.cloud import CreateRequest
+from nodepool_operator.cloud import CreateRequest, Subnet
 from nodepool_operator.controllers._launch import launch_settings, launch_tags
 from nodepool_operator.controllers._scope import POOL_LABEL
 
@@ -57,6 +58,8 @@ def create_request(
     name: str,
     user_data: str = "",
     node_class: AwsNodeClassSpec | None = None,
+    subnet: Subnet | None = None,
+    security_groups: Sequence[str] | None = None,
 ) -> CreateRequest:
     """The request for the VM recorded as ``name``; the same every time it is asked for the
     same spec (``user_data``, how its kubelet registers, follows the pool's labels and
@@ -67,7 +70,16 @@ def create_request(
     names a cluster, the cluster's ownership tags); with amiFamily
     Custom its ``userData`` template (rendered for this VM) replaces ``user_data`` (other
     families merge it into ``user_data``: :mod:`._userdata`).
+
+    ``subnet``: the one chosen for this VM (:mod:`._zone_choice`), with its zone; None: the
+    class's subnets as they are (no zones to choose from). ``security_groups``: those the
+    class's selector terms found; None: its ids.
     """
+    launch = launch_settings(node_class)
+    if subnet is not None:
+        launch = replace(launch, subnets=(subnet.id,))
+    if security_groups is not None:
+        launch = replace(launch, security_groups=tuple(security_groups))
     return CreateRequest(
         name=name,
         instance_type=instance_type,
@@ -75,8 +87,9 @@ def create_request(
         idempotency_token=idempotency_token(pool_uid, name),
         # the pool's tags last: a class cannot take a VM out of its pool
         tags=launch_tags(node_class, pool_tags(pool_name, pool_uid)),
-        launch=launch_settings(node_class),
+        launch=launch,
         user_data=_user_data(user_data, node_class, name, pool_name, instance_type),
+        zone=subnet.zone if subnet is not None else "",
     )
 
 

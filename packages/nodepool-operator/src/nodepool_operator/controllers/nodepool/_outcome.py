@@ -40,8 +40,10 @@ def status(
     held: Sequence[str],
     repair_blocked: str,
     expiring: str = "",
+    zones: tuple[str, ...] | None = None,
 ) -> PoolStatus:
-    """The pool's status after (or during) a pass."""
+    """The pool's status after (or during) a pass; ``zones``: the zones it can launch into
+    now (None: not known this pass, the written ones kept)."""
     spec = pool.spec
     return pool_status(
         name=pool.metadata.name,
@@ -57,6 +59,7 @@ def status(
         repair_blocked=repair_blocked,
         expiring=expiring,
         disruption=disruption_status(pool, records, nodes, by_instance),
+        zones=zones,
     )
 
 

@@ -1,0 +1,74 @@
+"""Where a pool's VMs may launch: the subnets (and security groups) its node class selects,
+by ids or by selector terms, as the cloud lists them.
+
+The subnet list is cached for :data:`SUBNETS_FOR` (Karpenter caches its subnets too), so a
+pass that creates many VMs asks DescribeSubnets once, not once per create; each create made
+meanwhile takes its addresses off the cached count, so the free-address check holds within a
+burst. In memory, shared by the controller's pools; after a restart it is asked once again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Final
+
+from nodepool_operator.api import AwsNodeClassSpec
+from nodepool_operator.cloud import CloudProvider, SelectorTerm, Subnet
+
+#: How long a subnet list is reused.
+SUBNETS_FOR: Final = 60.0
+
+
+def subnet_terms(spec: AwsNodeClassSpec | None) -> tuple[SelectorTerm, ...]:
+    """The node class's subnets as selector terms (ids are terms by id); none: the
+    cloud's default subnets."""
+    if spec is None:
+        return ()
+    if spec.subnet_ids:
+        return tuple(SelectorTerm(id=i) for i in spec.subnet_ids)
+    return tuple(
+        SelectorTerm(tags=tuple(sorted((t.tags or {}).items())), id=t.id or "")
+        for t in spec.subnet_selector_terms
+    )
+
+
+def group_terms(spec: AwsNodeClassSpec | None) -> tuple[SelectorTerm, ...]:
+    """The node class's security group selector terms (empty when it lists ids, or none)."""
+    if spec is None:
+        return ()
+    return tuple(
+        SelectorTerm(tags=tuple(sorted((t.tags or {}).items())), id=t.id or "", name=t.name or "")
+        for t in spec.security_group_selector_terms
+    )
+
+
+class SubnetCache:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lists: dict[tuple[SelectorTerm, ...], tuple[float, list[Subnet]]] = {}
+
+    async def subnets(self, cloud: CloudProvider, terms: tuple[SelectorTerm, ...]) -> list[Subnet]:
+        """The subnets ``terms`` select, from the cache while fresh."""
+        now = self._clock()
+        cached = self._lists.get(terms)
+        if cached is not None and now - cached[0] < SUBNETS_FOR:
+            return list(cached[1])
+        found = await cloud.subnets(terms)
+        self._lists[terms] = (now, list(found))
+        return list(found)
+
+    def used(self, subnet_id: str, addresses: int) -> None:
+        """A VM was just launched into ``subnet_id``: its addresses are taken until the list
+        is read again."""
+        for terms, (at, subnets) in self._lists.items():
+            self._lists[terms] = (
+                at,
+                [
+                    replace(s, free_addresses=s.free_addresses - addresses)
+                    if s.id == subnet_id
+                    else s
+                    for s in subnets
+                ],
+            )
