@@ -234,6 +234,7 @@ def test_nodepool_status_scale_and_columns() -> None:
         "conditions",
         "instances",
         "disruption",
+        "zones",
     }
     assert props["scaleOperation"]["enum"] == ["inactive", "active"]
     assert props["selector"]["type"] == "string"
