@@ -241,7 +241,14 @@ def test_nodepool_status_scale_and_columns() -> None:
     for word in ("Ready", "Scaling", "Degraded"):
         assert word in props["conditions"]["description"]
     instance = props["instances"]["items"]
-    assert set(instance["properties"]) == {"name", "instanceId", "state", "nodeName"}
+    assert set(instance["properties"]) == {
+        "name",
+        "instanceId",
+        "state",
+        "nodeName",
+        "zone",
+        "subnet",
+    }
     assert props["instances"]["x-kubernetes-list-map-keys"] == ["name"]
     v = version("nodepools")
     assert v["subresources"]["scale"] == {
