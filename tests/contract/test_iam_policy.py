@@ -33,6 +33,7 @@ from nodepool_operator.cloud import (
     AwsCloud,
     CreateRequest,
     LaunchSettings,
+    SelectorTerm,
     cluster_tags,
 )
 from nodepool_operator.controllers._launch import launch_tags
@@ -196,6 +197,8 @@ async def test_the_policy_allows_exactly_the_actions_awscloud_makes(moto: MotoSe
         await aws.delete(vm.id)
         await aws.instance_types()
         await aws.describe_cluster("demo")
+        await aws.subnets([SelectorTerm(tags=(("Name", "*"),))])
+        await aws.security_groups([SelectorTerm(name="default")])
         await aws.create(request)  # a repeat: answered from the token lookup
 
     assert run_params, "RunInstances was called"
