@@ -160,9 +160,8 @@ class Progress:
     node_class: str = ""
     """The version of the node class the pool names, as the create gate keys its holds."""
     subnets: list[Subnet] | None = None
-    """The subnets the pool's node class selects (None: not read in this pass)."""
-    zones: tuple[str, ...] | None = None
-    """The zones the pool can launch into now (None: unknown, status.zones kept)."""
+    """The subnets the pool's node class selects (None: not read in this pass, so
+    status.zones is kept as written)."""
 
     @property
     def name(self) -> str:
@@ -256,7 +255,7 @@ class Act:
             held=p.held,
             repair_blocked=p.repair_blocked,
             expiring=p.expiring,
-            zones=p.zones,
+            zones=self._zones(p),
         )
         p.obj = await update_status(self.mgr.client, NODEPOOLS, p.obj, written.apply)
 
@@ -311,8 +310,17 @@ class Act:
             p.subnets = await self.subnets.subnets(self.cloud, subnet_terms(node_class))
         except CloudError:
             return
+        for r in p.records:
+            if r.name in decision.creates and r.instance_id is None and r.subnet is None:
+                self._placement(p, r.name, p.pool.spec.instance_type, p.subnets)
+
+    def _zones(self, p: Progress) -> tuple[str, ...] | None:
+        """The zones the pool can launch into now: those with a subnet that is not full
+        where one of the pool's types is not out (None: the subnets were not read)."""
+        if p.subnets is None:
+            return None
         names = candidates(p.pool.spec.instance_type, p.pool.spec.instance_types)
-        p.zones = tuple(
+        return tuple(
             launchable_zones(
                 p.subnets,
                 lambda s: (
@@ -321,9 +329,6 @@ class Act:
                 ),
             )
         )
-        for r in p.records:
-            if r.name in decision.creates and r.instance_id is None and r.subnet is None:
-                self._placement(p, r.name, p.pool.spec.instance_type, p.subnets)
 
     def _out(self, type_name: str) -> Callable[[Subnet], bool]:
         """Whether a subnet cannot take a VM of ``type_name`` now (full, or the type out in
