@@ -21,6 +21,7 @@ from nodepool_operator.cloud import (
     Instance,
     SimulatedCloud,
     TransientCloudError,
+    instance_id_of,
 )
 from tests import factories
 from tests._nodeadm import nodeadm_check
@@ -357,6 +358,42 @@ async def test_a_stockout_of_the_first_type_launches_the_next_in_one_go(
     ]
     # the one refused m5.large create, then each VM once: the refusal held nothing back
     assert env.cloud.calls()["create"] == 3
+    assert env.cloud.duplicates() == 0
+
+
+async def test_a_pool_of_three_zones_with_one_out_of_capacity_scales_in_the_other_two(
+    operator_env: OperatorEnv,
+) -> None:
+    """A cloud of three zones whose sim-1a has no m5.large (a zone's stockout: the simulated
+    cloud's fault, as moto's RunInstances never answers InsufficientInstanceCapacity): the
+    pool's nodes are balanced over sim-1b and sim-1c, refused once in sim-1a and never held
+    back for it; each Node says the zone its VM is in (the cloud's record) and the region."""
+    env = operator_env
+    zones = ("sim-1a", "sim-1b", "sim-1c")
+    SimulatedCloud(env.cloud.path, zones=zones)  # stored in the cloud's file, for every process
+    env.cloud.set_capacity("m5.large", 0, zone="sim-1a")
+    await env.start(controllers=ONLY_NODEPOOL)
+    name = f"zones-{env.run_id}"
+    await env.create(NODEPOOLS, _pool(name, 4))
+
+    pool = await _wait_converged(env, name, 4)
+
+    assert _condition(pool, "Degraded").get("status") != "True"
+    assert pool["status"]["zones"] == ["sim-1b", "sim-1c"]
+    vms = await _vms(env, name)
+    assert sorted(vm.zone for vm in vms) == ["sim-1b", "sim-1b", "sim-1c", "sim-1c"]
+    zone_of = {vm.id: vm.zone for vm in vms}
+    nodes = await _nodes(env, name)
+    assert len(nodes) == 4
+    for node in nodes:
+        labels = node["metadata"]["labels"]
+        assert (
+            labels["topology.kubernetes.io/zone"]
+            == zone_of[instance_id_of(node["spec"]["providerID"])]
+        )
+        assert labels["topology.kubernetes.io/region"] == "sim-1"
+    # one refused create in sim-1a, then each VM once
+    assert env.cloud.calls()["create"] == 5
     assert env.cloud.duplicates() == 0
 
 
