@@ -264,6 +264,7 @@ def test_nodepool_status_scale_and_columns() -> None:
         ("Ready", ".status.readyNodes", 0),
         ("Scaling", ".status.scaleOperation", 0),
         ("Type", ".spec.instanceType", 1),
+        ("Zones", ".status.zones", 1),
         ("Age", ".metadata.creationTimestamp", 0),
     ]
     assert by_plural()["nodepools"]["spec"]["names"]["shortNames"] == ["np"]
