@@ -67,6 +67,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             "targetNodes": 2,
             "minNodes": 0,
             "maxNodes": 10,
+            "zoneTargets": {"eu-west-1a": 1, "eu-west-1c": 2},
             "instanceType": "m5.large",
             "instanceTypes": ["r5.large", "c5.xlarge"],
             "memory": "16Gi",
@@ -77,7 +78,12 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             "disruption": DISRUPTION,
         },
         {
-            "size": {"target": 2, "min": 0, "max": 10},
+            "size": {
+                "target": 2,
+                "min": 0,
+                "max": 10,
+                "zoneTargets": {"eu-west-1a": 1, "eu-west-1c": 2},
+            },
             "template": {
                 "metadata": {"labels": {"team": "ml"}},
                 "spec": {
