@@ -21,7 +21,7 @@ from nodepool_operator.cloud import (
     SubnetFull,
 )
 from nodepool_operator.cloud._aws import _subnet_filters
-from nodepool_operator.controllers.nodepool._network import group_terms, subnet_terms
+from nodepool_operator.controllers._launch import group_terms, resolved_launch, subnet_terms
 from tests import factories
 
 ZONES = ("sim-1a", "sim-1b", "sim-1c")
@@ -134,3 +134,30 @@ def test_ec2_filters_of_a_term() -> None:
     assert _subnet_filters(SelectorTerm(id="sg-0123abcd"), id_filter="group-id") == [
         {"Name": "group-id", "Values": ["sg-0123abcd"]}
     ]
+
+
+async def test_an_instances_launch_reads_the_selector_terms(cloud: SimulatedCloud) -> None:
+    """An Instance chooses no zone: its launch carries every subnet the terms select (the
+    cloud picks one by its token), and terms that select nothing are refused by name."""
+    by_zone = {s.zone: s.id for s in await cloud.subnets(())}
+    spec = parse_nodeclass(
+        factories.nodeclass(
+            subnetSelectorTerms=[
+                {"tags": {"topology.kubernetes.io/zone": "sim-1c"}},
+                {"id": by_zone["sim-1a"]},
+            ],
+            securityGroupSelectorTerms=[{"id": "sg-0123abcd"}],
+        )
+    ).spec
+    launch = await resolved_launch(cloud, spec)
+    assert launch.subnets == tuple(sorted([by_zone["sim-1a"], by_zone["sim-1c"]]))
+    assert launch.security_groups == ("sg-0123abcd",)
+    nothing = parse_nodeclass(
+        factories.nodeclass(subnetSelectorTerms=[{"tags": {"Name": "sim-1z"}}])
+    ).spec
+    with pytest.raises(InvalidRequest, match="spec.subnetSelectorTerms") as refused:
+        await resolved_launch(cloud, nothing)
+    assert refused.value.reason == "InvalidSubnet"
+    # ids stay as they are (no call)
+    plain = parse_nodeclass(factories.nodeclass(subnetIds=["subnet-0123abcd"])).spec
+    assert (await resolved_launch(cloud, plain)).subnets == ("subnet-0123abcd",)

@@ -1,5 +1,5 @@
-"""Where a pool's VMs may launch: the subnets (and security groups) its node class selects,
-by ids or by selector terms, as the cloud lists them.
+"""Where a pool's VMs may launch: the subnets its node class selects, by ids or by selector
+terms (:func:`~nodepool_operator.controllers._launch.subnet_terms`), as the cloud lists them.
 
 The subnet list is cached for :data:`SUBNETS_FOR` (Karpenter caches its subnets too), so a
 pass that creates many VMs asks DescribeSubnets once, not once per create; each create made
@@ -14,34 +14,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Final
 
-from nodepool_operator.api import AwsNodeClassSpec
 from nodepool_operator.cloud import CloudProvider, SelectorTerm, Subnet
 
 #: How long a subnet list is reused.
 SUBNETS_FOR: Final = 60.0
-
-
-def subnet_terms(spec: AwsNodeClassSpec | None) -> tuple[SelectorTerm, ...]:
-    """The node class's subnets as selector terms (ids are terms by id); none: the
-    cloud's default subnets."""
-    if spec is None:
-        return ()
-    if spec.subnet_ids:
-        return tuple(SelectorTerm(id=i) for i in spec.subnet_ids)
-    return tuple(
-        SelectorTerm(tags=tuple(sorted((t.tags or {}).items())), id=t.id or "")
-        for t in spec.subnet_selector_terms
-    )
-
-
-def group_terms(spec: AwsNodeClassSpec | None) -> tuple[SelectorTerm, ...]:
-    """The node class's security group selector terms (empty when it lists ids, or none)."""
-    if spec is None:
-        return ()
-    return tuple(
-        SelectorTerm(tags=tuple(sorted((t.tags or {}).items())), id=t.id or "", name=t.name or "")
-        for t in spec.security_group_selector_terms
-    )
 
 
 class SubnetCache:

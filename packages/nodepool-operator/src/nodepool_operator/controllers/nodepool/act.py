@@ -52,7 +52,6 @@ from nodepool_operator.cloud import (
     Instance,
     InstanceNotFound,
     InstanceType,
-    InvalidRequest,
     Subnet,
     SubnetFull,
 )
@@ -83,7 +82,7 @@ from nodepool_operator.controllers.nodepool._drain_deadline import (
 )
 from nodepool_operator.controllers.nodepool._events import Event
 from nodepool_operator.controllers.nodepool._intent import DELETING, create_request
-from nodepool_operator.controllers.nodepool._network import SubnetCache, group_terms, subnet_terms
+from nodepool_operator.controllers.nodepool._network import SubnetCache
 from nodepool_operator.controllers.nodepool._node_sync import sync_patch
 from nodepool_operator.controllers.nodepool._offerings import (
     Offering,
@@ -307,7 +306,7 @@ class Act:
             node_class = await launching.node_class(
                 self.mgr.client, p.pool.spec.node_class_ref, cache=self.mgr.cache
             )
-            p.subnets = await self.subnets.subnets(self.cloud, subnet_terms(node_class))
+            p.subnets = await self.subnets.subnets(self.cloud, launching.subnet_terms(node_class))
         except CloudError:
             return
         for r in p.records:
@@ -502,7 +501,7 @@ class Act:
 
     async def _network(
         self, p: Progress, node_class: AwsNodeClassSpec | None
-    ) -> tuple[list[Subnet], list[str] | None]:
+    ) -> tuple[list[Subnet], tuple[str, ...] | None]:
         """The subnets to choose from (none: no zones, the class's subnets as they are) and
         the security groups the class's selector terms find (None: its ids).
 
@@ -511,24 +510,9 @@ class Act:
         """
         subnets = p.subnets
         if subnets is None:
-            subnets = await self.subnets.subnets(self.cloud, subnet_terms(node_class))
-        if node_class is not None and node_class.subnet_selector_terms and not subnets:
-            raise InvalidRequest(
-                "spec.subnetSelectorTerms of the node class select no subnet",
-                reason="InvalidSubnet",
-            )
-        if node_class is not None and node_class.subnet_ids and not subnets:
-            subnets = []  # a cloud that does not know them: sent as they are, as before
-        groups = None
-        terms = group_terms(node_class)
-        if terms:
-            groups = await self.cloud.security_groups(terms)
-            if not groups:
-                raise InvalidRequest(
-                    "spec.securityGroupSelectorTerms of the node class select no security group",
-                    reason="InvalidSecurityGroup",
-                )
-        return subnets, groups
+            subnets = await self.subnets.subnets(self.cloud, launching.subnet_terms(node_class))
+        launching.check_subnets(node_class, subnets)
+        return subnets, await launching.selected_groups(self.cloud, node_class)
 
     async def _type_options(
         self, pool: NodePool, node_class: AwsNodeClassSpec | None
