@@ -155,7 +155,7 @@ async def test_an_instances_launch_reads_the_selector_terms(cloud: SimulatedClou
     nothing = parse_nodeclass(
         factories.nodeclass(subnetSelectorTerms=[{"tags": {"Name": "sim-1z"}}])
     ).spec
-    with pytest.raises(InvalidRequest, match="spec.subnetSelectorTerms") as refused:
+    with pytest.raises(InvalidRequest, match=r"spec\.subnetSelectorTerms") as refused:
         await resolved_launch(cloud, nothing)
     assert refused.value.reason == "InvalidSubnet"
     # ids stay as they are (no call)
