@@ -328,11 +328,6 @@ class SimulatedCloud:
     def region(self) -> str:
         return SIMULATED_REGION
 
-    def zones(self) -> builtins.list[str]:
-        """The zones VMs launch in (none: VMs have no zone). A setup and report helper."""
-        with self._transaction() as conn:
-            return builtins.list(_get_setting(conn, "zones") or [])
-
     async def subnets(self, terms: Sequence[SelectorTerm]) -> builtins.list[Subnet]:
         """Each zone's subnet (an id of the zone's hash, tagged ``Name: sim-<zone>`` and
         ``topology.kubernetes.io/zone: <zone>``) that a term selects (no terms: all), its
