@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.cloud import SimulatedCloud
+from nodepool_operator.cloud import SimulatedCloud, SubnetFull
 from tests.unit.nodepool_operator.controllers.nodepool.test_reconcile_fallback import (
     degraded,
     pool,
@@ -108,3 +108,23 @@ async def test_a_recorded_placement_is_asked_again(cloud: SimulatedCloud, tmp_pa
         (vm,) = cloud.snapshot().live
         assert (vm.name, vm.zone) == ("web-0a1b2", "sim-1c")
     assert cloud.calls()["create"] == 2
+
+
+async def test_a_full_subnet_is_marked_not_the_type(cloud: SimulatedCloud, tmp_path: Path) -> None:
+    """InsufficientFreeAddressesInSubnet (its addresses taken since the list was read) marks
+    the subnet it was sent to; the same VM goes to the next zone at once."""
+    cloud.set_capacity("m5.large", None, zone="sim-1a")
+    cloud.inject("create", SubnetFull)
+    subnets = {s.zone: s.id for s in await cloud.subnets(())}
+
+    done = await run([pool(1)], cloud, tmp_path)
+
+    assert done.error is None
+    (vm,) = cloud.snapshot().live
+    assert vm.zone == "sim-1b"
+    (note,) = [n for r, n in done.events() if r == "OfferingUnavailable"]
+    assert note.startswith(f"subnet {subnets['sim-1a']} is out")
+    assert "launching m5.large in sim-1b instead" in note
+    last = done.status_writes()[-1]
+    assert degraded(last)[0] == "False"
+    assert last["zones"] == ["sim-1b", "sim-1c"]
