@@ -10,14 +10,20 @@ burst. In memory, shared by the controller's pools; after a restart it is asked 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Final
+from typing import Final, Protocol
 
-from nodepool_operator.cloud import CloudProvider, SelectorTerm, Subnet
+from nodepool_operator.cloud import SelectorTerm, Subnet
 
 #: How long a subnet list is reused.
 SUBNETS_FOR: Final = 60.0
+
+
+class ListsSubnets(Protocol):
+    """The part of the cloud port this cache reads."""
+
+    async def subnets(self, terms: Sequence[SelectorTerm]) -> list[Subnet]: ...
 
 
 class SubnetCache:
@@ -25,7 +31,7 @@ class SubnetCache:
         self._clock = clock
         self._lists: dict[tuple[SelectorTerm, ...], tuple[float, list[Subnet]]] = {}
 
-    async def subnets(self, cloud: CloudProvider, terms: tuple[SelectorTerm, ...]) -> list[Subnet]:
+    async def subnets(self, cloud: ListsSubnets, terms: tuple[SelectorTerm, ...]) -> list[Subnet]:
         """The subnets ``terms`` select, from the cache while fresh."""
         now = self._clock()
         cached = self._lists.get(terms)
