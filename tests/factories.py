@@ -404,6 +404,84 @@ def pdb(
     }
 
 
+ZONE_KEY = "topology.kubernetes.io/zone"
+
+
+def zone_spread(max_skew: int = 1, *, key: str = ZONE_KEY, **labels: str) -> Manifest:
+    """A ``topologySpreadConstraints`` entry, ``DoNotSchedule``, over pods with ``labels``
+    (pass it in a list as the pod's ``topologySpreadConstraints``)."""
+    return {
+        "maxSkew": max_skew,
+        "topologyKey": key,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": dict(labels)},
+    }
+
+
+def zone_affinity(*zones: str, key: str = ZONE_KEY) -> Manifest:
+    """A pod's ``affinity``: required node affinity to ``zones``."""
+    term = {"matchExpressions": [{"key": key, "operator": "In", "values": list(zones)}]}
+    required = {"nodeSelectorTerms": [term]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+
+
+def persistent_volume(
+    name: str,
+    *,
+    zone: str | None = None,
+    key: str = ZONE_KEY,
+    claim: str | None = None,
+    namespace: str = "default",
+    storage: str = "1Gi",
+) -> Manifest:
+    """A PersistentVolume (hostPath, so the apiserver takes it anywhere), pinned to ``zone``
+    by its node affinity (under ``key``); ``claim`` pre-binds it to that claim."""
+    spec: Manifest = {
+        "capacity": {"storage": storage},
+        "accessModes": ["ReadWriteOnce"],
+        "hostPath": {"path": f"/tmp/{name}"},
+        "storageClassName": "",
+    }
+    if zone is not None:
+        term = {"matchExpressions": [{"key": key, "operator": "In", "values": [zone]}]}
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [term]}}
+    if claim is not None:
+        spec["claimRef"] = {"namespace": namespace, "name": claim}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def claim(
+    name: str,
+    *,
+    namespace: str | None = None,
+    volume: str | None = None,
+    storage: str = "1Gi",
+    phase: str | None = None,
+) -> Manifest:
+    """A PersistentVolumeClaim; ``volume`` binds it to that PersistentVolume by name."""
+    spec: Manifest = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": storage}},
+        "storageClassName": "",
+    }
+    if volume is not None:
+        spec["volumeName"] = volume
+    body: Manifest = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata(name, namespace),
+        "spec": spec,
+    }
+    if phase is not None:
+        body["status"] = {"phase": phase}
+    return body
+
+
 def cloud_vm(instance_id: str = "i-1", **changes: Any) -> Instance:
     """A running m5.large VM as the cloud port reports it; keyword arguments replace fields."""
     vm = Instance(

@@ -99,6 +99,7 @@ OPERATOR_GRANTS = {
     ("apps", "daemonsets", "watch"),
     ("", "configmaps", "get"),
     ("", "persistentvolumeclaims", "get"),
+    ("", "persistentvolumes", "get"),
     ("storage.k8s.io", "storageclasses", "get"),
     ("policy", "poddisruptionbudgets", "list"),
     ("events.k8s.io", "events", "create"),

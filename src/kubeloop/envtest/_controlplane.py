@@ -72,6 +72,8 @@ DEFAULT_CONTROLLERS: tuple[str, ...] = (
     "replicaset-controller",
     # deletes pods bound to Nodes that no longer exist, and terminated pods over a threshold
     "pod-garbage-collector-controller",
+    # binds claims to volumes (a StatefulSet's claim to a volume pinned to a zone)
+    "persistentvolume-binder-controller",
 )
 #: Pod IPs kwok hands out (distinct from the Service range 10.0.0.0/24).
 POD_CIDR = "10.244.0.0/16"

@@ -65,9 +65,9 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         "every field",
         {
             "targetNodes": 2,
+            "zoneTargets": {"zone-a": 1, "zone-b": 2},
             "minNodes": 0,
             "maxNodes": 10,
-            "zoneTargets": {"eu-west-1a": 1, "eu-west-1c": 2},
             "instanceType": "m5.large",
             "instanceTypes": ["r5.large", "c5.xlarge"],
             "memory": "16Gi",
@@ -78,12 +78,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             "disruption": DISRUPTION,
         },
         {
-            "size": {
-                "target": 2,
-                "min": 0,
-                "max": 10,
-                "zoneTargets": {"eu-west-1a": 1, "eu-west-1c": 2},
-            },
+            "size": {"target": 2, "zoneTargets": {"zone-a": 1, "zone-b": 2}, "min": 0, "max": 10},
             "template": {
                 "metadata": {"labels": {"team": "ml"}},
                 "spec": {

@@ -213,6 +213,11 @@ def test_nodepool_spec_markers_and_defaults() -> None:
         assert props[quantity]["x-kubernetes-int-or-string"] is True
         assert "default" not in props[quantity]
     assert props["labels"]["additionalProperties"]["type"] == "string"
+    assert props["zoneTargets"]["additionalProperties"] == {
+        "type": "integer",
+        "format": "int64",
+        "minimum": 0,
+    }
     taint = props["taints"]["items"]
     assert taint["properties"]["effect"]["enum"] == ["NoSchedule", "PreferNoSchedule", "NoExecute"]
     assert taint["required"] == ["effect", "key"]

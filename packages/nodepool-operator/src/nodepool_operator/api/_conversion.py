@@ -38,9 +38,9 @@ FieldMap = tuple[tuple[tuple[str, ...], str], ...]
 
 NODEPOOL_FIELDS: Final[FieldMap] = (
     (("size", "target"), "targetNodes"),
+    (("size", "zoneTargets"), "zoneTargets"),
     (("size", "min"), "minNodes"),
     (("size", "max"), "maxNodes"),
-    (("size", "zoneTargets"), "zoneTargets"),
     (("template", "metadata", "labels"), "labels"),
     (("template", "spec", "instanceType"), "instanceType"),
     (("template", "spec", "instanceTypes"), "instanceTypes"),

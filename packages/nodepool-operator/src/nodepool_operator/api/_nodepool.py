@@ -203,12 +203,6 @@ class Disruption:
     a vanished VM are not budgeted (as in Karpenter)."""
 
 
-#: The pool's minimum number of nodes per zone (both API versions), written by its
-#: Autoscaler with targetNodes.
-ZoneTargets = Annotated[
-    dict[str, Annotated[int, Minimum(0), Maximum(MAX_POOL_NODES)]], MaxProperties(64)
-]
-
 #: A pool's fallback instance types (both API versions).
 InstanceTypes = Annotated[
     list[Annotated[str, MinLength(1), MaxLength(63)]], MaxItems(20), ListSet()
@@ -223,15 +217,15 @@ class NodePoolSpec:
     target_nodes: Annotated[int, Minimum(0), Maximum(MAX_POOL_NODES)] = 0
     """How many nodes the pool should have. The Autoscaler raises it when pods are pending;
     `kubectl scale nodepool/NAME --replicas=N` sets it. At most maxNodes."""
+    zone_targets: dict[str, Annotated[int, Minimum(0)]] = field(default_factory=dict)
+    """The fewest of the pool's nodes wanted in each zone (zone name -> count), for the
+    zones the Autoscaler's plan needs specifically (a zone topology spread, a required zone
+    affinity, a volume's zone). Written with targetNodes, in the same write; a new node
+    goes first to a zone below its count, else to the zone with the fewest nodes."""
     min_nodes: Annotated[int, Minimum(0), Maximum(MAX_POOL_NODES)] = 0
     """The fewest nodes the Autoscaler may scale the pool down to."""
     max_nodes: Annotated[int, Minimum(1), Maximum(MAX_POOL_NODES)] = 10
     """The most nodes the pool may have; targetNodes and the Autoscaler stay within it."""
-    zone_targets: ZoneTargets = field(default_factory=dict)
-    """Per zone, the fewest of the pool's nodes wanted there (a zone spread, a zonal
-    volume's affinity), written by the Autoscaler with targetNodes. A new node goes to a
-    zone below its target first, then to the zone with fewest of the pool's nodes. Empty:
-    balanced across the pool's zones."""
     instance_type: Annotated[str, MinLength(1), MaxLength(63)]
     """The cloud instance type of the pool's VMs, e.g. m5.large: the node the Autoscaler
     plans with."""
@@ -315,13 +309,11 @@ class NodePoolStatus:
         field(default_factory=list)
     )
     """The VMs the pool intends to have, recorded before each cloud call."""
+    zones: list[Annotated[str, MinLength(1), MaxLength(63)]] = field(default_factory=list)
+    """The zones the pool can launch nodes into now (from its node class's subnets).
+    Empty: one unnamed zone (the cloud picks)."""
     disruption: DisruptionStatus | None = None
     """Nodes being disrupted now, and how many more spec.disruption.budgets allows."""
-    zones: Annotated[list[Annotated[str, MaxLength(63)]], MaxItems(64)] = field(
-        default_factory=list
-    )
-    """The zones the pool can launch into now (those of its node class's subnets), sorted;
-    empty when the cloud has no zones to choose from."""
 
 
 @dataclass(frozen=True, kw_only=True)

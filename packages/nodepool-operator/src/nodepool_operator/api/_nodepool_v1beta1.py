@@ -45,7 +45,6 @@ from nodepool_operator.api._nodepool import (
     InstanceTypes,
     NodePoolStatus,
     Taint,
-    ZoneTargets,
 )
 
 _NOT_NEGATIVE = not_negative()
@@ -59,15 +58,13 @@ class NodePoolSize:
     target: Annotated[int, Minimum(0), Maximum(MAX_POOL_NODES)] = 0
     """How many nodes the pool should have. The Autoscaler raises it when pods are pending;
     `kubectl scale nodepool/NAME --replicas=N` sets it. At most max."""
+    zone_targets: dict[str, Annotated[int, Minimum(0)]] = field(default_factory=dict)
+    """The fewest of the pool's nodes wanted in each zone (zone name -> count), for the
+    zones the Autoscaler's plan needs specifically; written with target, in one write."""
     min: Annotated[int, Minimum(0), Maximum(MAX_POOL_NODES)] = 0
     """The fewest nodes the Autoscaler may scale the pool down to."""
     max: Annotated[int, Minimum(1), Maximum(MAX_POOL_NODES)] = 10
     """The most nodes the pool may have; target and the Autoscaler stay within it."""
-    zone_targets: ZoneTargets = field(default_factory=dict)
-    """Per zone, the fewest of the pool's nodes wanted there (a zone spread, a zonal
-    volume's affinity), written by the Autoscaler with target. A new node goes to a zone
-    below its target first, then to the zone with fewest of the pool's nodes. Empty:
-    balanced across the pool's zones."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -43,6 +43,8 @@ from ._pods import node_view as node_view
 from ._pods import pod_ref as pod_ref
 from ._pods import pod_requests as pod_requests
 from ._pods import pod_view as pod_view
+from ._pods import volume_zone_terms as volume_zone_terms
+from ._pods import with_volume_zones as with_volume_zones
 from ._quantity import Resources as Resources
 from ._quantity import format_bytes as format_bytes
 from ._quantity import format_cpu as format_cpu
@@ -63,8 +65,11 @@ from ._template import NodeTemplate as NodeTemplate
 from ._template import Taint as Taint
 from ._template import node_shape as node_shape
 from ._views import DO_NOT_DISRUPT as DO_NOT_DISRUPT
+from ._views import ZONE_KEY as ZONE_KEY
+from ._views import NodeSelectorTerm as NodeSelectorTerm
 from ._views import NodeView as NodeView
 from ._views import PodView as PodView
+from ._zones import zone_templates as zone_templates
 
 __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts before the constants
     "Booting",
@@ -77,6 +82,7 @@ __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts bef
     "FitReason",
     "FitResult",
     "New",
+    "NodeSelectorTerm",
     "NodeShape",
     "NodeSlot",
     "NodeState",
@@ -99,6 +105,7 @@ __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts bef
     "Unremovable",
     "UnremovableReason",
     "UnschedulableGroup",
+    "ZONE_KEY",
     "classify",
     "crowded_out",
     "daemonset_overhead",
@@ -126,4 +133,7 @@ __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts bef
     "pod_view",
     "removal_order",
     "tolerates",
+    "volume_zone_terms",
+    "with_volume_zones",
+    "zone_templates",
 ]

@@ -24,13 +24,21 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from ._exact import DEFAULT_BUDGET, SearchBudget, pack_fewest
-from ._fit import FitReason, FitResult, check_constraints, check_room, check_template
+from ._fit import (
+    FitReason,
+    FitResult,
+    check_constraints,
+    check_node_affinity,
+    check_room,
+    check_template,
+)
 from ._interpod import check_interpod
 from ._pods import Pod, PodRef, pod_view
 from ._quantity import Resources
 from ._slots import Booting, Existing, New, NodeSlot
 from ._template import NodeTemplate, Taint
-from ._views import HOSTNAME_KEY, HostPort, PodView
+from ._views import HOSTNAME_KEY, ZONE_KEY, HostPort, PodView
+from ._zones import ZoneCounts, zone_templates
 
 __all__ = [
     "NodeState",
@@ -101,6 +109,10 @@ class ScaleUpPlan:
         max_nodes: the pool's limit the plan respected.
         placements: every placed pod, in placement order (largest first).
         unschedulable: unplaced pods, grouped by reason and detail.
+        new_zones: the zone of each new node, by index (``()`` for a pool without zones).
+        zone_targets: the fewest of the pool's nodes each zone needs for the plan to hold,
+            only for zones a placed pod needs specifically (its node affinity, its volume's
+            zone, a spread or (anti-)affinity over zones), for ``spec.zoneTargets``.
     """
 
     template: str
@@ -110,6 +122,8 @@ class ScaleUpPlan:
     max_nodes: int
     placements: tuple[Placement, ...]
     unschedulable: tuple[UnschedulableGroup, ...]
+    new_zones: tuple[str, ...] = ()
+    zone_targets: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def scale_up(self) -> bool:
@@ -139,6 +153,8 @@ class ScaleUpPlan:
                 f"{_pods(on_new)} {verb} {self.new_nodes} new {self.template} "
                 f"node{'' if self.new_nodes == 1 else 's'}"
             )
+            if self.new_zones:
+                head += f" ({_per_zone(self.new_zones)})"
             if elsewhere:
                 head += f", {elsewhere} fit existing or booting nodes"
         else:
@@ -178,6 +194,13 @@ _REASON_ORDER = {reason: rank for rank, reason in enumerate([*FitReason, *PlanRe
 
 def _pods(count: int) -> str:
     return f"{count} pod{'' if count == 1 else 's'}"
+
+
+def _per_zone(zones: Sequence[str]) -> str:
+    counts: dict[str, int] = {}
+    for zone in zones:
+        counts[zone] = counts.get(zone, 0) + 1
+    return ", ".join(f"{zone}: {n}" for zone, n in sorted(counts.items()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +251,8 @@ def plan_scale_up(
     current_target: int,
     max_nodes: int,
     search: SearchBudget | None = DEFAULT_BUDGET,
+    zones: Sequence[str] = (),
+    zone_targets: Mapping[str, int] | None = None,
 ) -> ScaleUpPlan:
     """Plan how far to raise a pool's target so that ``pending_pods`` can run.
 
@@ -243,6 +268,11 @@ def plan_scale_up(
         max_nodes: the most nodes the pool may have.
         search: the budget of the exact search that follows FFD (:mod:`._exact`), or ``None``
             for FFD alone.
+        zones: the zones the pool can launch into (its ``status.zones``); each booting and
+            new node is simulated in one of them (:mod:`._zones`). Empty: one unnamed zone,
+            no zone label.
+        zone_targets: the pool's ``spec.zoneTargets`` now, which decided the booting nodes'
+            zones.
 
     Pods are placed first-fit-decreasing by their *dominant share*: the largest fraction of the
     template's allocatable they request in any one resource, ties broken by the sum of shares
@@ -257,13 +287,15 @@ def plan_scale_up(
     if current_target < 0 or max_nodes < 0:
         raise ValueError(f"need non-negative targets, got {current_target=} {max_nodes=}")
     rejected: _Rejected = {}
-    candidates = _admit(pending_pods, template, rejected)
+    counts = ZoneCounts(zones, (n.labels for n in existing_nodes), zone_targets)
+    candidates = _admit(pending_pods, template, rejected, counts.zones)
     packer = _Packer(
-        template, existing_nodes, max(in_flight, 0), max(max_nodes - current_target, 0)
+        template, existing_nodes, max(in_flight, 0), max(max_nodes - current_target, 0), counts
     )
-    # The exact search knows resources, selectors and taints, not other pods: it may only
-    # improve a plan none of whose pods (pending or already placed) constrains another.
-    plain = not packer.constraining and not any(e.view.interpod for e in candidates)
+    # The exact search knows resources, selectors and taints, not other pods nor zones: it
+    # may only improve a plan none of whose pods (pending or already placed) constrains
+    # another or needs a zone.
+    plain = not packer.constraining and not any(packer.scans(e.view) for e in candidates)
     placements: list[Placement] = []
     overflow: list[PodRef] = []
     for entry in candidates:
@@ -300,6 +332,8 @@ def plan_scale_up(
         for (reason, detail), refs in rejected.items()
     ]
     return ScaleUpPlan(
+        new_zones=tuple(packer.new_zones[:new_nodes]),
+        zone_targets=packer.zone_targets(placements, candidates),
         template=template.name,
         current_target=current_target,
         desired_target=max(current_target, min(current_target + new_nodes, max_nodes)),
@@ -313,12 +347,17 @@ def plan_scale_up(
 _Rejected = dict[tuple[FitReason | PlanReason, str], list[PodRef]]
 
 
-def _admit(pods: Sequence[PodView], template: NodeTemplate, rejected: _Rejected) -> list[_Pending]:
-    """The pods an empty template node can hold, largest first; the rest go to ``rejected``."""
+def _admit(
+    pods: Sequence[PodView], template: NodeTemplate, rejected: _Rejected, zones: Sequence[str]
+) -> list[_Pending]:
+    """The pods an empty template node (in one of ``zones``, if any) can hold, largest
+    first; the rest go to ``rejected`` with the first zone's reason."""
+    templates = zone_templates(template, zones) if zones else (template,)
     admitted: list[_Pending] = []
     for pod in pods:
         entry = _Pending(pod)
-        fit = check_template(entry.view, template)
+        fits = [check_template(entry.view, t) for t in templates]
+        fit = next((f for f in fits if f), fits[0])
         if fit.reason is None:
             admitted.append(entry)
         else:
@@ -349,8 +388,12 @@ class _Packer:
         existing_nodes: Sequence[NodeState],
         in_flight: int,
         allowed_new: int,
+        zones: ZoneCounts | None = None,
     ) -> None:
         self._template = template
+        self._zones = zones or ZoneCounts((), ())
+        self.new_zones: list[str] = []
+        """The zone of each new node opened, in order (none for a pool without zones)."""
         self._existing = sorted(existing_nodes, key=lambda n: n.name)
         self._existing_bins = [
             _Bin(Existing(n.name), n.free, n.name, n.labels, n.taints, list(n.pods))
@@ -358,7 +401,17 @@ class _Packer:
         ]
         for b in self._existing_bins:
             b.ports = [port for pod in b.pods for port in pod.host_ports]
-        self._template_bins = [self._template_bin(Booting(i)) for i in range(in_flight)]
+        self._template_bins = [
+            self._template_bin(Booting(i), self._zones.next() if self._zones.zones else None)
+            for i in range(in_flight)
+        ]
+        # One empty node per zone the pool can launch into, never opened: every such zone is
+        # a topology domain of a zone spread (Karpenter counts the pool's zones so too), not
+        # only the zones where a node exists already.
+        self._phantoms = [
+            _Bin(New(-1), template.allocatable, None, _zone_labels(template, z))
+            for z in self._zones.zones
+        ]
         self._allowed_new = allowed_new
         self.opened = 0
         self.refusal: FitResult | None = None
@@ -371,17 +424,22 @@ class _Packer:
         #: whether a pod already on a node refuses others (before anything is placed)
         self.constraining = self._constraining
 
-    def _template_bin(self, label: NodeSlot) -> _Bin:
+    def _template_bin(self, label: NodeSlot, zone: str | None) -> _Bin:
         # Every template node is a hostname of its own; other labels are the template's.
-        labels = {**self._template.labels, HOSTNAME_KEY: f"({label})"}
+        labels = {**_zone_labels(self._template, zone), HOSTNAME_KEY: f"({label})"}
         return _Bin(label, self._template.allocatable, None, labels, self._template.taints)
+
+    def scans(self, view: PodView) -> bool:
+        """Whether ``view`` is placed by checking each node in turn (:meth:`_place_scan`):
+        it depends on other pods, or on the zone of a pool that has zones."""
+        return view.interpod or (bool(self._zones.zones) and view.zonal)
 
     def place(self, entry: _Pending) -> NodeSlot | None:
         """Put ``entry`` on the first bin with room and return its node; ``None`` at max."""
         view = entry.view
         self.refusal = None
-        if view.interpod or self._constraining:
-            chosen = self._place_interpod(view)
+        if self._constraining or self.scans(view):
+            chosen = self._place_scan(view)
         else:
             chosen = self._place_plain(entry)
         if chosen is None:
@@ -401,25 +459,57 @@ class _Packer:
         self._cursors[key] = (at_existing, at_template)
         return chosen
 
-    def _place_interpod(self, view: PodView) -> _Bin | None:
-        everything = [*self._existing_bins, *self._template_bins]
-        for b in [*self._existing_for(_Pending(view)), *self._template_bins]:
+    def _place_scan(self, view: PodView) -> _Bin | None:
+        everything = [*self._existing_bins, *self._template_bins, *self._phantoms]
+        zoned = bool(self._zones.zones)
+        for b in self._existing_for(_Pending(view)):
             if view.requests.fits_in(b.free) and check_interpod(view, b, everything):
                 return b
-        fresh = self._template_bin(New(self.opened))
-        refusal = check_interpod(view, fresh, [*everything, fresh])
-        if not refusal:
-            self.refusal = refusal  # a new node would not take it either: no count helps
-            return None
-        return self._open()
+        for b in self._template_bins:
+            if not view.requests.fits_in(b.free) or (
+                zoned and not check_node_affinity(view, b.labels)
+            ):
+                continue
+            if check_interpod(view, b, everything):
+                return b
+        # A new node: in the first zone, in the order new nodes go to zones, that takes it.
+        refusal: FitResult | None = None
+        for zone in self._zones.order() if zoned else [None]:
+            fresh = self._template_bin(New(self.opened), zone)
+            result = check_node_affinity(view, fresh.labels) if zoned else FitResult()
+            if result:
+                result = check_interpod(view, fresh, [*everything, fresh])
+            if result:
+                return self._open(zone)
+            refusal = refusal or result
+        self.refusal = refusal  # a new node would not take it either: no count helps
+        return None
 
-    def _open(self) -> _Bin | None:
+    def _open(self, zone: str | None = None) -> _Bin | None:
         if self.opened >= self._allowed_new:
             return None
-        chosen = self._template_bin(New(self.opened))
+        if self._zones.zones:
+            zone = zone if zone is not None else self._zones.order()[0]
+            self._zones.take(zone)
+            self.new_zones.append(zone)
+        chosen = self._template_bin(New(self.opened), zone)
         self._template_bins.append(chosen)
         self.opened += 1
         return chosen
+
+    def zone_targets(
+        self, placements: Sequence[Placement], entries: Sequence[_Pending]
+    ) -> dict[str, int]:
+        """The zones whose booting or new nodes hold a pod that needs its zone, each with
+        the pool's node count there (:meth:`ZoneCounts.targets`)."""
+        if not self._zones.zones:
+            return {}
+        zonal = {e.ref for e in entries if e.view.zonal}
+        zone_of = {b.label: b.labels.get(ZONE_KEY) for b in self._template_bins}
+        needed = [
+            zone for p in placements if p.pod in zonal and (zone := zone_of.get(p.node)) is not None
+        ]
+        return self._zones.targets(needed)
 
     def existing_states(self) -> list[NodeState]:
         """The existing nodes with the room and pods the placements so far left them."""
@@ -439,6 +529,13 @@ class _Packer:
             ]
             self._compatible[entry.constraints] = bins
         return bins
+
+
+def _zone_labels(template: NodeTemplate, zone: str | None) -> dict[str, str]:
+    """A template node's labels in ``zone`` (``None``: the template's alone)."""
+    if zone is None:
+        return dict(template.labels)
+    return {**template.labels, ZONE_KEY: zone}
 
 
 def _first_fit(bins: list[_Bin], requests: Resources, start: int) -> tuple[_Bin | None, int]:

@@ -3,7 +3,8 @@
 Checks run in kube-scheduler's filter order (TaintToleration, NodeAffinity, NodeResourcesFit), so
 the reported reason is the one the scheduler would give first. What depends on other pods (pod
 (anti-)affinity, topology spread, host ports) is in :mod:`._interpod`, used by the bin-packer
-where the other pods are known; volume topology is not simulated.
+where the other pods are known. Of volume topology, the zones a bound PersistentVolume allows
+are checked with node affinity (:attr:`~._views.PodView.volume_terms`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class FitReason(StrEnum):
     """No required node-affinity term matches the node."""
     UNTOLERATED_TAINT = "UntoleratedTaint"
     """The node has a ``NoSchedule``/``NoExecute`` taint the pod does not tolerate."""
+    VOLUME_ZONE_CONFLICT = "VolumeZoneConflict"
+    """A PersistentVolume it mounts is pinned to zones the node is not in (VolumeBinding's
+    "volume node affinity conflict")."""
     HOST_PORT_CONFLICT = "HostPortConflict"
     """A host port it binds is taken on the node (NodePorts)."""
     POD_AFFINITY_MISMATCH = "PodAffinityMismatch"
@@ -161,7 +165,13 @@ def check_node_affinity(
             have = f"{key}={labels[key]}" if key in labels else f"no {key}"
             return FitResult(FitReason.NODE_SELECTOR_MISMATCH, f"{key}={wanted} (node has {have})")
     if view.required_terms is not None:
-        return _check_terms(view.required_terms, labels, node_name)
+        result = _check_terms(view.required_terms, labels, node_name)
+        if not result:
+            return result
+    for terms in view.volume_terms:
+        result = _check_terms(terms, labels, node_name)
+        if not result:
+            return FitResult(FitReason.VOLUME_ZONE_CONFLICT, f"volume: {result.detail}")
     return _FITS
 
 

@@ -5,9 +5,10 @@ PodTopologySpread plugins decide them.
 The simulation's nodes are :class:`Domain`\\ s: existing nodes with the pods bound to them,
 and booting or new template nodes with the pods the plan put there. A topology domain is the
 set of nodes sharing a label value; each template node gets a hostname of its own, so
-"one per hostname" needs one node per pod, and a zone label from the pool's labels puts all of
-a pool's new nodes in one zone. Any topology key works the same way: a node without the key
-is in no domain (anti-affinity ignores it; affinity and spread refuse it, as the scheduler does).
+"one per hostname" needs one node per pod, and, for a pool with zones, the zone it is planned
+in (:mod:`._zones`; every zone the pool can launch into is a domain, even with no node yet).
+Any topology key works the same way: a node without the key is in no domain (anti-affinity
+ignores it; affinity and spread refuse it, as the scheduler does).
 
 Only the pool's own nodes are seen: pods on other pools' nodes do not count toward a spread or
 an affinity here (the scheduler counts them; a spread across pools may need fewer nodes than

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
@@ -27,8 +27,10 @@ from ._template import Taint
 from ._views import (
     DO_NOT_DISRUPT,
     KARPENTER_DO_NOT_DISRUPT,
+    LEGACY_ZONE_KEY,
     SAFE_TO_EVICT,
     SCALE_DOWN_DISABLED,
+    ZONE_KEY,
     HostPort,
     LabelSelector,
     NodeSelectorTerm,
@@ -58,6 +60,8 @@ __all__ = [
     "pod_requests",
     "pod_view",
     "toleration",
+    "volume_zone_terms",
+    "with_volume_zones",
 ]
 
 _MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
@@ -376,6 +380,37 @@ def _spread_constraint(entry: object, own_labels: Mapping[str, str]) -> SpreadCo
         honor_node_affinity=get_text(entry, "nodeAffinityPolicy") != "Ignore",
         honor_taints=get_text(entry, "nodeTaintsPolicy") == "Honor",
     )
+
+
+def volume_zone_terms(volume: object) -> tuple[NodeSelectorTerm, ...]:
+    """The zones a PersistentVolume lets its pods' nodes be in: the zone requirements of its
+    ``spec.nodeAffinity.required`` terms (the legacy zone key read as the current one), or
+    ``()`` when it does not pin a zone (no affinity, or a term that names no zone: terms are
+    ORed, so that term allows every zone). Other keys (a local volume's hostname) are left
+    out: only the zone is simulated for a volume."""
+    required = get_mapping(get_mapping(get_mapping(volume, "spec"), "nodeAffinity"), "required")
+    terms: list[NodeSelectorTerm] = []
+    for term in get_list(required, "nodeSelectorTerms"):
+        zonal = tuple(
+            Requirement(ZONE_KEY, r.operator, r.values)
+            for r in map(_requirement, get_list(term, "matchExpressions"))
+            if r.key in (ZONE_KEY, LEGACY_ZONE_KEY)
+        )
+        if not zonal:
+            return ()
+        terms.append(NodeSelectorTerm(zonal))
+    return tuple(terms)
+
+
+def with_volume_zones(view: PodView, volumes: Iterable[tuple[NodeSelectorTerm, ...]]) -> PodView:
+    """``view`` with the zonal terms of its bound volumes (:func:`volume_zone_terms`); its
+    :attr:`~._views.PodView.constraints` key names them, so pods whose volumes sit in
+    different zones are not taken for interchangeable."""
+    terms = tuple(t for t in volumes if t)
+    if not terms:
+        return view
+    key = json.dumps([[[str(r) for r in term.expressions] for term in t] for t in terms])
+    return replace(view, volume_terms=terms, constraints=f"{view.constraints}|{key}")
 
 
 #: Views by (uid, resourceVersion): that pair names one content of one pod, so a view read

@@ -28,6 +28,8 @@ __all__ = [
     "DO_NOT_DISRUPT",
     "HOSTNAME_KEY",
     "KARPENTER_DO_NOT_DISRUPT",
+    "LEGACY_ZONE_KEY",
+    "REGION_KEY",
     "SAFE_TO_EVICT",
     "SCALE_DOWN_DISABLED",
     "ZONE_KEY",
@@ -56,6 +58,10 @@ SAFE_TO_EVICT: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 SCALE_DOWN_DISABLED: Final = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 HOSTNAME_KEY: Final = "kubernetes.io/hostname"
 ZONE_KEY: Final = "topology.kubernetes.io/zone"
+#: The zone's label before Kubernetes 1.17; PersistentVolumes made by old provisioners still
+#: name it in their node affinity. Read as :data:`ZONE_KEY` (the same zone).
+LEGACY_ZONE_KEY: Final = "failure-domain.beta.kubernetes.io/zone"
+REGION_KEY: Final = "topology.kubernetes.io/region"
 _INTEGER = re.compile(r"[+-]?\d+", re.ASCII)
 
 
@@ -273,6 +279,10 @@ class PodView:
         owner_uid: the uid of its controlling owner (e.g. its DaemonSet), ``""`` if none.
         constraints: a key equal for pods that pass or fail the same node label and taint
             checks on every node.
+        volume_terms: the zonal node affinity of each PersistentVolume bound to its claims
+            (one tuple of ORed terms per volume, every volume must match): kube-scheduler's
+            VolumeBinding filter, read from the volumes, not the pod (see
+            :func:`~._pods.with_volume_zones`).
     """
 
     ref: PodRef
@@ -298,11 +308,25 @@ class PodView:
     safe_to_evict: bool = False
     controlled: bool = True
     local_storage: tuple[str, ...] = ()
+    volume_terms: tuple[tuple[NodeSelectorTerm, ...], ...] = ()
 
     @property
     def interpod(self) -> bool:
         """Whether placing it depends on other pods (affinity, anti-affinity, spread, ports)."""
         return bool(self.affinity or self.anti_affinity or self.spread or self.host_ports)
+
+    @property
+    def zonal(self) -> bool:
+        """Whether the zone of its node matters: a zone in its node selector or required
+        node affinity, a volume's zone, or a pod (anti-)affinity or spread over zones."""
+        if self.volume_terms or any(key == ZONE_KEY for key, _ in self.node_selector):
+            return True
+        terms = self.required_terms or ()
+        if any(r.key == ZONE_KEY for term in terms for r in term.expressions):
+            return True
+        keys = [t.topology_key for t in (*self.affinity, *self.anti_affinity)]
+        keys += [c.topology_key for c in self.spread]
+        return ZONE_KEY in keys
 
     def tolerates(self, taint: Taint) -> bool:
         return any(t.tolerates(taint) for t in self.tolerations)

@@ -202,3 +202,17 @@ def test_the_winner_scales_as_if_alone() -> None:
 def test_a_bad_weight_names_the_field(weight: object) -> None:
     with pytest.raises(InvalidField, match=r"spec\.weight"):
         parse_autoscaler(factories.autoscaler("a", namespaces=["prod"], weight=weight))
+
+
+def test_a_pool_with_zones_takes_a_pod_that_needs_one_of_them() -> None:
+    """Templates have no zone; a pool's zones (status.zones) make a zone-pinned pod fit it,
+    so exactly one Autoscaler scales for it, and none for a zone no pool launches into."""
+    pinned = pod_view(
+        factories.pod("db", namespace="prod", cpu="1", affinity=factories.zone_affinity("zone-b"))
+    )
+    west = replace(opt("a", BIG), zones=("zone-a",))
+    both = replace(opt("b", SMALL), zones=("zone-a", "zone-b"))
+    won = winner(pinned, [west, both])
+    assert won is not None
+    assert (won.option.name, won.why) == ("b", "the only Autoscaler whose pool can take it")
+    assert winner(pinned, [opt("a", BIG), opt("b", SMALL)]) is None

@@ -7,6 +7,7 @@ from typing import Any, cast
 from kubeloop import Client, Forbidden, NotFound, Resource
 from nodepool_operator.controllers.autoscaler._decode import pod_needs
 from nodepool_operator.controllers.autoscaler._references import STORAGECLASSES, look_up
+from tests import factories
 
 
 class FakeReader:
@@ -80,3 +81,38 @@ async def test_look_up_assumes_present_what_it_may_not_read() -> None:
         [pod_needs(pod("a", volumes=[{"name": "t", "secret": {"secretName": "tls"}}]))],
     )
     assert lookup.secrets == {("prod", "tls")}
+
+
+async def test_a_bound_claims_volume_is_read_for_its_zones() -> None:
+    """Bound claims' volumes are read once each; a volume pinning no zone is left out."""
+    pinned = factories.persistent_volume("pv-b", zone="zone-b")
+    legacy = factories.persistent_volume(
+        "pv-c", zone="zone-c", key="failure-domain.beta.kubernetes.io/zone"
+    )
+    anywhere = factories.persistent_volume("pv-any")
+    reader = FakeReader(
+        {
+            ("persistentvolumeclaims", "prod", name): factories.claim(
+                name, namespace="prod", volume=volume, phase="Bound"
+            )
+            for name, volume in (("b", "pv-b"), ("c", "pv-c"), ("any", "pv-any"))
+        }
+        | {
+            ("persistentvolumes", None, v["metadata"]["name"]): v
+            for v in (pinned, legacy, anywhere)
+        }
+    )
+    vols = [{"name": n, "persistentVolumeClaim": {"claimName": n}} for n in ("b", "c", "any")]
+    needs = pod_needs(pod("a", volumes=vols))
+    lookup = await look_up(cast(Client, reader), [needs, pod_needs(pod("a2", volumes=vols))])
+    assert sorted(k for k in reader.gets if k[0] == "persistentvolumes") == [
+        ("persistentvolumes", None, "pv-any"),
+        ("persistentvolumes", None, "pv-b"),
+        ("persistentvolumes", None, "pv-c"),
+    ]
+    assert sorted(lookup.volume_zones) == ["pv-b", "pv-c"]
+    zones = [[str(r) for t in terms for r in t.expressions] for terms in lookup.zones_of(needs)]
+    assert zones == [
+        ["topology.kubernetes.io/zone In [zone-b]"],
+        ["topology.kubernetes.io/zone In [zone-c]"],
+    ]

@@ -85,3 +85,58 @@ async def test_persistent_conflicts_end_in_a_conflict_for_the_workqueue() -> Non
     fake.before_put = [0] * 10
     with pytest.raises(Conflict):
         await write_target(client(fake), "big", expected=0, desired=1)
+
+
+class FakePool:
+    """A NodePool with optimistic concurrency: GET and PUT of the object itself."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.obj: dict[str, Any] = {"metadata": {"name": "big", "resourceVersion": "1"}}
+        self.obj["spec"] = spec
+        self.puts: list[dict[str, Any]] = []
+        self.before_put: list[dict[str, Any]] = []  # someone else's spec changes
+
+    async def get(self, res: Resource, name: str) -> dict[str, Any]:
+        assert (res, name) == (NODEPOOLS, "big")
+        return copy.deepcopy(self.obj)
+
+    async def update(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+        if self.before_put:
+            self.obj["spec"].update(self.before_put.pop(0))
+            self.obj["metadata"]["resourceVersion"] += "'"
+        if obj["metadata"]["resourceVersion"] != self.obj["metadata"]["resourceVersion"]:
+            raise Conflict(409, "Conflict", "the object has been modified")
+        self.obj = copy.deepcopy(obj)
+        self.obj["metadata"]["resourceVersion"] += "'"
+        self.puts.append(copy.deepcopy(obj["spec"]))
+        return copy.deepcopy(self.obj)
+
+
+async def test_zone_targets_go_in_the_same_write_as_the_target() -> None:
+    fake = FakePool({"targetNodes": 1, "zoneTargets": {"zone-a": 1}, "instanceType": "m"})
+    zones = {"zone-a": 1, "zone-b": 2}
+    done = await write_target(cast(Client, fake), "big", expected=1, desired=3, zone_targets=zones)
+    assert done is None
+    assert fake.puts == [{"targetNodes": 3, "zoneTargets": zones, "instanceType": "m"}]
+    # empty zone targets take the field away, in the same write
+    assert (
+        await write_target(cast(Client, fake), "big", expected=3, desired=4, zone_targets={})
+        is None
+    )
+    assert fake.puts[-1] == {"targetNodes": 4, "instanceType": "m"}
+
+
+async def test_zone_targets_are_not_written_over_a_moved_target() -> None:
+    fake = FakePool({"targetNodes": 5, "instanceType": "m"})
+    assert (
+        await write_target(cast(Client, fake), "big", expected=2, desired=3, zone_targets={}) == 5
+    )
+    assert fake.puts == []
+    # moved between the GET and the PUT: the conflict reads again and sees the move
+    fake = FakePool({"targetNodes": 2, "instanceType": "m"})
+    fake.before_put = [{"targetNodes": 6}]
+    moved = await write_target(
+        cast(Client, fake), "big", expected=2, desired=3, zone_targets={"zone-a": 1}
+    )
+    assert moved == 6
+    assert fake.puts == []

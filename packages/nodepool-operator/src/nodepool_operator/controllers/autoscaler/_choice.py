@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from typing import Final
 
 from nodepool_operator.api import MAX_POOL_NODES, Autoscaler, NodePool
-from nodepool_operator.scheduling import NodeTemplate, PodRef, PodView, pod_fits_template
+from nodepool_operator.scheduling import (
+    NodeTemplate,
+    PodRef,
+    PodView,
+    pod_fits_template,
+    zone_templates,
+)
 
 __all__ = ["SERVED_ELSEWHERE", "Option", "Won", "option", "served_elsewhere", "waste", "winner"]
 
@@ -48,6 +54,8 @@ class Option:
         name: the Autoscaler's name.
         pool: its NodePool's name.
         can_grow: its pool is below its maximum, or has nodes on the way.
+        zones: the zones its pool can launch into (``status.zones``); a pod fits the pool
+            when it fits its template in one of them.
     """
 
     name: str
@@ -56,6 +64,7 @@ class Option:
     namespaces: frozenset[str]
     template: NodeTemplate
     can_grow: bool
+    zones: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +87,7 @@ def option(scaler: Autoscaler, pool: NodePool, template: NodeTemplate, registere
         namespaces=frozenset(scaler.spec.namespaces),
         template=template,
         can_grow=target < top or registered < target,
+        zones=tuple(pool.status.zones),
     )
 
 
@@ -102,7 +112,7 @@ def winner(pod: PodView, options: Sequence[Option]) -> Won | None:
             for o in options
             if pod.ref.namespace in o.namespaces
             and o.can_grow
-            and pod_fits_template(pod, o.template)
+            and any(pod_fits_template(pod, t) for t in zone_templates(o.template, o.zones))
         ),
         key=lambda o: _rank(pod, o),
     )

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import Final
 
 from nodepool_operator.controllers.autoscaler._pending import Claim, Needs, References
-from nodepool_operator.scheduling import pod_ref
+from nodepool_operator.scheduling import NodeSelectorTerm, pod_ref, volume_zone_terms
 
 __all__ = [
     "autoscaler_namespaces",
@@ -27,6 +27,7 @@ __all__ = [
     "pod_key",
     "pod_namespace",
     "pod_needs",
+    "volume_zones",
 ]
 
 _TERMINAL_PHASES: Final = ("Succeeded", "Failed")
@@ -151,7 +152,14 @@ def claim(obj: object) -> Claim:
         deleting=deleting(obj),
         phase=_text(_mapping(obj, "status"), "phase"),
         storage_class=_text(_mapping(obj, "spec"), "storageClassName"),
+        volume=_text(_mapping(obj, "spec"), "volumeName"),
     )
+
+
+def volume_zones(volume: object) -> tuple[NodeSelectorTerm, ...]:
+    """The zones a PersistentVolume's node affinity pins its pods to (``()``: any zone), as
+    :func:`~nodepool_operator.scheduling.volume_zone_terms` reads them."""
+    return volume_zone_terms(volume)
 
 
 def late_binding(storage_class: object) -> bool:

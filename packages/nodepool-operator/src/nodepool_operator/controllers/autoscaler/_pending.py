@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from nodepool_operator.scheduling import NodeSelectorTerm
+
 __all__ = [
     "PRIORITY_CUTOFF",
     "Blocked",
@@ -83,6 +85,8 @@ class Claim:
     deleting: bool = False
     phase: str = ""
     storage_class: str = ""
+    volume: str = ""
+    """``spec.volumeName``: the PersistentVolume it is bound to (``""``: none yet)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +99,22 @@ class Lookup:
         claims: PersistentVolumeClaims that exist.
         late_binding_classes: StorageClasses with ``volumeBindingMode: WaitForFirstConsumer``;
             their claims bind only once the pod has a node, so unbound is fine.
+        volume_zones: the zonal node affinity of the bound claims' PersistentVolumes, by
+            volume name (only those that pin a zone): a pod on such a volume needs a node in
+            one of its zones.
     """
 
     secrets: frozenset[NamespacedName] = frozenset()
     config_maps: frozenset[NamespacedName] = frozenset()
     claims: Mapping[NamespacedName, Claim] = field(default_factory=dict)
     late_binding_classes: frozenset[str] = frozenset()
+    volume_zones: Mapping[str, tuple[NodeSelectorTerm, ...]] = field(default_factory=dict)
+
+    def zones_of(self, needs: Needs) -> list[tuple[NodeSelectorTerm, ...]]:
+        """The zonal terms of the volumes bound to the claims ``needs`` names."""
+        found = (self.claims.get((needs.namespace, name)) for name in needs.references.claims)
+        volumes = (c.volume for c in found if c is not None and c.volume)
+        return [terms for v in volumes if (terms := self.volume_zones.get(v))]
 
 
 #: Pods below this priority never cause a scale-up (cluster-autoscaler's default

@@ -23,22 +23,26 @@ from kubeloop import (
     Object,
     Resource,
 )
-from nodepool_operator.controllers.autoscaler._decode import claim, late_binding
+from nodepool_operator.controllers.autoscaler._decode import claim, late_binding, volume_zones
 from nodepool_operator.controllers.autoscaler._pending import Lookup, NamespacedName, Needs
 
-__all__ = ["STORAGECLASSES", "look_up"]
+__all__ = ["PERSISTENTVOLUMES", "STORAGECLASSES", "look_up"]
 
 log = logging.getLogger("nodepool_operator.autoscaler")
 
 STORAGECLASSES: Final = Resource(
     "storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False
 )
+PERSISTENTVOLUMES: Final = Resource(
+    "", "v1", "persistentvolumes", "PersistentVolume", namespaced=False
+)
 #: Concurrent GETs per lookup: enough to hide latency, few enough not to burst the apiserver.
 _CONCURRENCY: Final = 8
 
 
 async def look_up(client: Client, pods: Iterable[Needs]) -> Lookup:
-    """Find which of the Secrets, ConfigMaps, claims and claim classes ``pods`` need exist.
+    """Find which of the Secrets, ConfigMaps, claims and claim classes ``pods`` need exist,
+    and the zones the volumes of their bound claims are pinned to.
 
     Raises what the API raises, except NotFound (the object is missing) and Forbidden: without
     the permission to look, the object is assumed present, so a narrow RBAC role degrades to
@@ -65,8 +69,12 @@ async def look_up(client: Client, pods: Iterable[Needs]) -> Lookup:
     )
     claims_found = {key: claim(obj) for key, obj in found_claims.items()}
     classes = {c.storage_class for c in claims_found.values() if c.phase != "Bound"} - {""}
-    found_classes = await _existing(
-        {("", name) for name in classes}, lambda key: get(STORAGECLASSES, None, key[1])
+    volumes = {c.volume for c in claims_found.values() if c.phase == "Bound"} - {""}
+    found_classes, found_volumes = await asyncio.gather(
+        _existing({("", name) for name in classes}, lambda key: get(STORAGECLASSES, None, key[1])),
+        _existing(
+            {("", name) for name in volumes}, lambda key: get(PERSISTENTVOLUMES, None, key[1])
+        ),
     )
     return Lookup(
         secrets=frozenset(found_secrets),
@@ -75,6 +83,9 @@ async def look_up(client: Client, pods: Iterable[Needs]) -> Lookup:
         late_binding_classes=frozenset(
             name for (_, name), cls in found_classes.items() if late_binding(cls)
         ),
+        volume_zones={
+            name: zones for (_, name), pv in found_volumes.items() if (zones := volume_zones(pv))
+        },
     )
 
 

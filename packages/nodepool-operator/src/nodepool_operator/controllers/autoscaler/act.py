@@ -67,12 +67,22 @@ class Actor:
             Conflict: it kept conflicting; the workqueue's backoff takes over.
         """
         moved = await write_target(
-            self._client, pool, expected=write.expected, desired=write.desired
+            self._client,
+            pool,
+            expected=write.expected,
+            desired=write.desired,
+            zone_targets=write.zone_targets,
         )
         if moved is None:
             what = write.why if write.why is Why.PROVISION_TIMEOUT else write.summary
+            zones = "" if write.zone_targets is None else f" zoneTargets {write.zone_targets}"
             log.info(
-                "NodePool %s targetNodes %d -> %d: %s", pool, write.expected, write.desired, what
+                "NodePool %s targetNodes %d -> %d%s: %s",
+                pool,
+                write.expected,
+                write.desired,
+                zones,
+                what,
             )
         return moved
 

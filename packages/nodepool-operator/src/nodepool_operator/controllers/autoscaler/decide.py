@@ -85,16 +85,19 @@ from nodepool_operator.controllers.autoscaler._texts import (
 )
 from nodepool_operator.controllers.autoscaler.observe import Observation, PendingPod
 from nodepool_operator.scheduling import (
+    ZONE_KEY,
     Existing,
     FitReason,
     New,
     PodRef,
+    PodView,
     ScaleUpPlan,
     Unremovable,
     crowded_out,
     held_by_budgets,
     plan_scale_up,
     removal_order,
+    with_volume_zones,
 )
 
 __all__ = [
@@ -183,12 +186,14 @@ class Why(StrEnum):
 @dataclass(frozen=True, slots=True)
 class TargetWrite:
     """Set the pool's target from ``expected`` (what the decision was made from) to
-    ``desired``; ``summary``: what for, as logged."""
+    ``desired``; ``summary``: what for, as logged. ``zone_targets``: the pool's
+    ``spec.zoneTargets`` to write with it, in the same write (``None``: left as they are)."""
 
     expected: int
     desired: int
     why: Why
     summary: str
+    zone_targets: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,7 +312,8 @@ def _set_aside(
     elsewhere: dict[tuple[str, str], list[PodRef]] = {}
     if obs.rivals:  # alone, the pods do not even pass through the choice
         own = option(obs.scaler, obs.pool, obs.template, obs.nodes.registered)
-        elsewhere = served_elsewhere([p.view for p in eligible], own, obs.rivals)
+        views = [_with_volumes(p, obs) for p in eligible]
+        elsewhere = served_elsewhere(views, own, obs.rivals)
     if elsewhere:
         theirs = {ref for refs in elsewhere.values() for ref in refs}
         eligible = [p for p in eligible if p.ref not in theirs]
@@ -401,13 +407,40 @@ def _plan(obs: Observation, pods: Sequence[PendingPod], m: Memory, now: float) -
     must not hide the need."""
     effective = max(obs.target, obs.pool.spec.min_nodes)
     return plan_scale_up(
-        [p.view for p in pods],
+        [_with_volumes(p, obs) for p in pods],
         template=obs.template,
         existing_nodes=obs.nodes.room,
         in_flight=0 if m.provisioning.backing_off(now) else effective - obs.nodes.registered,
         current_target=effective,
         max_nodes=min(obs.pool.spec.max_nodes, obs.scaler.spec.max_nodes or MAX_POOL_NODES),
+        zones=obs.pool.status.zones,
+        zone_targets=obs.pool.spec.zone_targets,
     )
+
+
+def _with_volumes(pod: PendingPod, obs: Observation) -> PodView:
+    """The pod's view with the zones of its bound volumes, when a pool with zones plans."""
+    zones = obs.lookup.zones_of(pod.needs) if obs.pool.status.zones else []
+    return with_volume_zones(pod.view, zones) if zones else pod.view
+
+
+def _zone_targets(obs: Observation, plan: ScaleUpPlan) -> dict[str, int] | None:
+    """The pool's ``spec.zoneTargets`` after ``plan``'s raise, or ``None`` when they stay as
+    they are: the zones the plan needs, and the targets of before still unmet (by the
+    registered nodes there) while nodes are in flight, which the NodePool controller is
+    still launching into those zones."""
+    before = dict(obs.pool.spec.zone_targets)
+    after = dict(plan.zone_targets)
+    if obs.target > obs.nodes.registered:
+        registered: dict[str, int] = {}
+        for node in obs.nodes.room:
+            zone = node.labels.get(ZONE_KEY)
+            if zone is not None:
+                registered[zone] = registered.get(zone, 0) + 1
+        for zone, count in before.items():
+            if count > registered.get(zone, 0):
+                after[zone] = max(after.get(zone, 0), count)
+    return None if after == before else dict(sorted(after.items()))
 
 
 def _scale(
@@ -428,7 +461,13 @@ def _scale(
         m.unneeded_since.clear()
         if m.provisioning.backing_off(now) or not may_write:
             return plan, None
-        return plan, TargetWrite(obs.target, plan.desired_target, Why.SCALE_UP, plan.summary)
+        return plan, TargetWrite(
+            obs.target,
+            plan.desired_target,
+            Why.SCALE_UP,
+            plan.summary,
+            _zone_targets(obs, plan),
+        )
     if not obs.scaler.spec.scale_down_enabled:
         m.unneeded_since.clear()
         m.blocked.clear()
