@@ -26,6 +26,7 @@ from nodepool_operator.cloud import (
 from tests import factories
 from tests._nodeadm import nodeadm_check
 from tests.e2e.conftest import LABEL, OperatorEnv
+from tests.e2e.test_autoscaler_zones import ZONES, raise_for_zones
 
 pytestmark = pytest.mark.integration
 
@@ -394,6 +395,44 @@ async def test_a_pool_of_three_zones_with_one_out_of_capacity_scales_in_the_othe
         assert labels["topology.kubernetes.io/region"] == "sim-1"
     # one refused create in sim-1a, then each VM once
     assert env.cloud.calls()["create"] == 5
+    assert env.cloud.duplicates() == 0
+
+
+async def test_the_autoscalers_zone_targets_are_where_the_nodes_land(
+    operator_env: OperatorEnv, kube_control_plane: Any
+) -> None:
+    """Both controllers on a cloud of three zones: the Autoscaler's one raise (a zone spread
+    of three replicas, a pod whose volume is pinned to zone-b: 4 nodes, zone-b twice) is
+    launched by the NodePool controller in those zones, and the scheduler binds every pod
+    (the spread one per zone, the volume's pod in zone-b)."""
+    env = operator_env
+    SimulatedCloud(env.cloud.path, zones=ZONES)
+    namespace = kube_control_plane.create_namespace("zones")
+    pool, _ = await raise_for_zones(env, namespace)
+    # a type the simulated cloud offers, the seeds' node size kept (cpu, memory overrides)
+    await env.client.patch(NODEPOOLS, pool, {"spec": {"instanceType": "m5.large"}})
+    await env.start(controllers=("autoscaler", "nodepool"))
+
+    async def bound() -> list[Object] | None:
+        pods = (await env.client.list(PODS, namespace))["items"]
+        placed = [p for p in pods if p["spec"].get("nodeName")]
+        return placed if len(pods) == len(placed) == 4 else None
+
+    pods = await env.eventually(bound, "every pod bound", timeout=120)
+    assert pods is not None
+    assert sorted(vm.zone for vm in await _vms(env, pool)) == [
+        "zone-a",
+        "zone-b",
+        "zone-b",
+        "zone-c",
+    ]
+    zone_of = {
+        n["metadata"]["name"]: n["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        for n in await _nodes(env, pool)
+    }
+    placed = {p["metadata"]["name"]: zone_of[p["spec"]["nodeName"]] for p in pods}
+    assert placed.pop("db-0") == "zone-b"
+    assert sorted(placed.values()) == ZONES
     assert env.cloud.duplicates() == 0
 
 
