@@ -11,10 +11,12 @@ another ``pod()``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from kubeloop import Request
 from nodepool_operator.api import NODEPOOLS
+from nodepool_operator.cloud import Instance
 
 #: Every operator kind's apiVersion.
 OPERATOR_API = NODEPOOLS.api_version
@@ -478,3 +480,20 @@ def claim(
     if phase is not None:
         body["status"] = {"phase": phase}
     return body
+
+
+def cloud_vm(instance_id: str = "i-1", **changes: Any) -> Instance:
+    """A running m5.large VM as the cloud port reports it; keyword arguments replace fields."""
+    vm = Instance(
+        id=instance_id,
+        name=instance_id,
+        instance_type="m5.large",
+        image="img",
+        state="running",
+        private_ip="10.0.0.1",
+        public_ip=None,
+        tags={},
+        created_at=0.0,
+        launched_at=0.0,
+    )
+    return replace(vm, **changes)

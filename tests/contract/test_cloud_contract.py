@@ -27,7 +27,9 @@ from nodepool_operator.cloud import (
     IdempotencyMismatch,
     InstanceNotFound,
     InvalidRequest,
+    LaunchSettings,
     QuotaExceeded,
+    SelectorTerm,
     SimulatedCloud,
     TransientCloudError,
 )
@@ -341,3 +343,22 @@ async def test_simulated_only_quota_exceeded(tmp_path: Path) -> None:
     with pytest.raises(QuotaExceeded):
         await cloud.create(req("b"))
     assert len(await cloud.list({})) == 1
+
+
+async def test_a_vm_sent_to_a_subnet_runs_in_its_zone_and_takes_an_address(
+    cloud: CloudProvider,
+) -> None:
+    """The default subnets are one per zone; a VM launched into one is in its zone (as
+    DescribeInstances reports it) and takes one of its free addresses."""
+    if isinstance(cloud, SimulatedCloud):
+        SimulatedCloud(cloud.path, zones=("sim-1a", "sim-1b"))  # zones live in its file
+    subnets = await cloud.subnets(())
+    assert len({s.zone for s in subnets}) == len(subnets) >= 2
+    target = subnets[1]
+    launch = LaunchSettings(subnets=(target.id,))
+    vm = await cloud.create(req(launch=launch, zone=target.zone))
+    assert vm.zone == target.zone
+    assert (await cloud.describe(vm.id)).zone == target.zone
+    (after,) = await cloud.subnets([SelectorTerm(id=target.id)])
+    assert (after.id, after.zone) == (target.id, target.zone)
+    assert after.free_addresses == target.free_addresses - 1

@@ -34,6 +34,7 @@ from nodepool_operator.cloud import (
     AwsCloud,
     CreateRequest,
     LaunchSettings,
+    SelectorTerm,
     SqsQueue,
     cluster_tags,
 )
@@ -205,6 +206,8 @@ async def test_the_policy_allows_exactly_the_actions_awscloud_makes(moto: MotoSe
         await aws.delete(vm.id)
         await aws.instance_types()
         await aws.describe_cluster("demo")
+        await aws.subnets([SelectorTerm(tags=(("Name", "*"),))])
+        await aws.security_groups([SelectorTerm(name="default")])
         await aws.create(request)  # a repeat: answered from the token lookup
         await aws.create(replace(request, idempotency_token="tok-b", capacity_type="spot"))
     async with SqsQueue(QUEUE, endpoint_url=moto.endpoint_url, wait_seconds=0) as queue:

@@ -144,6 +144,11 @@ async def test_sigkill_between_cloud_create_and_status_write(
     recorded = {r["name"]: r for r in status.get("instances", [])}
     assert orphan.name in recorded, "intent is recorded before the cloud call"
     assert not recorded[orphan.name].get("instanceId"), "the crash came before the id was written"
+    # on EC2 the subnet (and so the zone) is chosen before the call and recorded with the
+    # intent: the restart asks for the same one, and the token returns the same VM
+    assert recorded[orphan.name].get("zone", "") == orphan.zone
+    if cloud.aws is not None:
+        assert orphan.zone
 
     # restart (in-process this time) and converge
     await env.start(controllers=("nodepool",))

@@ -21,10 +21,12 @@ from nodepool_operator.cloud import (
     Instance,
     SimulatedCloud,
     TransientCloudError,
+    instance_id_of,
 )
 from tests import factories
 from tests._nodeadm import nodeadm_check
 from tests.e2e.conftest import LABEL, OperatorEnv
+from tests.e2e.test_autoscaler_zones import ZONES, raise_for_zones
 
 pytestmark = pytest.mark.integration
 
@@ -357,6 +359,80 @@ async def test_a_stockout_of_the_first_type_launches_the_next_in_one_go(
     ]
     # the one refused m5.large create, then each VM once: the refusal held nothing back
     assert env.cloud.calls()["create"] == 3
+    assert env.cloud.duplicates() == 0
+
+
+async def test_a_pool_of_three_zones_with_one_out_of_capacity_scales_in_the_other_two(
+    operator_env: OperatorEnv,
+) -> None:
+    """A cloud of three zones whose sim-1a has no m5.large (a zone's stockout: the simulated
+    cloud's fault, as moto's RunInstances never answers InsufficientInstanceCapacity): the
+    pool's nodes are balanced over sim-1b and sim-1c, refused once in sim-1a and never held
+    back for it; each Node says the zone its VM is in (the cloud's record) and the region."""
+    env = operator_env
+    zones = ("sim-1a", "sim-1b", "sim-1c")
+    SimulatedCloud(env.cloud.path, zones=zones)  # stored in the cloud's file, for every process
+    env.cloud.set_capacity("m5.large", 0, zone="sim-1a")
+    await env.start(controllers=ONLY_NODEPOOL)
+    name = f"zones-{env.run_id}"
+    await env.create(NODEPOOLS, _pool(name, 4))
+
+    pool = await _wait_converged(env, name, 4)
+
+    assert _condition(pool, "Degraded").get("status") != "True"
+    assert pool["status"]["zones"] == ["sim-1b", "sim-1c"]
+    vms = await _vms(env, name)
+    assert sorted(vm.zone for vm in vms) == ["sim-1b", "sim-1b", "sim-1c", "sim-1c"]
+    zone_of = {vm.id: vm.zone for vm in vms}
+    nodes = await _nodes(env, name)
+    assert len(nodes) == 4
+    for node in nodes:
+        labels = node["metadata"]["labels"]
+        assert (
+            labels["topology.kubernetes.io/zone"]
+            == zone_of[instance_id_of(node["spec"]["providerID"])]
+        )
+        assert labels["topology.kubernetes.io/region"] == "sim-1"
+    # one refused create in sim-1a, then each VM once
+    assert env.cloud.calls()["create"] == 5
+    assert env.cloud.duplicates() == 0
+
+
+async def test_the_autoscalers_zone_targets_are_where_the_nodes_land(
+    operator_env: OperatorEnv, kube_control_plane: Any
+) -> None:
+    """Both controllers on a cloud of three zones: the Autoscaler's one raise (a zone spread
+    of three replicas, a pod whose volume is pinned to zone-b: 4 nodes, zone-b twice) is
+    launched by the NodePool controller in those zones, and the scheduler binds every pod
+    (the spread one per zone, the volume's pod in zone-b)."""
+    env = operator_env
+    SimulatedCloud(env.cloud.path, zones=ZONES)
+    namespace = kube_control_plane.create_namespace("zones")
+    pool, _ = await raise_for_zones(env, namespace)
+    # a type the simulated cloud offers, the seeds' node size kept (cpu, memory overrides)
+    await env.client.patch(NODEPOOLS, pool, {"spec": {"instanceType": "m5.large"}})
+    await env.start(controllers=("autoscaler", "nodepool"))
+
+    async def bound() -> list[Object] | None:
+        pods = (await env.client.list(PODS, namespace))["items"]
+        placed = [p for p in pods if p["spec"].get("nodeName")]
+        return placed if len(pods) == len(placed) == 4 else None
+
+    pods = await env.eventually(bound, "every pod bound", timeout=120)
+    assert pods is not None
+    assert sorted(vm.zone for vm in await _vms(env, pool)) == [
+        "zone-a",
+        "zone-b",
+        "zone-b",
+        "zone-c",
+    ]
+    zone_of = {
+        n["metadata"]["name"]: n["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        for n in await _nodes(env, pool)
+    }
+    placed = {p["metadata"]["name"]: zone_of[p["spec"]["nodeName"]] for p in pods}
+    assert placed.pop("db-0") == "zone-b"
+    assert sorted(placed.values()) == ZONES
     assert env.cloud.duplicates() == 0
 
 

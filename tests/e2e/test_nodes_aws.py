@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import tomllib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
@@ -55,6 +55,20 @@ async def _instances(endpoint_url: str, pool: str) -> list[dict[str, Any]]:
     return sorted(found, key=lambda raw: raw["InstanceId"])
 
 
+async def _tag_subnets(
+    endpoint_url: str, subnet_ids: Sequence[str], tags: dict[str, str]
+) -> dict[str, str]:
+    """Tag the subnets (as an administrator marks the nodes' subnets); their zones by id."""
+    async with AioSession().create_client("ec2", endpoint_url=endpoint_url) as ec2:
+        await ec2.create_tags(
+            Resources=list(subnet_ids), Tags=[{"Key": k, "Value": v} for k, v in tags.items()]
+        )
+        reply = await ec2.describe_subnets(SubnetIds=list(subnet_ids))
+    zones = {s["SubnetId"]: s["AvailabilityZone"] for s in reply["Subnets"]}
+    assert len(set(zones.values())) == len(zones), "the seeded subnets are in different zones"
+    return zones
+
+
 #: A node class's own user data of each family, which the operator's bootstrap is merged with.
 USER_DATA = {
     "AL2023": "#!/bin/bash\necho joining ${poolName}\n",
@@ -77,6 +91,9 @@ async def test_nodes_are_named_and_labelled_as_eks_registers_them(
     env = aws_env
     name = f"eks-{env.run_id}"
     seeded = await seed_launch_environment(moto.endpoint_url, name=name)
+    # two of the seeded subnets (two zones) are the nodes': found by a tag, not by id
+    chosen = await _tag_subnets(moto.endpoint_url, seeded.subnet_ids[:2], {"discovery": name})
+    spec = {k: v for k, v in seeded.node_class_spec().items() if k != "subnetIds"}
     await env.create(
         AWSNODECLASSES,
         {
@@ -84,7 +101,8 @@ async def test_nodes_are_named_and_labelled_as_eks_registers_them(
             "kind": AWSNODECLASSES.kind,
             "metadata": {"name": name},
             "spec": {
-                **seeded.node_class_spec(),
+                **spec,
+                "subnetSelectorTerms": [{"tags": {"discovery": name}}],
                 "amiFamily": family,
                 "userData": USER_DATA[family],
                 "kubelet": {"systemReserved": {"cpu": "100m", "memory": "100Mi"}},
@@ -120,6 +138,11 @@ async def test_nodes_are_named_and_labelled_as_eks_registers_them(
     instances = await _instances(moto.endpoint_url, name)
     assert len(instances) == 2
     assert {r["nodeName"] for r in records} == {i["PrivateDnsName"] for i in instances}
+    # EC2's record: one instance in each tagged subnet (balanced over their two zones)
+    assert sorted(i["SubnetId"] for i in instances) == sorted(chosen)
+    assert sorted(i["Placement"]["AvailabilityZone"] for i in instances) == sorted(chosen.values())
+    pool = await env.client.get(NODEPOOLS, name)
+    assert pool["status"]["zones"] == sorted(chosen.values())
 
     for raw in instances:
         user_data = raw["UserDataText"]
@@ -144,6 +167,8 @@ async def test_nodes_are_named_and_labelled_as_eks_registers_them(
         assert labels["kubernetes.io/hostname"] == node_name
         assert labels["node.kubernetes.io/instance-type"] == "m5.large"
         assert labels["topology.kubernetes.io/zone"] == zone
+        assert env.provider is not None
+        assert labels["topology.kubernetes.io/region"] == env.provider.region
         assert {"key": "dedicated", "value": "payments", "effect": "NoSchedule"} in node["spec"][
             "taints"
         ]

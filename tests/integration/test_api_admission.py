@@ -242,7 +242,7 @@ def test_kubectl_get_shows_printer_columns(rest: RestClient, kubectl: Kubectl, n
     rest.request(
         "PATCH",
         NODEPOOLS.path(name=name, subresource="status"),
-        {"status": {"readyNodes": 2, "scaleOperation": "active"}},
+        {"status": {"readyNodes": 2, "scaleOperation": "active", "zones": ["sim-1b", "sim-1c"]}},
         content_type=MERGE,
     )
     table = kubectl("get", "nodepools", name)
@@ -253,8 +253,8 @@ def test_kubectl_get_shows_printer_columns(rest: RestClient, kubectl: Kubectl, n
     wide = kubectl("get", "np", name, "-o", "wide")  # the short name, and the priority-1 column
     assert wide.returncode == 0, wide.stderr
     header, row = wide.stdout.splitlines()
-    assert header.split() == ["NAME", "TARGET", "READY", "SCALING", "TYPE", "AGE"]
-    assert row.split()[4] == "m5.large"
+    assert header.split() == ["NAME", "TARGET", "READY", "SCALING", "TYPE", "ZONES", "AGE"]
+    assert row.split()[4:6] == ["m5.large", '["sim-1b","sim-1c"]']
 
 
 def test_kubectl_get_autoscalers_and_instances_columns(

@@ -152,6 +152,44 @@ BAD = [
     ),
     pytest.param({"tags": {"team": "v" * 257}}, ["spec.tags.team"], id="tag-value-too-long"),
     pytest.param({"subnets": ["subnet-0123abcd"]}, ['unknown field "spec.subnets"'], id="typo"),
+    pytest.param(
+        {"subnetIds": ["subnet-0123abcd"], "subnetSelectorTerms": [{"tags": {"team": "a"}}]},
+        ["spec.subnetSelectorTerms", "set subnetIds or subnetSelectorTerms, not both"],
+        id="subnets-two-ways",
+    ),
+    pytest.param(
+        {
+            "securityGroupIds": ["sg-0123abcd"],
+            "securityGroupSelectorTerms": [{"name": "nodes"}],
+        },
+        ["spec.securityGroupSelectorTerms", "not both"],
+        id="groups-two-ways",
+    ),
+    pytest.param(
+        {"subnetSelectorTerms": [{"tags": {"team": "a"}, "id": "subnet-0123abcd"}]},
+        ["spec.subnetSelectorTerms[0]", "exactly one of tags and id"],
+        id="subnet-term-two-ways",
+    ),
+    pytest.param(
+        {"subnetSelectorTerms": [{}]},
+        ["spec.subnetSelectorTerms[0]", "exactly one of tags and id"],
+        id="subnet-term-empty",
+    ),
+    pytest.param(
+        {"subnetSelectorTerms": []},
+        ["spec.subnetSelectorTerms", "at least 1 item"],
+        id="subnet-terms-empty",
+    ),
+    pytest.param(
+        {"subnetSelectorTerms": [{"id": "subnet-xyz"}]},
+        ["spec.subnetSelectorTerms[0].id"],
+        id="subnet-term-not-an-id",
+    ),
+    pytest.param(
+        {"securityGroupSelectorTerms": [{"id": "sg-0123abcd", "name": "nodes"}]},
+        ["spec.securityGroupSelectorTerms[0]", "exactly one of tags, id and name"],
+        id="group-term-two-ways",
+    ),
 ]
 
 
@@ -249,3 +287,29 @@ def test_nodepools_and_instances_take_a_node_class_ref(rest: RestClient, name: s
         assert ref.name == "nodes"
     finally:
         rest.delete(INSTANCES.path("default", name))
+
+
+def test_selector_terms_are_accepted_as_written(rest: RestClient, name: str) -> None:
+    spec = {
+        "subnetSelectorTerms": [
+            {"tags": {"kubernetes.io/role/internal-elb": "1", "discovery": "*"}},
+            {"id": "subnet-0123abcd"},
+        ],
+        "securityGroupSelectorTerms": [
+            {"tags": {"discovery": "prod"}},
+            {"id": "sg-0123abcd"},
+            {"name": "eks-cluster-sg-prod"},
+        ],
+    }
+    stored = create(rest, nodeclass(name, **spec))
+    parsed = parse_nodeclass(stored).spec
+    assert [(t.tags, t.id) for t in parsed.subnet_selector_terms] == [
+        ({"kubernetes.io/role/internal-elb": "1", "discovery": "*"}, None),
+        (None, "subnet-0123abcd"),
+    ]
+    assert [(t.tags, t.id, t.name) for t in parsed.security_group_selector_terms] == [
+        ({"discovery": "prod"}, None, None),
+        (None, "sg-0123abcd", None),
+        (None, None, "eks-cluster-sg-prod"),
+    ]
+    assert parsed.subnet_ids == []

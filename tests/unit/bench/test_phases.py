@@ -21,7 +21,7 @@ from bench.phases import (
     table,
 )
 
-from nodepool_operator.cloud import Instance
+from tests import factories
 
 
 def _chain(start: float, gaps: list[float]) -> dict[str, float]:
@@ -134,18 +134,7 @@ def test_the_decision_is_the_last_raise_before_the_create_else_the_first() -> No
 
 
 def test_our_launches_come_from_the_cloud_records() -> None:
-    vm = Instance(
-        id="i-1",
-        name="pool-abc",
-        instance_type="m5.large",
-        image="img",
-        state="running",
-        private_ip="10.0.0.1",
-        public_ip=None,
-        tags={},
-        created_at=7.0,
-        launched_at=10.0,
-    )
+    vm = factories.cloud_vm("i-1", name="pool-abc", created_at=7.0, launched_at=10.0)
     launches = our_launches([vm], [(0.0, 0), (6.5, 1)])
     assert launches == {"pool-abc": Launch(decided=6.5, cloud_create=7.0, boot_done=10.0)}
 

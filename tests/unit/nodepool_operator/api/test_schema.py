@@ -246,7 +246,14 @@ def test_nodepool_status_scale_and_columns() -> None:
     for word in ("Ready", "Scaling", "Degraded"):
         assert word in props["conditions"]["description"]
     instance = props["instances"]["items"]
-    assert set(instance["properties"]) == {"name", "instanceId", "state", "nodeName"}
+    assert set(instance["properties"]) == {
+        "name",
+        "instanceId",
+        "state",
+        "nodeName",
+        "zone",
+        "subnet",
+    }
     assert props["instances"]["x-kubernetes-list-map-keys"] == ["name"]
     v = version("nodepools")
     assert v["subresources"]["scale"] == {
@@ -262,6 +269,7 @@ def test_nodepool_status_scale_and_columns() -> None:
         ("Ready", ".status.readyNodes", 0),
         ("Scaling", ".status.scaleOperation", 0),
         ("Type", ".spec.instanceType", 1),
+        ("Zones", ".status.zones", 1),
         ("Age", ".metadata.creationTimestamp", 0),
     ]
     assert by_plural()["nodepools"]["spec"]["names"]["shortNames"] == ["np"]

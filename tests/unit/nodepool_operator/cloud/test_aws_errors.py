@@ -18,6 +18,7 @@ from nodepool_operator.cloud import (
     InvalidRequest,
     PermissionDenied,
     QuotaExceeded,
+    SubnetFull,
     TransientCloudError,
     max_pods,
 )
@@ -40,7 +41,7 @@ def ec2_error(code: str, status: int = 400, message: str = "") -> ClientError:
         ("InsufficientInstanceCapacity", CapacityUnavailable),
         ("InsufficientHostCapacity", CapacityUnavailable),
         ("Unsupported", CapacityUnavailable),
-        ("InsufficientFreeAddressesInSubnet", CapacityUnavailable),
+        ("InsufficientFreeAddressesInSubnet", SubnetFull),
         ("InstanceLimitExceeded", QuotaExceeded),
         ("VcpuLimitExceeded", QuotaExceeded),
         ("MaxSpotInstanceCountExceeded", QuotaExceeded),
@@ -92,7 +93,6 @@ def test_ec2_codes_become_typed_errors(code: str, expected: type[CloudError]) ->
             "The requested configuration is currently not supported.",
             ("m5.large", None),
         ),
-        ("InsufficientFreeAddressesInSubnet", "no free addresses", ("m5.large", None)),
         ("InstanceLimitExceeded", "You have requested more instances (21)", ("m5.large", None)),
         ("VcpuLimitExceeded", "You have requested more vCPU capacity", (None, None)),
     ],
@@ -211,3 +211,16 @@ def test_a_spot_refusal_names_the_spot_market(
     if isinstance(err, CapacityUnavailable):
         assert err.instance_type == "m5.large"
         assert (err.capacity_type == "spot") is spot_out
+
+
+def test_a_full_subnet_names_the_subnet_not_the_type() -> None:
+    """InsufficientFreeAddressesInSubnet marks the subnet it was sent to: the type may launch
+    at once in another subnet."""
+    err = translate(
+        ec2_error("InsufficientFreeAddressesInSubnet", message="no free addresses"),
+        operation="RunInstances",
+        instance_type="m5.large",
+        subnet="subnet-0123456789abcdef0",
+    )
+    assert isinstance(err, SubnetFull)
+    assert (err.subnet, err.instance_type) == ("subnet-0123456789abcdef0", None)

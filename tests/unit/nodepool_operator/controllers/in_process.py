@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import json
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,9 @@ from nodepool_operator.cloud import (
     CreateRequest,
     Instance,
     InstanceType,
+    SelectorTerm,
     SimulatedCloud,
+    Subnet,
 )
 from nodepool_operator.operator import build_manager
 from nodepool_operator.settings import OperatorSettings
@@ -93,6 +95,18 @@ class CloudJournal:
     async def describe_cluster(self, name: str) -> ClusterInfo:
         self._note(f"describe_cluster {name}")
         return await self.cloud.describe_cluster(name)
+
+    async def subnets(self, terms: Sequence[SelectorTerm]) -> builtins.list[Subnet]:
+        # a read, not noted: the controller caches it, so how often it runs is its own
+        return await self.cloud.subnets(terms)
+
+    async def security_groups(self, terms: Sequence[SelectorTerm]) -> builtins.list[str]:
+        self._note("security_groups")
+        return await self.cloud.security_groups(terms)
+
+    @property
+    def region(self) -> str:
+        return self.cloud.region
 
     def mutating(self) -> builtins.list[str]:
         """The calls that change the cloud, in order."""

@@ -10,6 +10,7 @@ from nodepool_operator.api import parse_nodepool
 from nodepool_operator.controllers._capacity import pool_nodes, pool_template
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.scheduling import Resources, Taint
+from tests import factories
 
 GI = 2**30
 
@@ -150,7 +151,7 @@ def test_a_node_with_malformed_allocatable_offers_no_room() -> None:
 
 def test_template_matches_the_nodes_the_pool_registers() -> None:
     """The same sizes and labels as the NodePool controller's Node, so plan and scheduler agree."""
-    from nodepool_operator.cloud import CATALOGUE, Instance
+    from nodepool_operator.cloud import CATALOGUE
     from nodepool_operator.controllers._node_manifest import node_manifest
 
     small = parse_nodepool(
@@ -159,18 +160,7 @@ def test_template_matches_the_nodes_the_pool_registers() -> None:
             "spec": {"instanceType": "m5.large", "labels": {"tier": "web"}},
         }
     )
-    vm = Instance(
-        id="i-1",
-        name="small-0",
-        instance_type="m5.large",
-        image="img",
-        state="running",
-        private_ip="10.0.0.1",
-        public_ip=None,
-        tags={},
-        created_at=0.0,
-        launched_at=0.0,
-    )
+    vm = factories.cloud_vm("i-1", name="small-0")
     m5 = next(t for t in CATALOGUE if t.name == "m5.large")
     registered = node_manifest(small, vm, m5, run_labels={"run": "x"})
     template = pool_template(small, scope_labels={"run": "x"})

@@ -84,6 +84,8 @@ from nodepool_operator.api._nodeclass import (
     KubeletOptions,
     NodeClassRef,
     RootVolumeSpec,
+    SecurityGroupSelectorTerm,
+    SubnetSelectorTerm,
     parse_nodeclass,
 )
 from nodepool_operator.api._nodepool import (
@@ -189,6 +191,8 @@ __all__ = [
     "RootVolumeSpec",
     "ScaleDown",
     "ScaleOperation",
+    "SecurityGroupSelectorTerm",
+    "SubnetSelectorTerm",
     "Taint",
     "TaintEffect",
     "UnremovableNode",

@@ -22,6 +22,10 @@ VERSION: Final = "v1alpha1"
 #: ``kubectl get kubeloop`` lists every kind of the operator.
 CATEGORY: Final = "kubeloop"
 
+# `kubectl get nodepools -o wide`: where the pool can launch now
+_ZONES: Final = PrinterColumn(
+    "Zones", ".status.zones", "string", "The zones the pool can launch into now.", 1
+)
 _NODEPOOL_V1ALPHA1: Final = Version(
     VERSION,
     NodePool,
@@ -30,6 +34,7 @@ _NODEPOOL_V1ALPHA1: Final = Version(
         PrinterColumn("Ready", ".status.readyNodes", "integer", "Nodes registered and Ready."),
         PrinterColumn("Scaling", ".status.scaleOperation", "string", "Whether VMs are changing."),
         PrinterColumn("Type", ".spec.instanceType", "string", "The VMs' instance type.", 1),
+        _ZONES,
         AGE,
     ),
     # `kubectl scale nodepool/x --replicas=3` and anything speaking autoscaling/v1 Scale
@@ -50,6 +55,7 @@ _NODEPOOL_V1BETA1: Final = Version(
         PrinterColumn(
             "Type", ".spec.template.spec.instanceType", "string", "The VMs' instance type.", 1
         ),
+        _ZONES,
         AGE,
     ),
     scale=Scale(

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, Literal
 
 from kubeloop.crd import (
+    CEL,
     ListSet,
     Maximum,
     MaxItems,
     MaxLength,
     MaxProperties,
     Minimum,
+    MinItems,
     MinLength,
     ObjectMeta,
     Pattern,
@@ -134,7 +136,70 @@ class RootVolumeSpec:
     (Bottlerocket's data volume)."""
 
 
-@rules(exactly_one_of("amiId", "amiSsmParameter"))
+#: Karpenter's limit on selector terms per field.
+MAX_SELECTOR_TERMS: Final = 30
+_SUBNET_ID = r"^subnet-[0-9a-f]{8,17}$"
+_GROUP_ID = r"^sg-[0-9a-f]{8,17}$"
+#: A selector's tags: every one must match (``"*"``: any value of that key).
+SelectorTags = Annotated[
+    dict[str, Annotated[str, MaxLength(256)]],
+    MaxProperties(20),
+    _TAG_KEY_LENGTH,
+]
+
+
+@rules(exactly_one_of("tags", "id"))
+@dataclass(frozen=True, kw_only=True)
+class SubnetSelectorTerm:
+    """One way to find subnets (Karpenter's subnetSelectorTerms entry): by tags or by id."""
+
+    tags: SelectorTags | None = None
+    """Subnets carrying every one of these tags ("*" as a value: the key with any value);
+    at least one tag."""
+    id: Annotated[str, Pattern(_SUBNET_ID)] | None = None
+    """One subnet by id, e.g. subnet-0abc1234."""
+
+
+@rules(exactly_one_of("tags", "id", "name"))
+@dataclass(frozen=True, kw_only=True)
+class SecurityGroupSelectorTerm:
+    """One way to find security groups (Karpenter's securityGroupSelectorTerms entry): by
+    tags, by id or by name."""
+
+    tags: SelectorTags | None = None
+    """Groups carrying every one of these tags ("*" as a value: the key with any value)."""
+    id: Annotated[str, Pattern(_GROUP_ID)] | None = None
+    """One group by id, e.g. sg-0abc1234."""
+    name: Annotated[str, MinLength(1), MaxLength(255)] | None = None
+    """Groups of this name (group-name)."""
+
+
+def _one_way(ids: str, terms: str) -> CEL:
+    """A class rule: a list of ids or a list of selector terms, not both (either may be
+    left out: the default network)."""
+
+    def both(obj: Any) -> bool:
+        return bool(getattr(obj, attribute_of(ids))) and bool(getattr(obj, attribute_of(terms)))
+
+    return CEL(
+        f"!(has(self.{ids}) && self.{ids}.size() > 0 && has(self.{terms}) && "
+        f"self.{terms}.size() > 0)",
+        f"{terms}: set {ids} or {terms}, not both",
+        field_path=f".{terms}",
+        check=lambda obj: not both(obj),
+    )
+
+
+def attribute_of(json_name: str) -> str:
+    """The Python attribute of a camelCase JSON field name (subnetIds -> subnet_ids)."""
+    return re.sub(r"[A-Z]", lambda m: "_" + m.group(0).lower(), json_name)
+
+
+@rules(
+    exactly_one_of("amiId", "amiSsmParameter"),
+    _one_way("subnetIds", "subnetSelectorTerms"),
+    _one_way("securityGroupIds", "securityGroupSelectorTerms"),
+)
 @dataclass(frozen=True, kw_only=True)
 class AwsNodeClassSpec:
     """AwsNodeClassSpec is how EC2 VMs of the referencing pools and instances boot."""
@@ -163,15 +228,28 @@ class AwsNodeClassSpec:
     root_volume: RootVolumeSpec | None = None
     """The root volume each VM is launched with (a block device mapping). Omitted: 20 GiB,
     gp3, encrypted. Its size is what the pool's node template offers as ephemeral-storage."""
-    subnet_ids: Annotated[
-        list[Annotated[str, Pattern(r"^subnet-[0-9a-f]{8,17}$")]], MaxItems(16), ListSet()
+    subnet_ids: Annotated[list[Annotated[str, Pattern(_SUBNET_ID)]], MaxItems(16), ListSet()] = (
+        field(default_factory=list)
+    )
+    """Subnets to launch into, by id; each VM gets one, in the zone the pool chose for it
+    (the subnet with most free addresses there). At most one of subnetIds and
+    subnetSelectorTerms; neither: the region's default subnets."""
+    subnet_selector_terms: Annotated[
+        list[SubnetSelectorTerm], MinItems(1), MaxItems(MAX_SELECTOR_TERMS)
     ] = field(default_factory=list)
-    """Subnets to launch into; each VM gets one, picked by its idempotency token. Empty: the
-    region's default VPC."""
+    """Subnets to launch into, found by tags or id (Karpenter's subnetSelectorTerms): the
+    union of what the terms match, read with DescribeSubnets (cached for a minute). Their
+    zones are the zones the pool launches into."""
     security_group_ids: Annotated[
-        list[Annotated[str, Pattern(r"^sg-[0-9a-f]{8,17}$")]], MaxItems(5), ListSet()
+        list[Annotated[str, Pattern(_GROUP_ID)]], MaxItems(5), ListSet()
     ] = field(default_factory=list)
-    """Security groups of the VM's network interface. Empty: the VPC's default group."""
+    """Security groups of the VM's network interface, by id. At most one of
+    securityGroupIds and securityGroupSelectorTerms; neither: the VPC's default group."""
+    security_group_selector_terms: Annotated[
+        list[SecurityGroupSelectorTerm], MinItems(1), MaxItems(MAX_SELECTOR_TERMS)
+    ] = field(default_factory=list)
+    """Security groups found by tags, id or name (Karpenter's securityGroupSelectorTerms):
+    the union of what the terms match, read with DescribeSecurityGroups."""
     instance_profile: (
         Annotated[str, MinLength(1), MaxLength(2048), Pattern(r"^[\w+=,.@:/-]+$")] | None
     ) = None

@@ -284,6 +284,10 @@ class InstanceRecord:
     state (pending, running, stopped, terminated), or deleting."""
     node_name: Annotated[str, MaxLength(253)] | None = None
     """The Node the VM registered as, once it has."""
+    zone: Annotated[str, MaxLength(63)] | None = None
+    """The zone chosen for the VM before it is created (so a retry asks for the same one)."""
+    subnet: Annotated[str, MaxLength(64)] | None = None
+    """The subnet chosen for the VM in its zone, when the pool launches into subnets."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -51,6 +51,8 @@ from ._port import (
     InstanceState,
     InstanceType,
     InvalidRequest,
+    SelectorTerm,
+    Subnet,
     TransientCloudError,
     check_request,
 )
@@ -218,6 +220,8 @@ class AwsCloud:
     @property
     def region(self) -> str:
         """The region the clients talk to (resolved by the chain if not given)."""
+        if self._ec2 is None:
+            return self._region or ""
         return self._client.meta.region_name
 
     @property
@@ -245,6 +249,7 @@ class AwsCloud:
                 operation="RunInstances",
                 instance_type=request.instance_type,
                 capacity_type=request.capacity_type,
+                subnet=params.get("SubnetId"),
             ) from err
         raw = reply["Instances"][0]
         vm = _to_instance(raw)
@@ -335,6 +340,44 @@ class AwsCloud:
         found.sort(key=lambda t: t.name)
         self._catalogue = (now, found)
         return builtins.list(found)
+
+    async def subnets(self, terms: Sequence[SelectorTerm]) -> builtins.list[Subnet]:
+        """DescribeSubnets once per term (a term's tags ANDed as ``tag:`` filters, ``"*"``
+        as ``tag-key``), unioned by id; no terms: the region's default subnets (one per
+        zone, ``default-for-az``)."""
+        queries = [_subnet_filters(t) for t in terms] or [
+            [{"Name": "default-for-az", "Values": ["true"]}]
+        ]
+        found: dict[str, Subnet] = {}
+        paginator = self._client.get_paginator("describe_subnets")
+        try:
+            for filters in queries:
+                async for page in paginator.paginate(Filters=filters):
+                    for raw in page.get("Subnets", []):
+                        subnet = Subnet(
+                            id=str(raw.get("SubnetId", "")),
+                            zone=str(raw.get("AvailabilityZone", "")),
+                            free_addresses=int(raw.get("AvailableIpAddressCount") or 0),
+                        )
+                        found[subnet.id] = subnet
+        except Exception as err:
+            raise translate(err, operation="DescribeSubnets") from err
+        return sorted(found.values(), key=lambda s: s.id)
+
+    async def security_groups(self, terms: Sequence[SelectorTerm]) -> builtins.list[str]:
+        """DescribeSecurityGroups once per term, unioned: the group ids."""
+        found: set[str] = set()
+        paginator = self._client.get_paginator("describe_security_groups")
+        try:
+            for term in terms:
+                filters = _subnet_filters(term, id_filter="group-id")
+                if term.name:
+                    filters = [{"Name": "group-name", "Values": [term.name]}]
+                async for page in paginator.paginate(Filters=filters):
+                    found |= {str(g.get("GroupId", "")) for g in page.get("SecurityGroups", [])}
+        except Exception as err:
+            raise translate(err, operation="DescribeSecurityGroups") from err
+        return sorted(found)
 
     async def describe_cluster(self, name: str) -> ClusterInfo:
         now = self._clock()
@@ -484,7 +527,11 @@ class AwsCloud:
                 },
             }
         if launch.subnets:
+            # one subnet: the caller's choice (a pool's, recorded with its intent); several
+            # (an Instance's): one by the token, the same on every repeat
             params["SubnetId"] = _pick(launch.subnets, request.idempotency_token)
+        elif request.zone:
+            params["Placement"] = {"AvailabilityZone": request.zone}
         if launch.security_groups:
             params["SecurityGroupIds"] = builtins.list(launch.security_groups)
         if launch.instance_profile:
@@ -596,15 +643,30 @@ def _launch_hash(request: CreateRequest) -> str:
             launch.instance_profile or "",
             repr(launch.root_volume) if launch.root_volume is not None else "",
             hashlib.sha256(request.user_data.encode()).hexdigest(),
+            # a zone without a subnet (Placement) is part of the launch too
+            *([request.zone] if request.zone and not launch.subnets else []),
         ]
     )
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _pick(choices: Sequence[str], token: str) -> str:
-    """One of ``choices`` by the token: spread over subnets, the same one on every repeat."""
+    """One of ``choices`` by the token, the same one on every repeat (the only one when
+    the caller chose)."""
     index = int(hashlib.sha256(token.encode()).hexdigest(), 16) % len(choices)
     return choices[index]
+
+
+def _subnet_filters(term: SelectorTerm, id_filter: str = "subnet-id") -> list[FilterTypeDef]:
+    """One selector term as EC2 filters: its id, or each tag (``"*"``: the key alone)."""
+    if term.id:
+        return [{"Name": id_filter, "Values": [term.id]}]
+    return [
+        {"Name": "tag-key", "Values": [key]}
+        if value == "*"
+        else {"Name": f"tag:{key}", "Values": [value]}
+        for key, value in term.tags
+    ]
 
 
 def _tags(raw: InstanceTypeDef) -> dict[str, str]:
@@ -640,6 +702,7 @@ def _to_instance(raw: InstanceTypeDef) -> Instance:
         capacity_type="spot"
         if raw.get("InstanceLifecycle") == "spot" or tags.get(MARKET_TAG) == "spot"
         else "on-demand",
+        zone=str(raw.get("Placement", {}).get("AvailabilityZone") or ""),
     )
 
 

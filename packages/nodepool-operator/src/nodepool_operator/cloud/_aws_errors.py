@@ -33,6 +33,7 @@ from ._port import (
     MarketType,
     PermissionDenied,
     QuotaExceeded,
+    SubnetFull,
     TransientCloudError,
 )
 
@@ -45,14 +46,13 @@ CAPACITY_CODES: Final = frozenset(
         "InsufficientCapacity",
         # the type is not offered in the chosen subnet's zone: another zone or type may do
         "Unsupported",
-        # the subnet has no address left: another subnet would do; until subnets are chosen
-        # per create, the type is marked out as a whole (it clears after the cache's TTL)
-        "InsufficientFreeAddressesInSubnet",
     }
 )
 #: Refusals of a spot launch that leave on-demand open (the account's spot limit, a spot
 #: price above the cap): for a spot request, the spot offering is out, not the type.
 SPOT_CAPACITY_CODES: Final = frozenset({"MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow"})
+#: The subnet has no address left: another subnet (in the same zone or another) would do.
+SUBNET_FULL_CODE: Final = "InsufficientFreeAddressesInSubnet"
 #: Quota codes that are the instance type's own limit: another type may launch at once.
 TYPE_QUOTA_CODES: Final = frozenset({"InstanceLimitExceeded"})
 #: The account's limits: nothing changes until a VM goes or the quota is raised.
@@ -142,6 +142,7 @@ def translate(
     instance_id: str | None = None,
     instance_type: str | None = None,
     capacity_type: MarketType = "on-demand",
+    subnet: str | None = None,
 ) -> CloudError:
     """The port's error for an exception botocore raised during ``operation``.
 
@@ -149,6 +150,7 @@ def translate(
     ``instance_type`` the type a launch asked for, carried by a capacity or the type's own
     quota error so the caller marks that offering out without reading a message;
     ``capacity_type`` the market it asked in (a spot refusal names it, so on-demand is tried).
+    ``subnet`` the subnet it was sent to, carried by :class:`SubnetFull`.
     """
     if isinstance(err, ClientError):
         return _from_client_error(
@@ -157,6 +159,7 @@ def translate(
             instance_id=instance_id,
             instance_type=instance_type,
             capacity_type=capacity_type,
+            subnet=subnet,
         )
     if isinstance(err, NoCredentialsError | PartialCredentialsError):
         return PermissionDenied(f"{operation}: no usable AWS credentials: {err}")
@@ -180,11 +183,14 @@ def _from_client_error(
     instance_id: str | None,
     instance_type: str | None,
     capacity_type: MarketType = "on-demand",
+    subnet: str | None = None,
 ) -> CloudError:
     code = error_code(err)
     detail = str(err.response.get("Error", {}).get("Message") or err)
     message = f"{operation}: {code}: {detail}"
     status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    if code == SUBNET_FULL_CODE:
+        return SubnetFull(message, subnet=subnet, zone=zone_named(detail))
     spot = capacity_type == "spot"
     if code in CAPACITY_CODES or (spot and code in SPOT_CAPACITY_CODES):
         return CapacityUnavailable(

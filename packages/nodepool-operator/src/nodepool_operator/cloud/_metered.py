@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from kubeloop import Registry
@@ -24,6 +24,8 @@ from ._port import (
     CreateRequest,
     Instance,
     InstanceType,
+    SelectorTerm,
+    Subnet,
 )
 
 T = TypeVar("T")
@@ -93,3 +95,13 @@ class MeteredCloud:
 
     async def describe_cluster(self, name: str) -> ClusterInfo:
         return await self._call("describe_cluster", lambda: self.inner.describe_cluster(name))
+
+    async def subnets(self, terms: Sequence[SelectorTerm]) -> builtins.list[Subnet]:
+        return await self._call("subnets", lambda: self.inner.subnets(terms))
+
+    async def security_groups(self, terms: Sequence[SelectorTerm]) -> builtins.list[str]:
+        return await self._call("security_groups", lambda: self.inner.security_groups(terms))
+
+    @property
+    def region(self) -> str:
+        return self.inner.region

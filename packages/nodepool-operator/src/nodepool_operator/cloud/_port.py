@@ -8,6 +8,7 @@ plain ``except`` clause rather than string matching.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Final, Literal, Protocol
 
@@ -38,6 +39,27 @@ class InstanceType:
     gpus: int = 0
     """NVIDIA GPUs (EC2's ``GpuInfo``): what the NVIDIA device plugin advertises on the node
     as ``nvidia.com/gpu``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Subnet:
+    """A subnet VMs may be launched into: the zone a VM there is in, and how many more
+    addresses it has (EC2's ``AvailableIpAddressCount``)."""
+
+    id: str
+    zone: str
+    free_addresses: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SelectorTerm:
+    """One term of a subnet or security group selector (Karpenter's selector terms): by
+    ``id``, by ``name`` (groups only), or by ``tags``, all of which must match (``"*"``: the
+    key with any value). A selector's terms are ORed."""
+
+    tags: tuple[tuple[str, str], ...] = ()
+    id: str = ""
+    name: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,8 +106,9 @@ class LaunchSettings:
     """
 
     subnets: tuple[str, ...] = ()
-    """Subnets to launch into; a provider picks one per VM, the same one for every repeat
-    of a request. Empty: the provider's default network."""
+    """Subnets to launch into: the NodePool controller sends the one it chose; given
+    several, a provider picks one per VM, the same one for every repeat of a request.
+    Empty: the provider's default network."""
     security_groups: tuple[str, ...] = ()
     """Security groups of the VM's network interface. Empty: the network's default."""
     instance_profile: str | None = None
@@ -121,6 +144,10 @@ class CreateRequest:
     """The market to launch in (EC2: spot through ``InstanceMarketOptions``, one-time,
     terminated on interruption). A provider with no spot capacity for the type refuses
     with :class:`CapacityUnavailable` naming ``spot``; it never falls back by itself."""
+    zone: str = ""
+    """The zone to launch in, chosen with its subnet (:attr:`LaunchSettings.subnets`);
+    empty: the provider's choice. A provider whose subnets are zonal reads the zone from the
+    subnet; one without subnets (the simulated cloud) from here."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,6 +173,9 @@ class Instance:
     ImageId, an SSM parameter's value then); "" when the cloud does not say."""
     capacity_type: MarketType = "on-demand"
     """The market it was launched in (EC2: ``InstanceLifecycle`` ``spot``)."""
+    zone: str = ""
+    """The zone the VM runs in (EC2's ``Placement.AvailabilityZone``); empty when the
+    provider has no zones."""
 
 
 class CloudProvider(Protocol):
@@ -226,6 +256,25 @@ class CloudProvider(Protocol):
         """
         ...
 
+    async def subnets(self, terms: Sequence[SelectorTerm]) -> builtins.list[Subnet]:
+        """The subnets ``terms`` select (their union, by id), or with no terms the default
+        network's (one per zone); empty when the provider has no zones to choose from.
+        Fresh on every call: callers cache it.
+
+        Raises:
+            PermissionDenied: the credentials may not describe subnets.
+        """
+        ...
+
+    async def security_groups(self, terms: Sequence[SelectorTerm]) -> builtins.list[str]:
+        """The ids of the security groups ``terms`` select (their union, sorted)."""
+        ...
+
+    @property
+    def region(self) -> str:
+        """The region VMs launch in (a Node's ``topology.kubernetes.io/region``)."""
+        ...
+
     async def describe_cluster(self, name: str) -> ClusterInfo:
         """The coordinates of the Kubernetes cluster ``name`` that nodes join (EKS:
         DescribeCluster). May be cached by the provider.
@@ -302,13 +351,33 @@ class PermissionDenied(CloudError):
 
 
 class CapacityUnavailable(LaunchRefused):
-    """No capacity for this instance type right now (or no free address in the subnet it
-    was sent to). Retryable with backoff (default ``retry_after`` 30 s), or at once with
-    another instance type.
+    """No capacity for this instance type right now (in the zone named, if any).
+    Retryable with backoff (default ``retry_after`` 30 s), or at once with another instance
+    type or zone.
     """
 
     retryable: ClassVar[bool] = True
     default_retry_after: ClassVar[float | None] = 30.0
+
+
+class SubnetFull(CapacityUnavailable):
+    """The subnet the VM was sent to has no free address left (EC2's
+    ``InsufficientFreeAddressesInSubnet``): another subnet may launch the same type at once.
+
+    Attributes:
+        subnet: the subnet that is full, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        subnet: str | None = None,
+        zone: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, zone=zone, retry_after=retry_after)
+        self.subnet = subnet
 
 
 class InstanceNotFound(CloudError):

@@ -42,6 +42,9 @@ from ._port import (
     MarketType,
     PermissionDenied,
     QuotaExceeded,
+    SelectorTerm,
+    Subnet,
+    SubnetFull,
     TransientCloudError,
     check_request,
 )
@@ -50,6 +53,11 @@ Method = Literal["create", "delete", "describe", "list", "start", "stop", "insta
 """The counted (and fault-injectable) methods of the port."""
 
 METHODS: tuple[Method, ...] = get_args(Method)
+
+#: The simulated cloud's region (a Node's ``topology.kubernetes.io/region``).
+SIMULATED_REGION = "sim-1"
+#: Addresses in each simulated subnet (a /20, as EC2's default subnets, less its 5).
+SUBNET_ADDRESSES = 4091
 
 #: A simulated cluster's CA: base64, as EKS returns one, of no certificate.
 SIMULATED_CA = "c2ltdWxhdGVkIGNsdXN0ZXIgQ0E="
@@ -66,12 +74,14 @@ _ERRORS: dict[str, type[CloudError]] = {
         InvalidRequest,
         IdempotencyMismatch,
         PermissionDenied,
+        SubnetFull,
     )
 }
 
 _BUSY_TIMEOUT_S = 10.0  # a writer waits this long for another's short transaction
 _COLUMNS = (
-    "id, name, instance_type, image, state, tags, created_at, ready_at, user_data, capacity_type"
+    "id, name, instance_type, image, state, tags, created_at, ready_at, user_data, capacity_type,"
+    " zone"
 )
 _SCHEMA = (
     # state is stored as pending|stopped|terminated; running is derived from ready_at
@@ -88,6 +98,9 @@ _SCHEMA = (
         id INTEGER PRIMARY KEY AUTOINCREMENT, method TEXT NOT NULL, error TEXT NOT NULL,
         remaining INTEGER, probability REAL, applied INTEGER NOT NULL)""",
     "CREATE TABLE IF NOT EXISTS capacity (instance_type TEXT PRIMARY KEY, max_live INTEGER)",
+    # a zone's own limit for a type, beside the type's limit in every zone
+    """CREATE TABLE IF NOT EXISTS zone_capacity (instance_type TEXT NOT NULL, zone TEXT NOT NULL,
+        max_live INTEGER NOT NULL, PRIMARY KEY (instance_type, zone))""",
     "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
 
@@ -221,6 +234,10 @@ class SimulatedCloud:
             list lag. Default None: keep the file's.
         clock: seconds since the epoch. Default ``time.time``; tests inject a fake.
         catalogue: the instance types on offer. Default :data:`CATALOGUE`.
+        zones: the zones VMs launch in (each with one subnet of :data:`SUBNET_ADDRESSES`
+            addresses), stored in the file like the quota. Default
+            None: keep the file's (none for a new file: VMs have no zone, as before zones).
+        subnet_addresses: with ``zones``, the addresses of each zone's subnet.
 
     The constructor and the methods that are not ``async`` (test and report helpers) each
     run one short SQLite transaction on the caller's thread; they are meant for setup,
@@ -236,6 +253,8 @@ class SimulatedCloud:
         faults: FaultPlan | None = None,
         clock: Callable[[], float] = time.time,
         catalogue: Sequence[InstanceType] = CATALOGUE,
+        zones: Sequence[str] | None = None,
+        subnet_addresses: int = SUBNET_ADDRESSES,
     ) -> None:
         if boot_seconds < 0:
             raise ValueError(f"boot_seconds must be >= 0, got {boot_seconds}")
@@ -261,6 +280,11 @@ class SimulatedCloud:
                     "ALTER TABLE instances ADD COLUMN capacity_type TEXT NOT NULL "
                     "DEFAULT 'on-demand'"
                 )
+            if "zone" not in columns:  # a file from before zones
+                conn.execute("ALTER TABLE instances ADD COLUMN zone TEXT NOT NULL DEFAULT ''")
+            if zones is not None:
+                _put_setting(conn, "zones", sorted(zones))
+                _put_setting(conn, "subnet_addresses", subnet_addresses)
             if quota is not None:
                 _put_setting(conn, "quota", quota)
             if faults is not None:
@@ -314,6 +338,37 @@ class SimulatedCloud:
         return await self._call(
             "instance_types", lambda conn, now: builtins.list(self._types.values())
         )
+
+    @property
+    def region(self) -> str:
+        return SIMULATED_REGION
+
+    async def subnets(self, terms: Sequence[SelectorTerm]) -> builtins.list[Subnet]:
+        """Each zone's subnet (an id of the zone's hash, tagged ``Name: sim-<zone>`` and
+        ``topology.kubernetes.io/zone: <zone>``) that a term selects (no terms: all), its
+        free addresses less one per live VM in the zone. Not counted as a call."""
+
+        def op(conn: sqlite3.Connection, now: float) -> builtins.list[Subnet]:
+            size = int(_get_setting(conn, "subnet_addresses") or SUBNET_ADDRESSES)
+            out = []
+            for zone in _get_setting(conn, "zones") or []:
+                if terms and not any(
+                    _selects(t, _subnet_id(zone), _subnet_tags(zone)) for t in terms
+                ):
+                    continue
+                used = _scalar(
+                    conn,
+                    "SELECT COUNT(*) FROM instances WHERE state != 'terminated' AND zone = ?",
+                    zone,
+                )
+                out.append(Subnet(id=_subnet_id(zone), zone=zone, free_addresses=size - used))
+            return out
+
+        return await asyncio.to_thread(self._apply, op)
+
+    async def security_groups(self, terms: Sequence[SelectorTerm]) -> builtins.list[str]:
+        """The groups named by id (the simulated cloud has no others). Not counted."""
+        return sorted({t.id for t in terms if t.id})
 
     async def describe_cluster(self, name: str) -> ClusterInfo:
         """A simulated cluster's coordinates (not counted: no fault is injected here; the
@@ -419,15 +474,31 @@ class SimulatedCloud:
         self._apply(lambda conn, now: _put_setting(conn, "quota", quota))
 
     def set_capacity(
-        self, instance_type: str, limit: int | None, *, capacity_type: MarketType = "on-demand"
+        self,
+        instance_type: str,
+        limit: int | None,
+        *,
+        capacity_type: MarketType = "on-demand",
+        zone: str | None = None,
     ) -> None:
         """Limit the non-terminated VMs of one instance type (``capacity_type`` spot: its
-        spot VMs only, a spot stockout); None for no limit."""
+        spot VMs only, a spot stockout; in ``zone`` only, when given: a zone's stockout);
+        None for no limit."""
         if limit is not None and limit < 0:
             raise ValueError(f"capacity limit must be >= 0, got {limit}")
         key = _capacity_key(instance_type, capacity_type)
 
         def op(conn: sqlite3.Connection, now: float) -> None:
+            if zone is not None:
+                conn.execute(
+                    "DELETE FROM zone_capacity WHERE instance_type = ? AND zone = ?",
+                    (instance_type, zone),
+                )
+                if limit is not None:
+                    conn.execute(
+                        "INSERT INTO zone_capacity VALUES (?, ?, ?)", (instance_type, zone, limit)
+                    )
+                return
             conn.execute("DELETE FROM capacity WHERE instance_type = ?", (key,))
             if limit is not None:
                 conn.execute("INSERT INTO capacity VALUES (?, ?)", (key, limit))
@@ -517,6 +588,7 @@ class SimulatedCloud:
                 dict(request.tags),
                 request.user_data,
                 request.capacity_type,
+                request.zone or existing.zone,
             )
             if sent != (
                 existing.name,
@@ -525,6 +597,7 @@ class SimulatedCloud:
                 existing.tags,
                 existing.user_data,
                 existing.capacity_type,
+                existing.zone,
             ):
                 raise IdempotencyMismatch(
                     f"idempotency token {request.idempotency_token!r} was used with other "
@@ -535,6 +608,7 @@ class SimulatedCloud:
             raise InvalidRequest(
                 f"unknown instance type {request.instance_type!r}", reason="InvalidInstanceType"
             )
+        zone = _zone_for(conn, request)
         quota = _get_setting(conn, "quota")
         live = _scalar(conn, "SELECT COUNT(*) FROM instances WHERE state != 'terminated'")
         if quota is not None and live >= quota:
@@ -571,6 +645,7 @@ class SimulatedCloud:
                     instance_type=request.instance_type,
                     capacity_type="spot",
                 )
+        _check_zone(conn, request.instance_type, zone)
         return self._insert(
             conn,
             now,
@@ -581,6 +656,7 @@ class SimulatedCloud:
             token=request.idempotency_token,
             user_data=request.user_data,
             capacity_type=request.capacity_type,
+            zone=zone,
         )
 
     def _insert(
@@ -595,12 +671,13 @@ class SimulatedCloud:
         token: str | None,
         user_data: str = "",
         capacity_type: MarketType = "on-demand",
+        zone: str = "",
     ) -> Instance:
         instance_id = "i-" + secrets.token_hex(9)[:17]
         conn.execute(
             "INSERT INTO instances (id, name, instance_type, image, state, tags, token,"
-            " created_at, ready_at, user_data, capacity_type)"
-            " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
+            " created_at, ready_at, user_data, capacity_type, zone)"
+            " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
             (
                 instance_id,
                 name,
@@ -612,6 +689,7 @@ class SimulatedCloud:
                 now + self._boot_seconds,
                 user_data,
                 capacity_type,
+                zone,
             ),
         )
         return _get(conn, now, instance_id)
@@ -669,6 +747,7 @@ def _to_instance(row: tuple[Any, ...], now: float) -> Instance:
         ready_at,
         user_data,
         capacity_type,
+        zone,
     ) = row
     launched = ready_at is not None and now >= ready_at
     state: InstanceState = "running" if stored == "pending" and launched else stored
@@ -686,12 +765,85 @@ def _to_instance(row: tuple[Any, ...], now: float) -> Instance:
         user_data=user_data,
         image_id=image,
         capacity_type="spot" if capacity_type == "spot" else "on-demand",
+        zone=zone,
     )
 
 
 def _capacity_key(instance_type: str, capacity_type: MarketType) -> str:
     """A capacity limit's key: the type (every VM of it), or ``type@spot`` (its spot VMs)."""
     return instance_type if capacity_type == "on-demand" else f"{instance_type}@{capacity_type}"
+
+
+def _subnet_id(zone: str) -> str:
+    """A zone's subnet id, shaped as EC2's (so a node class's subnetIds may name it)."""
+    return "subnet-" + hashlib.sha256(f"sim:{zone}".encode()).hexdigest()[:17]
+
+
+def _subnet_tags(zone: str) -> dict[str, str]:
+    return {"Name": f"sim-{zone}", "topology.kubernetes.io/zone": zone}
+
+
+def _selects(term: SelectorTerm, resource_id: str, tags: Mapping[str, str]) -> bool:
+    """Whether ``term`` selects the resource, as EC2's filters would."""
+    if term.id:
+        return term.id == resource_id
+    return bool(term.tags) and all(
+        key in tags and (value == "*" or tags[key] == value) for key, value in term.tags
+    )
+
+
+def _zone_for(conn: sqlite3.Connection, request: CreateRequest) -> str:
+    """The zone a new VM runs in: the one asked for (by zone, or by its subnet), or with
+    none asked one of the cloud's zones by the token (as EC2 picks a default subnet)."""
+    zones = _get_setting(conn, "zones") or []
+    by_subnet = {_subnet_id(z): z for z in zones}
+    asked = request.zone or next(
+        (by_subnet[s] for s in request.launch.subnets if s in by_subnet), ""
+    )
+    if asked:
+        if asked not in zones:
+            raise InvalidRequest(
+                f"zone {asked!r} is not one of the cloud's zones {zones}", reason="InvalidSubnet"
+            )
+        return str(asked)
+    if not zones:
+        return ""
+    index = int(hashlib.sha256(request.idempotency_token.encode()).hexdigest(), 16) % len(zones)
+    return str(zones[index])
+
+
+def _check_zone(conn: sqlite3.Connection, instance_type: str, zone: str) -> None:
+    """Refuse a VM its zone has no capacity or no address left for (after EC2's errors)."""
+    if not zone:
+        return
+    in_zone = _scalar(
+        conn, "SELECT COUNT(*) FROM instances WHERE state != 'terminated' AND zone = ?", zone
+    )
+    if in_zone >= int(_get_setting(conn, "subnet_addresses") or SUBNET_ADDRESSES):
+        raise SubnetFull(
+            f"InsufficientFreeAddressesInSubnet: no free address in {_subnet_id(zone)} ({zone})",
+            subnet=_subnet_id(zone),
+            zone=zone,
+        )
+    limit = conn.execute(
+        "SELECT max_live FROM zone_capacity WHERE instance_type = ? AND zone = ?",
+        (instance_type, zone),
+    ).fetchone()
+    if limit is None:
+        return
+    of_type = _scalar(
+        conn,
+        "SELECT COUNT(*) FROM instances WHERE state != 'terminated' AND instance_type = ?"
+        " AND zone = ?",
+        instance_type,
+        zone,
+    )
+    if of_type >= limit[0]:
+        raise CapacityUnavailable(
+            f"no capacity for {instance_type} in the Availability Zone you requested ({zone})",
+            instance_type=instance_type,
+            zone=zone,
+        )
 
 
 def _private_ip(instance_id: str) -> str:
@@ -747,6 +899,7 @@ def _add_fault(conn: sqlite3.Connection, fault: FailNext | FailRandomly) -> None
 def _install(conn: sqlite3.Connection, plan: FaultPlan) -> None:
     conn.execute("DELETE FROM faults")
     conn.execute("DELETE FROM capacity")
+    conn.execute("DELETE FROM zone_capacity")
     faults: list[FailNext | FailRandomly] = [*plan.fail_next, *plan.fail_randomly]
     for fault in faults:
         _add_fault(conn, fault)

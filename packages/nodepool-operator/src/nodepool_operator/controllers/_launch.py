@@ -8,7 +8,8 @@ one would wait for ever.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import ClassVar
 
 from kubeloop import Cache, Client, NotFound, Object
@@ -19,7 +20,15 @@ from nodepool_operator.api import (
     NodeClassRef,
     parse_nodeclass,
 )
-from nodepool_operator.cloud import CloudError, LaunchSettings, cluster_tags
+from nodepool_operator.cloud import (
+    CloudError,
+    CloudProvider,
+    InvalidRequest,
+    LaunchSettings,
+    SelectorTerm,
+    Subnet,
+    cluster_tags,
+)
 from nodepool_operator.controllers._node_resources import root_volume
 
 
@@ -81,3 +90,75 @@ def launch_tags(spec: AwsNodeClassSpec | None, own: Mapping[str, str]) -> dict[s
         return dict(own)
     owned = cluster_tags(spec.cluster.name) if spec.cluster is not None else {}
     return {**spec.tags, **owned, **own}
+
+
+def subnet_terms(spec: AwsNodeClassSpec | None) -> tuple[SelectorTerm, ...]:
+    """The node class's subnets as selector terms (ids are terms by id); none: the
+    cloud's default subnets."""
+    if spec is None:
+        return ()
+    if spec.subnet_ids:
+        return tuple(SelectorTerm(id=i) for i in spec.subnet_ids)
+    return tuple(
+        SelectorTerm(tags=tuple(sorted((t.tags or {}).items())), id=t.id or "")
+        for t in spec.subnet_selector_terms
+    )
+
+
+def group_terms(spec: AwsNodeClassSpec | None) -> tuple[SelectorTerm, ...]:
+    """The node class's security group selector terms (empty when it lists ids, or none)."""
+    if spec is None:
+        return ()
+    return tuple(
+        SelectorTerm(tags=tuple(sorted((t.tags or {}).items())), id=t.id or "", name=t.name or "")
+        for t in spec.security_group_selector_terms
+    )
+
+
+def check_subnets(spec: AwsNodeClassSpec | None, found: Sequence[Subnet]) -> None:
+    """Refuse selector terms that select no subnet (launching in the default network
+    instead would put the VM outside the cluster's VPC).
+
+    Raises:
+        InvalidRequest: naming the field (reason InvalidSubnet).
+    """
+    if spec is not None and spec.subnet_selector_terms and not found:
+        raise InvalidRequest(
+            "spec.subnetSelectorTerms of the node class select no subnet", reason="InvalidSubnet"
+        )
+
+
+async def selected_groups(
+    cloud: CloudProvider, spec: AwsNodeClassSpec | None
+) -> tuple[str, ...] | None:
+    """The security groups the class's selector terms find (None: it has none; its ids,
+    if any, are in :func:`launch_settings`).
+
+    Raises:
+        InvalidRequest: terms that select no group, naming the field.
+    """
+    terms = group_terms(spec)
+    if not terms:
+        return None
+    found = await cloud.security_groups(terms)
+    if not found:
+        raise InvalidRequest(
+            "spec.securityGroupSelectorTerms of the node class select no security group",
+            reason="InvalidSecurityGroup",
+        )
+    return tuple(found)
+
+
+async def resolved_launch(cloud: CloudProvider, spec: AwsNodeClassSpec | None) -> LaunchSettings:
+    """:func:`launch_settings` with the class's selector terms read from the cloud (ids
+    sorted), for a launch that chooses no zone itself (an Instance: the cloud picks one of
+    the subnets by its token)."""
+    launch = launch_settings(spec)
+    if spec is not None and spec.subnet_selector_terms:
+        found = await cloud.subnets(subnet_terms(spec))
+        check_subnets(spec, found)
+        launch = replace(launch, subnets=tuple(sorted(s.id for s in found)))
+    groups = await selected_groups(cloud, spec)
+    if groups is not None:
+        launch = replace(launch, security_groups=groups)
+    return launch

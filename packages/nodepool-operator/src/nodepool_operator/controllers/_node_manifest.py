@@ -35,6 +35,9 @@ INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
 #: The market a Node's VM was bought in (``on-demand`` or ``spot``): ours, as Karpenter's
 #: ``karpenter.sh/capacity-type``, so a pod may ask for (or avoid) spot nodes.
 CAPACITY_TYPE_LABEL: Final = "node.kubeloop.dev/capacity-type"
+#: Where a Node runs, as the kubelet (with its cloud provider) labels it from the cloud.
+ZONE_LABEL: Final = "topology.kubernetes.io/zone"
+REGION_LABEL: Final = "topology.kubernetes.io/region"
 #: On a Node chosen for removal, from the choice on (Karpenter's ``karpenter.sh/disrupted``):
 #: the NodePool controller puts it, and the Autoscaler counts no room on such a Node.
 DISRUPTING_TAINT: Final = Taint("kubeloop.dev/disrupting", "NoSchedule")
@@ -44,6 +47,8 @@ __all__ = [
     "DISRUPTING_TAINT",
     "INSTANCE_TYPE_LABEL",
     "PROVIDER_ID_PREFIX",
+    "REGION_LABEL",
+    "ZONE_LABEL",
     "capacity",
     "is_ready",
     "node_bootstrap",
@@ -96,6 +101,8 @@ def pool_shape(
     instance_type_name: str | None = None,
     node_class: AwsNodeClassSpec | None = None,
     capacity_type: MarketType | None = None,
+    zone: str = "",
+    region: str = "",
 ) -> NodeShape:
     """What every Node of ``pool`` registers with: the one source for the registered Node
     and the Autoscaler's node template (:func:`~._capacity.pool_template`).
@@ -119,6 +126,8 @@ def pool_shape(
         INSTANCE_TYPE_LABEL: instance_type_name or spec.instance_type,
         CAPACITY_TYPE_LABEL: capacity_type or spec.capacity_type,
         POOL_LABEL: pool.metadata.name or "",
+        **({ZONE_LABEL: zone} if zone else {}),
+        **({REGION_LABEL: region} if zone and region else {}),
     }
     if node_class is not None and node_class.ami_family != "Custom" and instance_type is not None:
         resources = node_resources(

@@ -32,6 +32,7 @@ from typing import Any, Final
 from kubeloop import LEASES, NODES, AlreadyExists, Client, NotFound
 from kubeloop.envtest import NODE_LEASE_NAMESPACE, silenced_lease_patch
 from nodepool_operator.cloud import (
+    SIMULATED_REGION,
     Instance,
     NodeBootstrap,
     SimulatedCloud,
@@ -45,6 +46,9 @@ log = logging.getLogger("nodepool_operator.kubelet")
 
 #: kwok manages the Nodes that carry this annotation (see ``kubeloop.envtest``).
 KWOK_ANNOTATIONS: Final[Mapping[str, str]] = {"kwok.x-k8s.io/node": "fake"}
+#: The well-known topology labels a kubelet sets from its cloud.
+ZONE_LABEL: Final = "topology.kubernetes.io/zone"
+REGION_LABEL: Final = "topology.kubernetes.io/region"
 #: Field manager of the kubelets' writes, as a real kubelet's are attributed to ``kubelet``.
 FIELD_MANAGER: Final = "kubelet"
 _BACKOFF_MAX: Final = 10.0
@@ -113,7 +117,9 @@ class SimulatedKubelets:
         sized by its type as the kubelet reads its machine)."""
         bootstrap = NodeBootstrap.decode(vm.user_data)
         if bootstrap is not None:
-            return _simulated_node(vm, bootstrap)
+            node = _simulated_node(vm, bootstrap)
+            node["metadata"]["labels"] = {**node["metadata"].get("labels", {}), **_zone_labels(vm)}
+            return node
         boot = read_boot(vm.user_data)
         machine = self.cloud.machine(vm.instance_type) if self.cloud is not None else None
         if boot is None or machine is None:
@@ -129,6 +135,7 @@ class SimulatedKubelets:
             "kubernetes.io/hostname": vm.name,
             "kubernetes.io/os": "linux",
             "node.kubernetes.io/instance-type": vm.instance_type,
+            **_zone_labels(vm),
         }
         labels.setdefault("kubernetes.io/arch", "amd64")
         addresses = [{"type": "InternalIP", "address": vm.private_ip}]
@@ -181,6 +188,14 @@ class SimulatedKubelets:
     async def _silence(self, node_name: str) -> None:
         with contextlib.suppress(NotFound):
             await self.client.patch(LEASES, node_name, silenced_lease_patch(), NODE_LEASE_NAMESPACE)
+
+
+def _zone_labels(vm: Instance) -> dict[str, str]:
+    """The zone and region labels, from the cloud's record of the VM (as a kubelet with the
+    cloud provider gets them from the cloud): none for a VM without a zone."""
+    if not vm.zone:
+        return {}
+    return {ZONE_LABEL: vm.zone, REGION_LABEL: SIMULATED_REGION}
 
 
 def _simulated_node(vm: Instance, bootstrap: NodeBootstrap) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from nodepool_operator.controllers._node_manifest import (
     is_ready,
     node_bootstrap,
     node_manifest,
+    pool_shape,
     ready_for,
     ready_since,
 )
@@ -153,3 +154,16 @@ def test_template_and_node_come_from_one_shape() -> None:
     assert labels["kubernetes.io/arch"] == "arm64"
     assert Resources.from_resource_list(node["status"]["allocatable"]) == template.allocatable
     assert [t["key"] for t in node["spec"]["taints"]] == [t.key for t in template.taints]
+
+
+def test_the_template_of_a_zone_says_that_zone_and_the_bootstrap_does_not() -> None:
+    """The kubelet labels its Node's zone and region from the cloud, so the user data is the
+    same in every zone and only the template (one per zone) carries them."""
+    zonal = pool_shape(pool(), M5, zone="sim-1b", region="sim-1").labels
+    assert zonal["topology.kubernetes.io/zone"] == "sim-1b"
+    assert zonal["topology.kubernetes.io/region"] == "sim-1"
+    plain = pool_shape(pool(), M5).labels
+    assert "topology.kubernetes.io/zone" not in plain
+    assert "topology.kubernetes.io/region" not in plain
+    labels = node_bootstrap(pool(), "web-1a2b3", "m5.large", M5).labels
+    assert not any(k.startswith("topology.kubernetes.io/") for k in labels)

@@ -96,7 +96,7 @@ class Act:
         # Unique per Instance, and unlike any NodePool VM's "<pool>-<index>".
         name = f"{meta.namespace}/{meta.name}"
         node_class = await launching.node_class(self.mgr.client, inst.spec.node_class_ref)
-        launch = launching.launch_settings(node_class)
+        launch = await launching.resolved_launch(self.cloud, node_class)
         user_data = (
             node_class.render_user_data(
                 node_name=meta.name, pool_name="", instance_type=inst.spec.instance_type

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from typing import Final
 
 from nodepool_operator.api import AwsNodeClassSpec, InstanceRecord
-from nodepool_operator.cloud import CreateRequest, MarketType
+from nodepool_operator.cloud import CreateRequest, MarketType, Subnet
 from nodepool_operator.controllers._launch import launch_settings, launch_tags
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.nodepool._launch_record import CLASS_HASH_TAG, class_hash
@@ -59,6 +60,8 @@ def create_request(
     user_data: str = "",
     node_class: AwsNodeClassSpec | None = None,
     capacity_type: MarketType = "on-demand",
+    subnet: Subnet | None = None,
+    security_groups: Sequence[str] | None = None,
 ) -> CreateRequest:
     """The request for the VM recorded as ``name``; the same every time it is asked for the
     same spec (``user_data``, how its kubelet registers, follows the pool's labels and
@@ -69,7 +72,16 @@ def create_request(
     names a cluster, the cluster's ownership tags); with amiFamily
     Custom its ``userData`` template (rendered for this VM) replaces ``user_data`` (other
     families merge it into ``user_data``: :mod:`._userdata`).
+
+    ``subnet``: the one chosen for this VM (:mod:`._zone_choice`), with its zone; None: the
+    class's subnets as they are (no zones to choose from). ``security_groups``: those the
+    class's selector terms found; None: its ids.
     """
+    launch = launch_settings(node_class)
+    if subnet is not None:
+        launch = replace(launch, subnets=(subnet.id,))
+    if security_groups is not None:
+        launch = replace(launch, security_groups=tuple(security_groups))
     return CreateRequest(
         name=name,
         instance_type=instance_type,
@@ -81,9 +93,10 @@ def create_request(
             node_class,
             {**pool_tags(pool_name, pool_uid), CLASS_HASH_TAG: class_hash(node_class)},
         ),
-        launch=launch_settings(node_class),
+        launch=launch,
         user_data=_user_data(user_data, node_class, name, pool_name, instance_type),
         capacity_type=capacity_type,
+        zone=subnet.zone if subnet is not None else "",
     )
 
 

@@ -41,8 +41,10 @@ def status(
     repair_blocked: str,
     expiring: str = "",
     drifting: str = "",
+    zones: tuple[str, ...] | None = None,
 ) -> PoolStatus:
-    """The pool's status after (or during) a pass."""
+    """The pool's status after (or during) a pass; ``zones``: the zones it can launch into
+    now (None: not known this pass, the written ones kept)."""
     spec = pool.spec
     return pool_status(
         name=pool.metadata.name,
@@ -59,6 +61,7 @@ def status(
         expiring=expiring,
         drifting=drifting,
         disruption=disruption_status(pool, records, nodes, by_instance),
+        zones=zones,
     )
 
 

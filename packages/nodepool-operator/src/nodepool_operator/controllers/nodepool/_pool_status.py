@@ -76,6 +76,8 @@ class PoolStatus:
     """Records the pass removed on purpose."""
     disruption: DisruptionStatus | None = None
     """Nodes being disrupted and how many more the budgets allow (``status.disruption``)."""
+    zones: tuple[str, ...] | None = None
+    """The zones the pool can launch into now (``status.zones``); None: leave as written."""
 
     @property
     def converged(self) -> bool:
@@ -91,12 +93,15 @@ class PoolStatus:
             selector=self.selector,
             instances=list(self.instances),
             disruption=self.disruption,
+            zones=list(self.zones or ()),
         )
 
     def apply(self, status: dict[str, Any]) -> None:
         written = to_api(self.typed())
         mine = written.pop("instances", [])
         written.pop("conditions", None)
+        if self.zones is not None and not self.zones:
+            status.pop("zones", None)  # none now: the field goes (an update keeps it)
         status.update(written)
         # Merge by name: on a 409 this runs again on the latest object, and a record another
         # writer added meanwhile (one this pass never saw, nor removed) must survive.
@@ -161,6 +166,7 @@ def pool_status(
     expiring: str = "",
     drifting: str = "",
     disruption: DisruptionStatus | None = None,
+    zones: tuple[str, ...] | None = None,
 ) -> PoolStatus:
     """The status of pool ``name`` whose ``records`` are as given, ``ready`` naming the
     records registered as Ready nodes, after a pass that met ``failure`` (or none).
@@ -225,6 +231,7 @@ def pool_status(
         ),
         dropped=dropped,
         disruption=disruption,
+        zones=zones,
     )
 
 

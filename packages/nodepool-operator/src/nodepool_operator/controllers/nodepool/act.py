@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -45,6 +45,7 @@ from nodepool_operator.api import (
 )
 from nodepool_operator.cloud import (
     PRICES,
+    CapacityUnavailable,
     CloudError,
     CloudProvider,
     IdempotencyMismatch,
@@ -52,6 +53,8 @@ from nodepool_operator.cloud import (
     InstanceNotFound,
     InstanceType,
     MarketType,
+    Subnet,
+    SubnetFull,
 )
 from nodepool_operator.controllers import _launch as launching
 from nodepool_operator.controllers._blocked import switches
@@ -81,8 +84,10 @@ from nodepool_operator.controllers.nodepool._drain_deadline import (
 from nodepool_operator.controllers.nodepool._drift import DRIFTED_ANNOTATION
 from nodepool_operator.controllers.nodepool._events import Event
 from nodepool_operator.controllers.nodepool._intent import DELETING, create_request
+from nodepool_operator.controllers.nodepool._network import SubnetCache
 from nodepool_operator.controllers.nodepool._node_sync import sync_patch
 from nodepool_operator.controllers.nodepool._offerings import (
+    Offering,
     UnavailableOfferings,
     refused_offering,
 )
@@ -102,6 +107,11 @@ from nodepool_operator.controllers.nodepool._type_choice import (
     choose_type,
 )
 from nodepool_operator.controllers.nodepool._userdata import pool_user_data
+from nodepool_operator.controllers.nodepool._zone_choice import (
+    choose_subnet,
+    launchable_zones,
+    zone_counts,
+)
 from nodepool_operator.controllers.nodepool.decide import Decision
 from nodepool_operator.controllers.nodepool.observe import Deleted, Observation, now
 from nodepool_operator.controllers.nodepool.records import PoolNode, decode_node
@@ -153,6 +163,9 @@ class Progress:
     """Nodes this pass tainted (their Nodes as read do not say so yet)."""
     node_class: str = ""
     """The version of the node class the pool names, as the create gate keys its holds."""
+    subnets: list[Subnet] | None = None
+    """The subnets the pool's node class selects (None: not read in this pass, so
+    status.zones is kept as written)."""
 
     @property
     def name(self) -> str:
@@ -214,6 +227,7 @@ class Act:
         self.run_labels = dict(run_labels)
         self.gate = CreateGate()
         self.offerings = UnavailableOfferings()
+        self.subnets = SubnetCache()
         self._types: dict[str, InstanceType] = {}
 
     # -- Events, failures, status -----------------------------------------------------------
@@ -247,6 +261,7 @@ class Act:
             repair_blocked=p.repair_blocked,
             expiring=p.expiring,
             drifting=p.drifting,
+            zones=self._zones(p),
         )
         p.obj = await update_status(self.mgr.client, NODEPOOLS, p.obj, written.apply)
 
@@ -289,8 +304,83 @@ class Act:
 
     # -- the plan ---------------------------------------------------------------------------
 
+    async def place(self, p: Progress, decision: Decision) -> None:
+        """The zones the pool can launch into now (``status.zones``), and a zone and subnet
+        for each new intent (:mod:`._zone_choice`), recorded with it so that a retry, after
+        a restart too, asks for the same subnet. Nothing when the cloud has no zones; a
+        missing node class or a refused read is the create's to report."""
+        try:
+            node_class = await launching.node_class(
+                self.mgr.client, p.pool.spec.node_class_ref, cache=self.mgr.cache
+            )
+            p.subnets = await self.subnets.subnets(self.cloud, launching.subnet_terms(node_class))
+        except CloudError:
+            return
+        for r in p.records:
+            if r.name in decision.creates and r.instance_id is None and r.subnet is None:
+                self._placement(p, r.name, p.pool.spec.instance_type, p.subnets)
+
+    def _zones(self, p: Progress) -> tuple[str, ...] | None:
+        """The zones the pool can launch into now: those with a subnet that is not full
+        where one of the pool's types is not out (None: the subnets were not read)."""
+        if p.subnets is None:
+            return None
+        names = candidates(p.pool.spec.instance_type, p.pool.spec.instance_types)
+        return tuple(
+            launchable_zones(
+                p.subnets,
+                lambda s: (
+                    self.offerings.subnet_full(s.id)
+                    or all(self.offerings.unavailable(t, s.zone) for t in names)
+                ),
+            )
+        )
+
+    def _out(self, type_name: str) -> Callable[[Subnet], bool]:
+        """Whether a subnet cannot take a VM of ``type_name`` now (full, or the type out in
+        its zone)."""
+        return lambda s: (
+            self.offerings.subnet_full(s.id) or self.offerings.unavailable(type_name, s.zone)
+        )
+
+    def _needed(self, type_name: str) -> int:
+        """The addresses a node of the type takes from its subnet: one per pod it may run
+        (the VPC CNI gives each pod a subnet address), as Karpenter counts them."""
+        known = self._types.get(type_name)
+        return max(1, known.pods) if known is not None else 1
+
+    def _type_out(self, type_name: str, subnets: Sequence[Subnet]) -> bool:
+        """Whether the type is out: everywhere, or in every subnet's zone."""
+        if self.offerings.unavailable(type_name):
+            return True
+        out = self._out(type_name)
+        return bool(subnets) and all(out(s) for s in subnets)
+
+    def _placement(
+        self, p: Progress, name: str, type_name: str, subnets: Sequence[Subnet]
+    ) -> Subnet | None:
+        """The subnet record ``name`` launches in as ``type_name``: the one recorded while
+        it can take it, else a new choice (recorded in place of it); when every subnet is
+        out, the best one anyway (the create gate spaces those asks). None: no subnets."""
+        if not subnets:
+            return None
+        record = next(r for r in p.records if r.name == name)
+        out = self._out(type_name)
+        recorded = next((s for s in subnets if s.id == record.subnet), None)
+        if recorded is not None and not out(recorded):
+            return recorded
+        counts = zone_counts(p.records, p.vms, leave_out=name)
+        targets = p.pool.spec.zone_targets
+        chosen = choose_subnet(
+            subnets, counts, targets, out=out, needed=self._needed(type_name)
+        ) or choose_subnet(subnets, counts, targets, needed=0)
+        if chosen is not None and chosen.id != record.subnet:
+            p.update(name, zone=chosen.zone, subnet=chosen.id)
+        return chosen
+
     async def record(self, p: Progress, decision: Decision) -> None:
         """Taint the Nodes chosen, emit the plan's Events, record it in one status write."""
+        await self.place(p, decision)
         for name in decision.taint:
             if await taint_disrupting(self.mgr.client, p.nodes[name].fields):
                 p.tainted.add(name)
@@ -354,17 +444,22 @@ class Act:
         listed = {vm.name: vm for vm in p.listed}
         try:
             template, options = await self._type_options(p.pool, node_class)
+            subnets, groups = await self._network(p, node_class)
         except CloudError as err:
             self.failed(p, err)
             return
         for r in intents:
-            tried: set[str] = set()
+            tried: set[tuple[str, str]] = set()
             no_spot: set[str] = set()  # types whose spot this create was refused
             while True:
-                option = choose_type(template, options, PRICES, self.offerings.unavailable)
+                option = choose_type(
+                    template, options, PRICES, lambda t: self._type_out(t, subnets)
+                )
                 type_name = option.name
-                tried.add(type_name)
-                market = self._market(p.pool, type_name, no_spot)
+                subnet = self._placement(p, r.name, type_name, subnets)
+                tried.add((type_name, subnet.id if subnet is not None else ""))
+                zone = subnet.zone if subnet is not None else ""
+                market = self._market(p.pool, type_name, no_spot, zone)
                 instance_type = self._types.get(type_name)
                 try:
                     user_data = await pool_user_data(
@@ -388,6 +483,8 @@ class Act:
                     node_class=node_class,
                     user_data=user_data,
                     capacity_type=market,
+                    subnet=subnet,
+                    security_groups=groups,
                 )
                 try:
                     vm = await self.cloud.create(request)
@@ -409,13 +506,15 @@ class Act:
                     if self._spot_refused(p, err, market):
                         no_spot.add(type_name)
                         continue  # the same type, on-demand, at once
-                    if self._fall_back(p, err, template, options, tried):
-                        continue  # another type has capacity: this intent, at once
+                    if self._fall_back(p, r.name, err, (template, options), tried, subnet, subnets):
+                        continue  # another type or zone has capacity: this intent, at once
                     failure = self.failed(p, err)
                     self.gate.refused(p.uid, p.generation, failure, node_class=p.node_class)
                     return  # the next create would be refused as well
                 else:
                     failpoints.hit("after-cloud-create")
+                if subnet is not None:
+                    self.subnets.used(subnet.id, self._needed(type_name))
                 break
             if vm.state == "terminated":
                 # This token's VM was terminated before its id was recorded; a token names
@@ -424,6 +523,21 @@ class Act:
                 continue
             p.vms[vm.id] = vm
             p.update(r.name, instance_id=vm.id, state=vm.state)
+
+    async def _network(
+        self, p: Progress, node_class: AwsNodeClassSpec | None
+    ) -> tuple[list[Subnet], tuple[str, ...] | None]:
+        """The subnets to choose from (none: no zones, the class's subnets as they are) and
+        the security groups the class's selector terms find (None: its ids).
+
+        Raises:
+            InvalidRequest: selector terms that select nothing, naming the field.
+        """
+        subnets = p.subnets
+        if subnets is None:
+            subnets = await self.subnets.subnets(self.cloud, launching.subnet_terms(node_class))
+        launching.check_subnets(node_class, subnets)
+        return subnets, await launching.selected_groups(self.cloud, node_class)
 
     async def _type_options(
         self, pool: NodePool, node_class: AwsNodeClassSpec | None
@@ -445,12 +559,15 @@ class Act:
         arch = known.architecture if known is not None else "amd64"
         return TypeOption(name, shape.allocatable, arch)
 
-    def _market(self, pool: NodePool, type_name: str, no_spot: set[str]) -> MarketType:
+    def _market(
+        self, pool: NodePool, type_name: str, no_spot: set[str], zone: str = ""
+    ) -> MarketType:
         """The market a create of ``type_name`` asks in: the pool's, except on-demand for a
-        spot pool while the type's spot is known to be out (:mod:`._offerings`)."""
+        spot pool while the type's spot is known to be out, in ``zone`` or everywhere
+        (:mod:`._offerings`)."""
         if pool.spec.capacity_type != "spot" or type_name in no_spot:
             return "on-demand"
-        return "on-demand" if self.offerings.unavailable(type_name, "", "spot") else "spot"
+        return "on-demand" if self.offerings.unavailable(type_name, zone, "spot") else "spot"
 
     def _spot_refused(self, p: Progress, err: CloudError, market: MarketType) -> bool:
         """A spot create the cloud had no spot capacity for: that offering is marked out
@@ -468,25 +585,53 @@ class Act:
     def _fall_back(
         self,
         p: Progress,
+        name: str,
         err: CloudError,
-        template: TypeOption,
-        options: list[TypeOption],
-        tried: set[str],
+        types: tuple[TypeOption, list[TypeOption]],
+        tried: set[tuple[str, str]],
+        sent: Subnet | None,
+        subnets: Sequence[Subnet],
     ) -> bool:
-        """Mark the offering a create's error says is out (:mod:`._offerings`); whether
-        another of the pool's types fits and is not known to be out, so the same intent is
-        sent again as that type at once (neither a Degraded pool nor a held gate)."""
+        """Mark what a create's error says is out (:mod:`._offerings`): the subnet when it
+        is full, else the type in the zone named, or in the zone it was sent to; whether
+        another (type, subnet) not tried yet can take the same intent at once (neither a
+        Degraded pool nor a held gate: one zone out never holds the others)."""
+        template, options = types
+        full = None
+        if isinstance(err, SubnetFull):
+            full = err.subnet or (sent.id if sent is not None else None)
         offering = refused_offering(err)
-        if offering is None:
+        if full is not None:
+            self.offerings.mark_subnet(full)
+        elif offering is not None:
+            if not offering.zone and sent is not None and isinstance(err, CapacityUnavailable):
+                offering = Offering(offering.instance_type, sent.zone, offering.capacity_type)
+            self.offerings.mark(offering)
+        else:
             return False
-        self.offerings.mark(offering)
-        following = choose_type(template, options, PRICES, self.offerings.unavailable)
-        if following.name in tried or self.offerings.unavailable(following.name):
+        following = choose_type(template, options, PRICES, lambda t: self._type_out(t, subnets))
+        if self._type_out(following.name, subnets):
             return False
-        note = f"{offering.instance_type} is out ({err}); launching {following.name} instead"
+        counts = zone_counts(p.records, p.vms, leave_out=name)
+        after = choose_subnet(
+            subnets,
+            counts,
+            p.pool.spec.zone_targets,
+            out=self._out(following.name),
+            needed=self._needed(following.name),
+        )
+        if subnets and after is None:
+            return False
+        if (following.name, after.id if after is not None else "") in tried:
+            return False
+        was = f" in {sent.zone}" if sent is not None else ""
+        goes = f" in {after.zone}" if after is not None else ""
+        refused = offering.instance_type if offering is not None else ""
+        what = f"subnet {full}" if full is not None else f"{refused}{was}"
+        note = f"{what} is out ({err}); launching {following.name}{goes} instead"
         log.info(
             "offering unavailable",
-            extra={"pool": p.name, "type": offering.instance_type, "next": following.name},
+            extra={"pool": p.name, "out": what, "next": f"{following.name}{goes}"},
         )
         self.emit(p.obj, [_events.normal("OfferingUnavailable", note)], {})
         return True
