@@ -9,8 +9,9 @@ its own, so its CPU seconds and peak RSS are the Autoscaler's alone. Reported: t
 time (the reconcile's wall time, burst window 0), the target it wrote, the new nodes against
 a lower bound of the optimum, the plan time p50/p99 over repeated passes of
 ``plan_scale_up`` on the same pods and nodes, and the event loop's longest block during the
-reconcile: a probe task sleeps 1 ms and records the gap between its wake-ups. No cluster is
-needed. By hand::
+reconcile, two ways: the most CPU the loop's thread spent in one callback (what the process
+holds the loop for), and the longest gap between the wake-ups of a probe task that sleeps
+1 ms (which adds the waits for a core and for the GIL). No cluster is needed. By hand::
 
     python -m bench.scale [--pods 2000] [--nodes 200] [--passes 20]
 """

@@ -38,9 +38,10 @@ async def test_observing_and_deciding_run_in_a_worker_thread(
 
     monkeypatch.setattr(observe, "snapshot", noted("snapshot", observe.snapshot))
     monkeypatch.setattr(controller, "decide", noted("decide", decide.decide))
-    # 400 pods of 20Gi, 4 to a 96Gi node: one ready node holds 4, 99 new nodes the rest
+    # 400 pods of 20Gi, 4 to a 96Gi node: one ready node holds 4, 99 new nodes the rest (names
+    # of their own: pod views are kept by uid and resourceVersion for the process)
     _, writes = await Passes().run(
-        scaler(), pool(max_nodes=200), node("ready-1"), *pods("w", 400, memory="20Gi")
+        scaler(), pool(max_nodes=200), node("offload-ready"), *pods("offload", 400, memory="20Gi")
     )
     assert calls == [("snapshot", False), ("decide", False)]
     assert scale_targets(writes) == [99]
