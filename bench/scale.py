@@ -35,7 +35,7 @@ from bench.packing import GI, MI, STEPS, TEMPLATE, make_workload
 from kubeloop import Request
 from kubeloop.testing import Snapshot, new_manager, reconcile_once
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
-from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers import POOL_LABEL
 from nodepool_operator.controllers.autoscaler import AutoscalerController
 from nodepool_operator.scheduling import NodeState, Resources, plan_scale_up, pod_view
 from nodepool_operator.settings import OperatorSettings

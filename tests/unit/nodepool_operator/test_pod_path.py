@@ -23,12 +23,14 @@ P = "nodepool_operator."
 #: these), with how often: the observe step reads each pod through four calls (classify, key,
 #: view, needs), the decide step hands the candidates to four helpers in turn (``_pending``,
 #: ``_landing``, the plan, ``_texts``), the plan to the fit check and the exact search, and
-#: the reconcile's module is the recipe, coming back between its steps. Anything else
+#: the reconcile's module is the recipe, coming back between its steps (four: after observe,
+#: after the burst wait, after the decision, each of the two in a worker thread that the
+#: follower traces back to the frame that handed it over). Anything else
 #: (the getter round trips of the pod's view, above all) comes back at most once.
 STILL_MORE_THAN_ONCE = {
     P + "controllers.autoscaler.observe": 5,
     P + "controllers.autoscaler.decide": 5,
-    P + "controllers.autoscaler.controller": 3,
+    P + "controllers.autoscaler.controller": 4,
     P + "scheduling._binpack": 2,
 }
 #: Where the pod is read (its dict, then its view): entered once, left once.
