@@ -47,6 +47,7 @@ from bench import (
     loop,
     metrics_cost,
     packing,
+    scale,
     throughput,
     workers,
 )
@@ -63,6 +64,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         informer_scale.BENCHMARK,
         autoscaler_scenarios.BENCHMARK,
         packing.BENCHMARK,
+        scale.BENCHMARK,
         karpenter.BENCHMARK,
         kopf_compare.BENCHMARK,
         metrics_cost.BENCHMARK,

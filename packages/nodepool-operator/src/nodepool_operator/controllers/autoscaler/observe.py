@@ -16,6 +16,7 @@ every decision reads the typed fields.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -368,17 +369,24 @@ class Observer:
             return Unready(obj, INSTANCE_TYPES_UNAVAILABLE, note, err.retry_after or 5.0)
         pods = self._pods.store
         daemonsets = self._daemonset_views()
-        return snapshot(
+        rivals = await self._rivals(obj, scaler, daemonsets)
+        # The cache is read here, on the loop that writes it; reading what was read (a pod's
+        # view is ~0.5 ms the first time: 2,000 new pods would hold the loop for a second) is
+        # pure and runs in a worker thread, so watches and probes are answered meanwhile.
+        nodes = self._nodes.store.by_index(NODE_POOL, pool_name)
+        bound = {name: pods.by_index(POD_NODE, name) for name in map(object_name, nodes)}
+        return await asyncio.to_thread(
+            snapshot,
             obj,
             scaler,
             pool_obj,
             pods=[p for ns in scaler.spec.namespaces for p in pods.by_index(BY_NAMESPACE, ns)],
-            nodes=self._nodes.store.by_index(NODE_POOL, pool_name),
-            pods_on=lambda node: pods.by_index(POD_NODE, node),
+            nodes=nodes,
+            pods_on=lambda node: bound.get(node, []),
             daemonsets=daemonsets,
             scope_labels=self._scope_labels,
             first_seen=self._first_seen,
-            rivals=await self._rivals(obj, scaler, daemonsets),
+            rivals=rivals,
             template_inputs=inputs,
         )
 
