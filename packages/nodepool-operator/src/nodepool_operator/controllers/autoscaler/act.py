@@ -7,7 +7,10 @@
 3. the status, if it changed (one typed change, :mod:`._status`);
 4. the reservation patches: a toleration on each planned pod, the lift on each reserved Node
    whose pods have landed. Those are best effort: a pod gone, or whose tolerations changed
-   meanwhile, is looked at again next pass; which ones took is returned for the memory.
+   meanwhile, is looked at again next pass; which ones took is returned for the memory;
+5. the nominations (:mod:`._nominations`): a merge patch of each planned pod's status, with
+   its resourceVersion as a precondition. Best effort too: a pod bound, renominated or gone
+   since the cache read it is decided again on the next pass (its change is an event).
 """
 
 from __future__ import annotations
@@ -33,7 +36,14 @@ from nodepool_operator.api import AUTOSCALERS
 from nodepool_operator.controllers.autoscaler._report import Note, Subject
 from nodepool_operator.controllers.autoscaler._scale import write_target
 from nodepool_operator.controllers.autoscaler._status import READY, ConditionChange, StatusChange
-from nodepool_operator.controllers.autoscaler.decide import Grant, Lift, Mark, TargetWrite, Why
+from nodepool_operator.controllers.autoscaler.decide import (
+    Grant,
+    Lift,
+    Mark,
+    Nomination,
+    TargetWrite,
+    Why,
+)
 from nodepool_operator.controllers.autoscaler.observe import Raw, Unready
 
 __all__ = ["Actor", "Recorder"]
@@ -136,6 +146,27 @@ class Actor:
                 await self._client.patch(NODES, lift.node, lift.patch, patch_type=PatchType.JSON)
                 opened.append(lift.name)
         return granted, opened
+
+    async def nominate(self, raw: Raw, nominations: Sequence[Nomination]) -> int:
+        """Write the nominations (``pods/status``; the pod's spec is never written); returns
+        how many took."""
+        took = 0
+        for nomination in nominations:
+            meta = raw.pods[nomination.pod]["metadata"]
+            # gone, bound (422 once bound) or changed since read (409): the next pass looks again
+            with contextlib.suppress(NotFound, Invalid, Conflict):
+                await self._client.patch(
+                    PODS,
+                    meta["name"],
+                    nomination.patch,
+                    meta["namespace"],
+                    patch_type=PatchType.MERGE,
+                    subresource="status",
+                )
+                took += 1
+        if nominations:
+            log.info("nominated %d of %d pod(s) to their planned nodes", took, len(nominations))
+        return took
 
 
 def _subject(raw: Raw, event: Note) -> Object | None:

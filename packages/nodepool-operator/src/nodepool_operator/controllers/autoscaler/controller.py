@@ -9,8 +9,8 @@ One reconcile, for one Autoscaler, is a recipe of four steps:
    pool appears, so there is nothing to retry);
 2. wait until the burst the candidates came in has gone quiet (:mod:`._batching`), then read
    live what they reference (:mod:`._references`);
-3. **decide** (:mod:`.decide`, pure): the target, the Events, the status, the reservation
-   patches and what to remember;
+3. **decide** (:mod:`.decide`, pure): the target, the Events, the status, the nominations,
+   the reservation patches and what to remember;
 4. **act** (:mod:`.act`): the writes. A target that moved since the cache read it is decided
    again from the server's value; the memory is kept only once the writes are made.
 
@@ -194,6 +194,7 @@ class AutoscalerController:
         self._actor.tell(obs.raw, decision.events)
         await self._actor.write_status(obj, decision.status, self._wall())
         granted, opened = await self._actor.reserve(obs.raw, decision.grants, decision.lifts)
+        await self._actor.nominate(obs.raw, decision.nominations)
         self._memory[req.name] = settle(decision.memory, granted, opened)
         return Result(requeue_after=decision.requeue_after)
 

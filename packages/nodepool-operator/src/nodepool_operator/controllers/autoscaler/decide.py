@@ -20,8 +20,10 @@ The steps, as cluster-autoscaler and Karpenter order them:
    (:mod:`.._unneeded`);
 4. tell: the status (:mod:`._status`), TriggeredScaleUp / ScaleDown / NotTriggerScaleUp /
    ProvisionTimedOut / ScaleDownBlocked Events, each distinct one once (:mod:`._report`);
-5. for a pool with ``reserveNewNodes``, let each planned pod onto the new node planned for it
-   and open a reserved node once its pods are bound (:mod:`._reserve`).
+5. nominate each pod the plan put on a new node to that node once it has registered
+   (:mod:`._nominations`: a write to the pod's status, the default); for a pool with
+   ``reserveNewNodes`` (deprecated), also let each planned pod onto its reserved node and open
+   a reserved node once its pods are bound (:mod:`._reserve`).
 
 One pass writes at most one target: a provisioning timeout's lowering excludes a raise or a
 scale-down in the same pass (the next pass plans against the lowered target).
@@ -50,6 +52,7 @@ from nodepool_operator.controllers._unneeded import mark_patch, rest_left, unmar
 from nodepool_operator.controllers.autoscaler._batching import batch_wait
 from nodepool_operator.controllers.autoscaler._choice import option, served_elsewhere
 from nodepool_operator.controllers.autoscaler._landing import Landing
+from nodepool_operator.controllers.autoscaler._nominations import Nomination, nominations
 from nodepool_operator.controllers.autoscaler._pending import blocked
 from nodepool_operator.controllers.autoscaler._provision import (
     Provisioning,
@@ -105,6 +108,7 @@ __all__ = [
     "Lift",
     "Mark",
     "Memory",
+    "Nomination",
     "TargetWrite",
     "Why",
     "burst_wait",
@@ -233,6 +237,7 @@ class Decision:
     requeue_after: float
     plan: ScaleUpPlan
     marks: tuple[Mark, ...] = ()
+    nominations: tuple[Nomination, ...] = ()
 
 
 def burst_wait(obs: Observation, memory: Memory, now: float, knobs: Knobs) -> float:
@@ -256,6 +261,7 @@ def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decisi
     outcome = _outcome(obs, m, plan, write, timeout, keys, memory.blocked, now)
     said, m.reported = not_triggered(m.reported, (*_plan_groups(plan), *aside), keys)
     grants, lifts, lift_in = _hold_reservations(obs, m, now, knobs)
+    nominated, nominate_in = _nominate(obs, m, now, knobs)
     backing_off = m.provisioning.backing_off(now.mono)
     text = decision_text(plan, aside, head=outcome.head, settling=len(settling))
     return Decision(
@@ -265,9 +271,10 @@ def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decisi
         grants=grants,
         lifts=lifts,
         memory=m,
-        requeue_after=_requeue(obs, m, now.mono, knobs, lift_in, landing_due),
+        requeue_after=_requeue(obs, m, now.mono, knobs, lift_in, landing_due, nominate_in),
         plan=plan,
         marks=_marks(obs, m, now),
+        nominations=nominated,
     )
 
 
@@ -554,10 +561,10 @@ def _outcome(
     elif write is not None and write.why is Why.SCALE_UP:
         m.provisioning = requested(m.provisioning, registered=obs.nodes.registered, now=now.mono)
         m.landing.planned(_on_new_capacity(plan, keys), write.desired)
-        if obs.pool.spec.reserve_new_nodes:
-            m.reservation.planned(
-                _new_node_slots(plan, keys), known=[r.name for r in obs.pool.status.instances]
-            )
+        # the slots name the pods each new node is for: nominations, and reserveNewNodes
+        m.reservation.planned(
+            _new_node_slots(plan, keys), known=[r.name for r in obs.pool.status.instances]
+        )
         events += scaled(obs.pool_name, up=True, summary=plan.summary)
         scaled_at = now.wall
     elif not m.provisioning.backing_off(now.mono):
@@ -575,6 +582,7 @@ def _requeue(
     knobs: Knobs,
     lift_in: float | None,
     landing_due: float | None,
+    nominate_in: float | None = None,
 ) -> float:
     """When to look again: after ``frequency``, or sooner when a timer of the memory ends."""
     spec = obs.scaler.spec
@@ -582,7 +590,8 @@ def _requeue(
     unneeded_due = next_unneeded_due(
         m.unneeded_since, now, spec.scale_down_unneeded_time.total_seconds()
     )
-    waits += [due for due in (lift_in, unneeded_due, landing_due) if due is not None]
+    dues = (lift_in, unneeded_due, landing_due, nominate_in)
+    waits += [due for due in dues if due is not None]
     provisioning = m.provisioning
     if provisioning.since is not None:
         waits.append(max(0.0, provisioning.since + knobs.max_node_provision - now) + 0.05)
@@ -665,7 +674,7 @@ def _hold_reservations(
     live = {*records, *obs.raw.nodes}
     reservation.forget([name for name in slots if name not in live])  # its VM was replaced
     grants: list[Grant] = []
-    for name, keys in slots.items():
+    for name, keys in slots.items() if obs.pool.spec.reserve_new_nodes else ():
         for key in keys:
             pod = obs.raw.pods.get(key)
             if pod is None or name not in live or (key, name) in reservation.granted:
@@ -685,3 +694,30 @@ def _hold_reservations(
         elif held is not None:
             next_due = min(grace - held, next_due if next_due is not None else grace)
     return tuple(grants), tuple(lifts), None if next_due is None else max(0.05, next_due)
+
+
+# --- step 5: nominations ------------------------------------------------------------------
+
+
+def _nominate(
+    obs: Observation, m: Memory, now: Clock, knobs: Knobs
+) -> tuple[tuple[Nomination, ...], float | None]:
+    """Nominate the planned pods to their registered new nodes (:mod:`._nominations`) and
+    forget the slots that are done. Returns the writes and the seconds until a slot's grace
+    ends."""
+    reservation = m.reservation
+    if not reservation.slots:
+        return (), None
+    records = [r.name for r in obs.pool.status.instances]
+    slots = reservation.assign(records)
+    wall = now.wall.timestamp()
+    out = nominations(
+        slots,
+        vms=records,
+        nodes=obs.raw.nodes,
+        pods=obs.raw.pods,
+        ready_for=lambda node: ready_for(node, wall),
+        grace=knobs.landing_grace,
+    )
+    reservation.forget(out.done)
+    return out.writes, None if out.next_due is None else max(0.05, out.next_due)
