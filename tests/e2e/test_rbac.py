@@ -95,6 +95,7 @@ OPERATOR_GRANTS = {
     ("", "pods", "watch"),
     ("", "pods", "patch"),
     ("", "pods/eviction", "create"),
+    ("", "pods/status", "patch"),
     ("apps", "daemonsets", "list"),
     ("apps", "daemonsets", "watch"),
     ("", "configmaps", "get"),
