@@ -26,6 +26,7 @@ from kubeloop import (
     PODS,
     Client,
     Conflict,
+    Forbidden,
     Invalid,
     NotFound,
     Object,
@@ -49,6 +50,14 @@ from nodepool_operator.controllers.autoscaler.observe import Raw, Unready
 __all__ = ["Actor", "Recorder"]
 
 log = logging.getLogger("nodepool_operator.autoscaler")
+
+#: The Warning Event when a pool's ``reserveNewNodes`` meets a role without ``pods`` patch.
+RESERVE_FORBIDDEN = "ReserveNewNodesForbidden"
+_FORBIDDEN_NOTE = (
+    "NodePool spec.reserveNewNodes (deprecated) needs patch on pods, which the operator's role "
+    "does not grant (chart: rbac.reserveNewNodes=true); the plan is held by nominations, and "
+    "reserved nodes open after the landing grace"
+)
 
 
 class Recorder(Protocol):
@@ -135,11 +144,18 @@ class Actor:
         for grant in grants:
             meta = raw.pods[grant.pod]["metadata"]
             # gone, or its tolerations changed meanwhile: the next pass looks again
-            with contextlib.suppress(NotFound, Invalid):
+            try:
                 await self._client.patch(
                     PODS, meta["name"], grant.patch, meta["namespace"], patch_type=PatchType.JSON
                 )
-                granted.append((grant.pod, grant.node))
+            except (NotFound, Invalid):
+                continue
+            except Forbidden:
+                # the default role has no pods patch: the reserved nodes open after the grace
+                self._recorder.warning(raw.scaler, RESERVE_FORBIDDEN, _FORBIDDEN_NOTE)
+                log.warning(_FORBIDDEN_NOTE)
+                break
+            granted.append((grant.pod, grant.node))
         opened: list[str] = []
         for lift in lifts:
             with contextlib.suppress(NotFound, Invalid, Conflict):
