@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.controllers.autoscaler._nominations import nominations
+from nodepool_operator.controllers.autoscaler._nominations import candidate, nominations
 from tests import factories
 
 GRACE = 30.0
@@ -91,3 +91,16 @@ def test_a_pod_planned_twice_belongs_to_its_first_slot_and_the_grace_is_counted_
     ]
     assert out.done == ()
     assert out.next_due == GRACE - 10.0
+
+
+def test_a_pod_nominated_to_a_pool_node_is_still_a_candidate() -> None:
+    """classify leaves nominated pods out (preemption's); one nominated to a Node of the pool
+    and still Unschedulable under it waits for the plan's capacity."""
+    pool = {"vm-a"}
+    assert candidate(pending("p"), pool)
+    assert candidate(pending("p", "vm-a"), pool)
+    assert not candidate(pending("p", "elsewhere"), pool)  # preemption's node, not ours
+    assert candidate(pending("p", "elsewhere"))  # any node: the batching's first-seen time
+    scheduling = factories.pod("q", namespace="prod", memory="28Gi")
+    scheduling["status"] = {"nominatedNodeName": "vm-a"}
+    assert not candidate(scheduling, pool)  # not (yet) Unschedulable

@@ -655,6 +655,19 @@ async def test_planned_pods_are_nominated_to_their_registered_new_nodes_by_defau
     assert nominated(writes) == [("w-3", None)]
 
 
+async def test_a_node_holding_only_nominated_pods_is_not_taken_for_empty() -> None:
+    """A pod nominated to a pool Node is still waiting for it: counted by the plan, so
+    scale-down does not remove the node it is about to land on, and no node is added."""
+    passes = Passes()
+    waiting = pods("w", 1)[0]
+    waiting["status"]["nominatedNodeName"] = "n-0"
+    world = (scaling_down(), pool(target=1), node("n-0"), waiting)
+    _, writes = await passes.run(*world)
+    passes.now += 601
+    _, writes = await passes.run(*world)
+    assert scale_targets(writes) == []  # (it may be named unneeded: the target holds it)
+
+
 # --- nothing changed, nothing written ----------------------------------------------------------
 
 

@@ -25,14 +25,14 @@ Pure: a function of the slots, the pool's Nodes and the unbound pods as read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kubeloop import Object
-from nodepool_operator.scheduling import nomination_patch
+from nodepool_operator.scheduling import PodReason, classify, nomination_patch
 
-__all__ = ["Nomination", "Nominations", "nominations"]
+__all__ = ["Nomination", "Nominations", "candidate", "nominations"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,3 +109,21 @@ def nominations(
 
 def _nominated(pod: Object) -> str:
     return str((pod.get("status") or {}).get("nominatedNodeName") or "")
+
+
+def candidate(pod: Object, nodes: Container[str] | None = None) -> bool:
+    """Whether ``pod`` is a scale-up candidate, a pod nominated to one of ``nodes`` (the
+    pool's Nodes; ``None``: any) included when the scheduler's verdict under the nomination
+    is still Unschedulable.
+
+    Why: :func:`~nodepool_operator.scheduling.classify` leaves a nominated pod out (it will
+    land where preemption made room). A pod we nominated to a new node still waits for the
+    capacity the plan made for it: left out, the plan would not count it, and scale-down
+    would take its node, where nothing is bound yet, for empty."""
+    verdict = classify(pod)
+    if verdict.reason is not PodReason.NOMINATED:
+        return verdict.candidate
+    if nodes is not None and _nominated(pod) not in nodes:
+        return False
+    status = {**(pod.get("status") or {}), "nominatedNodeName": ""}
+    return classify({**pod, "status": status}).candidate

@@ -50,6 +50,7 @@ from nodepool_operator.controllers.autoscaler._decode import (
     pod_key,
     pod_needs,
 )
+from nodepool_operator.controllers.autoscaler._nominations import candidate
 from nodepool_operator.controllers.autoscaler._pending import Lookup, Needs
 from nodepool_operator.controllers.autoscaler._references import look_up
 from nodepool_operator.controllers.autoscaler._status import (
@@ -222,16 +223,16 @@ def snapshot(
         return Unready(obj, INVALID_NODEPOOL, f"NodePool {pool_name}: {err}")
     candidates: list[PendingPod] = []
     unbound: dict[str, Object] = {}
+    by_name = {object_name(n): n for n in nodes}
     for pod in pods:
         verdict = classify(pod)
         key = pod_key(pod)
         if verdict.reason not in _GONE:
             unbound[key] = pod
-        if verdict.candidate:
+        if candidate(pod, by_name):  # nominated to one of the pool's Nodes: still waiting
             view = pod_view(pod)
             candidates.append(PendingPod(key, view.ref, view, pod_needs(pod), first_seen(key)))
     summary = pool_nodes(nodes, pods_on, daemonsets=daemonsets, booting_taints=template.taints)
-    by_name = {object_name(n): n for n in nodes}
     return Observation(
         scaler=scaler,
         generation=scaler.metadata.generation,
