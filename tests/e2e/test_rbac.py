@@ -613,7 +613,6 @@ async def test_the_operator_runs_under_its_rbac_with_no_forbidden_request(
         ("update", instances, "status"),
         ("patch", "nodes", ""),
         ("delete", "nodes", ""),
-        ("patch", "pods", "status"),  # the pending pod nominated to its new node
         ("get", "configmaps", ""),
         ("get", "persistentvolumeclaims", ""),
         ("get", "storageclasses.storage.k8s.io", ""),
