@@ -9,8 +9,9 @@ One reconcile, for one Autoscaler, is a recipe of four steps:
    pool appears, so there is nothing to retry);
 2. wait until the burst the candidates came in has gone quiet (:mod:`._batching`), then read
    live what they reference (:mod:`._references`);
-3. **decide** (:mod:`.decide`, pure): the target, the Events, the status, the nominations,
-   the reservation patches and what to remember;
+3. **decide** (:mod:`.decide`, pure): the target, the Events, the status, the reservation
+   patches and what to remember; then the nominations of the planned pods
+   (:func:`.decide.nominate`, after the target, also while a burst is gathered);
 4. **act** (:mod:`.act`): the writes. A target that moved since the cache read it is decided
    again from the server's value; the memory is kept only once the writes are made.
 
@@ -67,6 +68,7 @@ from nodepool_operator.controllers.autoscaler.decide import (
     TargetWrite,
     burst_wait,
     decide,
+    nominate,
     settle,
 )
 from nodepool_operator.controllers.autoscaler.observe import Observation, Observer, Unready
@@ -181,6 +183,8 @@ class AutoscalerController:
         wait = burst_wait(obs, memory, now, self._knobs)
         if wait > 0:
             log.debug("gathering a burst of %d candidates for %.2fs", len(obs.candidates), wait)
+            nominated, _ = nominate(obs, memory, Clock(now, self._wall()), self._knobs)
+            await self._actor.nominate(obs.raw, nominated)
             return Result(requeue_after=wait)
         obs = await self._observer.look_up(obs)
         try:
@@ -194,9 +198,12 @@ class AutoscalerController:
         self._actor.tell(obs.raw, decision.events)
         await self._actor.write_status(obj, decision.status, self._wall())
         granted, opened = await self._actor.reserve(obs.raw, decision.grants, decision.lifts)
-        await self._actor.nominate(obs.raw, decision.nominations)
-        self._memory[req.name] = settle(decision.memory, granted, opened)
-        return Result(requeue_after=decision.requeue_after)
+        memory = self._memory[req.name] = settle(decision.memory, granted, opened)
+        clock = Clock(now, self._wall())
+        nominated, due = nominate(obs, memory, clock, self._knobs, scaled=decision)
+        await self._actor.nominate(obs.raw, nominated)
+        requeue = decision.requeue_after if due is None else min(decision.requeue_after, due)
+        return Result(requeue_after=requeue)
 
     async def _decide_and_scale(self, obs: Observation, memory: Memory, now: Clock) -> Decision:
         return await decide_and_write(

@@ -20,10 +20,11 @@ The steps, as cluster-autoscaler and Karpenter order them:
    (:mod:`.._unneeded`);
 4. tell: the status (:mod:`._status`), TriggeredScaleUp / ScaleDown / NotTriggerScaleUp /
    ProvisionTimedOut / ScaleDownBlocked Events, each distinct one once (:mod:`._report`);
-5. nominate each pod the plan put on a new node to that node once it has registered
-   (:mod:`._nominations`: a write to the pod's status, the default); for a pool with
-   ``reserveNewNodes`` (deprecated), also let each planned pod onto its reserved node and open
-   a reserved node once its pods are bound (:mod:`._reserve`).
+5. for a pool with ``reserveNewNodes`` (deprecated), let each planned pod onto its reserved
+   node and open a reserved node once its pods are bound (:mod:`._reserve`).
+
+After the target write, :func:`nominate` nominates each pod the plan put on a new node to that
+node once it has registered (:mod:`._nominations`: a write to the pod's status, the default).
 
 One pass writes at most one target: a provisioning timeout's lowering excludes a raise or a
 scale-down in the same pass (the next pass plans against the lowered target).
@@ -113,6 +114,7 @@ __all__ = [
     "Why",
     "burst_wait",
     "decide",
+    "nominate",
     "settle",
 ]
 
@@ -237,7 +239,6 @@ class Decision:
     requeue_after: float
     plan: ScaleUpPlan
     marks: tuple[Mark, ...] = ()
-    nominations: tuple[Nomination, ...] = ()
 
 
 def burst_wait(obs: Observation, memory: Memory, now: float, knobs: Knobs) -> float:
@@ -261,7 +262,6 @@ def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decisi
     outcome = _outcome(obs, m, plan, write, timeout, keys, memory.blocked, now)
     said, m.reported = not_triggered(m.reported, (*_plan_groups(plan), *aside), keys)
     grants, lifts, lift_in = _hold_reservations(obs, m, now, knobs)
-    nominated, nominate_in = _nominate(obs, m, now, knobs)
     backing_off = m.provisioning.backing_off(now.mono)
     text = decision_text(plan, aside, head=outcome.head, settling=len(settling))
     return Decision(
@@ -271,10 +271,9 @@ def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decisi
         grants=grants,
         lifts=lifts,
         memory=m,
-        requeue_after=_requeue(obs, m, now.mono, knobs, lift_in, landing_due, nominate_in),
+        requeue_after=_requeue(obs, m, now.mono, knobs, lift_in, landing_due),
         plan=plan,
         marks=_marks(obs, m, now),
-        nominations=nominated,
     )
 
 
@@ -561,10 +560,10 @@ def _outcome(
     elif write is not None and write.why is Why.SCALE_UP:
         m.provisioning = requested(m.provisioning, registered=obs.nodes.registered, now=now.mono)
         m.landing.planned(_on_new_capacity(plan, keys), write.desired)
-        # the slots name the pods each new node is for: nominations, and reserveNewNodes
-        m.reservation.planned(
-            _new_node_slots(plan, keys), known=[r.name for r in obs.pool.status.instances]
-        )
+        if obs.pool.spec.reserve_new_nodes:  # otherwise :func:`nominate` records them
+            m.reservation.planned(
+                _new_node_slots(plan, keys), known=[r.name for r in obs.pool.status.instances]
+            )
         events += scaled(obs.pool_name, up=True, summary=plan.summary)
         scaled_at = now.wall
     elif not m.provisioning.backing_off(now.mono):
@@ -582,7 +581,6 @@ def _requeue(
     knobs: Knobs,
     lift_in: float | None,
     landing_due: float | None,
-    nominate_in: float | None = None,
 ) -> float:
     """When to look again: after ``frequency``, or sooner when a timer of the memory ends."""
     spec = obs.scaler.spec
@@ -590,8 +588,7 @@ def _requeue(
     unneeded_due = next_unneeded_due(
         m.unneeded_since, now, spec.scale_down_unneeded_time.total_seconds()
     )
-    dues = (lift_in, unneeded_due, landing_due, nominate_in)
-    waits += [due for due in dues if due is not None]
+    waits += [due for due in (lift_in, unneeded_due, landing_due) if due is not None]
     provisioning = m.provisioning
     if provisioning.since is not None:
         waits.append(max(0.0, provisioning.since + knobs.max_node_provision - now) + 0.05)
@@ -667,8 +664,8 @@ def _hold_reservations(
     planned pod onto its node, and open a node once its pods are bound (or it has been Ready
     for the landing grace). Returns the patches and the seconds until the next lift is due."""
     reservation = m.reservation
-    if not obs.reserved and not reservation.slots:
-        return (), (), None
+    if not obs.reserved and not obs.pool.spec.reserve_new_nodes:
+        return (), (), None  # the slots serve the nominations alone (:func:`nominate`)
     records = [r.name for r in obs.pool.status.instances]
     slots = reservation.assign(records)
     live = {*records, *obs.raw.nodes}
@@ -696,16 +693,33 @@ def _hold_reservations(
     return tuple(grants), tuple(lifts), None if next_due is None else max(0.05, next_due)
 
 
-# --- step 5: nominations ------------------------------------------------------------------
+# --- after the target: nominations --------------------------------------------------------
 
 
-def _nominate(
-    obs: Observation, m: Memory, now: Clock, knobs: Knobs
+def nominate(
+    obs: Observation,
+    memory: Memory,
+    now: Clock,
+    knobs: Knobs,
+    *,
+    scaled: Decision | None = None,
 ) -> tuple[tuple[Nomination, ...], float | None]:
-    """Nominate the planned pods to their registered new nodes (:mod:`._nominations`) and
-    forget the slots that are done. Returns the writes and the seconds until a slot's grace
-    ends."""
-    reservation = m.reservation
+    """Nominate the planned pods to their registered new nodes (:mod:`._nominations`), and
+    keep, in ``memory``, the slots of the scale-up ``scaled`` wrote (which pods each new node
+    is for) and forget those that are done. Returns the writes and the seconds until a
+    slot's grace ends (``None``: none counting down).
+
+    Run after the pass's target write (and while a burst is gathered, when no decision is
+    made): the pods' status is not on the way to the target, and a dropped nomination is
+    written again at once."""
+    reservation = memory.reservation
+    write = None if scaled is None else scaled.target
+    # a reserving pool's slots were kept by decide (its grants need them)
+    reserving = obs.pool.spec.reserve_new_nodes
+    if scaled is not None and write is not None and write.why is Why.SCALE_UP and not reserving:
+        keys = {p.ref: p.key for p in obs.candidates}
+        known = [r.name for r in obs.pool.status.instances]
+        reservation.planned(_new_node_slots(scaled.plan, keys), known=known)
     if not reservation.slots:
         return (), None
     records = [r.name for r in obs.pool.status.instances]

@@ -229,7 +229,10 @@ def snapshot(
         key = pod_key(pod)
         if verdict.reason not in _GONE:
             unbound[key] = pod
-        if candidate(pod, by_name):  # nominated to one of the pool's Nodes: still waiting
+        if verdict.candidate or (
+            # nominated to one of the pool's Nodes (ours): still waiting for it
+            verdict.reason is PodReason.NOMINATED and candidate(pod, by_name)
+        ):
             view = pod_view(pod)
             candidates.append(PendingPod(key, view.ref, view, pod_needs(pod), first_seen(key)))
     summary = pool_nodes(nodes, pods_on, daemonsets=daemonsets, booting_taints=template.taints)
