@@ -11,6 +11,7 @@ the pods' managedFields."""
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
@@ -31,16 +32,11 @@ from tests.e2e.test_autoscaler import (
     Timeline,
     autoscaler_manifest,
     names,
-    pod_manifest,
-    pods_in,
     pool_manifest,
 )
+from tests.e2e.test_reserve import all_bound, mixed_burst
 
 pytestmark = pytest.mark.integration
-
-#: S2 in small: three of each fill a 16-CPU / 96 GiB node's memory to 93 GiB.
-BIG = {"cpu": "3500m", "memory": "28Gi"}
-SMALL = {"cpu": "900m", "memory": "3100Mi"}
 
 
 @pytest.fixture(scope="module")
@@ -77,20 +73,11 @@ async def test_a_mixed_burst_lands_on_the_planned_nodes_under_most_allocated(
     try:
         await env.create(AUTOSCALERS, autoscaler_manifest(scaler, pool, namespace))
         await env.start(controllers=BOTH)
-        pods = [
-            pod_manifest(f"{kind}-{i}", pool, container={"resources": {"requests": requests}})
-            for kind, requests in (("small", SMALL), ("big", BIG))
-            for i in range(6)
-        ]
-        for pod in pods:  # in this order: the scheduler's queue follows creation
+        for pod in mixed_burst(pool, first="small"):  # the scheduler's queue follows creation
             await env.create(PODS, pod, namespace)
-
-        async def all_bound() -> bool:
-            got = await pods_in(env, namespace)
-            return len(got) == 12 and all(p["spec"].get("nodeName") for p in got)
-
-        await env.eventually(all_bound, "all 12 pods to be bound", timeout=120)
-        bound = await pods_in(env, namespace)
+        bound = await env.eventually(
+            functools.partial(all_bound, env, namespace), "all 12 pods to be bound", timeout=120
+        )
         nodes = await env.client.list(NODES, label_selector=f"{POOL_LABEL}={pool}")
         assert len(nodes["items"]) == 2
         assert timeline.values == [0, 2]  # one raise, and it held
