@@ -117,7 +117,14 @@ class Reservation:
     granted: set[tuple[str, str]] = field(default_factory=set)
 
     def planned(self, slots: Sequence[Sequence[str]], known: Iterable[str]) -> None:
-        """Add the slots of a scale-up made when the pool had VMs ``known``."""
+        """Add the slots of a scale-up made when the pool had VMs ``known`` (record order).
+
+        The VMs among ``known`` recorded since the last :meth:`assign` are the earlier
+        scale-ups' (this one's are not made yet): they name the earlier slots first, or a
+        second scale-up soon after the first would take them for old and leave those slots
+        unnamed."""
+        known = list(known)
+        self.assign(known)
         unnamed = [s for i, s in enumerate(self.slots) if i not in self.names]
         named = {self.names[i]: s for i, s in enumerate(self.slots) if i in self.names}
         self.slots = [*named.values(), *unnamed, *(tuple(s) for s in slots if s)]
