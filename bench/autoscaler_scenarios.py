@@ -21,7 +21,7 @@ from zero (``lower_bound``, ``plan_scale_up``); API writes (ours from the operat
 ``kubeloop_api_writes_total``, the naive loop counts its own); cloud calls
 (``SimulatedCloud.calls()``).
 
-A full run also takes S2 (sides ours and reserved) through a second control plane whose
+A full run also takes S1, S2 and S3 (sides ours and reserved) through a second control plane whose
 kube-scheduler scores the other way (``MostAllocated`` when the harness's is the default
 ``LeastAllocated``), so both profiles are reported from one run.
 
@@ -958,7 +958,7 @@ async def run(ctx: Context) -> BenchResult:
 
 #: The scenarios run once more under the other NodeResourcesFit scoring (param
 #: ``other_scoring_scenarios``), and their sides (those of :func:`sides` among these).
-OTHER_SCORING_SET: Final = ("S2",)
+OTHER_SCORING_SET: Final = ("S1", "S2", "S3")
 OTHER_SCORING_SIDES: Final = ("ours", "reserved")
 _SCORINGS: Final = ("LeastAllocated", "MostAllocated")
 

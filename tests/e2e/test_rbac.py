@@ -93,8 +93,8 @@ OPERATOR_GRANTS = {
     *(("", "nodes", v) for v in ("list", "watch", "patch", "delete")),
     ("", "pods", "list"),
     ("", "pods", "watch"),
-    ("", "pods", "patch"),
     ("", "pods/eviction", "create"),
+    ("", "pods/status", "patch"),
     ("apps", "daemonsets", "list"),
     ("apps", "daemonsets", "watch"),
     ("", "configmaps", "get"),
@@ -646,6 +646,8 @@ async def test_the_operators_role_allows_nothing_it_should_not(
             {"verb": "list", "group": "", "resource": "secrets"},
             {"verb": "create", "group": "", "resource": "pods", "namespace": ns},
             {"verb": "delete", "group": "", "resource": "pods", "namespace": ns},
+            # a user's pod spec: only the deprecated reserveNewNodes wrote it (opt-in grant)
+            {"verb": "patch", "group": "", "resource": "pods", "namespace": ns},
             {"verb": "create", "group": "", "resource": "nodes"},
             {"verb": "patch", "group": "", "resource": "nodes", "subresource": "status"},
             {"verb": "get", "group": "", "resource": "nodes", "subresource": "proxy"},

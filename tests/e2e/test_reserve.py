@@ -7,7 +7,9 @@ targetNodes history, where each pod is bound, the Nodes' taints, the cloud's cre
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -35,6 +37,22 @@ BIG = {"cpu": "3500m", "memory": "28Gi"}
 SMALL = {"cpu": "900m", "memory": "3100Mi"}
 
 
+def mixed_burst(pool: str, first: str = "big") -> list[dict[str, Any]]:
+    """Six big and six small pods for ``pool``, the ``first`` kind created first."""
+    kinds = (("big", BIG), ("small", SMALL))
+    return [
+        pod_manifest(f"{kind}-{i}", pool, container={"resources": {"requests": requests}})
+        for kind, requests in sorted(kinds, key=lambda k: k[0] != first)
+        for i in range(6)
+    ]
+
+
+async def all_bound(env: OperatorEnv, namespace: str) -> list[dict[str, Any]]:
+    """The namespace's 12 pods once every one is bound (empty until then)."""
+    got = await pods_in(env, namespace)
+    return got if len(got) == 12 and all(p["spec"].get("nodeName") for p in got) else []
+
+
 @pytest.fixture
 def namespace(kube_control_plane: ControlPlane) -> str:
     return kube_control_plane.create_namespace("reserve")
@@ -51,19 +69,11 @@ async def test_reserved_nodes_take_exactly_the_pods_planned_for_them(
     try:
         await env.create(AUTOSCALERS, autoscaler_manifest(scaler, pool, namespace))
         await env.start(controllers=BOTH)
-        pods = [
-            pod_manifest(f"{kind}-{i}", pool, container={"resources": {"requests": requests}})
-            for kind, requests in (("big", BIG), ("small", SMALL))
-            for i in range(6)
-        ]
+        pods = mixed_burst(pool)
         await asyncio.gather(*(env.create(PODS, pod, namespace) for pod in pods))
-
-        async def all_bound() -> bool:
-            got = await pods_in(env, namespace)
-            return len(got) == 12 and all(p["spec"].get("nodeName") for p in got)
-
-        await env.eventually(all_bound, "all 12 pods to be bound", timeout=120)
-        bound = await pods_in(env, namespace)
+        bound = await env.eventually(
+            functools.partial(all_bound, env, namespace), "all 12 pods to be bound", timeout=120
+        )
         per_node = Counter(
             (p["spec"]["nodeName"], p["metadata"]["name"].split("-")[0]) for p in bound
         )

@@ -47,7 +47,7 @@ def test_autoscaler_quick_s5_smoke(kube_control_plane: ControlPlane, tmp_path: P
         "autoscaler",
         "--scenarios",
         "S5",
-        # the second profile's pass, which full runs make for S2, here on S5 (quick runs skip it)
+        # the second profile's pass, which full runs make for S1-S3, here on S5 (quick runs skip it)
         "--param",
         "other_scoring=MostAllocated",
         "--param",

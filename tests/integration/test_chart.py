@@ -513,6 +513,20 @@ def test_rendered_rbac_rules_are_config_rbacs_rules(values: str, tmp_path: Path)
     assert len(roles) == (2 if values == "default" else 3)
 
 
+def test_pods_patch_is_granted_only_when_the_deprecated_reserve_new_nodes_asks(
+    tmp_path: Path,
+) -> None:
+    """Nominations need no write to a pod's spec; the one rule that allows it comes only with
+    ``rbac.reserveNewNodes``, after config/rbac's rules."""
+    docs = by_kind_and_name(
+        template("--values", str(values_file(tmp_path, {"rbac": {"reserveNewNodes": True}})))
+    )
+    granted = rules(docs, "ClusterRole", "nodepool-operator")
+    base = config_rbac("cluster_role.yaml", "ClusterRole")["rules"]
+    assert granted == [*base, {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}]
+    assert not any("patch" in r["verbs"] for r in base if "pods" in r["resources"])
+
+
 def test_the_chart_crds_are_config_crd() -> None:
     """crds/ is written with config/crd by `make manifests`; the unit test pins the text, this
     one what `helm template --include-crds` hands the apiserver: v1alpha1 only, no conversion,

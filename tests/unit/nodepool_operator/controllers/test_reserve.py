@@ -78,6 +78,19 @@ def test_slots_take_the_new_vm_names_in_record_order_and_never_an_old_one() -> N
     }
 
 
+def test_vms_recorded_before_a_second_scale_up_name_the_first_ones_slots() -> None:
+    """A burst planned in two raises: the first raise's VMs are recorded by the time the
+    second is planned, before any look named its slots; they are not old VMs."""
+    r = Reservation()
+    r.planned([("u1",), ("u2",)], known=["pool-old"])
+    r.planned([("u3",)], known=["pool-old", "pool-n1", "pool-n2"])
+    assert r.assign(["pool-old", "pool-n1", "pool-n2", "pool-n3"]) == {
+        "pool-n1": ("u1",),
+        "pool-n2": ("u2",),
+        "pool-n3": ("u3",),
+    }
+
+
 def test_slots_of_a_timed_out_scale_up_do_not_take_the_next_ones_names() -> None:
     r = Reservation()
     r.planned([("u1",), ("u2",)], known=["pool-old"])

@@ -258,10 +258,11 @@ class NodePoolSpec:
     taints: Annotated[list[Taint], MaxItems(32)] = field(default_factory=list)
     """Taints every node of the pool is registered with."""
     reserve_new_nodes: bool = False
-    """New nodes register reserved (taint autoscaling.kubeloop.dev/reserved=NODE:NoSchedule)
-    for the pods an Autoscaler planned onto each: it adds a matching toleration to those
-    pods and lifts the taint once they are bound, so the scheduler places them as planned
-    under any scoring profile. Needs an Autoscaler for the pool."""
+    """Deprecated: the Autoscaler holds its plan without it, by nominating each planned pod
+    to its new node (status.nominatedNodeName). New nodes register reserved (taint
+    autoscaling.kubeloop.dev/reserved=NODE:NoSchedule) for the pods an Autoscaler planned
+    onto each: it adds a matching toleration to those pods (patch on pods, which the default
+    role does not grant) and lifts the taint once they are bound. Needs an Autoscaler."""
     node_class_ref: NodeClassRef | None = None
     """The AwsNodeClass the pool's VMs boot with (AMI, subnets, security groups, instance
     profile, user data, tags). Omitted: the cloud's defaults and the operator's node image

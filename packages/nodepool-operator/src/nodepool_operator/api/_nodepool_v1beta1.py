@@ -139,9 +139,11 @@ class NodePoolSpecV1beta1:
     template: NodeTemplate
     """What every node of the pool is."""
     reserve_new_nodes: bool = False
-    """New nodes register reserved for the pods an Autoscaler planned onto each (taint
-    autoscaling.kubeloop.dev/reserved=NODE:NoSchedule, lifted once they are bound). Needs
-    an Autoscaler for the pool."""
+    """Deprecated: the Autoscaler holds its plan without it, by nominating each planned pod
+    to its new node (status.nominatedNodeName). New nodes register reserved for the pods an
+    Autoscaler planned onto each (taint autoscaling.kubeloop.dev/reserved=NODE:NoSchedule,
+    lifted once they are bound; a toleration patched onto those pods, which needs patch on
+    pods). Needs an Autoscaler for the pool."""
     disruption: Disruption = field(default_factory=Disruption)
     """How the pool's nodes may be disrupted: which pods block a scale-down."""
 

@@ -4,9 +4,13 @@ Why: the plan packs pods onto the fewest new nodes, often with no room to spare 
 pods and three 3Gi ones on a 96Gi node). kube-scheduler does not know the plan: with its
 default ``LeastAllocated`` scoring it spreads each pod onto the emptiest node that is Ready at
 that moment, and one node that takes a fourth small pod before its third large one strands a
-large pod, which costs a second scale-up a boot later (S2 in ``docs/benchmarks.md``). An
-external ``status.nominatedNodeName`` does not help: the scheduler drops it the first time it
-fails to place the pod, which it does while the nodes boot (checked on v1.37.2).
+large pod, which costs a second scale-up a boot later (S2 in ``docs/benchmarks.md``).
+
+Deprecated: the Autoscaler now holds its plan by default by nominating each planned pod to its
+new node once that Node has registered (``controllers/autoscaler/_nominations.py``), which
+writes only the pods' status. The :class:`Reservation` bookkeeping below (which pods each new
+node is for, and its name) serves both; the taint and the toleration patch only pools that
+still set ``reserveNewNodes`` (and an operator role granted ``pods`` ``patch``).
 
 How, for a pool with ``spec.reserveNewNodes``: each new Node registers with the taint
 ``autoscaling.kubeloop.dev/reserved=<node name>:NoSchedule`` (the NodePool controller's
@@ -116,7 +120,14 @@ class Reservation:
     granted: set[tuple[str, str]] = field(default_factory=set)
 
     def planned(self, slots: Sequence[Sequence[str]], known: Iterable[str]) -> None:
-        """Add the slots of a scale-up made when the pool had VMs ``known``."""
+        """Add the slots of a scale-up made when the pool had VMs ``known`` (record order).
+
+        The VMs among ``known`` recorded since the last :meth:`assign` are the earlier
+        scale-ups' (this one's are not made yet): they name the earlier slots first, or a
+        second scale-up soon after the first would take them for old and leave those slots
+        unnamed."""
+        known = list(known)
+        self.assign(known)
         unnamed = [s for i, s in enumerate(self.slots) if i not in self.names]
         named = {self.names[i]: s for i, s in enumerate(self.slots) if i in self.names}
         self.slots = [*named.values(), *unnamed, *(tuple(s) for s in slots if s)]

@@ -162,7 +162,17 @@ def told(writes: list[Write]) -> list[tuple[str, str]]:
 
 
 def patches(writes: list[Write]) -> list[tuple[str, Any]]:
-    return [(str(w), w.body) for w in writes if w.verb == "patch"]
+    """The patches of objects' specs and metadata (not the nominations, :func:`nominated`)."""
+    return [(str(w), w.body) for w in writes if w.verb == "patch" and w.subresource != "status"]
+
+
+def nominated(writes: list[Write]) -> list[tuple[str, str | None]]:
+    """(pod, node) of each nomination written (``None``: withdrawn)."""
+    return [
+        (w.name, w.body["status"]["nominatedNodeName"])
+        for w in writes
+        if (w.verb, w.kind, w.subresource) == ("patch", "Pod", "status")
+    ]
 
 
 # --- scale up -------------------------------------------------------------------------------
@@ -553,7 +563,10 @@ async def test_reserved_nodes_get_their_planned_pods_then_open() -> None:
         ("patch Pod prod/w-2", tolerating("vm-a")),
         ("patch Pod prod/w-3", tolerating("vm-b")),
     ]
-    assert {w.patch_type for w in writes if w.verb == "patch"} == {"application/json-patch+json"}
+    patched = {w.patch_type for w in writes if w.verb == "patch" and not w.subresource}
+    assert patched == {"application/json-patch+json"}
+    # the plan holds by nominations too, on a reserved pool as on any other
+    assert nominated(writes) == [("w-0", "vm-a"), ("w-1", "vm-a"), ("w-2", "vm-a"), ("w-3", "vm-b")]
     # once vm-a's pods are bound it opens to every pod; the tolerations are not written twice
     passes.now += 10
     bound = [
@@ -584,6 +597,75 @@ async def test_reserved_nodes_get_their_planned_pods_then_open() -> None:
     passes.now += 1
     _, writes = await passes.run(*landed, opened)
     assert patches(writes) == [lifting("vm-b")]
+
+
+# --- nominations ------------------------------------------------------------------------------
+
+
+async def test_planned_pods_are_nominated_to_their_registered_new_nodes_by_default() -> None:
+    """No reserveNewNodes: once the new VMs' Nodes register (not Ready yet), each planned pod
+    gets its node in its status, none in its spec; a nomination the scheduler dropped is
+    written again; one still standing when the node has been Ready for the landing grace is
+    withdrawn."""
+    passes = Passes()
+
+    def recorded(target: int, *instances: str) -> dict[str, Any]:
+        obj = pool(target)
+        obj["status"] = {"instances": [{"name": n, "state": "running"} for n in instances]}
+        return obj
+
+    def with_nomination(pod: dict[str, Any], node: str) -> dict[str, Any]:
+        pod["status"]["nominatedNodeName"] = node
+        return pod
+
+    _, writes = await passes.run(scaler(), pool(), *pods("w", 4))
+    assert scale_targets(writes) == [2]
+    passes.now += 5
+    # the VMs are recorded, vm-a's Node has not registered yet: nothing to nominate
+    ours = recorded(2, "vm-a", "vm-b")
+    _, writes = await passes.run(scaler(), ours, *pods("w", 4))
+    assert nominated(writes) == []
+    passes.now += 55
+    booting = [factories.taint("node.kubernetes.io/not-ready")]
+    a, b = (node(n, ready=False, taints=booting) for n in ("vm-a", "vm-b"))
+    _, writes = await passes.run(scaler(), ours, *pods("w", 4), a, b)
+    assert nominated(writes) == [("w-0", "vm-a"), ("w-1", "vm-a"), ("w-2", "vm-a"), ("w-3", "vm-b")]
+    assert [w for w in writes if w.kind == "Pod" and w.subresource != "status"] == []
+    assert {w.patch_type for w in writes if w.kind == "Pod"} == {"application/merge-patch+json"}
+    assert all(w.body["metadata"] == {"resourceVersion": "1"} for w in writes if w.kind == "Pod")
+    # vm-a opened and took its pods; the scheduler dropped w-3's nomination meanwhile
+    passes.now += 2
+    a_open = node("vm-a", ready_since=passes.now)
+    bound = [
+        factories.pod(f"w-{i}", namespace="prod", memory="28Gi", node="vm-a", uid=f"uid-w-{i}")
+        for i in range(3)
+    ]
+    w3 = pods("w", 4)[3]
+    _, writes = await passes.run(scaler(), ours, *bound, w3, a_open, b)
+    assert nominated(writes) == [("w-3", "vm-b")]
+    # standing: nothing to write
+    passes.now += 1
+    b_open = node("vm-b", ready_since=passes.now)
+    still = with_nomination(pods("w", 4)[3], "vm-b")
+    _, writes = await passes.run(scaler(), ours, *bound, still, a_open, b_open)
+    assert nominated(writes) == []
+    # vm-b Ready for the landing grace and w-3 still not on it: the hold is taken back
+    passes.now += 30
+    _, writes = await passes.run(scaler(), ours, *bound, still, a_open, b_open)
+    assert nominated(writes) == [("w-3", None)]
+
+
+async def test_a_node_holding_only_nominated_pods_is_not_taken_for_empty() -> None:
+    """A pod nominated to a pool Node is still waiting for it: counted by the plan, so
+    scale-down does not remove the node it is about to land on, and no node is added."""
+    passes = Passes()
+    waiting = pods("w", 1)[0]
+    waiting["status"]["nominatedNodeName"] = "n-0"
+    world = (scaling_down(), pool(target=1), node("n-0"), waiting)
+    _, writes = await passes.run(*world)
+    passes.now += 601
+    _, writes = await passes.run(*world)
+    assert scale_targets(writes) == []  # (it may be named unneeded: the target holds it)
 
 
 # --- nothing changed, nothing written ----------------------------------------------------------

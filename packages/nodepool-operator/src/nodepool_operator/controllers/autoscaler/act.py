@@ -8,7 +8,10 @@
 4. the reservation patches: a toleration on each planned pod (the JSON patch made here, from
    the pod's typed view: :func:`.._reserve.toleration_patch`), the lift on each reserved Node
    whose pods have landed. Those are best effort: a pod gone, or whose tolerations changed
-   meanwhile, is looked at again next pass; which ones took is returned for the memory.
+   meanwhile, is looked at again next pass; which ones took is returned for the memory;
+5. the nominations (:mod:`._nominations`): a merge patch of each planned pod's status, with
+   its resourceVersion as a precondition. Best effort too: a pod bound, renominated or gone
+   since the cache read it is decided again on the next pass (its change is an event).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kubeloop import (
     PODS,
     Client,
     Conflict,
+    Forbidden,
     Invalid,
     NotFound,
     Object,
@@ -40,6 +44,7 @@ from nodepool_operator.controllers.autoscaler.decide import (
     Grant,
     Lift,
     Mark,
+    Nomination,
     TargetWrite,
     Why,
 )
@@ -48,6 +53,14 @@ from nodepool_operator.controllers.autoscaler.observe import Raw, Unready
 __all__ = ["Actor", "Recorder"]
 
 log = logging.getLogger("nodepool_operator.autoscaler")
+
+#: The Warning Event when a pool's ``reserveNewNodes`` meets a role without ``pods`` patch.
+RESERVE_FORBIDDEN = "ReserveNewNodesForbidden"
+_FORBIDDEN_NOTE = (
+    "NodePool spec.reserveNewNodes (deprecated) needs patch on pods, which the operator's role "
+    "does not grant (chart: rbac.reserveNewNodes=true); the plan is held by nominations, and "
+    "reserved nodes open after the landing grace"
+)
 
 
 class Recorder(Protocol):
@@ -142,10 +155,10 @@ class Actor:
         returns the (pod key, node) pairs granted and the reserved names opened."""
         self.tell(raw, decision.events)
         await self.write_status(raw.scaler, decision.status, now)
-        return await self.reserve(decision.grants, decision.lifts)
+        return await self.reserve(raw, decision.grants, decision.lifts)
 
     async def reserve(
-        self, grants: Sequence[Grant], lifts: Sequence[Lift]
+        self, raw: Raw, grants: Sequence[Grant], lifts: Sequence[Lift]
     ) -> tuple[list[tuple[str, str]], list[str]]:
         """Patch the planned pods' tolerations (the JSON patch made here, from the pod's
         view) and lift the reserved Nodes due; returns the (pod key, node) pairs granted and
@@ -155,17 +168,45 @@ class Actor:
             ref = grant.view.ref
             patch = toleration_patch(grant.view, grant.node)
             # gone, or its tolerations changed meanwhile: the next pass looks again
-            with contextlib.suppress(NotFound, Invalid):
+            try:
                 await self._client.patch(
                     PODS, ref.name, patch, ref.namespace, patch_type=PatchType.JSON
                 )
-                granted.append((grant.pod, grant.node))
+            except (NotFound, Invalid):
+                continue
+            except Forbidden:
+                # the default role has no pods patch: the reserved nodes open after the grace
+                self._recorder.warning(raw.scaler, RESERVE_FORBIDDEN, _FORBIDDEN_NOTE)
+                log.warning(_FORBIDDEN_NOTE)
+                break
+            granted.append((grant.pod, grant.node))
         opened: list[str] = []
         for lift in lifts:
             with contextlib.suppress(NotFound, Invalid, Conflict):
                 await self._client.patch(NODES, lift.node, lift.patch, patch_type=PatchType.JSON)
                 opened.append(lift.name)
         return granted, opened
+
+    async def nominate(self, raw: Raw, nominations: Sequence[Nomination]) -> int:
+        """Write the nominations (``pods/status``; the pod's spec is never written); returns
+        how many took."""
+        took = 0
+        for nomination in nominations:
+            meta = raw.pods[nomination.pod]["metadata"]
+            # gone, bound (422 once bound) or changed since read (409): the next pass looks again
+            with contextlib.suppress(NotFound, Invalid, Conflict):
+                await self._client.patch(
+                    PODS,
+                    meta["name"],
+                    nomination.patch,
+                    meta["namespace"],
+                    patch_type=PatchType.MERGE,
+                    subresource="status",
+                )
+                took += 1
+        if nominations:
+            log.info("nominated %d of %d pod(s) to their planned nodes", took, len(nominations))
+        return took
 
 
 def _subject(raw: Raw, event: Note) -> Object | None:

@@ -10,7 +10,8 @@ One reconcile, for one Autoscaler, is a recipe of three steps, each called once:
    gathering (look again shortly), or ``Ready=False`` with the reason (the pool's watch
    brings the Autoscaler back when the pool appears, so there is nothing to retry);
 2. **decide** (:mod:`.decide`, pure): the target, the Events, the status, the reservation
-   grants and what to remember;
+   grants and what to remember; then the nominations of the planned pods
+   (:func:`.decide.nominate`, after the target, also while a burst is gathered);
 3. **act** (:mod:`.act`): the writes, the target first. A target that moved since the cache
    read it is decided again from the server's value (:func:`decide_and_write`); the memory
    is kept only once the writes are made.
@@ -67,6 +68,7 @@ from nodepool_operator.controllers.autoscaler.decide import (
     Memory,
     TargetWrite,
     decide,
+    nominate,
     settle,
 )
 from nodepool_operator.controllers.autoscaler.observe import (
@@ -188,6 +190,11 @@ class AutoscalerController:
             return Result(requeue_after=obs.requeue_after)
         if isinstance(obs, Gathering):
             log.debug("gathering a burst of %d candidates for %.2fs", obs.candidates, obs.wait)
+            # a nomination the scheduler dropped is written again without waiting for the burst
+            memory = self._memory.setdefault(req.name, Memory())
+            clock = Clock(self._clock(), self._wall())
+            nominated, _ = nominate(obs.seen, memory, clock, self._knobs)
+            await self._actor.nominate(obs.seen.raw, nominated)
             return Result(requeue_after=obs.wait)
         memory = self._memory.setdefault(req.name, Memory())
         now = obs.read_at
@@ -206,8 +213,12 @@ class AutoscalerController:
             await self._actor.not_ready(gone, self._wall())
             return Result()
         granted, opened = await self._actor.tell_and_reserve(obs.raw, decision, self._wall())
-        self._memory[req.name] = settle(decision.memory, granted, opened)
-        return Result(requeue_after=decision.requeue_after)
+        memory = self._memory[req.name] = settle(decision.memory, granted, opened)
+        clock = Clock(now, self._wall())
+        nominated, due = nominate(obs, memory, clock, self._knobs, scaled=decision)
+        await self._actor.nominate(obs.raw, nominated)
+        requeue = decision.requeue_after if due is None else min(decision.requeue_after, due)
+        return Result(requeue_after=requeue)
 
 
 async def decide_and_write(

@@ -20,8 +20,11 @@ The steps, as cluster-autoscaler and Karpenter order them:
    (:mod:`.._unneeded`);
 4. tell: the status (:mod:`._status`), TriggeredScaleUp / ScaleDown / NotTriggerScaleUp /
    ProvisionTimedOut / ScaleDownBlocked Events, each distinct one once (:mod:`._report`);
-5. for a pool with ``reserveNewNodes``, let each planned pod onto the new node planned for it
-   and open a reserved node once its pods are bound (:mod:`._reserve`).
+5. for a pool with ``reserveNewNodes`` (deprecated), let each planned pod onto its reserved
+   node and open a reserved node once its pods are bound (:mod:`._reserve`).
+
+After the target write, :func:`nominate` nominates each pod the plan put on a new node to that
+node once it has registered (:mod:`._nominations`: a write to the pod's status, the default).
 
 One pass writes at most one target: a provisioning timeout's lowering excludes a raise or a
 scale-down in the same pass (the next pass plans against the lowered target).
@@ -49,6 +52,7 @@ from nodepool_operator.controllers._reserve import (
 from nodepool_operator.controllers._unneeded import mark_patch, rest_left, unmark_patch
 from nodepool_operator.controllers.autoscaler._choice import option, served_elsewhere
 from nodepool_operator.controllers.autoscaler._landing import Landing
+from nodepool_operator.controllers.autoscaler._nominations import Nomination, nominations
 from nodepool_operator.controllers.autoscaler._provision import (
     Provisioning,
     observe,
@@ -106,9 +110,11 @@ __all__ = [
     "Lift",
     "Mark",
     "Memory",
+    "Nomination",
     "TargetWrite",
     "Why",
     "decide",
+    "nominate",
     "settle",
 ]
 
@@ -589,7 +595,7 @@ def _outcome(
     elif write is not None and write.why is Why.SCALE_UP:
         m.provisioning = requested(m.provisioning, registered=obs.nodes.registered, now=now.mono)
         m.landing.planned(_on_new_capacity(plan, keys), write.desired)
-        if obs.pool.spec.reserve_new_nodes:
+        if obs.pool.spec.reserve_new_nodes:  # otherwise :func:`nominate` records them
             m.reservation.planned(
                 _new_node_slots(plan, keys), known=[r.name for r in obs.pool.status.instances]
             )
@@ -694,14 +700,14 @@ def _hold_reservations(
     once its pods are bound (or it has been Ready for the landing grace). Returns the grants,
     the lifts and the seconds until the next lift is due."""
     reservation = m.reservation
-    if not obs.reserved and not reservation.slots:
-        return (), (), None
+    if not obs.reserved and not obs.pool.spec.reserve_new_nodes:
+        return (), (), None  # the slots serve the nominations alone (:func:`nominate`)
     records = [r.name for r in obs.pool.status.instances]
     slots = reservation.assign(records)
     live = {*records, *obs.raw.nodes}
     reservation.forget([name for name in slots if name not in live])  # its VM was replaced
     grants: list[Grant] = []
-    for name, keys in slots.items():
+    for name, keys in slots.items() if obs.pool.spec.reserve_new_nodes else ():
         for key in keys:
             pod = obs.unbound.get(key)
             if pod is None or name not in live or (key, name) in reservation.granted:
@@ -720,3 +726,47 @@ def _hold_reservations(
         elif held is not None:
             next_due = min(grace - held, next_due if next_due is not None else grace)
     return tuple(grants), tuple(lifts), None if next_due is None else max(0.05, next_due)
+
+
+# --- after the target: nominations --------------------------------------------------------
+
+
+def nominate(
+    obs: Observation,
+    memory: Memory,
+    now: Clock,
+    knobs: Knobs,
+    *,
+    scaled: Decision | None = None,
+) -> tuple[tuple[Nomination, ...], float | None]:
+    """Nominate the planned pods to their registered new nodes (:mod:`._nominations`), and
+    keep, in ``memory``, the slots of the scale-up ``scaled`` wrote (which pods each new node
+    is for) and forget those that are done. Returns the writes and the seconds until a
+    slot's grace ends (``None``: none counting down).
+
+    Run after the pass's target write (and while a burst is gathered, when no decision is
+    made): the pods' status is not on the way to the target, and a dropped nomination is
+    written again at once."""
+    reservation = memory.reservation
+    write = None if scaled is None else scaled.target
+    # a reserving pool's slots were kept by decide (its grants need them)
+    reserving = obs.pool.spec.reserve_new_nodes
+    if scaled is not None and write is not None and write.why is Why.SCALE_UP and not reserving:
+        keys = {p.ref: p.key for p in obs.candidates}
+        known = [r.name for r in obs.pool.status.instances]
+        reservation.planned(_new_node_slots(scaled.plan, keys), known=known)
+    if not reservation.slots:
+        return (), None
+    records = [r.name for r in obs.pool.status.instances]
+    slots = reservation.assign(records)
+    wall = now.wall.timestamp()
+    out = nominations(
+        slots,
+        vms=records,
+        nodes=obs.raw.nodes,
+        pods=obs.raw.pods,
+        ready_for=lambda node: ready_for(node, wall),
+        grace=knobs.landing_grace,
+    )
+    reservation.forget(out.done)
+    return out.writes, None if out.next_due is None else max(0.05, out.next_due)

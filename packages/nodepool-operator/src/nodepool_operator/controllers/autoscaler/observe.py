@@ -48,6 +48,7 @@ from nodepool_operator.controllers._unneeded import is_marked, timed_out_at
 from nodepool_operator.controllers.autoscaler._batching import batch_wait
 from nodepool_operator.controllers.autoscaler._choice import Option, option
 from nodepool_operator.controllers.autoscaler._decode import deleting, object_name
+from nodepool_operator.controllers.autoscaler._nominations import candidate
 from nodepool_operator.controllers.autoscaler._pending import Lookup
 from nodepool_operator.controllers.autoscaler._references import look_up
 from nodepool_operator.controllers.autoscaler._status import (
@@ -66,6 +67,7 @@ from nodepool_operator.scheduling import (
     DaemonSetView,
     NodeTemplate,
     PdbView,
+    PodReason,
     PodRef,
     PodView,
     daemonset_view,
@@ -170,6 +172,8 @@ class Gathering:
 
     wait: float
     candidates: int
+    seen: Observation
+    """What the cache holds (the live reads not made yet): enough to nominate from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +239,7 @@ def snapshot(
     candidates: list[PendingPod] = []
     unbound: dict[str, PodView] = {}
     raw_pods: dict[str, Object] = {}
+    by_name = {object_name(n): n for n in nodes}
     for pod in pods:
         read = read_pending(pod)  # the one read of the pod
         view = read.view
@@ -242,10 +247,12 @@ def snapshot(
             continue
         unbound[view.key] = view
         raw_pods[view.key] = pod
-        if read.candidate:
+        if read.candidate or (
+            # nominated to one of the pool's Nodes (ours): still waiting for it
+            read.reason is PodReason.NOMINATED and candidate(pod, by_name)
+        ):
             candidates.append(PendingPod(view, first_seen(view.key)))
     summary = pool_nodes(nodes, pods_on, daemonsets=daemonsets, booting_taints=template.taints)
-    by_name = {object_name(n): n for n in nodes}
     return Observation(
         scaler=scaler,
         generation=scaler.metadata.generation,
@@ -328,7 +335,7 @@ class Observer:
         first_seen = [p.first_seen for p in seen.candidates]
         wait = batch_wait(first_seen, now=now, window=window, planned_at=planned_at)
         if wait > 0:
-            return Gathering(wait, len(first_seen))
+            return Gathering(wait, len(first_seen), seen)
         # what each candidate references, where: the objects to look up, not the pods
         wanted = [(p.view.ref.namespace, p.view.references) for p in seen.candidates]
         lookup = await look_up(self._client, wanted)
