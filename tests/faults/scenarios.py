@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OPERATORS = ("appconfig", "nodepool", "instance", "tenant")
+#: The NodePool operator draining nodes, one operator per path that drains (issue 22
+#: item 9; tests/faults/disruption.py): an unneeded node's scale-down, a pool's deletion,
+#: an unhealthy node's repair, an expired node's replacement. Each strikes mid-drain.
+DISRUPTION_OPERATORS = ("scaledown", "pooldelete", "repair", "expiry")
+OPERATORS = ("appconfig", "nodepool", "instance", "tenant", *DISRUPTION_OPERATORS)
 #: The operators every fault x moment x topology runs on; ``tenant`` (a cluster-scoped
 #: owner of children in two namespaces, issue 23 bug 2) has scenarios of its own.
 FULL_OPERATORS = OPERATORS[:3]
@@ -114,6 +118,19 @@ def full() -> list[Scenario]:
     out.append(Scenario("tenant", "single", "none", "update"))
     out.append(Scenario("tenant", "single", "storm-5xx", "update"))
     out.append(Scenario("tenant", "single", "watch-lag", "start"))
+    out += disruption()
+    return out
+
+
+def disruption() -> list[Scenario]:
+    """Each path that drains, struck mid-drain (``update``: the adapter's update returns
+    once a node is tainted for removal) by a SIGKILL of the operator and by a restart of
+    the apiserver; ``python -m tests.faults.runner --disruption`` runs only these."""
+    out: list[Scenario] = []
+    for op in DISRUPTION_OPERATORS:
+        out.append(Scenario(op, "single", "none", "update"))
+        out.append(Scenario(op, "single", "sigkill", "update", 1))
+        out.append(Scenario(op, "single", "apiserver-restart", "update"))
     return out
 
 
