@@ -154,4 +154,8 @@ def quick() -> list[Scenario]:
     out.append(Scenario("instance", "single", "etcd-restart", "update"))
     # kubeloop's finalizer helpers under a second writer (issue 23, bug 1)
     out.append(Scenario("nodepool", "single", "meddle", "start"))
+    # a drain killed midway (issue 22 item 9): a pool's deletion under a PDB that holds
+    # evictions back, and the Autoscaler's scale-down beside a bare pod's blocked node
+    out.append(Scenario("pooldelete", "single", "sigkill", "update", 1))
+    out.append(Scenario("scaledown", "single", "sigkill", "update", 1))
     return out
