@@ -215,14 +215,22 @@ class DrainingOperator(NodePoolOperator):
         """Wait until a node of the scope is tainted for removal: the drain has begun."""
         run = self.runs[scope.id]
 
+        seen: dict[str, Any] = {}
+
         async def tainted() -> str | None:
             for pool in [*run.pools, *scope.deleted]:
                 for node in await self._nodes(world, pool):
                     if _tainted(node):
                         return str(node["metadata"]["name"])
+            # what the operator said meanwhile, for the timeout's message
+            seen["pods by node"] = self._pods_on(run)
+            for res in (AUTOSCALERS, NODEPOOLS):
+                listed = await world.admin.list(res, label_selector=scope.selector)
+                for obj in listed["items"]:
+                    seen[obj["metadata"]["name"]] = obj.get("status")
             return None
 
-        return str(await _until(tainted, "a node tainted for removal"))
+        return str(await _until(tainted, "a node tainted for removal", seen=seen))
 
     # -- the runner's interface ---------------------------------------------------------------
     async def acted_on_creates(self, world: World, scope: Scope) -> bool:

@@ -650,6 +650,12 @@ class Run:
             await self.workload()
             await self.converge(recorders[0] if recorders else None)
             await self.judge()
+        except Exception:
+            # a harness error (a workload step that never happened): the operators' side
+            log.error(
+                "scenario %s broke off; the operators' last lines:\n%s", self.scn.id, self._tails()
+            )
+            raise
         finally:
             for task in self.meddlers:
                 task.cancel()
