@@ -72,6 +72,17 @@ def _available(pod: Object) -> bool:
     return is_ready(pod) and not pod["metadata"].get("deletionTimestamp")
 
 
+def _whereabouts(pod: Object, nodes: dict[str, Object]) -> str:
+    """A pod's state and its node's, for a note."""
+    node = pod["spec"].get("nodeName")
+    there = "gone" if node not in nodes else f"tainted={_tainted(nodes[node])}"
+    return (
+        f"pod {pod['metadata']['name']}: phase {(pod.get('status') or {}).get('phase')}, "
+        f"ready={is_ready(pod)}, deleting={bool(pod['metadata'].get('deletionTimestamp'))}, "
+        f"node {node} ({there})"
+    )
+
+
 class PodWatch:
     """The scope's pods as a watch of the apiserver saw them: each one's last state, each
     deleted one's final state, and, once armed, the fewest Deployment pods available."""
@@ -331,6 +342,7 @@ class DrainingOperator(NodePoolOperator):
         lost = max(0, run.replicas - len(running))
         if lost:
             notes.append(f"{len(running)} of {run.replicas} {APP} pods Running on live nodes")
+            notes += [_whereabouts(p, nodes) for p in pods if p not in running]
         # (a deletion the watch inferred from a relist, an apiserver restart's, has no
         # final state: the eviction the apiserver accepted for it, in the proxy's log, says)
         evicted = {e.name for e in evictions if 200 <= e.status < 300}
