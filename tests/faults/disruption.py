@@ -252,6 +252,9 @@ class DrainingOperator(NodePoolOperator):
         out: list[str] = []
         if not await self._deployed(world, scope):
             out.append(f"Deployment {APP}: not all {run.replicas} replicas available")
+        _, _, running = await self._running(world, scope)
+        if len(running) != run.replicas:
+            out.append(f"{len(running)} of {run.replicas} {APP} pods Running on live nodes")
         cloud = scope.cloud()
         for name, want in run.pools.items():
             pool = await _get(world, NODEPOOLS, name)
@@ -279,6 +282,25 @@ class DrainingOperator(NodePoolOperator):
             if await _get(world, NODES, node) is not None:
                 out.append(f"node {node}: still there")
         return out
+
+    async def _running(
+        self, world: World, scope: Scope
+    ) -> tuple[list[Object], dict[str, Object], list[Object]]:
+        """The scope's pods, every Node by name, and the Deployment's pods Running and
+        Ready on a live, untainted Node (read from the apiserver: the Deployment's status
+        may lag behind its pods, e.g. after an apiserver restart)."""
+        pods = list((await world.admin.list(PODS, scope.namespace))["items"])
+        nodes = {n["metadata"]["name"]: n for n in (await world.admin.list(NODES))["items"]}
+        running = [
+            p
+            for p in pods
+            if p["metadata"].get("labels", {}).get("app") == APP
+            and _available(p)
+            and (p.get("status") or {}).get("phase") == "Running"
+            and p["spec"].get("nodeName") in nodes
+            and not _tainted(nodes[p["spec"]["nodeName"]])
+        ]
+        return pods, nodes, running
 
     async def _left_tainted(self, world: World, scope: Scope) -> list[str]:
         run = self.runs[scope.id]
@@ -328,17 +350,7 @@ class DrainingOperator(NodePoolOperator):
         notes += [f"operator {e.client} DELETEd pod {e.name} ({e.status})" for e in deletes]
         # (2) lost: not Running and Ready on a live node at the end, deleted without an
         # eviction, or a bare pod on a blocked node touched
-        pods = (await world.admin.list(PODS, ns))["items"]
-        nodes = {n["metadata"]["name"]: n for n in (await world.admin.list(NODES))["items"]}
-        running = [
-            p
-            for p in pods
-            if p["metadata"].get("labels", {}).get("app") == APP
-            and _available(p)
-            and (p.get("status") or {}).get("phase") == "Running"
-            and p["spec"].get("nodeName") in nodes
-            and not _tainted(nodes[p["spec"]["nodeName"]])
-        ]
+        pods, nodes, running = await self._running(world, scope)
         lost = max(0, run.replicas - len(running))
         if lost:
             notes.append(f"{len(running)} of {run.replicas} {APP} pods Running on live nodes")
