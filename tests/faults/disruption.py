@@ -93,15 +93,29 @@ class PodWatch:
         #: Deleted pods whose final state the watch missed (inferred from a relist).
         self.unknown: set[str] = set()
         self.fewest: int | None = None
+        #: Pool Nodes seen tainted for removal or deleted, in the order first seen (a fast
+        #: drain can begin and end between two polls: the watch sees it).
+        self.struck: list[tuple[str, str]] = []  # (node, pool)
         self._informer = Informer(world.admin, PODS, namespace=namespace)
         self._informer.add_handler(self._on)
+        self._nodes = Informer(world.admin, NODES, label_selector=POOL_LABEL)
+        self._nodes.add_handler(self._on_node)
 
     async def start(self) -> None:
-        self._informer.start()
-        await self._informer.wait_synced()
+        for informer in (self._informer, self._nodes):
+            informer.start()
+            await informer.wait_synced()
 
     async def stop(self) -> None:
-        await self._informer.stop()
+        for informer in (self._informer, self._nodes):
+            await informer.stop()
+
+    def _on_node(self, event: Any) -> None:
+        name = event.obj["metadata"]["name"]
+        gone = isinstance(event, Deleted) or event.obj["metadata"].get("deletionTimestamp")
+        pool = (event.obj["metadata"].get("labels") or {}).get(POOL_LABEL, "")
+        if (gone or _tainted(event.obj)) and (name, pool) not in self.struck:
+            self.struck.append((name, pool))
 
     def arm(self) -> None:
         """Count from now on (the Deployment is fully available)."""
@@ -223,16 +237,18 @@ class DrainingOperator(NodePoolOperator):
         return out
 
     async def _until_draining(self, world: World, scope: Scope) -> str:
-        """Wait until a node of the scope is tainted for removal: the drain has begun."""
+        """Wait until a node of the scope is tainted for removal (or already deleted, as a
+        watch saw it): the drain has begun; its name."""
         run = self.runs[scope.id]
 
         seen: dict[str, Any] = {}
 
+        pools = {*run.pools, *scope.deleted}
+
         async def tainted() -> str | None:
-            for pool in [*run.pools, *scope.deleted]:
-                for node in await self._nodes(world, pool):
-                    if _tainted(node):
-                        return str(node["metadata"]["name"])
+            for name, pool in run.watch.struck:
+                if pool in pools:
+                    return name
             # what the operator said meanwhile, for the timeout's message
             seen["pods by node"] = self._pods_on(run)
             for res in (AUTOSCALERS, NODEPOOLS):
