@@ -8,6 +8,7 @@ that other tests' nodes would attract.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,7 +99,14 @@ def test_the_summary_reports_the_budget_and_the_blockers(
     summary = (report / "summary.md").read_text()
     section = summary.split("## Scale-down: budgets and blockers", 1)[1].split("## ", 1)[0]
     assert "PodDisruptionBudget prod/demo-web (minAvailable 2)" in section
+    assert f"{figures['evictions']} eviction(s), " in section
     assert f"{figures['evictions_refused']} refused (429)" in section
+    # The pool's own budget (the API's default: the demo's pool sets none) and how much of
+    # it the operator reported in use, read from the pool's status.
+    assert "pool disruption budgets (nodes at once): 10% (default)" in section
+    assert re.search(
+        r"pool status\.disruption at the end: \d+ disrupting, \d+ more allowed", section
+    )
     # The other nodes hold bare pods: the Autoscaler reports them kept by NotReplicated.
     kept = [x for x in section.splitlines() if ": NotReplicated (pod " in x]
     assert len(kept) >= 1, section

@@ -73,6 +73,18 @@ class Losses:
     notes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Harm:
+    """What a disruption did to the workload (tests/faults/disruption.py), from the
+    apiserver and the proxy's log: pods taken while their budget forbade it, pods lost,
+    nodes left tainted for removal."""
+
+    pdb_breaches: int = 0
+    pods_lost: int = 0
+    left_tainted: int = 0
+    notes: tuple[str, ...] = ()
+
+
 class OperatorAdapter:
     name: ClassVar[str]
     #: Kinds whose ``status.observedGeneration`` must never go backwards.
@@ -155,6 +167,13 @@ class OperatorAdapter:
     def in_scope(self, scope: Scope, namespace: str | None, name: str | None) -> bool:
         """Whether a write to (namespace, name) concerns ``scope``'s objects."""
         return namespace == scope.namespace
+
+    async def harm(self, world: World, scope: Scope) -> Harm:
+        """What the operator's disruptions did to the scope's pods (none: it drains none)."""
+        return Harm()
+
+    async def close(self, world: World, scope: Scope) -> None:
+        """Stop what the adapter itself watches in ``scope`` (the runner's end)."""
 
 
 async def _get(world: World, res: Resource, name: str, ns: str | None = None) -> Object | None:

@@ -32,6 +32,11 @@ cloud's records, never from an operator's own metrics:
 ``stale_reads``, ``stuck_reads``, ``list_storms``, ``writes_after_stepdown``
     The cache's read guarantees and the lease on the Pack operator (``child-lag``,
     ``forbid-list``, ``list-hang``, ``lease-steal``): see tests/faults/cache_faults.py.
+``pdb_breaches``, ``pods_lost``, ``left_tainted``
+    The disruption scenarios (tests/faults/disruption.py): a pod the operator DELETEd
+    instead of evicting, or its PodDisruptionBudget's pods seen by a watch below what the
+    budget allows; a workload pod not Running at the end (or deleted without an
+    eviction), a bare pod on a blocked node touched; a live Node still tainted for removal.
 ``differences``
     Sieve's differential check against the fault-free run of the same workload: end
     state, and per-object create/delete counts.
@@ -39,6 +44,7 @@ cloud's records, never from an operator's own metrics:
     python -m tests.faults.runner            # the full matrix; one JSON line at the end
     python -m tests.faults.runner --quick    # the subset make test runs
     python -m tests.faults.runner --only 'appconfig/leader-pair/partition@update#1'
+    python -m tests.faults.runner --disruption   # the drain paths' scenarios only
 """
 
 from __future__ import annotations
@@ -98,8 +104,9 @@ from kubeloop.testing.oracles import (
 )
 from nodepool_operator.testbed import simulated_vms
 from tests.faults import cache_faults
-from tests.faults.operators import ADAPTERS, OperatorAdapter, Scope
-from tests.faults.scenarios import Scenario, full, quick
+from tests.faults.disruption import DISRUPTION_ADAPTERS
+from tests.faults.operators import ADAPTERS, NodePoolOperator, OperatorAdapter, Scope
+from tests.faults.scenarios import Scenario, disruption, full, quick
 from tests.faults.world import Replica, World, world
 
 log = logging.getLogger("faults.matrix")
@@ -138,6 +145,9 @@ COUNTERS = (
     "stuck_reads",
     "list_storms",
     "writes_after_stepdown",
+    "pdb_breaches",
+    "pods_lost",
+    "left_tainted",
     "differences",
 )
 
@@ -158,6 +168,9 @@ class Outcome:
     stuck_reads: int = 0
     list_storms: int = 0
     writes_after_stepdown: int = 0
+    pdb_breaches: int = 0
+    pods_lost: int = 0
+    left_tainted: int = 0
     differences: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -211,7 +224,7 @@ class Run:
 
     def __init__(self, w: World, scn: Scenario, references: References) -> None:
         self.w, self.scn, self.refs = w, scn, references
-        self.adapter: OperatorAdapter = ADAPTERS[scn.operator]
+        self.adapter: OperatorAdapter = {**ADAPTERS, **DISRUPTION_ADAPTERS}[scn.operator]
         self.rng = random.Random(scn.id)
         self.tag = uuid.uuid4().hex[:6]
         self.scopes: list[Scope] = []
@@ -592,6 +605,11 @@ class Run:
             self.outcome.overlapping_reconciles += len(overlaps)
             self.outcome.notes += overlaps[:5]
             self.outcome.notes += list(losses.notes)
+            harm = await self.adapter.harm(self.w, scope)
+            self.outcome.pdb_breaches += harm.pdb_breaches
+            self.outcome.pods_lost += harm.pods_lost
+            self.outcome.left_tainted += harm.left_tainted
+            self.outcome.notes += list(harm.notes)
         self.split_brain()
         if self.adapter.name == "pack":
             cache_faults.judge(self)
@@ -616,7 +634,7 @@ class Run:
         self.w.proxy.log.clear()
         await self.setup()
         async with contextlib.AsyncExitStack() as vms:
-            if self.adapter.name in ("nodepool", "instance"):
+            if isinstance(self.adapter, NodePoolOperator):  # the draining ones too
                 # The VMs' side, as on a real cloud: their kubelets register the Nodes
                 # (kwok runs them). Beside the operator processes, not inside them, so a
                 # killed or partitioned operator leaves its VMs running; straight to the
@@ -653,11 +671,19 @@ class Run:
             await self.workload()
             await self.converge(recorders[0] if recorders else None)
             await self.judge()
+        except Exception:
+            # a harness error (a workload step that never happened): the operators' side
+            log.error(
+                "scenario %s broke off; the operators' last lines:\n%s", self.scn.id, self._tails()
+            )
+            raise
         finally:
             for task in self.meddlers:
                 task.cancel()
             for r in self.replicas:
                 r.kill()
+            for scope in self.scopes:
+                await self.adapter.close(self.w, scope)
             for rec in recorders:
                 with contextlib.suppress(AssertionError):
                     await rec.stop()
@@ -689,6 +715,8 @@ async def run_scenario(w: World, scn: Scenario, references: References) -> Outco
 async def main_async(args: argparse.Namespace) -> int:
     if args.only:
         scenarios = [Scenario.parse(s) for s in args.only]
+    elif args.disruption:
+        scenarios = disruption()
     else:
         scenarios = quick() if args.quick else full()
     references: References = {}
@@ -718,6 +746,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the make test subset")
     parser.add_argument("--only", action="append", help="a scenario id (repeatable)")
+    parser.add_argument("--disruption", action="store_true", help="the drain paths only")
     parser.add_argument("--jsonl", help="also write one JSON line per scenario here")
     parser.add_argument("--seed", type=int, default=0, help="the fault proxy's seed")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)

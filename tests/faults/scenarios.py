@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OPERATORS = ("appconfig", "nodepool", "instance", "tenant", "pack")
+#: The NodePool operator draining nodes, one operator per path that drains (issue 22
+#: item 9; tests/faults/disruption.py): an unneeded node's scale-down, a pool's deletion,
+#: an unhealthy node's repair, an expired node's replacement. Each strikes mid-drain.
+DISRUPTION_OPERATORS = ("scaledown", "pooldelete", "repair", "expiry")
+OPERATORS = ("appconfig", "nodepool", "instance", "tenant", "pack", *DISRUPTION_OPERATORS)
 #: The operators every fault x moment x topology runs on; ``tenant`` (a cluster-scoped
 #: owner of children in two namespaces, issue 23 bug 2) has scenarios of its own.
 FULL_OPERATORS = OPERATORS[:3]
@@ -120,6 +124,19 @@ def full() -> list[Scenario]:
     out.append(Scenario("tenant", "single", "storm-5xx", "update"))
     out.append(Scenario("tenant", "single", "watch-lag", "start"))
     out += cache_reads()
+    out += disruption()
+    return out
+
+
+def disruption() -> list[Scenario]:
+    """Each path that drains, struck mid-drain (``update``: the adapter's update returns
+    once a node is tainted for removal) by a SIGKILL of the operator and by a restart of
+    the apiserver; ``python -m tests.faults.runner --disruption`` runs only these."""
+    out: list[Scenario] = []
+    for op in DISRUPTION_OPERATORS:
+        out.append(Scenario(op, "single", "none", "update"))
+        out.append(Scenario(op, "single", "sigkill", "update", 1))
+        out.append(Scenario(op, "single", "apiserver-restart", "update"))
     return out
 
 
@@ -159,4 +176,8 @@ def quick() -> list[Scenario]:
     # bugs 3 and 5): about 10 s each, after the Pack reference
     out.append(Scenario("pack", "single", "child-lag", "create"))
     out.append(Scenario("pack", "single", "forbid-list", "start"))
+    # a drain killed midway (issue 22 item 9): a pool's deletion under a PDB that holds
+    # evictions back, and the Autoscaler's scale-down beside a bare pod's blocked node
+    out.append(Scenario("pooldelete", "single", "sigkill", "update", 1))
+    out.append(Scenario("scaledown", "single", "sigkill", "update", 1))
     return out

@@ -66,9 +66,10 @@ async def world(cp: ControlPlane | None = None, *, seed: int = 0) -> AsyncIterat
         if cp is None:
             loop = asyncio.get_running_loop()
             # kwok keeps the pools' Nodes alive; kube-controller-manager collects what
-            # deleted objects owned (the full test bed, as the kube_cluster fixture)
+            # deleted objects owned; kube-scheduler places the disruption scenarios' pods
+            # (the full test bed, as the kube_cluster fixture)
             own = ControlPlane(
-                ControlPlaneOptions(scheduler=False, controller_manager=True, kwok=True)
+                ControlPlaneOptions(scheduler=True, controller_manager=True, kwok=True)
             )
             await loop.run_in_executor(executor, own.start)
             stack.callback(own.stop)
