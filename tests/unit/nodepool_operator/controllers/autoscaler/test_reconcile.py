@@ -374,6 +374,22 @@ async def test_a_pod_crowded_out_of_its_new_node_is_planned_again() -> None:
     assert status(ready)["lastDecision"] == "scale up 1 -> 2: 1 pod needs 1 new mem96.large node"
 
 
+async def test_the_new_node_a_pod_is_landing_on_is_not_scaled_down_for_empty() -> None:
+    """The pod settling onto its new Ready node is left out of the plan; the node, with
+    nothing bound yet, looks empty: scale-down must wait for it, not take that node (seen as
+    0 -> 1 -> 0 -> 1 under load with a short unneeded time)."""
+    passes = Passes()
+    quick = functools.partial(scaler, scaleDownEnabled=True, scaleDownUnneededTime="1s")
+    _, first = await passes.run(quick(), pool(), *pods("w", 1))
+    assert scale_targets(first) == [1]
+    passes.now += 60
+    world = (quick(), pool(target=1), *pods("w", 1), node("n-0"))
+    for _ in range(3):
+        _, writes = await passes.run(*world)
+        assert scale_targets(writes) == []
+        passes.now += 5
+
+
 # --- provisioning timeout --------------------------------------------------------------------
 
 

@@ -251,7 +251,9 @@ def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decisi
     keys = {p.ref: p.key for p in obs.candidates}
     landing_due, aside, eligible, settling = _set_aside(obs, m, now.mono, knobs)
     timeout = _follow_provisioning(obs, m, now.mono, knobs)
-    plan, write = _scale(obs, m, eligible, now, knobs, may_write=timeout is None)
+    plan, write = _scale(
+        obs, m, eligible, now, knobs, may_write=timeout is None, settling=bool(settling)
+    )
     outcome = _outcome(obs, m, plan, write, timeout, keys, memory.blocked, now)
     said, m.reported = not_triggered(m.reported, (*_plan_groups(plan), *aside), keys)
     grants, lifts, lift_in = _hold_reservations(obs, m, now, knobs)
@@ -453,10 +455,12 @@ def _scale(
     knobs: Knobs,
     *,
     may_write: bool,
+    settling: bool = False,
 ) -> tuple[ScaleUpPlan, TargetWrite | None]:
     """Raise the target if the plan needs new nodes (not while backing off); else, with
     scale-down on, lower it when nodes have been unneeded long enough (not after someone else
-    moved the target)."""
+    moved the target), never while pods are ``settling`` onto new Ready nodes: they are left
+    out of the plan, and the node that looks empty is the one they are about to land on."""
     now = clock.mono
     plan = _plan(obs, pods, m, now)
     if plan.scale_up:
@@ -502,7 +506,7 @@ def _scale(
         unneeded_since=m.unneeded_since,
         now=now,
         unneeded_seconds=unneeded_time.total_seconds(),
-        pods_need_room=bool(plan.placements),
+        pods_need_room=bool(plan.placements) or settling,
     )
     if desired is None or not may_write or obs.moved:
         return plan, None
