@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests._nodeadm import nodeadm_check
+
 pytestmark = pytest.mark.integration
 
 DEMO_TIMEOUT = 180
@@ -64,3 +66,16 @@ def test_moto_holds_one_instance_per_node_and_no_duplicates_or_leaks(
     assert cloud["duplicates"] == 0
     assert (figures["duplicate_vms"], figures["leaked_vms"]) == (0, 0)
     assert figures["pods_running"] == figures["pods_fitting"]
+
+
+def test_every_instance_booted_with_al2023_user_data_nodeadm_accepts(
+    demo: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """What EC2 holds for each instance (DescribeInstanceAttribute, in cloud.json): the
+    operator's NodeConfig, which the real nodeadm takes."""
+    _, cloud = demo
+    instances = cloud["instances"]
+    assert instances
+    for instance in instances:
+        assert "kind: NodeConfig" in instance["user_data"], instance["id"]
+        nodeadm_check(instance["user_data"])
