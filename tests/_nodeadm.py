@@ -27,6 +27,8 @@ from pathlib import Path
 
 from aiobotocore.session import AioSession
 
+from nodepool_operator.testbed import MotoServer
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -76,17 +78,25 @@ def nodeadm_check(user_data: str | bytes) -> str:
 NODECONFIG = "node.eks.aws/"
 
 
-def check_every_nodeconfig(endpoint_url: str) -> int:
-    """:func:`nodeadm_check` on the user data of every instance moto's EC2 at
-    ``endpoint_url`` holds (terminated ones too) that carries a NodeConfig; the number
-    checked. Bottlerocket's TOML and a Custom class's script are not nodeadm's to judge.
+def check_every_nodeconfig(moto: MotoServer) -> int:
+    """:func:`nodeadm_check` on the user data of every instance ``moto``'s EC2 holds
+    (terminated ones too) that carries a NodeConfig; the number checked. Bottlerocket's TOML
+    and a Custom class's script are not nodeadm's to judge.
 
     Run by the ``moto`` fixture after each test, so every AL2023 user data a test makes EC2
-    launch with is judged by nodeadm, whichever test made it."""
+    launch with is judged by nodeadm, whichever test made it. The server's own region and
+    credentials: a test may have emptied the environment's (the credential chain tests)."""
+    env = moto.env()
 
     async def user_data() -> list[str]:
         texts: list[str] = []
-        async with AioSession().create_client("ec2", endpoint_url=endpoint_url) as ec2:
+        async with AioSession().create_client(
+            "ec2",
+            endpoint_url=moto.endpoint_url,
+            region_name=env["AWS_REGION"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        ) as ec2:
             async for page in ec2.get_paginator("describe_instances").paginate():
                 for raw in (i for r in page["Reservations"] for i in r["Instances"]):
                     answer = await ec2.describe_instance_attribute(

@@ -59,7 +59,7 @@ def moto(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[M
         monkeypatch.delenv(key, raising=False)
     assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"
     yield moto_server
-    check_every_nodeconfig(moto_server.endpoint_url)
+    check_every_nodeconfig(moto_server)
 
 
 @pytest.fixture(scope="session")

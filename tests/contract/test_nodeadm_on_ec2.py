@@ -41,9 +41,9 @@ async def test_every_nodeconfig_on_ec2_is_judged_and_a_refused_one_fails(
     await launch(al2023_user_data(ours, "#!/bin/sh\necho hello\n"))
     await launch("#!/bin/sh\necho a Custom class's script\n")
     await launch('[settings.kubernetes]\ncluster-name = "c"\n')  # Bottlerocket's TOML
-    assert check_every_nodeconfig(moto_server.endpoint_url) == 1
+    assert check_every_nodeconfig(moto_server) == 1
 
     await launch(al2023_user_data(ours, BROKEN))
     with pytest.raises(NodeadmRefused, match="illegal base64"):
-        check_every_nodeconfig(moto_server.endpoint_url)
+        check_every_nodeconfig(moto_server)
     moto_server.reset()
