@@ -73,23 +73,18 @@ def web(pool: str, namespace: str) -> dict[str, Any]:
     return deployment
 
 
-async def raise_for_zones(env: OperatorEnv, namespace: str) -> tuple[str, str]:
-    """The pool (zones seeded), the Deployment and the StatefulSet's pod, all Unschedulable before
-    the Autoscaler starts (one pass sees them all); returns the pool's and Autoscaler's names."""
-    pool, scaler = names(env)
-    await env.create(NODEPOOLS, pool_manifest(pool))
-    seeded = await env.client.get(NODEPOOLS, pool)
-    seeded["status"] = {**seeded.get("status", {}), "zones": ZONES}
-    await env.client.update_status(NODEPOOLS, seeded)
-    # the StatefulSet's claim (template "data", pod db-0) is pre-bound to a volume in zone-b
+async def zonal_stateful_set(
+    env: OperatorEnv, namespace: str, pool: str, zone: str, container: dict[str, Any]
+) -> None:
+    """StatefulSet ``db`` of one pod (``db-0``, on ``pool``'s nodes, ``container`` merged
+    into its one container) whose claim ``data-db-0`` (from its volumeClaimTemplates) the
+    volume binder has bound to a volume pinned to ``zone``; returns once the claim is Bound."""
     volume = f"pv-{env.run_id}"
     await env.create(
         PERSISTENTVOLUMES,
-        factories.persistent_volume(volume, zone="zone-b", claim="data-db-0", namespace=namespace),
+        factories.persistent_volume(volume, zone=zone, claim="data-db-0", namespace=namespace),
     )
-    db = pod_manifest(
-        "db", pool, "1Gi", container={"resources": {"requests": {"cpu": "40", "memory": "1Gi"}}}
-    )
+    db = pod_manifest("db", pool, "1Gi", container=container)
     await env.create(
         STATEFULSETS,
         factories.stateful_set(
@@ -105,6 +100,18 @@ async def raise_for_zones(env: OperatorEnv, namespace: str) -> tuple[str, str]:
         return False
 
     await env.eventually(bound, "the StatefulSet's claim bound to its volume", timeout=60)
+
+
+async def raise_for_zones(env: OperatorEnv, namespace: str) -> tuple[str, str]:
+    """The pool (zones seeded), the Deployment and the StatefulSet's pod, all Unschedulable before
+    the Autoscaler starts (one pass sees them all); returns the pool's and Autoscaler's names."""
+    pool, scaler = names(env)
+    await env.create(NODEPOOLS, pool_manifest(pool))
+    seeded = await env.client.get(NODEPOOLS, pool)
+    seeded["status"] = {**seeded.get("status", {}), "zones": ZONES}
+    await env.client.update_status(NODEPOOLS, seeded)
+    db = {"resources": {"requests": {"cpu": "40", "memory": "1Gi"}}}
+    await zonal_stateful_set(env, namespace, pool, "zone-b", db)
     await env.create(DEPLOYMENTS, web(pool, namespace), namespace)
 
     async def all_unschedulable() -> bool:
