@@ -13,6 +13,9 @@ data: nodeadm does, and its exit status and log are the verdict.
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import concurrent.futures
 import contextlib
 import functools
 import http.server
@@ -21,6 +24,10 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+from aiobotocore.session import AioSession
+
+from nodepool_operator.testbed import MotoServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,6 +72,48 @@ def nodeadm_check(user_data: str | bytes) -> str:
     if "Configuration is valid" not in log:
         raise NodeadmRefused(f"nodeadm config check did not say the configuration is valid:\n{log}")
     return log
+
+
+#: What marks an AL2023 user data: the NodeConfig the operator always writes into it.
+NODECONFIG = "node.eks.aws/"
+
+
+def check_every_nodeconfig(moto: MotoServer) -> int:
+    """:func:`nodeadm_check` on the user data of every instance ``moto``'s EC2 holds
+    (terminated ones too) that carries a NodeConfig; the number checked. Bottlerocket's TOML
+    and a Custom class's script are not nodeadm's to judge.
+
+    Run by the ``moto`` fixture after each test, so every AL2023 user data a test makes EC2
+    launch with is judged by nodeadm, whichever test made it. The server's own region and
+    credentials: a test may have emptied the environment's (the credential chain tests)."""
+    env = moto.env()
+
+    async def user_data() -> list[str]:
+        texts: list[str] = []
+        async with AioSession().create_client(
+            "ec2",
+            endpoint_url=moto.endpoint_url,
+            region_name=env["AWS_REGION"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        ) as ec2:
+            async for page in ec2.get_paginator("describe_instances").paginate():
+                for raw in (i for r in page["Reservations"] for i in r["Instances"]):
+                    answer = await ec2.describe_instance_attribute(
+                        InstanceId=raw["InstanceId"], Attribute="userData"
+                    )
+                    value = answer.get("UserData", {}).get("Value")
+                    if value:
+                        texts.append(base64.b64decode(value).decode())
+        return texts
+
+    # a loop of its own, in a thread: a fixture's teardown may run beside the test's loop
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        texts = pool.submit(asyncio.run, user_data()).result()
+    judged = [text for text in texts if NODECONFIG in text]
+    for text in judged:
+        nodeadm_check(text)
+    return len(judged)
 
 
 @contextlib.contextmanager

@@ -29,6 +29,7 @@ from tests._hygiene import (  # re-exported as this conftest's hooks
     pytest_collection_modifyitems,
     pytest_runtest_protocol,
 )
+from tests._nodeadm import check_every_nodeconfig
 
 __all__ = [
     "moto",
@@ -47,15 +48,18 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer
 
 
 @pytest.fixture
-def moto(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer:
-    """A fresh moto account, with the standard chain's variables pointing at it."""
+def moto(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoServer]:
+    """A fresh moto account, with the standard chain's variables pointing at it. Afterwards,
+    the real nodeadm checks every AL2023 user data the test had EC2 launch with (issue 21:
+    nodeadm judges every user data the tests generate, not only those a test looks at)."""
     moto_server.reset()
     for key, value in moto_server.env().items():
         monkeypatch.setenv(key, value)
     for key in ("AWS_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"):
         monkeypatch.delenv(key, raising=False)
     assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"
-    return moto_server
+    yield moto_server
+    check_every_nodeconfig(moto_server)
 
 
 @pytest.fixture(scope="session")

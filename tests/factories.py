@@ -381,6 +381,35 @@ def deployment(
     }
 
 
+def stateful_set(
+    name: str,
+    replicas: int = 1,
+    *,
+    namespace: str | None = None,
+    pod_spec: Mapping[str, Any],
+    claims: Mapping[str, str] | None = None,
+) -> Manifest:
+    """A StatefulSet of ``pod_spec`` pods labelled ``app=<name>``, with one
+    ``volumeClaimTemplates`` entry per ``claims`` item (template name -> storage; the
+    controller makes claim ``<template>-<name>-<ordinal>`` and the pod's volume from it)."""
+    templates = [
+        {"metadata": {"name": template}, "spec": claim(template, storage=storage)["spec"]}
+        for template, storage in (claims or {}).items()
+    ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": metadata(name, namespace),
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": dict(pod_spec)},
+            "volumeClaimTemplates": templates,
+        },
+    }
+
+
 def pdb(
     name: str = "web",
     *,

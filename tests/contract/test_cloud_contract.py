@@ -290,6 +290,46 @@ async def test_aws_launch_settings_reach_ec2_and_a_changed_setting_is_a_mismatch
             await aws.create(req(image=f"resolve:ssm:{param}", launch=launch, user_data="other"))
 
 
+async def test_aws_security_groups_by_tags_name_or_id(moto: MotoServer) -> None:
+    """A node class's security group selector terms as DescribeSecurityGroups answers them
+    (issue 21 item 4): every tag of a term must match (``"*"``: the key alone), a name or an
+    id picks its group, and the terms are ORed."""
+    from aiobotocore.session import AioSession
+
+    async with (
+        AioSession().create_client("ec2", endpoint_url=moto.endpoint_url) as ec2,
+        AwsCloud(endpoint_url=moto.endpoint_url) as aws,
+    ):
+        vpc = (await ec2.describe_vpcs())["Vpcs"][0]["VpcId"]
+        groups: dict[str, str] = {}
+        for name, tags in (
+            ("nodes", {"discovery": "c1", "role": "nodes"}),
+            ("other-cluster", {"discovery": "c2", "role": "nodes"}),
+            ("untagged", {}),
+        ):
+            made = await ec2.create_security_group(GroupName=name, Description=name, VpcId=vpc)
+            groups[name] = made["GroupId"]
+            if tags:
+                await ec2.create_tags(
+                    Resources=[made["GroupId"]],
+                    Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
+                )
+
+        def term(**tags: str) -> SelectorTerm:
+            return SelectorTerm(tags=tuple(sorted(tags.items())))
+
+        both = term(discovery="c1", role="nodes")
+        assert await aws.security_groups([both]) == [groups["nodes"]]
+        assert await aws.security_groups([term(discovery="c1", role="other")]) == []
+        tagged = await aws.security_groups([term(discovery="*")])
+        assert tagged == sorted([groups["nodes"], groups["other-cluster"]])
+        assert await aws.security_groups([SelectorTerm(name="untagged")]) == [groups["untagged"]]
+        by_id_or_tags = await aws.security_groups(
+            [SelectorTerm(id=groups["untagged"]), term(discovery="c2")]
+        )
+        assert by_id_or_tags == sorted([groups["untagged"], groups["other-cluster"]])
+
+
 async def test_aws_an_ssm_parameter_that_does_not_exist_is_invalid(moto: MotoServer) -> None:
     async with AwsCloud(endpoint_url=moto.endpoint_url) as aws:
         with pytest.raises(InvalidRequest, match="ParameterNotFound"):

@@ -1,11 +1,13 @@
 """The Autoscaler plans per zone, end to end: real apiserver, kube-scheduler and
-kube-controller-manager (the Deployment's pods, the volume binding), the Autoscaler in-process.
+kube-controller-manager (the Deployment's and the StatefulSet's pods, the StatefulSet's claim,
+its binding), the Autoscaler in-process.
 
 The pool says which zones it can launch into (``status.zones``, seeded here as the NodePool
 controller would write it from its node class's subnets). A 3-replica Deployment spread over
-zones (``DoNotSchedule``) and a pod whose claim is bound to a volume pinned to one zone are
-Unschedulable; the Autoscaler's one write raises ``targetNodes`` and sets ``zoneTargets`` to
-what the plan needs per zone, both read back from the apiserver with the write's field manager.
+zones (``DoNotSchedule``) and a StatefulSet's pod whose claim (from its volumeClaimTemplates)
+is bound to a volume pinned to one zone are Unschedulable; the Autoscaler's one write raises
+``targetNodes`` and sets ``zoneTargets`` to what the plan needs per zone, both read back from
+the apiserver with the write's field manager.
 
 Only the Autoscaler runs: its write is the subject. :func:`raise_for_zones` leaves the pool,
 the pods and the write in place for a test that also runs the NodePool controller (its zone
@@ -14,12 +16,13 @@ choice) and checks where the nodes land.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from kubeloop import PERSISTENTVOLUMECLAIMS, PODS, Event, Informer, Resource
+from kubeloop import PERSISTENTVOLUMECLAIMS, PODS, Event, Informer, NotFound, Resource
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers.autoscaler._references import PERSISTENTVOLUMES
@@ -40,6 +43,7 @@ from tests.e2e.test_autoscaler import (
 pytestmark = pytest.mark.integration
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet")
 ZONES = ["zone-a", "zone-b", "zone-c"]
 #: What the plan needs: a node per zone for the spread, and one more in zone-b for the pod on
 #: its volume (40 of the node's 64 cpus leave no room for a 30-cpu web pod beside it).
@@ -69,34 +73,45 @@ def web(pool: str, namespace: str) -> dict[str, Any]:
     return deployment
 
 
+async def zonal_stateful_set(
+    env: OperatorEnv, namespace: str, pool: str, zone: str, container: dict[str, Any]
+) -> None:
+    """StatefulSet ``db`` of one pod (``db-0``, on ``pool``'s nodes, ``container`` merged
+    into its one container) whose claim ``data-db-0`` (from its volumeClaimTemplates) the
+    volume binder has bound to a volume pinned to ``zone``; returns once the claim is Bound."""
+    volume = f"pv-{env.run_id}"
+    await env.create(
+        PERSISTENTVOLUMES,
+        factories.persistent_volume(volume, zone=zone, claim="data-db-0", namespace=namespace),
+    )
+    db = pod_manifest("db", pool, "1Gi", container=container)
+    await env.create(
+        STATEFULSETS,
+        factories.stateful_set(
+            "db", namespace=namespace, pod_spec=db["spec"], claims={"data": "1Gi"}
+        ),
+        namespace,
+    )
+
+    async def bound() -> bool:
+        with contextlib.suppress(NotFound):
+            claim = await env.client.get(PERSISTENTVOLUMECLAIMS, "data-db-0", namespace)
+            return bool(claim.get("status", {}).get("phase") == "Bound")
+        return False
+
+    await env.eventually(bound, "the StatefulSet's claim bound to its volume", timeout=60)
+
+
 async def raise_for_zones(env: OperatorEnv, namespace: str) -> tuple[str, str]:
-    """The pool (zones seeded), the Deployment and the volume's pod, all Unschedulable before
+    """The pool (zones seeded), the Deployment and the StatefulSet's pod, all Unschedulable before
     the Autoscaler starts (one pass sees them all); returns the pool's and Autoscaler's names."""
     pool, scaler = names(env)
     await env.create(NODEPOOLS, pool_manifest(pool))
     seeded = await env.client.get(NODEPOOLS, pool)
     seeded["status"] = {**seeded.get("status", {}), "zones": ZONES}
     await env.client.update_status(NODEPOOLS, seeded)
-    volume = f"pv-{env.run_id}"
-    await env.create(
-        PERSISTENTVOLUMES,
-        factories.persistent_volume(volume, zone="zone-b", claim="data", namespace=namespace),
-    )
-    await env.create(PERSISTENTVOLUMECLAIMS, factories.claim("data", volume=volume), namespace)
-
-    async def bound() -> bool:
-        claim = await env.client.get(PERSISTENTVOLUMECLAIMS, "data", namespace)
-        return bool(claim.get("status", {}).get("phase") == "Bound")
-
-    await env.eventually(bound, "the claim bound to its volume")
-    db = pod_manifest(
-        "db-0",
-        pool,
-        "1Gi",
-        container={"resources": {"requests": {"cpu": "40", "memory": "1Gi"}}},
-        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
-    )
-    await env.create(PODS, db, namespace)
+    db = {"resources": {"requests": {"cpu": "40", "memory": "1Gi"}}}
+    await zonal_stateful_set(env, namespace, pool, "zone-b", db)
     await env.create(DEPLOYMENTS, web(pool, namespace), namespace)
 
     async def all_unschedulable() -> bool:

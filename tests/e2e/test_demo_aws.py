@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests._nodeadm import nodeadm_check
+
 pytestmark = pytest.mark.integration
 
 DEMO_TIMEOUT = 180
@@ -51,7 +53,8 @@ def test_moto_holds_one_instance_per_node_and_no_duplicates_or_leaks(
     demo: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     """At the end of both acts: one instance per node of the scale-up, the drained ones
-    terminated, the rest running, none launched twice or thrown away."""
+    terminated, the rest running, none launched twice or thrown away; each booted with AL2023
+    user data the real nodeadm accepts."""
     figures, cloud = demo
     assert cloud["cloud"] == "aws"
     instances = cloud["instances"]
@@ -64,3 +67,8 @@ def test_moto_holds_one_instance_per_node_and_no_duplicates_or_leaks(
     assert cloud["duplicates"] == 0
     assert (figures["duplicate_vms"], figures["leaked_vms"]) == (0, 0)
     assert figures["pods_running"] == figures["pods_fitting"]
+    # what EC2 holds for each instance (DescribeInstanceAttribute, in cloud.json): the
+    # operator's NodeConfig, which the real nodeadm takes
+    for instance in instances:
+        assert "kind: NodeConfig" in instance["user_data"], instance["id"]
+        nodeadm_check(instance["user_data"])

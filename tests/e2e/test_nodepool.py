@@ -402,9 +402,10 @@ async def test_the_autoscalers_zone_targets_are_where_the_nodes_land(
     operator_env: OperatorEnv, kube_control_plane: Any
 ) -> None:
     """Both controllers on a cloud of three zones: the Autoscaler's one raise (a zone spread
-    of three replicas, a pod whose volume is pinned to zone-b: 4 nodes, zone-b twice) is
-    launched by the NodePool controller in those zones, and the scheduler binds every pod
-    (the spread one per zone, the volume's pod in zone-b)."""
+    of three replicas, a StatefulSet's pod whose claim is bound to a volume pinned to zone-b:
+    4 nodes, zone-b twice) is launched by the NodePool controller in those zones, and the
+    scheduler binds every pod (the spread one per zone, the StatefulSet's pod on a zone-b
+    node)."""
     env = operator_env
     SimulatedCloud(env.cloud.path, zones=ZONES)
     namespace = kube_control_plane.create_namespace("zones")
@@ -431,7 +432,10 @@ async def test_the_autoscalers_zone_targets_are_where_the_nodes_land(
         for n in await _nodes(env, pool)
     }
     placed = {p["metadata"]["name"]: zone_of[p["spec"]["nodeName"]] for p in pods}
-    assert placed.pop("db-0") == "zone-b"
+    db = next(p for p in pods if p["metadata"]["name"] == "db-0")
+    assert [o["kind"] for o in db["metadata"]["ownerReferences"]] == ["StatefulSet"]
+    assert db["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "data-db-0"
+    assert placed.pop("db-0") == "zone-b"  # the node the StatefulSet's pod runs on
     assert sorted(placed.values()) == ZONES
     assert env.cloud.duplicates() == 0
 

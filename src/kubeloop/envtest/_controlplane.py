@@ -70,6 +70,8 @@ DEFAULT_CONTROLLERS: tuple[str, ...] = (
     # Deployments and ReplicaSets create their pods, and replace evicted ones
     "deployment-controller",
     "replicaset-controller",
+    # a StatefulSet makes its pods and, from its volumeClaimTemplates, their claims
+    "statefulset-controller",
     # deletes pods bound to Nodes that no longer exist, and terminated pods over a threshold
     "pod-garbage-collector-controller",
     # binds claims to volumes (a StatefulSet's claim to a volume pinned to a zone)

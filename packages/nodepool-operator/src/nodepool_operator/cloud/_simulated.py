@@ -203,8 +203,11 @@ class CloudSnapshot:
             "by_state": by_state,
             "duplicates": self.duplicates,
             "calls": self.calls,
+            # the user data too, when the cloud recorded it: what each VM's boot was given
+            # (the demo's test hands the AL2023 ones to nodeadm)
             "instances": [
                 {"id": i.id, "name": i.name, "type": i.instance_type, "state": i.state}
+                | ({"user_data": i.user_data} if i.user_data else {})
                 for i in self.instances
             ],
         }

@@ -6,12 +6,16 @@ record (the SQLite file; moto's DescribeInstances), never from the operator.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import dataclasses
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from aiobotocore.session import AioSession
 
 from kubeloop import ClusterConfig
 from nodepool_operator.api import AWSNODECLASSES
@@ -69,9 +73,29 @@ class MotoDemoCloud:
     spec: dict[str, Any]
     name: str = "aws"
     settings: dict[str, Any] = field(default_factory=dict)
+    #: Each instance's user data, by id: EC2 never changes it, so each is asked for once.
+    user_data: dict[str, str] = field(default_factory=dict)
 
     async def snapshot(self) -> CloudSnapshot:
-        return await self.census.snapshot()
+        """EC2's record, each instance with the user data it was launched with
+        (DescribeInstanceAttribute, the demo's own look: the operator never reads it back),
+        so the report's ``cloud.json`` shows what each instance's nodeadm was given."""
+        found = await self.census.snapshot()
+        missing = [vm.id for vm in found.instances if vm.id not in self.user_data]
+        if missing:
+            async with AioSession().create_client(
+                "ec2", endpoint_url=self.moto.endpoint_url
+            ) as ec2:
+                for instance_id in missing:
+                    reply = await ec2.describe_instance_attribute(
+                        InstanceId=instance_id, Attribute="userData"
+                    )
+                    encoded = str(reply.get("UserData", {}).get("Value") or "")
+                    self.user_data[instance_id] = base64.b64decode(encoded).decode()
+        instances = tuple(
+            dataclasses.replace(vm, user_data=self.user_data[vm.id]) for vm in found.instances
+        )
+        return dataclasses.replace(found, instances=instances)
 
     def node_class(self, name: str) -> dict[str, Any] | None:
         return {

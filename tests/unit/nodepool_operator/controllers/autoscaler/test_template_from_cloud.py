@@ -168,3 +168,24 @@ async def test_a_registered_node_teaches_the_template_its_machines_memory(
         },
     }
     assert targets(await reconcile(cloud, CLASS, one, other, too_big)) == [2]
+
+
+async def test_a_zoned_pools_template_carries_the_clouds_region(tmp_path: Path) -> None:
+    """A pool that launches into zones gets Nodes labelled with the cloud's region (issue 21
+    item 4): a pod selecting that region scales it, one selecting another region does not,
+    and a pool without zones (no region on its Nodes) does not claim one."""
+    cloud = SimulatedCloud(tmp_path / "cloud.db", zones=("sim-1a", "sim-1b"))
+    zoned = {**pool(), "status": {"zones": ["sim-1a", "sim-1b"]}}
+
+    def selecting(region: str) -> dict[str, Any]:
+        return pending(
+            f"r-{region}",
+            cpu="100m",
+            node_selector={"topology.kubernetes.io/region": region},
+            uid=f"uid-r-{region}-{tmp_path.name}",
+        )
+
+    assert cloud.region == "sim-1"
+    assert targets(await reconcile(cloud, CLASS, zoned, selecting("sim-1"))) == [1]
+    assert targets(await reconcile(cloud, CLASS, zoned, selecting("elsewhere"))) == []
+    assert targets(await reconcile(cloud, CLASS, pool(), selecting("sim-1"))) == []

@@ -7,6 +7,7 @@ type the last answer did not have (a catalogue rarely changes, and AwsCloud cach
 answer too). Without a cloud (tests that run the Autoscaler alone) the simulated catalogue is
 used. The node class is read from the cache (the NodePool controller watches the kind too;
 a create reads it live): its kubelet settings and root volume decide the node's allocatable.
+The cloud's region is the ``topology.kubernetes.io/region`` its zoned Nodes register with.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from nodepool_operator.controllers import _launch as launching
 class TemplateInputs:
     catalogue: Sequence[InstanceType]
     node_class: AwsNodeClassSpec | None
+    region: str = ""
+    """The cloud's region ("" without a cloud: unknown)."""
 
 
 class TemplateSources:
@@ -49,4 +52,5 @@ class TemplateSources:
         node_class = await launching.node_class(
             self._client, pool.spec.node_class_ref, cache=self._cache
         )
-        return TemplateInputs(tuple(self._types), node_class)
+        region = self._cloud.region if self._cloud is not None else ""
+        return TemplateInputs(tuple(self._types), node_class, region)

@@ -43,6 +43,7 @@ from nodepool_operator.controllers._capacity import (
 from nodepool_operator.controllers._indexes import NODE_POOL, POD_NODE
 from nodepool_operator.controllers._launch import NodeClassUnavailable
 from nodepool_operator.controllers._node_fields import node_fields
+from nodepool_operator.controllers._node_manifest import REGION_LABEL
 from nodepool_operator.controllers._reserve import reserved_for
 from nodepool_operator.controllers._unneeded import is_marked, timed_out_at
 from nodepool_operator.controllers.autoscaler._batching import batch_wait
@@ -194,12 +195,14 @@ def template_of(
     daemonsets: Sequence[DaemonSetView],
 ) -> NodeTemplate:
     """The node template of ``pool`` (whose registered Nodes are ``nodes``): from the
-    cloud's types and its node class (``inputs``), with the memory its machines report.
+    cloud's types and its node class (``inputs``), with the memory its machines report;
+    when the pool launches into zones, with the cloud's region, as its Nodes register (the
+    zone label is the plan's, per zone), so a pod selecting the region fits.
 
     Raises:
         ValueError: no template can be made (see :func:`pool_template`).
     """
-    return pool_template(
+    template = pool_template(
         pool,
         inputs.catalogue,
         scope_labels=scope_labels,
@@ -207,6 +210,9 @@ def template_of(
         node_class=inputs.node_class,
         memory=machine_memory(nodes, pool.spec.instance_type),
     )
+    if not (pool.status.zones and inputs.region):
+        return template
+    return replace(template, labels={**template.labels, REGION_LABEL: inputs.region})
 
 
 def snapshot(
