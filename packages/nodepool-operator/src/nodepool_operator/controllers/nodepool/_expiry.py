@@ -30,7 +30,7 @@ from nodepool_operator.api import InstanceRecord, format_duration
 from nodepool_operator.controllers.nodepool._budget import allowed_disruptions
 from nodepool_operator.controllers.nodepool._disruption import disrupting
 from nodepool_operator.controllers.nodepool._drift import DRIFTED, Drift
-from nodepool_operator.controllers.nodepool._instances import live, node_of
+from nodepool_operator.controllers.nodepool._instances import live, node_of, serving
 from nodepool_operator.controllers.nodepool.records import PoolNode
 
 if TYPE_CHECKING:
@@ -119,20 +119,12 @@ def expiry(
     chosen_names = {name for _, _, name, _ in chosen}
     # The pool's Ready nodes without the chosen ones: once they are as many as it wants,
     # every replacement is serving and the chosen can go.
-    serving = sum(
-        1
-        for r in live(records)
-        if r.name not in chosen_names
-        and r.name not in skip
-        and (node := node_of(r, by_instance)) is not None
-        and node.ready
-        and not node.disrupting
-    )
+    ready = serving(records, by_instance, leaving={*chosen_names, *skip})
     age = format_duration(ttl) if ttl is not None else ""
     retire: dict[str, tuple[str, str]] = {}
     aside: list[str] = []
     for drift, _, name, node_name in chosen:
-        if serving >= want and name not in resting:
+        if ready >= want and name not in resting:
             if drift:
                 why = f"drifted ({drifted[name].reason}: {drifted[name].message})"
                 retire[name] = (DRIFTED, f"node {node_name} of {name} {why}{_REPLACED}")

@@ -4,7 +4,7 @@ how many the pool wants."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -20,6 +20,25 @@ __all__ = ["desired", "live", "node_of", "ready_records", "scaled_down", "update
 def live(records: Sequence[InstanceRecord]) -> list[InstanceRecord]:
     """Records of VMs that exist and stay: an id, not being removed."""
     return [r for r in records if r.instance_id and r.state != DELETING]
+
+
+def serving(
+    records: Sequence[InstanceRecord],
+    by_instance: Mapping[str, PoolNode],
+    *,
+    leaving: Collection[str],
+) -> int:
+    """The pool's Ready nodes not being disrupted, without those ``leaving`` (by record
+    name): once they are as many as the pool wants, the replacements of the leaving ones
+    are serving and those may go (expiry, drift, interruptions)."""
+    return sum(
+        1
+        for r in live(records)
+        if r.name not in leaving
+        and (node := node_of(r, by_instance)) is not None
+        and node.ready
+        and not node.disrupting
+    )
 
 
 def desired(pool: NodePool) -> int:

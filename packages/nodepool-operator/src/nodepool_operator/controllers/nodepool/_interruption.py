@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from nodepool_operator.api import InstanceRecord
-from nodepool_operator.controllers.nodepool._instances import live, node_of
+from nodepool_operator.controllers.nodepool._instances import live, node_of, serving
 
 if TYPE_CHECKING:
     from nodepool_operator.controllers.nodepool.observe import Observation
@@ -70,21 +70,13 @@ def interruptions(
     if not hit:
         return Interruptions()
     names = {name for name, *_ in hit}
-    serving = sum(
-        1
-        for r in live(records)
-        if r.name not in names
-        and r.name not in skip
-        and (node := node_of(r, by_instance)) is not None
-        and node.ready
-        and not node.disrupting
-    )
+    ready = serving(records, by_instance, leaving={*names, *skip})
     retire: dict[str, tuple[str, str]] = {}
     aside: list[str] = []
     waits: list[float] = []
     for name, node_name, kind, deadline in sorted(hit, key=lambda h: h[3]):
         left = deadline - now
-        if serving >= want:
+        if ready >= want:
             why = "its replacement is Ready"
         elif left <= DRAIN_RESERVE:
             why = f"{max(left, 0):.0f}s left, too little to wait for a replacement"
