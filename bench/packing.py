@@ -14,6 +14,14 @@ No cluster is needed. By hand::
 
     python -m bench.packing [--workloads 240] [--seed 1]
     python -m bench.packing --pinned   # the optimum of the workloads the unit tests pin
+    python -m bench.packing --real-only [--real-workloads 60]
+
+Beside the synthetic node, the same seeded workloads (the same shapes, as fractions of the
+node) are planned on real EKS nodes: a pool of an EC2 type whose node class is AL2023, its
+template from ``pool_template(..., node_class=...)``, the function the Autoscaler plans with
+and the bootstrap's kubelet settings come from (EKS's kube-reserved, the eviction threshold,
+ENI max pods), so the nodes are counted against the optimum of the allocatable a real node
+registers with.
 """
 
 from __future__ import annotations
@@ -31,11 +39,15 @@ from typing import Any, Final
 
 from bench import Benchmark, BenchResult, Context, rounded
 from bench._optimum import fewest_new_nodes
+from nodepool_operator.api import parse_nodeclass, parse_nodepool
+from nodepool_operator.controllers import pool_template
 from nodepool_operator.scheduling import (
     NodeState,
     NodeTemplate,
     Resources,
     SearchBudget,
+    format_bytes,
+    format_cpu,
     plan_scale_up,
     pod_view,
 )
@@ -47,6 +59,17 @@ TEMPLATE: Final = NodeTemplate(
     name="mem96.large",
     allocatable=Resources(cpu=12_000, memory=96 * GI, ephemeral_storage=100 * GI, pods=110),
 )
+#: Real EKS nodes the same workloads are planned on (a general type and a large one), each
+#: as a pool of the type with an AL2023 node class: :func:`real_template`.
+REAL_TYPES: Final = ("m5.xlarge", "r5.2xlarge")
+#: The AL2023 node class of those pools: no kubelet options, so max pods is the type's ENI
+#: limit and the reservations are EKS's defaults.
+AL2023_CLASS: Final = {
+    "apiVersion": "kubeloop.dev/v1alpha1",
+    "kind": "AwsNodeClass",
+    "metadata": {"name": "bench-al2023"},
+    "spec": {"amiId": "ami-0123456789abcdef0", "amiFamily": "AL2023", "cluster": {"name": "bench"}},
+}
 #: Request granularity per resource (millicores, bytes, bytes): what people write.
 STEPS: Final = (100, 512 * MI, GI)
 NAMES: Final = ("cpu", "memory", "ephemeral-storage")
@@ -62,6 +85,37 @@ PINNED: Final = (7, 74, 82, 88, 90, 107, 150, 172, 182, 212)
 TIMING_REPEATS: Final = 3
 
 
+def real_template(instance_type: str) -> NodeTemplate:
+    """The empty node a pool of ``instance_type`` with :data:`AL2023_CLASS` plans with: the
+    allocatable its Node registers with (the type's nominal memory: no Node of it has
+    reported the machine's yet)."""
+    pool = parse_nodepool(
+        {
+            "apiVersion": "kubeloop.dev/v1alpha1",
+            "kind": "NodePool",
+            "metadata": {"name": f"bench-{instance_type}"},
+            "spec": {
+                "instanceType": instance_type,
+                "targetNodes": 0,
+                "maxNodes": 1000,
+                "nodeClassRef": {"name": AL2023_CLASS["metadata"]["name"]},
+            },
+        }
+    )
+    return pool_template(pool, node_class=parse_nodeclass(AL2023_CLASS).spec)
+
+
+def describe_allocatable(template: NodeTemplate) -> dict[str, str | int]:
+    """A template's allocatable as API quantities (what the docs block prints)."""
+    a = template.allocatable
+    return {
+        "cpu": format_cpu(a.cpu),
+        "memory": format_bytes(a.memory),
+        "ephemeral-storage": format_bytes(a.ephemeral_storage),
+        "pods": a.pods,
+    }
+
+
 @dataclass(frozen=True)
 class Workload:
     index: int
@@ -71,14 +125,22 @@ class Workload:
     """Requests per pod in ``STEPS`` units, ``dims`` resources (cpu, memory, storage)."""
     existing: tuple[tuple[int, ...], ...]
     """Free room of ready nodes in the same units (an empty tuple: none)."""
+    template: NodeTemplate = TEMPLATE
+    """The node of the pool: the new nodes and the ready ones are of it."""
+
+    @property
+    def max_pods(self) -> int:
+        return self.template.allocatable.pods
 
 
-def make_workload(index: int, seed: int) -> Workload:
+def make_workload(index: int, seed: int, template: NodeTemplate = TEMPLATE) -> Workload:
+    """Workload ``index`` of ``seed``; its requests are drawn as fractions of ``template``'s
+    allocatable, so the same index is the same shape of workload on every node."""
     rng = random.Random(seed * 100_003 + index)
     dims = 1 + index % 3
     shape = SHAPES[(index // 3) % len(SHAPES)]
     count = rng.randint(5, 60)
-    caps = [TEMPLATE.allocatable.get(n) // s for n, s in zip(NAMES, STEPS, strict=True)]
+    caps = [template.allocatable.get(n) // s for n, s in zip(NAMES, STEPS, strict=True)]
     # One resource is memory alone (caches, JVMs); two are cpu and memory; three add storage.
     caps = [caps[1]] if dims == 1 else caps[:dims]
 
@@ -107,7 +169,7 @@ def make_workload(index: int, seed: int) -> Workload:
     existing: tuple[tuple[int, ...], ...] = ()
     if rng.random() < 0.2:
         existing = tuple(tuple(draw(0.1, 0.7, c) for c in caps) for _ in range(rng.randint(1, 3)))
-    return Workload(index, dims, shape, pods, existing)
+    return Workload(index, dims, shape, pods, existing, template)
 
 
 def _names(w: Workload) -> tuple[str, ...]:
@@ -141,7 +203,7 @@ def _nodes(w: Workload) -> list[NodeState]:
                     cpu=amounts.get("cpu", 0),
                     memory=amounts.get("memory", 0),
                     ephemeral_storage=amounts.get("ephemeral-storage", 0),
-                    pods=110,
+                    pods=w.max_pods,
                 ),
             )
         )
@@ -158,8 +220,8 @@ def _check(w: Workload, pods: list[dict[str, Any]], plan: Any, label: str) -> No
         request = w.pods[index[placement.pod.name]]
         for r, amount in enumerate((*request, 1)):
             used[str(placement.node)][r] += amount
-    caps = [TEMPLATE.allocatable.get(n) // _step(n) for n in _names(w)] + [110]
-    free = {f"existing:ready-{j}": [*room, 110] for j, room in enumerate(w.existing)}
+    caps = [w.template.allocatable.get(n) // _step(n) for n in _names(w)] + [w.max_pods]
+    free = {f"existing:ready-{j}": [*room, w.max_pods] for j, room in enumerate(w.existing)}
     for node, amounts in used.items():
         room = free.get(node, caps)
         if any(a > c for a, c in zip(amounts, room, strict=True)):
@@ -175,7 +237,7 @@ def _check(w: Workload, pods: list[dict[str, Any]], plan: Any, label: str) -> No
 
 
 def _timed_plan(
-    pods: list[dict[str, Any]], nodes: list[NodeState], search: SearchBudget | None
+    w: Workload, pods: list[dict[str, Any]], nodes: list[NodeState], search: SearchBudget | None
 ) -> tuple[Any, float]:
     best = float("inf")
     plan = None
@@ -183,7 +245,7 @@ def _timed_plan(
         start = time.perf_counter()
         plan = plan_scale_up(
             [pod_view(p) for p in pods],  # the reading is part of planning, so it is timed
-            template=TEMPLATE,
+            template=w.template,
             existing_nodes=nodes,
             current_target=len(nodes),
             max_nodes=10**6,
@@ -196,17 +258,17 @@ def _timed_plan(
 def measure(w: Workload, reference_limit_s: float = 30.0) -> dict[str, Any]:
     pods = [_pod(w, i, r) for i, r in enumerate(w.pods)]
     nodes = _nodes(w)
-    ours, ours_s = _timed_plan(pods, nodes, SearchBudget())
-    ffd, ffd_s = _timed_plan(pods, nodes, None)
+    ours, ours_s = _timed_plan(w, pods, nodes, SearchBudget())
+    ffd, ffd_s = _timed_plan(w, pods, nodes, None)
     _check(w, pods, ours, "ours")
     _check(w, pods, ffd, "ffd")
-    caps = (*(TEMPLATE.allocatable.get(n) // _step(n) for n in _names(w)), 110)
+    caps = (*(w.template.allocatable.get(n) // _step(n) for n in _names(w)), w.max_pods)
     start = time.perf_counter()
     optimum = fewest_new_nodes(
         [(*p, 1) for p in w.pods],
         caps,
         upper_bound=ffd.new_nodes,
-        existing_free=[(*e, 110) for e in w.existing],
+        existing_free=[(*e, w.max_pods) for e in w.existing],
         time_limit_s=reference_limit_s,
     )
     reference_s = time.perf_counter() - start
@@ -346,6 +408,46 @@ def summarise(rows: list[dict[str, Any]], seed: int) -> BenchResult:
     )
 
 
+def summarise_real(rows: list[dict[str, Any]], template: NodeTemplate) -> dict[str, Any]:
+    """Nodes against the optimum on one real node (the proven workloads), with the
+    allocatable they were planned on."""
+    proven = [r for r in rows if r["optimum"] is not None]
+    return {
+        "allocatable": describe_allocatable(template),
+        "workloads": len(rows),
+        "workloads_proven": len(proven),
+        "unproven": [
+            {k: r[k] for k in ("index", "pods", "ours", "ffd", "reference_best", "reference_lower")}
+            for r in rows
+            if r["optimum"] is None
+        ],
+        "ours_above_optimum": sum(r["ours"] > r["optimum"] for r in proven),
+        "ffd_above_optimum": sum(r["ffd"] > r["optimum"] for r in proven),
+        "nodes_optimum": sum(r["optimum"] for r in proven),
+        "nodes_ours": sum(r["ours"] for r in proven),
+        "nodes_ffd": sum(r["ffd"] for r in proven),
+        "ours_above": [
+            {k: r[k] for k in ("index", "dims", "shape", "pods", "optimum", "ours", "ffd")}
+            for r in proven
+            if r["ours"] > r["optimum"]
+        ],
+        "ours_ms_p50": rounded(statistics.median(r["ours_ms"] for r in rows)) if rows else None,
+        "ours_ms_p99": rounded(_percentile([r["ours_ms"] for r in rows], 0.99)) if rows else None,
+    }
+
+
+def run_real(
+    count: int, seed: int, reference_limit_s: float, types: Sequence[str] = REAL_TYPES
+) -> dict[str, dict[str, Any]]:
+    """Workloads 0..``count``-1 of ``seed`` on each of ``types`` as an AL2023 node."""
+    out = {}
+    for name in types:
+        template = real_template(name)
+        rows = [measure(make_workload(i, seed, template), reference_limit_s) for i in range(count)]
+        out[name] = summarise_real(rows, template)
+    return out
+
+
 def pinned(
     reference_limit_s: float, measured: Sequence[dict[str, Any]] = ()
 ) -> dict[str, dict[str, Any]]:
@@ -360,23 +462,32 @@ def pinned(
     return out
 
 
-def run_workloads(count: int, seed: int, reference_limit_s: float) -> BenchResult:
+def run_workloads(
+    count: int, seed: int, reference_limit_s: float, real_count: int = 0
+) -> BenchResult:
     rows = [measure(make_workload(i, seed), reference_limit_s) for i in range(count)]
     result = summarise(rows, seed)
     result["figures"]["pinned"] = pinned(reference_limit_s, rows if seed == 1 else ())
     result["params"]["reference"] = (
         f"OR-Tools CP-SAT and the pattern LP bound, {reference_limit_s:g} s per workload"
     )
+    if real_count:
+        result["figures"]["real_nodes"] = run_real(real_count, seed, reference_limit_s)
+        result["params"]["real_node_class"] = "AL2023, default kubelet settings"
     return result
 
 
 async def run(ctx: Context) -> BenchResult:
     count = int(ctx.param("workloads", 240, 200))
+    real = int(ctx.param("real_workloads", 60, 2))
     seed = int(ctx.param("seed", 1, 1))
     # most workloads are proven in a second; the limit is what the few hardest ones get
     limit = float(ctx.param("reference_limit_s", 60.0, 10.0))
-    ctx.log(f"packing: {count} workloads (seed {seed}), reference: CP-SAT ({limit:g} s each)")
-    return await asyncio.to_thread(run_workloads, count, seed, limit)
+    ctx.log(
+        f"packing: {count} workloads (seed {seed}), and {real} on each of "
+        f"{', '.join(REAL_TYPES)} (AL2023), reference: CP-SAT ({limit:g} s each)"
+    )
+    return await asyncio.to_thread(run_workloads, count, seed, limit, real)
 
 
 def markdown(result: BenchResult) -> str:
@@ -440,7 +551,50 @@ def markdown(result: BenchResult) -> str:
         f"plan p99 < {P99_TARGET_MS:.0f} ms: "
         f"{'met' if f['targets']['p99_under_100ms'] else 'missed'}.",
     ]
+    if f.get("real_nodes"):
+        lines += ["", *markdown_real(f["real_nodes"], p["seed"])]
     return "\n".join(lines)
+
+
+def markdown_real(real: dict[str, dict[str, Any]], seed: int) -> list[str]:
+    """The real-node table: nodes against the optimum with the allocatable planned on."""
+    lines = [
+        f"The first workloads of seed {seed} again, drawn as the same fractions of a real EKS "
+        "node: a pool of the type with an AL2023 node class (default kubelet settings), its "
+        "allocatable from `pool_template(..., node_class=...)` (EKS's kube-reserved from max "
+        "pods, the eviction threshold, ENI max pods, the type's nominal memory):",
+        "",
+        "| node (AL2023) | allocatable: cpu / memory / ephemeral-storage / pods | workloads "
+        "(proven) | nodes: optimum / ours / FFD alone | above the optimum: ours / FFD alone "
+        "| plan ms p50 / p99 |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, r in real.items():
+        a = r["allocatable"]
+        lines.append(
+            f"| {name} | {a['cpu']} / {a['memory']} / {a['ephemeral-storage']} / {a['pods']} "
+            f"| {r['workloads']} ({r['workloads_proven']}) | {r['nodes_optimum']} / "
+            f"**{r['nodes_ours']}** / {r['nodes_ffd']} | **{r['ours_above_optimum']}** / "
+            f"{r['ffd_above_optimum']} | {r['ours_ms_p50']} / {r['ours_ms_p99']} |"
+        )
+    for name, r in real.items():
+        notes = [
+            f"#{u['index']} ({u['pods']} pods: ours {u['ours']}, FFD {u['ffd']}, optimum in "
+            f"[{u['reference_lower']}, {u['reference_best']}])"
+            for u in r["unproven"]
+        ]
+        above = [
+            f"#{u['index']} ({u['pods']} pods, {u['shape']}: ours {u['ours']}, optimum "
+            f"{u['optimum']})"
+            for u in r["ours_above"]
+        ]
+        if notes or above:
+            lines += [
+                "",
+                f"{name}: unproven (left out above): {', '.join(notes) or 'none'}; ours above "
+                f"the optimum: {', '.join(above) or 'nowhere'}.",
+            ]
+    return lines
 
 
 BENCHMARK = Benchmark(
@@ -458,14 +612,27 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=240)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--reference-limit", type=float, default=60.0)
+    parser.add_argument("--real-workloads", type=int, default=60)
     parser.add_argument(
         "--pinned", action="store_true", help="only the unit tests' pinned workloads"
+    )
+    parser.add_argument(
+        "--real-only", action="store_true", help="only the workloads on real AL2023 nodes"
     )
     args = parser.parse_args()
     if args.pinned:
         print(json.dumps(pinned(args.reference_limit)))
         return
-    print(json.dumps(run_workloads(args.workloads, args.seed, args.reference_limit)))
+    if args.real_only:
+        real = run_real(args.real_workloads, args.seed, args.reference_limit)
+        print(json.dumps(real))
+        print("\n".join(markdown_real(real, args.seed)))
+        return
+    print(
+        json.dumps(
+            run_workloads(args.workloads, args.seed, args.reference_limit, args.real_workloads)
+        )
+    )
 
 
 if __name__ == "__main__":
