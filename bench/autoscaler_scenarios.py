@@ -21,6 +21,12 @@ from zero (``lower_bound``, ``plan_scale_up``); API writes (ours from the operat
 ``kubeloop_api_writes_total``, the naive loop counts its own); cloud calls
 (``SimulatedCloud.calls()``).
 
+S16 is a pool of a real EC2 type (m5.xlarge) with an AL2023 node class and no cpu/memory
+overrides: the Autoscaler plans with the allocatable the product computes for that node (EKS's
+kube-reserved from max pods, the eviction threshold, ENI max pods; ``pool_template(...,
+node_class=...)``), the simulated VMs' kubelets register with what their NodeConfig reserves,
+and the optimum is computed on that same allocatable.
+
 A full run also takes S1, S2 and S3 (sides ours and reserved) through a second control plane whose
 kube-scheduler scores the other way (``MostAllocated`` when the harness's is the default
 ``LeastAllocated``), so both profiles are reported from one run.
@@ -71,14 +77,24 @@ from kubeloop import (
     load_kubeconfig,
 )
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions
-from nodepool_operator.api import AUTOSCALERS, NODEPOOLS, crds, parse_nodepool
+from nodepool_operator.api import (
+    AUTOSCALERS,
+    AWSNODECLASSES,
+    NODEPOOLS,
+    crds,
+    parse_nodeclass,
+    parse_nodepool,
+)
 from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.controllers import POOL_LABEL, pool_template
 from nodepool_operator.crdinstall import install_crds
 from nodepool_operator.demo import ApiActivity, api_activity
 from nodepool_operator.operator import FIELD_MANAGER, build_manager
 from nodepool_operator.scheduling import (
+    NodeTemplate,
     classify,
+    format_bytes,
+    format_cpu,
     lower_bound,
     parse_bytes,
     parse_cpu,
@@ -146,6 +162,9 @@ class Scenario:
     max_nodes: int
     boot_seconds: float
     instance_type: str = "mem96.large"
+    #: The amiFamily of the pool's node class (then ``cpu`` and ``memory`` are left out and
+    #: the node is the type's, as its kubelet registers it); None: no node class.
+    ami_family: str | None = None
     #: Wave 2 is created this many seconds after wave 1 started (S3).
     wave2_after_s: float | None = None
     #: Kept running this long after the fitting pods are all scheduled (or, with none, after
@@ -248,11 +267,29 @@ def scenarios(quick: bool) -> dict[str, Scenario]:
             max_nodes=20,
             boot_seconds=boot,
         ),
+        Scenario(
+            "S16",
+            f"real node: {9 if quick else 18} pods of 1 CPU / 3Gi and {8 if quick else 24} of "
+            "300m / 2Gi on m5.xlarge with an AL2023 node class (3920m allocatable: three "
+            "1-CPU pods a node, not four)",
+            (
+                PodGroup("cpu", 9 if quick else 18, "1", "3Gi"),
+                PodGroup("mem", 8 if quick else 24, "300m", "2Gi"),
+            ),
+            cpu="",
+            memory="",
+            instance_type="m5.xlarge",
+            ami_family="AL2023",
+            max_nodes=50,
+            boot_seconds=boot,
+        ),
     ]
     return {s.id: s for s in all_}
 
 
-FULL_SET: Final = ("S1", "S2", "S3", "S5", "S6", "S14", "S15")
+FULL_SET: Final = ("S1", "S2", "S3", "S5", "S6", "S14", "S15", "S16")
+#: The scenarios whose nodes are compared with the proven optimum in the targets.
+OPTIMUM_SET: Final = ("S1", "S2", "S3", "S16")
 QUICK_SET: Final = ("S1", "S5", "S15")
 
 
@@ -293,19 +330,46 @@ class Names:
 
 
 def pool_manifest(sc: Scenario, names: Names, *, reserve: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "instanceType": sc.instance_type,
+        "targetNodes": 0,
+        "maxNodes": sc.max_nodes,
+        "reserveNewNodes": reserve,
+    }
+    if sc.ami_family is None:
+        spec |= {"cpu": sc.cpu, "memory": sc.memory}
+    else:
+        spec["nodeClassRef"] = {"name": names.base}
     return {
         "apiVersion": "kubeloop.dev/v1alpha1",
         "kind": "NodePool",
         "metadata": {"name": names.pool, "labels": names.labels},
+        "spec": spec,
+    }
+
+
+def nodeclass_manifest(sc: Scenario, names: Names) -> dict[str, Any]:
+    """The pool's AwsNodeClass (``sc.ami_family`` set): default kubelet settings, so max pods
+    is the type's ENI limit and the reservations are EKS's."""
+    return {
+        "apiVersion": AWSNODECLASSES.api_version,
+        "kind": AWSNODECLASSES.kind,
+        "metadata": {"name": names.base, "labels": names.labels},
         "spec": {
-            "instanceType": sc.instance_type,
-            "cpu": sc.cpu,
-            "memory": sc.memory,
-            "targetNodes": 0,
-            "maxNodes": sc.max_nodes,
-            "reserveNewNodes": reserve,
+            "amiId": "ami-0123456789abcdef0",
+            "amiFamily": sc.ami_family,
+            "cluster": {"name": "bench"},
         },
     }
+
+
+def scenario_template(sc: Scenario, names: Names) -> NodeTemplate:
+    """The empty node the scenario's pool plans with: the product's own template, with the
+    node class when the scenario has one."""
+    node_class = None
+    if sc.ami_family is not None:
+        node_class = parse_nodeclass(nodeclass_manifest(sc, names)).spec
+    return pool_template(parse_nodepool(pool_manifest(sc, names)), node_class=node_class)
 
 
 def autoscaler_manifest(names: Names) -> dict[str, Any]:
@@ -378,11 +442,13 @@ class Expected:
     optimum: int | None
     #: Driving pods that fit within the pool's maxNodes: "all scheduled" waits for these.
     fitting: int
+    #: The allocatable planned on (and the optimum computed on), as API quantities.
+    allocatable: dict[str, str]
 
 
 def expected(sc: Scenario) -> Expected:
     names = Names(sc.id, "x", "x")
-    template = pool_template(parse_nodepool(pool_manifest(sc, names)))
+    template = scenario_template(sc, names)
     driving = [pod_view(pod) for group, pod in all_pods(sc, names) if group.drives]
     unlimited = plan_scale_up(
         driving, template=template, current_target=0, max_nodes=10**6, search=None
@@ -403,6 +469,7 @@ def expected(sc: Scenario) -> Expected:
         unlimited.new_nodes,
         reference.nodes if reference.proven else None,
         len(capped.placements),
+        {"cpu": format_cpu(cap.cpu), "memory": format_bytes(cap.memory), "pods": str(cap.pods)},
     )
 
 
@@ -526,6 +593,8 @@ async def _prepare(client: Client, sc: Scenario, names: Names, side: str) -> Non
             "preemptionPolicy": "Never",
         }
         await client.create(PRIORITYCLASSES, pc)
+    if sc.ami_family is not None:
+        await client.create(AWSNODECLASSES, nodeclass_manifest(sc, names))
     await client.create(NODEPOOLS, pool_manifest(sc, names, reserve=side == "reserved"))
 
 
@@ -629,6 +698,9 @@ async def run_side(
         if any(g.kind == "expendable" for g in sc.groups):
             with contextlib.suppress(NotFound):
                 await admin.delete(PRIORITYCLASSES, names.priority_class)
+        if sc.ami_family is not None:  # after its pool is gone
+            with contextlib.suppress(NotFound):
+                await admin.delete(AWSNODECLASSES, names.base)
 
 
 async def _measure(
@@ -867,7 +939,7 @@ def _targets(figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
     nodes_optimum = {
         sid: f["optimum"] is not None and f["ours"]["target"] == f["optimum"]
         for sid, f in figures.items()
-        if sid in ("S1", "S2", "S3")
+        if sid in OPTIMUM_SET
     }
     if nodes_optimum:
         out["nodes_equal_optimum"] = nodes_optimum
@@ -911,6 +983,12 @@ async def run(ctx: Context) -> BenchResult:
                     "max_nodes": sc.max_nodes,
                     "boot_seconds": sc.boot_seconds,
                 }
+                if sc.ami_family is not None:
+                    entry["node"] = {
+                        "instance_type": sc.instance_type,
+                        "ami_family": sc.ami_family,
+                        "allocatable": exp.allocatable,
+                    }
                 for side in sides(sid):
                     ctx.log(f"autoscaler {sid} {side}: {sc.title}")
                     fig = await run_side(ctx.kubeconfig, admin, sc, side, Path(tmp), every)
@@ -1071,7 +1149,8 @@ def markdown(result: BenchResult) -> str:
             for sid in targets["nodes_equal_optimum"]
         }
         verdicts = _verdicts(targets["nodes_equal_optimum"], why)
-        lines.append(f"- nodes = the proven optimum on S1/S2/S3: {verdicts}")
+        which = "/".join(targets["nodes_equal_optimum"])
+        lines.append(f"- nodes = the proven optimum on {which}: {verdicts}")
     if "reserved_plan_holds" in targets:
         why = {
             sid: "targetNodes " + " -> ".join(str(v) for v in f[sid]["reserved"]["targets_seen"])
@@ -1117,6 +1196,15 @@ def markdown(result: BenchResult) -> str:
                     f"{fig['api_writes']} API writes"
                 )
     for sid in p["scenarios"]:
+        if "node" in f[sid]:
+            node, a = f[sid]["node"], f[sid]["node"]["allocatable"]
+            lines += [
+                "",
+                f"{sid} planned on a real node: {node['instance_type']} with an "
+                f"{node['ami_family']} node class, allocatable cpu {a['cpu']}, memory "
+                f"{a['memory']}, pods {a['pods']} (`pool_template(..., node_class=...)`, as the "
+                "Autoscaler plans; the optimum is computed on the same allocatable).",
+            ]
         for side in ("ours", "reserved"):
             if "node_mix" in f[sid].get(side, {}):
                 mix = "; ".join(f"{k}: {n}" for k, n in f[sid][side]["node_mix"].items())
