@@ -838,6 +838,8 @@ async def _observe(
     }
     if waves[2]:
         fig["t_decide_wave2_s"] = _r(t_decide2)
+    if sc.ami_family is not None:  # what the kubelets registered, beside what was planned on
+        fig["node_allocatable"] = _allocatables(nodes["items"])
     if naive is not None:
         fig["naive"] = naive.figures()
     if events:
@@ -861,6 +863,22 @@ async def _node_mix(client: Client, names: Names) -> dict[str, int]:
             by_node.setdefault(node, Counter())[group] += 1
     mix = Counter(", ".join(f"{g} x{n}" for g, n in sorted(c.items())) for c in by_node.values())
     return dict(mix.most_common())
+
+
+def _allocatables(nodes: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """The distinct cpu, memory and pods allocatable of ``nodes``, in the planner's units
+    (so they compare with :attr:`Expected.allocatable`)."""
+    seen = set()
+    for node in nodes:
+        a = (node.get("status") or {}).get("allocatable") or {}
+        seen.add(
+            (
+                format_cpu(parse_cpu(a.get("cpu", "0"))),
+                format_bytes(parse_bytes(a.get("memory", "0"))),
+                str(a.get("pods", "0")),
+            )
+        )
+    return [{"cpu": c, "memory": m, "pods": p} for c, m, p in sorted(seen)]
 
 
 def _scale_writes(writes: ApiActivity) -> int:
@@ -1203,7 +1221,20 @@ def markdown(result: BenchResult) -> str:
                 f"{sid} planned on a real node: {node['instance_type']} with an "
                 f"{node['ami_family']} node class, allocatable cpu {a['cpu']}, memory "
                 f"{a['memory']}, pods {a['pods']} (`pool_template(..., node_class=...)`, as the "
-                "Autoscaler plans; the optimum is computed on the same allocatable).",
+                "Autoscaler plans; the optimum is computed on the same allocatable). The Nodes "
+                "the VMs' kubelets registered from their NodeConfig: "
+                + "; ".join(
+                    f"{side}: "
+                    + (
+                        ", ".join(
+                            f"{r['cpu']} / {r['memory']} / {r['pods']} pods"
+                            for r in f[sid][side].get("node_allocatable", [])
+                        )
+                        or "none"
+                    )
+                    for side in sides(sid)
+                )
+                + ".",
             ]
         for side in ("ours", "reserved"):
             if "node_mix" in f[sid].get(side, {}):
