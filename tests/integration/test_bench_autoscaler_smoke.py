@@ -1,11 +1,9 @@
-"""The autoscaler benchmark cannot rot: scenarios S5 and S16 at quick size, end to end.
+"""The autoscaler benchmark cannot rot: scenario S5 at quick size, end to end.
 
-Runs ``bench/run.py --quick --only autoscaler --scenarios S5,S16`` against the session control
+Runs ``bench/run.py --quick --only autoscaler --scenarios S5`` against the session control
 plane (which has kube-scheduler), as a user would, checks the JSON line's shape, and that the
 run left no NodePool or Node of its own behind (those are cluster-scoped, shared with every
-other test). No speed is asserted: that is what the benchmark reports. S16's pool has an
-AL2023 node class: its plan, its optimum and its registered Nodes are checked to be of the real
-allocatable (m5.xlarge as EKS sizes it), and its nodes never below that optimum.
+other test). No speed or outcome is asserted: that is what the benchmark reports.
 """
 
 from __future__ import annotations
@@ -40,11 +38,6 @@ SIDE_KEYS = {
 }
 
 
-#: m5.xlarge with an AL2023 node class: 4 vCPUs less EKS's 80m, 16Gi less kube-reserved and
-#: the eviction threshold, ENI max pods 4 * (15 - 1) + 2.
-M5_XLARGE_AL2023 = {"cpu": "3920m", "memory": "15Gi", "pods": "58"}
-
-
 def test_autoscaler_quick_s5_smoke(kube_control_plane: ControlPlane, tmp_path: Path) -> None:
     docs = tmp_path / "benchmarks.md"
     result = run_quick(
@@ -53,7 +46,7 @@ def test_autoscaler_quick_s5_smoke(kube_control_plane: ControlPlane, tmp_path: P
         "--only",
         "autoscaler",
         "--scenarios",
-        "S5,S16",
+        "S5",
         # the second profile's pass, which full runs make for S1-S3, here on S5 (quick runs skip it)
         "--param",
         "other_scoring=MostAllocated",
@@ -63,7 +56,7 @@ def test_autoscaler_quick_s5_smoke(kube_control_plane: ControlPlane, tmp_path: P
     )
     assert set(result) == {"name", "params", "figures", "ratios"}
     assert result["name"] == "autoscaler"
-    assert result["params"]["scenarios"] == ["S5", "S16"]
+    assert result["params"]["scenarios"] == ["S5"]
     s5 = result["figures"]["S5"]
     assert s5["lower_bound"] == s5["ffd"] == 0
     for side in ("ours", "naive"):
@@ -78,22 +71,11 @@ def test_autoscaler_quick_s5_smoke(kube_control_plane: ControlPlane, tmp_path: P
     assert list(other["scenarios"]) == ["S5"]
     assert set(other["scenarios"]["S5"]) == {"optimum", "ours"}  # S5 has no reserved side
     assert other["scenarios"]["S5"]["ours"]["scale_writes"] == 0
-    s16 = result["figures"]["S16"]
-    assert s16["node"]["allocatable"] == M5_XLARGE_AL2023
-    assert s16["optimum"] == 3  # 9 pods of 1 CPU / 3Gi and 8 of 300m / 2Gi on that node
-    for side in ("ours", "naive"):
-        assert s16[side]["node_allocatable"] == [M5_XLARGE_AL2023], side
-        assert s16[side]["duplicates"] == 0
-        assert s16[side]["scheduled_pods"] == s16[side]["fitting_pods"] == 17
-    # the optimum bounds every plan from below; the scheduler's placements may cost ours one
-    # more raise (S16 has no reserveNewNodes side), the naive loop one node a pod
-    assert s16["optimum"] <= s16["ours"]["target"] <= s16["optimum"] + 1
     text = docs.read_text()
     assert "<!-- bench:autoscaler:begin -->" in text
     assert "| S5: " in text
     assert "kube-scheduler scores MostAllocated:" in text
     assert "- S5 ours: 0 nodes" in text
-    assert "S16 planned on a real node: m5.xlarge with an AL2023 node class" in text
 
     rest = kube_control_plane.rest()
     pools = rest.get(f"/apis/kubeloop.dev/v1alpha1/nodepools?labelSelector={RUN_LABEL}")
