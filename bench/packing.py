@@ -64,10 +64,11 @@ TEMPLATE: Final = NodeTemplate(
 REAL_TYPES: Final = ("m5.xlarge", "r5.2xlarge")
 #: The AL2023 node class of those pools: no kubelet options, so max pods is the type's ENI
 #: limit and the reservations are EKS's defaults.
-AL2023_CLASS: Final = {
+AL2023_CLASS_NAME: Final = "bench-al2023"
+AL2023_CLASS: Final[dict[str, Any]] = {
     "apiVersion": "kubeloop.dev/v1alpha1",
     "kind": "AwsNodeClass",
-    "metadata": {"name": "bench-al2023"},
+    "metadata": {"name": AL2023_CLASS_NAME},
     "spec": {"amiId": "ami-0123456789abcdef0", "amiFamily": "AL2023", "cluster": {"name": "bench"}},
 }
 #: Request granularity per resource (millicores, bytes, bytes): what people write.
@@ -98,7 +99,7 @@ def real_template(instance_type: str) -> NodeTemplate:
                 "instanceType": instance_type,
                 "targetNodes": 0,
                 "maxNodes": 1000,
-                "nodeClassRef": {"name": AL2023_CLASS["metadata"]["name"]},
+                "nodeClassRef": {"name": AL2023_CLASS_NAME},
             },
         }
     )
