@@ -196,6 +196,7 @@ def test_nodepool_defaults_filled_in(rest: RestClient, name: str) -> None:
         "minNodes": 0,
         "maxNodes": 10,
         "reserveNewNodes": False,
+        "capacityType": "on-demand",
     }
     # the Python side fills in the same defaults, so a round trip changes nothing
     pool = parse_nodepool(created)
@@ -231,6 +232,7 @@ def test_full_nodepool_is_accepted_as_written(rest: RestClient, name: str) -> No
         "labels": {"team": "money-maker", "example.com/tier": "prod"},
         "taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}],
         "reserveNewNodes": True,
+        "capacityType": "spot",
     }
     created = create(rest, NODEPOOLS, nodepool(name, **spec))
     assert created["spec"] == spec
