@@ -25,6 +25,8 @@ import os
 import re
 import subprocess
 import textwrap
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -728,14 +730,14 @@ def readme_scripts(section: str) -> list[str]:
     return [textwrap.dedent(block).replace("$ ", "") for _, block in blocks]
 
 
-def test_crds_conversion_installed_and_upgraded_to_as_the_readme_says(tmp_path: Path) -> None:
-    """The README's two ways to crds.conversion, typed as written, on a control plane of the
-    test's own (it leaves CRDs converting through a webhook no pod serves, which the shared
-    one's other tests must not meet): a new install with --skip-crds, and a release installed
-    with crds/ that Helm refuses to upgrade, naming what is missing, until the README's
-    commands hand it the CRDs. Both end with the CRDs serving v1beta1 through the release's
-    webhook Service, and `helm uninstall` leaves them."""
-    fresh, adopt = readme_scripts("Serving v1beta1: `crds.conversion`")
+@contextmanager
+def readme_cluster(tmp_path: Path) -> Iterator[Callable[[str], subprocess.CompletedProcess[str]]]:
+    """A control plane of the test's own (the README's scripts leave CRDs converting through a
+    webhook no pod serves, which the shared one's other tests must not meet), with cert-manager's
+    CRDs, and a shell that runs a script against it with kubectl and helm on PATH, as a user
+    types it. Each scenario gets a new one rather than deleting the last one's CRDs: the
+    apiserver's CRD finalizer retries "storage is (re)initializing" with a growing backoff,
+    which on a loaded machine kept a `kubectl delete crd` waiting past five minutes."""
     with ControlPlane(ControlPlaneOptions(scheduler=False, dir=tmp_path / "cp")) as cp:
         install_cert_manager_crds(cp)
         tools = os.pathsep.join(str(p.parent) for p in (kubectl(), helm()))
@@ -752,37 +754,45 @@ def test_crds_conversion_installed_and_upgraded_to_as_the_readme_says(tmp_path: 
                 env=env,
                 capture_output=True,
                 text=True,
-                timeout=300,
+                timeout=240,
                 check=False,
             )
 
-        def assert_converting() -> None:
-            for name in CONVERTED:
-                crd = cp.rest().get(
-                    f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-                )
-                assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1", "v1beta1"]
-                service = crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
-                assert (service["namespace"], service["name"]) == (
-                    NAMESPACE,
-                    "nodepool-operator-webhook",
-                )
-                assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
-                    f"{NAMESPACE}/nodepool-operator-serving-cert"
-                )
+        yield sh
+        for name in CONVERTED:
+            crd = cp.rest().get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1", "v1beta1"]
+            service = crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+            assert (service["namespace"], service["name"]) == (
+                NAMESPACE,
+                "nodepool-operator-webhook",
+            )
+            assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+                f"{NAMESPACE}/nodepool-operator-serving-cert"
+            )
 
+
+def test_crds_conversion_on_a_new_install_as_the_readme_says(tmp_path: Path) -> None:
+    """The README's new install (--skip-crds, crds.conversion=true), typed as written, ends with
+    the CRDs serving v1beta1 through the release's webhook Service, and `helm uninstall` leaves
+    them (checked when the cluster closes)."""
+    fresh, _ = readme_scripts("Serving v1beta1: `crds.conversion`")
+    with readme_cluster(tmp_path) as sh:
         done = sh(fresh)
         assert done.returncode == 0, done.stderr
-        assert_converting()
         uninstall = sh(f"helm uninstall nodepool-operator -n {NAMESPACE} --wait")
         assert uninstall.returncode == 0, uninstall.stderr
-        assert_converting()  # kept
 
-        # a release installed the default way, its CRDs from crds/
-        plain = sh(
-            f"kubectl delete crd {' '.join(c['metadata']['name'] for c in crds())}\n"
-            f"helm install nodepool-operator {CHART} -n {NAMESPACE}"
-        )
+
+def test_crds_conversion_adopted_by_a_release_installed_with_crds_as_the_readme_says(
+    tmp_path: Path,
+) -> None:
+    """A release installed the default way (its CRDs from crds/): Helm refuses the upgrade to
+    crds.conversion, naming what is missing, until the README's commands, typed as written,
+    hand it the CRDs; then they serve v1beta1 through the release's webhook Service."""
+    _, adopt = readme_scripts("Serving v1beta1: `crds.conversion`")
+    with readme_cluster(tmp_path) as sh:
+        plain = sh(f"helm install nodepool-operator {CHART} -n {NAMESPACE} --create-namespace")
         assert plain.returncode == 0, plain.stderr
         refused = sh(
             f"helm upgrade nodepool-operator {CHART} -n {NAMESPACE} --set crds.conversion=true"
@@ -791,4 +801,3 @@ def test_crds_conversion_installed_and_upgraded_to_as_the_readme_says(tmp_path: 
         assert 'missing key "app.kubernetes.io/managed-by"' in refused.stderr, refused.stderr
         done = sh(adopt)
         assert done.returncode == 0, done.stderr
-        assert_converting()
