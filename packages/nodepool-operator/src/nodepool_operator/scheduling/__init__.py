@@ -6,8 +6,6 @@ a function of its arguments, so the autoscaler's decisions can be unit-tested an
 without a cluster (Karpenter keeps its scheduling simulation pure for the same reason).
 """
 
-from ._binpack import NodeState as NodeState
-from ._binpack import Placement as Placement
 from ._binpack import PlanReason as PlanReason
 from ._binpack import ScaleUpPlan as ScaleUpPlan
 from ._binpack import UnschedulableGroup as UnschedulableGroup
@@ -27,6 +25,8 @@ from ._daemonset import DaemonSetView as DaemonSetView
 from ._daemonset import daemonset_overhead as daemonset_overhead
 from ._daemonset import daemonset_view as daemonset_view
 from ._exact import SearchBudget as SearchBudget
+from ._firstfit import NodeState as NodeState
+from ._firstfit import Placement as Placement
 from ._fit import FitReason as FitReason
 from ._fit import FitResult as FitResult
 from ._fit import pod_fits_node as pod_fits_node

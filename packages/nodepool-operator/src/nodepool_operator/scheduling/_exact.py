@@ -59,20 +59,22 @@ import math
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import le, mul
 from typing import TYPE_CHECKING, Protocol
 
+from ._firstfit import NodeState, Packing, Placement, first_fit
 from ._fit import check_constraints
 from ._quantity import Resources
 from ._repair import Repair
 from ._slots import Booting, Existing, New, NodeSlot
 from ._views import PodView
+from ._zones import ZoneCounts
 
 if TYPE_CHECKING:
-    from ._template import Taint
+    from ._template import NodeTemplate, Taint
 
-__all__ = ["DEFAULT_BUDGET", "ExactPacking", "SearchBudget", "pack_fewest"]
+__all__ = ["DEFAULT_BUDGET", "ExactPacking", "SearchBudget", "pack", "pack_fewest"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +125,7 @@ class ExactPacking:
 
 
 class PackEntry(Protocol):
-    """What the search reads of a pending pod (``_binpack._Pending`` fits)."""
+    """What the search reads of a pending pod (``_firstfit._Pending`` fits)."""
 
     @property
     def pod(self) -> PodView: ...
@@ -149,6 +151,49 @@ class FreeNode(Protocol):
 
     @property
     def taints(self) -> tuple[Taint, ...]: ...
+
+
+def pack(
+    pods: Sequence[PodView],
+    template: NodeTemplate,
+    existing_nodes: Sequence[NodeState],
+    in_flight: int,
+    allowed_new: int,
+    zones: ZoneCounts,
+    budget: SearchBudget | None,
+) -> Packing:
+    """The pods packed onto the pool's nodes with the fewest new ones found: first-fit-
+    decreasing's packing (:func:`~._firstfit.first_fit`, which admits the pods first) is the
+    incumbent, and when it opened nodes or ran out of them the search below looks for fewer,
+    within ``budget`` (``None``: FFD's stands).
+
+    The search knows resources, selectors and taints, not other pods nor zones: it may only
+    improve a packing none of whose pods (pending or already placed) constrains another or
+    needs a zone (:attr:`~._firstfit.Packing.plain`), so the zone targets FFD found stand.
+    """
+    first = first_fit(pods, template, existing_nodes, in_flight, allowed_new, zones)
+    if budget is None or not first.plain or not (first.new_nodes or first.overflow):
+        return first
+    # FFD may open a node too many; when it ran out, all pods may still fit within the limit.
+    exact = pack_fewest(
+        first.entries,
+        template.allocatable,
+        existing_nodes,
+        in_flight,
+        fewer_than=allowed_new + 1 if first.overflow else first.new_nodes,
+        budget=budget,
+    )
+    if exact is None:
+        return first
+    return replace(
+        first,
+        placements=tuple(
+            Placement(e.ref, label) for e, label in zip(first.entries, exact.labels, strict=True)
+        ),
+        new_nodes=exact.new_nodes,
+        overflow=(),
+        new_zones=first.new_zones[: exact.new_nodes],
+    )
 
 
 def pack_fewest(

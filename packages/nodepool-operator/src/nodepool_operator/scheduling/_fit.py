@@ -21,6 +21,7 @@ from ._views import NodeSelectorTerm, PodView
 __all__ = [
     "FitReason",
     "FitResult",
+    "admit",
     "check_constraints",
     "check_node_affinity",
     "check_room",
@@ -98,6 +99,24 @@ def check_template(view: PodView, template: NodeTemplate) -> FitResult:
     if not result:
         return result
     return check_template_room(view.requests, template)
+
+
+def admit(
+    views: Sequence[PodView], templates: Sequence[NodeTemplate]
+) -> tuple[list[PodView], list[tuple[PodView, FitResult]]]:
+    """The pods an empty node of one of ``templates`` (a pool's template in each of its
+    zones) can hold, in their order, and the others with the first template's reason: the
+    plan's first step, which sets aside the pods no node count helps."""
+    admitted: list[PodView] = []
+    refused: list[tuple[PodView, FitResult]] = []
+    for view in views:
+        fits = [check_template(view, t) for t in templates]
+        fit = next((f for f in fits if f), fits[0])
+        if fit.reason is None:
+            admitted.append(view)
+        else:
+            refused.append((view, fit))
+    return admitted, refused
 
 
 def pod_fits_node(

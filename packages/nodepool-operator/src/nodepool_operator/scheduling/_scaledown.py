@@ -16,8 +16,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from ._binpack import NodeState, _order_key, _Packer, _Pending
 from ._blockers import Unremovable, node_blocker
+from ._firstfit import NodeState, _order_key, _Packer, _Pending
 from ._quantity import Resources
 from ._template import NodeTemplate, Taint
 from ._views import PodView
