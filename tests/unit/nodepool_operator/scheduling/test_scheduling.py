@@ -24,8 +24,10 @@ from nodepool_operator.scheduling import (
     pod_fits_node,
     pod_fits_template,
     pod_requests,
+    read_pending,
     tolerates,
 )
+from tests import factories
 
 GI = 2**30
 MI = 2**20
@@ -562,3 +564,26 @@ def test_taint_validation_and_rendering() -> None:
         Taint("k", "NoScheduleX")
     assert str(Taint("k", "NoSchedule")) == "k:NoSchedule"
     assert str(PodRef("prod", "web-0")) == "prod/web-0"
+
+
+def test_a_nomination_and_the_verdict_under_it_are_read_once_at_the_boundary() -> None:
+    """``status.nominatedNodeName`` becomes the view's ``nominated``, the resourceVersion its
+    ``version`` (a write's precondition), and a nominated pod's verdict says what it would be
+    with no nomination: what ``_nominations`` and the candidates need, without reading the
+    pod again."""
+    pod = factories.pod("p", namespace="prod", memory="1Gi", unschedulable=True)
+    pod["metadata"]["resourceVersion"] = "9"
+    pod["status"]["nominatedNodeName"] = "vm-a"
+    read = read_pending(pod)
+    assert (read.reason, read.unnominated) == (PodReason.NOMINATED, PodReason.UNSCHEDULABLE)
+    assert read.view is not None
+    assert (read.view.nominated, read.view.version) == ("vm-a", "9")
+    del pod["status"]["nominatedNodeName"]
+    pod["metadata"]["resourceVersion"] = "10"
+    read = read_pending(pod)
+    assert (read.reason, read.unnominated) == (PodReason.UNSCHEDULABLE, None)
+    assert read.view is not None
+    assert read.view.nominated is None
+    pod["spec"]["schedulingGates"] = [{"name": "wait"}]
+    pod["status"]["nominatedNodeName"] = "vm-a"
+    assert classify(pod).unnominated is PodReason.GATED

@@ -10,14 +10,17 @@ never to the user's spec, so GitOps tools and admission policies that guard the 
 nothing. What the scheduler does with a nomination it cannot honour (it drops it on a
 failed attempt) is in ``docs/simulation.md``, section "Nominated nodes".
 
-Pure: a function of the pod as read and the planned node's name.
+Pure: a function of the pod's view (read at the boundary, :func:`~._pods.pod_view`) and the
+planned node's name.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any, Final
+
+from ._pods import Pod, pod_view
+from ._views import PodView
 
 __all__ = ["NOMINATION_FIELD", "nomination_patch"]
 
@@ -27,7 +30,7 @@ NOMINATION_FIELD: Final = "nominatedNodeName"
 _SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
-def nomination_patch(pod: Mapping[str, Any], node_name: str | None) -> dict[str, Any] | None:
+def nomination_patch(pod: Pod | PodView, node_name: str | None) -> dict[str, Any] | None:
     """The JSON merge patch for ``pods/<name>/status`` that nominates ``pod`` to
     ``node_name`` (``None``: withdraws our nomination); ``None`` when there is nothing to write.
 
@@ -44,16 +47,10 @@ def nomination_patch(pod: Mapping[str, Any], node_name: str | None) -> dict[str,
             f"status.{NOMINATION_FIELD}: {node_name!r} is not a valid Node name "
             "(a lower-case DNS subdomain of at most 253 characters)"
         )
-    metadata = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    if spec.get("nodeName") or metadata.get("deletionTimestamp"):
-        return None
-    current = status.get(NOMINATION_FIELD) or None
-    if current == node_name:
+    view = pod_view(pod)
+    if view.node_name or view.terminating or view.nominated == node_name:
         return None
     patch: dict[str, Any] = {"status": {NOMINATION_FIELD: node_name}}
-    version = metadata.get("resourceVersion")
-    if version:
-        patch["metadata"] = {"resourceVersion": version}
+    if view.version:
+        patch["metadata"] = {"resourceVersion": view.version}
     return patch

@@ -17,7 +17,7 @@ versions and it reports only the first failing filter per node.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
@@ -231,11 +231,31 @@ class PodVerdict:
     message: str = ""
     view: PodView | None = None
     """The pod's view when it still waits for a node (:func:`read_pending`)."""
+    unnominated: PodReason | None = None
+    """For a :attr:`PodReason.NOMINATED` pod, the reason it would have with no nomination:
+    whether the scheduler's verdict under the nomination is still Unschedulable (a pod the
+    Autoscaler nominated to a new node still waits for the capacity planned for it)."""
 
     @property
     def candidate(self) -> bool:
         """Whether the pod should be considered for scale-up."""
         return self.reason is PodReason.UNSCHEDULABLE
+
+    def candidate_on(self, nodes: Container[str] | None = None) -> bool:
+        """Whether the pod is a scale-up candidate, a pod nominated to one of ``nodes`` (a
+        pool's Nodes; ``None``: any) included when the scheduler's verdict under the
+        nomination is still Unschedulable. With ``nodes``, the verdict must carry the pod's
+        view (:func:`read_pending`'s).
+
+        Why: :func:`classify` leaves a nominated pod out (it will land where preemption made
+        room). A pod the Autoscaler nominated to a new node still waits for the capacity the
+        plan made for it: left out, the plan would not count it, and scale-down would take its
+        node, where nothing is bound yet, for empty."""
+        if self.reason is not PodReason.NOMINATED:
+            return self.candidate
+        if nodes is not None and (self.view is None or self.view.nominated not in nodes):
+            return False
+        return self.unnominated is PodReason.UNSCHEDULABLE
 
 
 _TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -254,6 +274,15 @@ def classify(pod: Pod) -> PodVerdict:
     status = get_mapping(pod, "status")
     condition = _pod_scheduled(status)
     message = get_text(condition, "message")
+    if get_list(spec, "schedulingGates"):
+        unnominated = PodReason.GATED
+    elif (
+        get_text(condition, "status") == "False"
+        and get_text(condition, "reason") == "Unschedulable"
+    ):
+        unnominated = PodReason.UNSCHEDULABLE
+    else:
+        unnominated = PodReason.NOT_UNSCHEDULABLE
     if metadata.get("deletionTimestamp"):
         reason = PodReason.TERMINATING
     elif get_text(status, "phase") in _TERMINAL_PHASES:
@@ -261,16 +290,9 @@ def classify(pod: Pod) -> PodVerdict:
     elif get_text(spec, "nodeName"):
         reason = PodReason.BOUND
     elif get_text(status, "nominatedNodeName"):
-        reason = PodReason.NOMINATED
-    elif get_list(spec, "schedulingGates"):
-        reason = PodReason.GATED
-    elif (
-        get_text(condition, "status") == "False"
-        and get_text(condition, "reason") == "Unschedulable"
-    ):
-        reason = PodReason.UNSCHEDULABLE
+        return PodVerdict(PodReason.NOMINATED, message, unnominated=unnominated)
     else:
-        reason = PodReason.NOT_UNSCHEDULABLE
+        reason = unnominated
     return PodVerdict(reason, message)
 
 
@@ -288,7 +310,7 @@ def read_pending(pod: Pod) -> PodVerdict:
     verdict = classify(pod)
     if verdict.reason in _NOT_WAITING:
         return verdict
-    return PodVerdict(verdict.reason, verdict.message, pod_view(pod))
+    return replace(verdict, view=pod_view(pod))
 
 
 def _pod_scheduled(status: Mapping[str, object]) -> Mapping[str, object]:
@@ -507,6 +529,8 @@ def _read_pod(pod: Pod) -> PodView:
         node_name=get_text(spec, "nodeName"),
         phase=get_text(get_mapping(pod, "status"), "phase"),
         terminating=bool(meta.get("deletionTimestamp")),
+        nominated=get_text(get_mapping(pod, "status"), "nominatedNodeName") or None,
+        version=get_text(meta, "resourceVersion"),
         requests=pod_requests(pod),
         node_selector=node_selector,
         required_terms=required_terms,

@@ -269,6 +269,10 @@ class PodView:
         node_name: ``spec.nodeName`` (``""`` when not bound).
         phase: ``status.phase``.
         terminating: ``metadata.deletionTimestamp`` is set.
+        nominated: ``status.nominatedNodeName``, ``None`` when not nominated (the scheduler's
+            nomination, preemption's or ours: see ``controllers.autoscaler._nominations``).
+        version: ``metadata.resourceVersion``: a write made from this read names it as its
+            precondition.
         requests: the effective request (see :func:`~._pods.pod_requests`), ``pods=1``.
         node_selector: ``spec.nodeSelector``.
         required_terms: required node affinity's terms, ``None`` when it has none.
@@ -304,6 +308,8 @@ class PodView:
     node_name: str = ""
     phase: str = ""
     terminating: bool = False
+    nominated: str | None = None
+    version: str = ""
     requests: Resources = field(default_factory=lambda: Resources(pods=1))
     node_selector: tuple[tuple[str, str], ...] = ()
     required_terms: tuple[NodeSelectorTerm, ...] | None = None

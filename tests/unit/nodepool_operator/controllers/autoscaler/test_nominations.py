@@ -1,5 +1,6 @@
 """Which planned pods get which nomination (``_nominations``): a table over the pod's and the
-planned node's states."""
+planned node's states. The pods are read at the boundary, as observe reads them
+(``read_pending``: their views and verdicts); the Nodes are how long each has been Ready."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.controllers.autoscaler._nominations import candidate, nominations
+from nodepool_operator.controllers.autoscaler._nominations import nominations
+from nodepool_operator.scheduling import PodView, pod_view, read_pending
 from tests import factories
 
 GRACE = 30.0
@@ -21,15 +23,8 @@ def pending(name: str, nominated: str = "") -> dict[str, Any]:
     return obj
 
 
-def node(name: str, ready_for: float | None) -> dict[str, Any]:
-    obj = factories.node(name)
-    obj["test_ready_for"] = ready_for  # read by the ready_for below, not by the code
-    return obj
-
-
-def ready_for(obj: Any) -> float | None:
-    value: float | None = obj["test_ready_for"]
-    return value
+def views(pods: dict[str, dict[str, Any]]) -> dict[str, PodView]:
+    return {key: pod_view(pod) for key, pod in pods.items()}
 
 
 # (case, the pod as read (None: bound or gone), node vm-a: "absent" (not registered, VM
@@ -57,11 +52,16 @@ CASES: list[tuple[str, dict[str, Any] | None, str | float | None, str | None, bo
 def test_the_nomination_of_a_planned_pod(
     pod: dict[str, Any] | None, state: str | float | None, wrote: str | None, done: bool
 ) -> None:
-    nodes = {} if isinstance(state, str) else {"vm-a": node("vm-a", state)}
+    nodes = {} if isinstance(state, str) else {"vm-a": state}  # name -> seconds Ready
     vms = [] if state == "gone" else ["vm-a"]
     pods = {} if pod is None else {"prod/p": pod}
     out = nominations(
-        {"vm-a": ("prod/p",)}, vms=vms, nodes=nodes, pods=pods, ready_for=ready_for, grace=GRACE
+        {"vm-a": ("prod/p",)},
+        vms=vms,
+        nodes=nodes,
+        pods=views(pods),
+        ready_for=nodes.get,
+        grace=GRACE,
     )
     assert out.done == (("vm-a",) if done else ())
     if wrote is None:
@@ -79,10 +79,15 @@ def test_the_nomination_of_a_planned_pod(
 
 def test_a_pod_planned_twice_belongs_to_its_first_slot_and_the_grace_is_counted_down() -> None:
     slots = {"vm-a": ("prod/p", "prod/q"), "vm-b": ("prod/q", "prod/r")}
-    nodes = {"vm-a": node("vm-a", 10.0), "vm-b": node("vm-b", None)}
+    nodes = {"vm-a": 10.0, "vm-b": None}
     pods = {k: pending(k.split("/")[1]) for k in ("prod/p", "prod/q", "prod/r")}
     out = nominations(
-        slots, vms=["vm-a", "vm-b"], nodes=nodes, pods=pods, ready_for=ready_for, grace=GRACE
+        slots,
+        vms=["vm-a", "vm-b"],
+        nodes=nodes,
+        pods=views(pods),
+        ready_for=nodes.get,
+        grace=GRACE,
     )
     assert [(w.pod, w.node) for w in out.writes] == [
         ("prod/p", "vm-a"),
@@ -97,10 +102,10 @@ def test_a_pod_nominated_to_a_pool_node_is_still_a_candidate() -> None:
     """classify leaves nominated pods out (preemption's); one nominated to a Node of the pool
     and still Unschedulable under it waits for the plan's capacity."""
     pool = {"vm-a"}
-    assert candidate(pending("p"), pool)
-    assert candidate(pending("p", "vm-a"), pool)
-    assert not candidate(pending("p", "elsewhere"), pool)  # preemption's node, not ours
-    assert candidate(pending("p", "elsewhere"))  # any node: the batching's first-seen time
+    assert read_pending(pending("p")).candidate_on(pool)
+    assert read_pending(pending("p", "vm-a")).candidate_on(pool)
+    assert not read_pending(pending("p", "elsewhere")).candidate_on(pool)  # preemption's
+    assert read_pending(pending("p", "elsewhere")).candidate_on()  # any node: first-seen time
     scheduling = factories.pod("q", namespace="prod", memory="28Gi")
     scheduling["status"] = {"nominatedNodeName": "vm-a"}
-    assert not candidate(scheduling, pool)  # not (yet) Unschedulable
+    assert not read_pending(scheduling).candidate_on(pool)  # not (yet) Unschedulable

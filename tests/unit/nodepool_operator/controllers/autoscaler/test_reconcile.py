@@ -632,6 +632,7 @@ async def test_planned_pods_are_nominated_to_their_registered_new_nodes_by_defau
 
     def with_nomination(pod: dict[str, Any], node: str) -> dict[str, Any]:
         pod["status"]["nominatedNodeName"] = node
+        pod["metadata"]["resourceVersion"] = "2"  # a write makes a new version
         return pod
 
     _, writes = await passes.run(scaler(), pool(), *pods("w", 4))
@@ -677,6 +678,7 @@ async def test_a_node_holding_only_nominated_pods_is_not_taken_for_empty() -> No
     passes = Passes()
     waiting = pods("w", 1)[0]
     waiting["status"]["nominatedNodeName"] = "n-0"
+    waiting["metadata"]["resourceVersion"] = "2"  # a write makes a new version
     world = (scaling_down(), pool(target=1), node("n-0"), waiting)
     _, writes = await passes.run(*world)
     passes.now += 601

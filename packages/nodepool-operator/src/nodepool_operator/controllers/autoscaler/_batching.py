@@ -20,7 +20,7 @@ from typing import Final
 
 from kubeloop import Deleted, Event
 from nodepool_operator.controllers.autoscaler._decode import pod_key
-from nodepool_operator.controllers.autoscaler._nominations import candidate
+from nodepool_operator.scheduling import classify
 
 __all__ = ["MAX_BATCH_WINDOWS", "FirstSeen", "batch_wait"]
 
@@ -46,7 +46,7 @@ class FirstSeen:
     def observe(self, event: Event) -> None:
         key = pod_key(event.obj)
         # a nominated pod keeps its time: our nomination does not make it a new candidate
-        if isinstance(event, Deleted) or not candidate(event.obj):
+        if isinstance(event, Deleted) or not classify(event.obj).candidate_on():
             self._since.pop(key, None)
         else:
             self._since.setdefault(key, self._clock())

@@ -20,7 +20,10 @@ left alone. Once a slot is done (its pods bound anywhere or gone, its node gone,
 the landing grace) a nomination of ours still standing is withdrawn: it would hold room on
 that node for as long as it stands.
 
-Pure: a function of the slots, the pool's Nodes and the unbound pods as read.
+Pure: a function of the slots, the pool's Nodes (how long each has been Ready) and the
+unbound pods' views, as observe read them at the boundary (``scheduling.read_pending``: a pod's
+``status.nominatedNodeName`` is its view's ``nominated``, and its verdict says what the
+scheduler made of it under the nomination): no object is read here.
 """
 
 from __future__ import annotations
@@ -29,10 +32,9 @@ from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubeloop import Object
-from nodepool_operator.scheduling import PodReason, classify, nomination_patch
+from nodepool_operator.scheduling import PodView, nomination_patch
 
-__all__ = ["Nomination", "Nominations", "candidate", "nominations"]
+__all__ = ["Nomination", "Nominations", "nominations"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,18 +61,18 @@ def nominations(
     slots: Mapping[str, Sequence[str]],
     *,
     vms: Collection[str],
-    nodes: Mapping[str, Object],
-    pods: Mapping[str, Object],
-    ready_for: Callable[[Object], float | None],
+    nodes: Container[str],
+    pods: Mapping[str, PodView],
+    ready_for: Callable[[str], float | None],
     grace: float,
 ) -> Nominations:
     """The nominations for the named ``slots`` (node name -> planned pod keys, plan order).
 
-    ``vms``: the names of the pool's VMs as recorded; ``nodes``: its registered Nodes by
-    name (a slot named by neither is gone: its VM was replaced or removed); ``pods``: the
-    unbound pods of the watched namespaces by key (a key missing is bound or gone);
-    ``ready_for(node)``: seconds it has been Ready (``None``: not Ready). A pod in two slots
-    (planned again by a later scale-up) belongs to the first."""
+    ``vms``: the names of the pool's VMs as recorded; ``nodes``: the names of its registered
+    Nodes (a slot named by neither is gone: its VM was replaced or removed); ``pods``: the
+    views of the unbound pods of the watched namespaces by key (a key missing is bound or
+    gone); ``ready_for(name)``: seconds that registered Node has been Ready (``None``: not
+    Ready). A pod in two slots (planned again by a later scale-up) belongs to the first."""
     writes: list[Nomination] = []
     done: list[str] = []
     next_due: float | None = None
@@ -79,20 +81,20 @@ def nominations(
         mine = [k for k in keys if k not in seen]
         seen.update(keys)
         waiting = {k: pods[k] for k in mine if k in pods}
-        node = nodes.get(name)
+        registered = name in nodes
         if not waiting:
             done.append(name)
             continue
-        gone = node is None and name not in vms
-        if node is None and not gone:  # not registered yet
+        gone = not registered and name not in vms
+        if not registered and not gone:  # not registered yet
             continue
-        held = None if node is None else ready_for(node)
+        held = ready_for(name) if registered else None
         if gone or (held is not None and held >= grace):
             done.append(name)
             writes += [
                 Nomination(key, None, patch)
                 for key, pod in waiting.items()
-                if _nominated(pod) == name and (patch := nomination_patch(pod, None))
+                if pod.nominated == name and (patch := nomination_patch(pod, None))
             ]
             continue
         if held is not None:
@@ -101,29 +103,7 @@ def nominations(
         writes += [
             Nomination(key, name, patch)
             for key, pod in waiting.items()
-            # empty: ours to write; another node: the scheduler's own, left alone
-            if _nominated(pod) == "" and (patch := nomination_patch(pod, name))
+            # none: ours to write; another node: the scheduler's own, left alone
+            if pod.nominated is None and (patch := nomination_patch(pod, name))
         ]
     return Nominations(tuple(writes), tuple(done), next_due)
-
-
-def _nominated(pod: Object) -> str:
-    return str((pod.get("status") or {}).get("nominatedNodeName") or "")
-
-
-def candidate(pod: Object, nodes: Container[str] | None = None) -> bool:
-    """Whether ``pod`` is a scale-up candidate, a pod nominated to one of ``nodes`` (the
-    pool's Nodes; ``None``: any) included when the scheduler's verdict under the nomination
-    is still Unschedulable.
-
-    Why: :func:`~nodepool_operator.scheduling.classify` leaves a nominated pod out (it will
-    land where preemption made room). A pod we nominated to a new node still waits for the
-    capacity the plan made for it: left out, the plan would not count it, and scale-down
-    would take its node, where nothing is bound yet, for empty."""
-    verdict = classify(pod)
-    if verdict.reason is not PodReason.NOMINATED:
-        return verdict.candidate
-    if nodes is not None and _nominated(pod) not in nodes:
-        return False
-    status = {**(pod.get("status") or {}), "nominatedNodeName": ""}
-    return classify({**pod, "status": status}).candidate

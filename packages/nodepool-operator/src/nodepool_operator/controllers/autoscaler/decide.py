@@ -768,8 +768,8 @@ def nominate(
         slots,
         vms=records,
         nodes=obs.raw.nodes,
-        pods=obs.raw.pods,
-        ready_for=lambda node: ready_for(node, wall),
+        pods=obs.unbound,
+        ready_for=lambda name: ready_for(obs.raw.nodes[name], wall),
         grace=knobs.landing_grace,
     )
     reservation.forget(out.done)

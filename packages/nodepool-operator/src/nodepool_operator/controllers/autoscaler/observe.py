@@ -49,7 +49,6 @@ from nodepool_operator.controllers._unneeded import is_marked, timed_out_at
 from nodepool_operator.controllers.autoscaler._batching import batch_wait
 from nodepool_operator.controllers.autoscaler._choice import Option, option
 from nodepool_operator.controllers.autoscaler._decode import deleting, object_name
-from nodepool_operator.controllers.autoscaler._nominations import candidate
 from nodepool_operator.controllers.autoscaler._pending import Lookup
 from nodepool_operator.controllers.autoscaler._references import look_up
 from nodepool_operator.controllers.autoscaler._status import (
@@ -68,7 +67,6 @@ from nodepool_operator.scheduling import (
     DaemonSetView,
     NodeTemplate,
     PdbView,
-    PodReason,
     PodRef,
     PodView,
     daemonset_view,
@@ -253,10 +251,8 @@ def snapshot(
             continue
         unbound[view.key] = view
         raw_pods[view.key] = pod
-        if read.candidate or (
-            # nominated to one of the pool's Nodes (ours): still waiting for it
-            read.reason is PodReason.NOMINATED and candidate(pod, by_name)
-        ):
+        # a pod nominated to one of the pool's Nodes (ours) is still waiting for it
+        if read.candidate_on(by_name):
             candidates.append(PendingPod(view, first_seen(view.key)))
     summary = pool_nodes(nodes, pods_on, daemonsets=daemonsets, booting_taints=template.taints)
     return Observation(
