@@ -1,7 +1,8 @@
 """The suite's own rule: a test that starts a control plane carries the integration marker.
 
 Each case runs a throw-away pytest session (collection only, so nothing is started) with
-the checks of ``tests/conftest.py`` loaded, and reads its verdict.
+the checks of ``tests/conftest.py`` loaded, and reads its verdict. The unmarked kinds share
+one session, a module each: the error must name every one of them (and no plain test).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFTEST = "from tests._hygiene import pytest_collection_modifyitems, pytest_runtest_protocol\n"
 
 
-def _collect(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
+def _collect(tmp_path: Path, modules: dict[str, str]) -> subprocess.CompletedProcess[str]:
     (tmp_path / "conftest.py").write_text(CONFTEST)
-    (tmp_path / "test_case.py").write_text(body)
+    for name, body in modules.items():
+        (tmp_path / f"{name}.py").write_text(body)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
@@ -33,20 +35,24 @@ def _collect(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize(
-    "body",
-    [
-        "def test_x(kube_control_plane):\n    pass\n",
-        "def test_x(kube_namespace):\n    pass\n",
-        "from kubeloop.envtest import ControlPlane\ndef test_x():\n    ControlPlane().start()\n",
-    ],
-    ids=["fixture", "dependent-fixture", "constructed"],
-)
-def test_an_unmarked_control_plane_test_is_an_error(tmp_path: Path, body: str) -> None:
-    result = _collect(tmp_path, body)
+#: A test module of each way to start a control plane, unmarked.
+UNMARKED = {
+    "test_fixture": "def test_x(kube_control_plane):\n    pass\n",
+    "test_dependent_fixture": "def test_x(kube_namespace):\n    pass\n",
+    "test_constructed": (
+        "from kubeloop.envtest import ControlPlane\ndef test_x():\n    ControlPlane().start()\n"
+    ),
+}
+
+
+def test_an_unmarked_control_plane_test_is_an_error(tmp_path: Path) -> None:
+    plain = "def test_plain(tmp_path):\n    pass\n"
+    result = _collect(tmp_path, {**UNMARKED, "test_plain": plain})
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
-    assert "test_case.py::test_x" in result.stderr
     assert "not marked `integration`" in result.stderr
+    for module in UNMARKED:
+        assert f"{module}.py::test_x" in result.stderr
+    assert "test_plain" not in result.stderr
 
 
 def test_a_marked_one_and_a_plain_one_collect(tmp_path: Path) -> None:
@@ -56,6 +62,6 @@ def test_a_marked_one_and_a_plain_one_collect(tmp_path: Path) -> None:
         "def test_x(kube_control_plane):\n    pass\n"
         "def test_y(tmp_path):\n    pass\n"
     )
-    result = _collect(tmp_path, body)
+    result = _collect(tmp_path, {"test_case": body})
     assert result.returncode == pytest.ExitCode.OK, result.stdout + result.stderr
     assert "2 tests collected" in result.stdout

@@ -66,67 +66,95 @@ def test_the_import_contracts_hold() -> None:
     assert " 0 broken" in result.stdout
 
 
-#: A bad import for each contract: (module, the line, the start of the contract's name).
+#: A bad import for each contract: (module, the line, the start of the contract's name, the
+#: import as the report names it).
 BAD_IMPORTS = [
     (
         "cloud/_port.py",
         "from nodepool_operator import operator",
         "The operator's layers: the command over the demo",
+        "nodepool_operator.cloud._port -> nodepool_operator.operator",
     ),
     (
         "operator.py",
         "import matplotlib",
         "The product (everything `run --cloud aws` loads) imports no test bed",
+        "nodepool_operator.operator -> matplotlib",
     ),
     (
         "__main__.py",
         "from kubeloop import envtest",
         "The command reaches the demo's and the test bed's needs only through them",
+        "nodepool_operator.__main__ -> kubeloop.envtest",
     ),
     (
         "settings.py",
         "from kubeloop import _store",
         "Nothing outside a package imports its _private modules",
+        "nodepool_operator.settings -> kubeloop._store",
     ),
     (
         "controllers/autoscaler/_scale.py",
         "from nodepool_operator.controllers.nodepool import _budget",
         "The operator's controllers import no _private module of another package (issue 20)",
+        "nodepool_operator.controllers.autoscaler._scale -> "
+        "nodepool_operator.controllers.nodepool._budget",
     ),
     (
         "controllers/nodepool/_plan.py",
         "from nodepool_operator.controllers.autoscaler import _texts",
         "The operator's controllers import no _private module of another package (issue 20)",
+        "nodepool_operator.controllers.nodepool._plan -> "
+        "nodepool_operator.controllers.autoscaler._texts",
     ),
     (
         "controllers/_scope.py",
         "from nodepool_operator.scheduling import _pods",
         "The operator's controllers import no _private module of another package (issue 20)",
+        "nodepool_operator.controllers._scope -> nodepool_operator.scheduling._pods",
     ),
     (
         "scheduling/_slots.py",
         "from nodepool_operator.controllers import POOL_LABEL",
         "scheduling never imports controllers (issue 20)",
+        "nodepool_operator.scheduling._slots -> nodepool_operator.controllers",
     ),
 ]
+CONTRACTS = sorted({contract for _, _, contract, _ in BAD_IMPORTS})
 
 
-@pytest.mark.parametrize(("module", "line", "contract"), BAD_IMPORTS, ids=lambda v: str(v)[:40])
-def test_each_contract_breaks_on_a_bad_import(
-    module: str, line: str, contract: str, tmp_path: Path
-) -> None:
-    """The same contracts over a copy of the package with one bad import added: named
-    broken (a contract that cannot fail checks nothing)."""
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The same contracts over a copy of the package with every bad import added, one lint
+    run: each broken contract's part of the report (the imports that break it), by the
+    start of its name."""
+    root = tmp_path_factory.mktemp("bad-imports")
     source = ROOT / "packages" / "nodepool-operator" / "src" / "nodepool_operator"
-    copy = tmp_path / "nodepool_operator"
+    copy = root / "nodepool_operator"
     shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    with (copy / module).open("a") as f:
-        f.write(f"\n{line}  # noqa\n")
-    result = _lint(pythonpath=tmp_path)
+    for module, line, _, _ in BAD_IMPORTS:
+        with (copy / module).open("a") as f:
+            f.write(f"\n{line}  # noqa\n")
+    result = _lint(pythonpath=root)
     assert result.returncode != 0, result.stdout
     out = " ".join(result.stdout.split())  # the report wraps long names
-    # named under "Broken contracts", where only the broken ones are listed
-    assert contract in out.partition("Broken contracts")[2], out[-3000:]
+    # under "Broken contracts", where only the broken ones are listed, each with its imports
+    report = out.partition("Broken contracts")[2]
+    starts = sorted((report.find(c), c) for c in CONTRACTS)
+    assert all(at >= 0 for at, _ in starts), report[-3000:]
+    ends = [at for at, _ in starts[1:]] + [len(report)]
+    return {c: report[at:end] for (at, c), end in zip(starts, ends, strict=True)}
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "contract", "named"), BAD_IMPORTS, ids=lambda v: str(v)[:40]
+)
+def test_each_contract_breaks_on_a_bad_import(
+    module: str, line: str, contract: str, named: str, broken: dict[str, str]
+) -> None:
+    """The contracts over a copy of the package with bad imports added: each contract is
+    named broken by its own bad import (a contract that cannot fail checks nothing)."""
+    assert named in broken[contract], broken[contract]
 
 
 _LOADED_AFTER = """

@@ -36,8 +36,6 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 
-from aiobotocore.config import AioConfig
-from aiobotocore.session import AioSession
 from botocore.exceptions import BotoCoreError, ClientError, ProfileNotFound
 
 from ._aws_errors import TOKEN_TERMINATED_CODE, error_code, translate
@@ -59,6 +57,8 @@ from ._port import (
 from ._simulated import CloudSnapshot
 
 if TYPE_CHECKING:
+    from aiobotocore.config import AioConfig
+    from aiobotocore.session import AioSession
     from types_aiobotocore_ec2 import EC2Client
     from types_aiobotocore_ec2.type_defs import (
         FilterTypeDef,
@@ -157,7 +157,7 @@ class AwsCloud:
     ) -> None:
         if not 5 <= page_size <= 1000:
             raise ValueError(f"page_size must be in [5, 1000], got {page_size}")
-        self._session = AioSession(profile=profile)
+        self._session = aws_session(profile)
         self._region = region or _chain_region(self._session)
         self._endpoint_url = endpoint_url
         self._offered = tuple(instance_types) if instance_types is not None else None
@@ -173,11 +173,7 @@ class AwsCloud:
         self._clusters: dict[str, tuple[float, ClusterInfo]] = {}
 
     async def __aenter__(self) -> Self:
-        config = AioConfig(
-            retries={"total_max_attempts": 1, "mode": "standard"},
-            connect_timeout=10,
-            read_timeout=60,
-        )
+        config = aws_config(read_timeout=60)
         try:
             self._ec2 = await self._stack.enter_async_context(
                 self._session.create_client(
@@ -749,7 +745,7 @@ async def aws_environment_problems(
     AWS.
     """
     try:
-        session = AioSession(profile=profile)
+        session = aws_session(profile)
         found_region = region or _chain_region(session)
     except ProfileNotFound as err:
         return [f"AWS profile {err.kwargs.get('profile', profile)!r} not found in ~/.aws/config"]
@@ -771,6 +767,27 @@ async def aws_environment_problems(
                 "where instance or container metadata provides a role"
             )
     return problems
+
+
+def aws_session(profile: str | None) -> AioSession:
+    """An aiobotocore session (the SDK's standard chain, ``profile`` if named). Imported here,
+    when an AWS client is made: the SDK takes longer to import than the rest of the operator,
+    and a run on the simulated cloud (or ``--help``) never needs it."""
+    from aiobotocore.session import AioSession
+
+    return AioSession(profile=profile)
+
+
+def aws_config(*, read_timeout: float) -> AioConfig:
+    """The clients' settings: one attempt (the caller's backoff is the one retry policy),
+    10 s to connect, ``read_timeout`` to read."""
+    from aiobotocore.config import AioConfig
+
+    return AioConfig(
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        connect_timeout=10,
+        read_timeout=read_timeout,
+    )
 
 
 def _chain_region(session: AioSession) -> str | None:

@@ -16,10 +16,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Self
 
-from aiobotocore.config import AioConfig
-from aiobotocore.session import AioSession
-
-from ._aws import _chain_region
+from ._aws import _chain_region, aws_config, aws_session
 from ._aws_errors import translate
 
 if TYPE_CHECKING:
@@ -60,7 +57,7 @@ class SqsQueue:
         wait_seconds: int = LONG_POLL_SECONDS,
     ) -> None:
         self.name = name
-        self._session = AioSession(profile=profile)
+        self._session = aws_session(profile)
         self._region = region or _chain_region(self._session)
         self._endpoint_url = endpoint_url
         self._wait = max(0, min(wait_seconds, LONG_POLL_SECONDS))
@@ -70,11 +67,7 @@ class SqsQueue:
 
     async def __aenter__(self) -> Self:
         # a read longer than the long poll, so the wait itself never times out
-        config = AioConfig(
-            retries={"total_max_attempts": 1, "mode": "standard"},
-            connect_timeout=10,
-            read_timeout=self._wait + 30,
-        )
+        config = aws_config(read_timeout=self._wait + 30)
         try:
             self._client = await self._stack.enter_async_context(
                 self._session.create_client(
