@@ -13,8 +13,11 @@ setup: .venv/.synced controlplane monitoring certmanager nodeadm
 $(UV):
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
 
+# Installed compiled, as pip does: every process the tests start (pytest, the operator, its
+# subprocesses) would otherwise compile matplotlib, numpy, moto ... from source on each import
+# when bytecode is not written (PYTHONDONTWRITEBYTECODE, a read-only tree).
 .venv/.synced: pyproject.toml packages/nodepool-operator/pyproject.toml uv.lock | $(UV)
-	@UV=$$(command -v uv || echo $(HOME)/.local/bin/uv); $$UV sync --frozen --all-packages --group dev --group bench --group docs
+	@UV=$$(command -v uv || echo $(HOME)/.local/bin/uv); $$UV sync --frozen --all-packages --group dev --group bench --group docs --compile-bytecode
 	@touch $@
 
 controlplane: .venv/.synced

@@ -21,8 +21,7 @@ from nodepool_operator.scheduling import (
     Taint,
     crowded_out,
     lower_bound,
-    pod_ref,
-    pod_requests,
+    pod_view,
 )
 from tests import factories
 from tests.unit.nodepool_operator.scheduling.plans import plan_pods
@@ -334,9 +333,10 @@ def _random_case(rng: random.Random) -> tuple[NodeTemplate, list[dict[str, Any]]
 def test_random_plans_respect_capacity_and_the_lower_bound(seed: int) -> None:
     rng = random.Random(seed)
     template, pending, options = _random_case(rng)
-    result = plan_pods(pending, template=template, **options)
+    views = [pod_view(p) for p in pending]  # each pod read once: its requests are pod_requests
+    result = plan_pods(views, template=template, **options)
 
-    requests = {pod_ref(p): pod_requests(p) for p in pending}
+    requests = {v.ref: v.requests for v in views}
     room = {f"existing:{n.name}": n.free for n in options["existing_nodes"]}
     room |= {f"inflight:{i}": template.allocatable for i in range(options["in_flight"])}
     room |= {f"new:{i}": template.allocatable for i in range(result.new_nodes)}
@@ -370,11 +370,10 @@ def test_random_plans_respect_capacity_and_the_lower_bound(seed: int) -> None:
     if unlimited:
         assert all(g.reason is not PlanReason.MAX_NODES_REACHED for g in result.unschedulable)
     if unlimited and not options["existing_nodes"] and not options["in_flight"]:
-        assert result.new_nodes >= lower_bound(pending, template)
+        assert result.new_nodes >= lower_bound(views, template)
 
 
 def test_a_pod_is_crowded_out_only_when_room_alone_keeps_it_off_allowed_nodes() -> None:
-    from nodepool_operator.scheduling import pod_view
 
     taken = tuple(pod_view(pod(f"p{i}", memory="28Gi")) for i in range(3))
     full = NodeState("full", Resources(cpu=16000, memory=10 * GI, pods=100), pods=taken)
