@@ -1,14 +1,19 @@
-"""How many new nodes do the pending pods need? First-fit-decreasing over a pool's nodes.
+"""How many new nodes do the pending pods need? The plan, over a pool's nodes.
 
 The plan follows cluster-autoscaler (``FilterOutSchedulable`` + ``BinpackingNodeEstimator``) and
-Karpenter (existing → in-flight → new):
+Karpenter (existing → in-flight → new), one call per step, each a level down (Karpenter's
+provisioner → scheduler → node claim): :func:`plan_scale_up` asks the packing
+(:func:`~._exact.pack`) once and makes the plan of it; the packing takes first fit's
+(:func:`~._firstfit.first_fit`) as its incumbent and searches for fewer new nodes; first fit
+admits the pods first (:func:`~._fit.admit`):
 
 1. pods that cannot fit an empty template node are set aside with the reason; no node count helps;
 2. the rest are sorted largest first and each goes on the first node with room, trying in order
    the ready nodes' free capacity, the requested-but-not-ready ("in-flight") nodes, the new nodes
    opened so far, and only then a fresh template node;
-3. the fresh nodes opened are the scale-up; pods that would need a node beyond ``max_nodes`` are
-   reported as :attr:`PlanReason.MAX_NODES_REACHED`.
+3. the fresh nodes opened are the scale-up, fewer when the exact search finds a packing with
+   fewer; pods that would need a node beyond ``max_nodes`` are reported as
+   :attr:`PlanReason.MAX_NODES_REACHED`.
 
 Counting in-flight nodes as capacity is what keeps a second wave of pods, arriving while the first
 wave's nodes boot, from asking for the same nodes twice (``kubernetes/kubernetes#43709``).

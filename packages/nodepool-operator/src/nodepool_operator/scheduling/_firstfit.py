@@ -58,6 +58,8 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class _Pending:
+    """An admitted pod, as the packer and the exact search read it (``_exact.PackEntry``)."""
+
     view: PodView
 
     @property
