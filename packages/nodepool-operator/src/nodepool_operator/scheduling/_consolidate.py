@@ -1,0 +1,199 @@
+"""Consolidation: a pool whose pods are spread over more nodes than they need goes back to the
+fewest, by draining the nodes a repack frees.
+
+Why: kube-scheduler places pods one at a time in arrival order, scoring nodes by its profile
+(``LeastAllocated`` spreads them), so a burst can end up over more nodes than the plan needed,
+each a little more than half used. The scale-down's rule (:mod:`._scaledown`, cluster-
+autoscaler's) never finds such a node unneeded: it is above the utilisation threshold, or its
+pods fit on the others only together with another node's. Karpenter's consolidation looks at
+the pool as a whole instead; this is that look, within what a drain can do.
+
+What :func:`consolidate` decides, from the pool's Ready nodes and the pods bound to them:
+
+* the **optimum**: the fewest nodes the pods need, the nodes that must stay (below) as they
+  are plus the movable pods planned onto template nodes by the scale-up plan itself
+  (:func:`~._binpack.plan_scale_up`: first-fit-decreasing, then the exact search within its
+  budget, with the plan's fit rules: resources, selectors, taints, pod (anti-)affinity,
+  spread, host ports, the DaemonSets' overhead in the template);
+* when the pool is above it by at least one node, the **nodes to free**: the largest set
+  found whose movable pods all have a place on the nodes that stay, as they are (their pods
+  do not move: a drain moves only the pods of the nodes that go), simulated with the same
+  rules, the exact search where no pod constrains another. Candidates are tried least used
+  first (then fewest pods first), nodes named before (``prefer``) ahead, so the choice is
+  stable from one look to the next while the cluster is.
+
+Nodes that stay whatever the plan: those a blocker keeps (a pod that cannot move: do-not-
+disrupt, no controller, local storage, ... as the caller's ``blockers`` say, a do-not-disrupt
+pod always) and those in ``held`` (a PodDisruptionBudget refuses an eviction now, a drain that
+timed out resting). At most ``limit`` nodes are named (the pool's disruption budget): once they
+are drained the scheduler places the moved pods where it likes, so the next ones are planned
+from the cluster as it then is.
+
+What it does not do: move pods between nodes that stay, or replace nodes by new ones (a repack
+that needs either is reported by :attr:`Consolidation.optimum` below :attr:`Consolidation.
+reachable`, and left).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from ._binpack import plan_scale_up
+from ._blockers import Unremovable, node_blocker
+from ._exact import SearchBudget
+from ._quantity import Resources
+from ._scaledown import CHECK_BUDGET, ScaleDownNode, _state, place_on
+from ._template import NodeTemplate
+from ._views import PodView
+
+__all__ = ["Consolidation", "consolidate"]
+
+#: A pod moved by a drain: the pod (namespace/name), the node it leaves, the node it goes to.
+Move = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Consolidation:
+    """What :func:`consolidate` found.
+
+    Attributes:
+        nodes: the pool's nodes it looked at.
+        optimum: the fewest nodes their pods need (an upper bound when the exact search ran
+            out of budget: FFD's count); ``nodes`` when it cannot tell (a pod no template
+            node takes).
+        reachable: the nodes left once every node of the largest set found goes.
+        free: the nodes to drain now, best first, at most the ``limit``.
+        moves: where the simulation put each pod of the nodes in ``free``: (the pod as
+            namespace/name, the node it leaves, the node it goes to), by pod.
+    """
+
+    nodes: int
+    optimum: int
+    reachable: int
+    free: tuple[str, ...] = ()
+    moves: tuple[Move, ...] = ()
+
+    @property
+    def above(self) -> int:
+        """Nodes above the optimum."""
+        return max(0, self.nodes - self.optimum)
+
+
+def consolidate(
+    nodes: Sequence[ScaleDownNode],
+    *,
+    template: NodeTemplate,
+    blockers: Mapping[str, Unremovable] | None = None,
+    held: Collection[str] = (),
+    prefer: Collection[str] = (),
+    limit: int | None = None,
+    zones: Sequence[str] = (),
+    search: SearchBudget = CHECK_BUDGET,
+) -> Consolidation:
+    """The optimum for ``nodes``' pods and the nodes to drain to get closer to it (see the
+    module's docstring). ``template``: an empty node of the pool (what the optimum is counted
+    in); ``zones``: the pool's zones, for the optimum's template nodes."""
+    count = len(nodes)
+    stay = {n.name for n in nodes if _kept(n, blockers, held)}
+    fixed = [n for n in nodes if n.name in stay]
+    movable = [n for n in nodes if n.name not in stay]
+    moving = [p for n in movable for p in _moving(n)]
+    plan = plan_scale_up(
+        moving,
+        template=template,
+        existing_nodes=[_state(n) for n in fixed],
+        current_target=len(fixed),
+        max_nodes=len(fixed) + len(moving),
+        search=SearchBudget(search.max_steps * 4, search.max_seconds * 4, search.max_pods),
+        zones=zones,
+    )
+    if plan.unschedulable:
+        return Consolidation(count, count, count)
+    optimum = min(count, len(fixed) + plan.new_nodes)
+    if optimum >= count or not movable or (limit is not None and limit <= 0):
+        return Consolidation(count, optimum, count)
+    going, moves = _largest_set(_order(movable, prefer), nodes, count - optimum, template, search)
+    chosen = going[: limit if limit is not None else len(going)]
+    names = {n.name for n in chosen}
+    return Consolidation(
+        count,
+        optimum,
+        count - len(going),
+        tuple(n.name for n in chosen),
+        tuple(sorted(m for m in moves if m[1] in names)),
+    )
+
+
+def _kept(
+    node: ScaleDownNode, blockers: Mapping[str, Unremovable] | None, held: Collection[str]
+) -> bool:
+    """Whether ``node`` stays whatever the plan: blocked, or held now."""
+    if node.name in held or node.name in (blockers or {}):
+        return True
+    return node_blocker(node.name, node.pods, voluntary=False) is not None
+
+
+def _moving(node: ScaleDownNode) -> list[PodView]:
+    """The pods a drain of ``node`` moves: its workload pods not already terminating
+    (DaemonSet and mirror pods go with the node)."""
+    return [p for p in node.pods if p.workload and not p.terminating]
+
+
+def _order(movable: Sequence[ScaleDownNode], prefer: Collection[str]) -> list[ScaleDownNode]:
+    """The candidates, best to free first: those in ``prefer`` (named before: the choice
+    stays put while the cluster does), then the least used, then those with the fewest pods
+    to move."""
+    usage = {n.name: n.utilization() for n in movable}
+    pods = {n.name: len(_moving(n)) for n in movable}
+    return sorted(
+        movable, key=lambda n: (n.name not in prefer, usage[n.name], pods[n.name], n.name)
+    )
+
+
+def _largest_set(
+    order: Sequence[ScaleDownNode],
+    nodes: Sequence[ScaleDownNode],
+    most: int,
+    template: NodeTemplate,
+    search: SearchBudget,
+) -> tuple[list[ScaleDownNode], list[Move]]:
+    """Nodes of ``order`` taken in turn (at most ``most``), each kept in the set when the pods
+    of the whole set still all fit on the other ``nodes``; the set and where each pod goes.
+    The whole set is placed again each time: a pod the simulation moved onto a node that
+    joins the set later moves again."""
+    going: list[ScaleDownNode] = []
+    moves: list[Move] = []
+    for candidate in order:
+        if len(going) >= most:
+            break
+        found = _fits([*going, candidate], nodes, template, search)
+        if found is not None:
+            going.append(candidate)
+            moves = found
+    return going, moves
+
+
+def _fits(
+    going: Sequence[ScaleDownNode],
+    nodes: Sequence[ScaleDownNode],
+    template: NodeTemplate,
+    search: SearchBudget,
+) -> list[Move] | None:
+    """Whether the pods of ``going`` all have a place on the other ``nodes``; where each goes."""
+    names = {n.name for n in going}
+    pods = [p for n in going for p in _moving(n)]
+    source = {id(p): n.name for n in going for p in _moving(n)}
+    stay = [_state(n) for n in nodes if n.name not in names]
+    total = Resources()
+    for pod in pods:
+        total += pod.requests
+    room = Resources()
+    for state in stay:
+        room += state.free
+    if not total.fits_in(room):
+        return None  # cheaply: more than all the room left
+    placed = place_on(pods, stay, template.allocatable, search)
+    if placed is None:
+        return None
+    return [(str(pod.ref), source[id(pod)], node) for pod, node in placed[1]]
