@@ -112,7 +112,7 @@ ROWS = {
         SIX, optimum=4, reachable=4, free=("n0", "n1")
     ),
     "a disruption budget of 1: one at a time": Row(
-        SIX, optimum=4, reachable=4, free=("n0",), limit=1
+        SIX, optimum=4, reachable=5, free=("n0",), limit=1
     ),
     "a budget that allows none: nothing": Row(SIX, optimum=4, reachable=6, free=(), limit=0),
     "a bare pod keeps its node; another goes": Row(

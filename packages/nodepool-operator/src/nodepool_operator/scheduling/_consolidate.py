@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from ._binpack import plan_scale_up
+from ._binpack import NodeState, plan_scale_up
 from ._blockers import Unremovable, node_blocker
 from ._exact import SearchBudget
 from ._quantity import Resources
@@ -47,7 +47,11 @@ from ._scaledown import CHECK_BUDGET, ScaleDownNode, _state, place_on
 from ._template import NodeTemplate
 from ._views import PodView
 
-__all__ = ["Consolidation", "consolidate"]
+__all__ = ["EXACT_CHECKS", "Consolidation", "consolidate"]
+
+#: How many times one decision may ask the exact search whether a set of nodes can go, after
+#: first-fit-decreasing said no (each within :data:`~._scaledown.CHECK_BUDGET`).
+EXACT_CHECKS = 4
 
 #: A pod moved by a drain: the pod (namespace/name), the node it leaves, the node it goes to.
 Move = tuple[str, str, str]
@@ -62,7 +66,8 @@ class Consolidation:
         optimum: the fewest nodes their pods need (an upper bound when the exact search ran
             out of budget: FFD's count); ``nodes`` when it cannot tell (a pod no template
             node takes).
-        reachable: the nodes left once every node of the largest set found goes.
+        reachable: the nodes left once every node of the largest set found goes (with a
+            ``limit``, the search stops at that many: then it is ``nodes`` minus ``free``).
         free: the nodes to drain now, best first, at most the ``limit``.
         moves: where the simulation put each pod of the nodes in ``free``: (the pod as
             namespace/name, the node it leaves, the node it goes to), by pod.
@@ -113,15 +118,12 @@ def consolidate(
     optimum = min(count, len(fixed) + plan.new_nodes)
     if optimum >= count or not movable or (limit is not None and limit <= 0):
         return Consolidation(count, optimum, count)
-    going, moves = _largest_set(_order(movable, prefer), nodes, count - optimum, template, search)
-    chosen = going[: limit if limit is not None else len(going)]
-    names = {n.name for n in chosen}
+    # With a limit, the search stops once it has that many: the next ones are chosen once
+    # those are gone, from where the scheduler put their pods.
+    most = count - optimum if limit is None else min(limit, count - optimum)
+    going, moves = _largest_set(_order(movable, prefer), nodes, most, template, search)
     return Consolidation(
-        count,
-        optimum,
-        count - len(going),
-        tuple(n.name for n in chosen),
-        tuple(sorted(m for m in moves if m[1] in names)),
+        count, optimum, count - len(going), tuple(n.name for n in going), tuple(sorted(moves))
     )
 
 
@@ -161,38 +163,57 @@ def _largest_set(
     """Nodes of ``order`` taken in turn (at most ``most``), each kept in the set when the pods
     of the whole set still all fit on the other ``nodes``; the set and where each pod goes.
     The whole set is placed again each time: a pod the simulation moved onto a node that
-    joins the set later moves again."""
+    joins the set later moves again. First-fit-decreasing answers first; the exact search
+    is asked only :data:`EXACT_CHECKS` times in all, so a pool of hundreds of nodes whose
+    candidates mostly do not fit costs FFD's time, not hundreds of searches."""
     going: list[ScaleDownNode] = []
     moves: list[Move] = []
+    exact = EXACT_CHECKS
     for candidate in order:
         if len(going) >= most:
             break
-        found = _fits([*going, candidate], nodes, template, search)
+        trying = [*going, candidate]
+        found = _fits(trying, nodes, template, None)
+        if found is None and exact > 0 and _roomy(trying, nodes):
+            exact -= 1
+            found = _fits(trying, nodes, template, search)
         if found is not None:
             going.append(candidate)
             moves = found
     return going, moves
 
 
-def _fits(
-    going: Sequence[ScaleDownNode],
-    nodes: Sequence[ScaleDownNode],
-    template: NodeTemplate,
-    search: SearchBudget,
-) -> list[Move] | None:
-    """Whether the pods of ``going`` all have a place on the other ``nodes``; where each goes."""
+def _split(
+    going: Sequence[ScaleDownNode], nodes: Sequence[ScaleDownNode]
+) -> tuple[list[PodView], list[NodeState]]:
+    """The pods of ``going`` and the other ``nodes`` as they are."""
     names = {n.name for n in going}
-    pods = [p for n in going for p in _moving(n)]
-    source = {id(p): n.name for n in going for p in _moving(n)}
-    stay = [_state(n) for n in nodes if n.name not in names]
+    return [p for n in going for p in _moving(n)], [_state(n) for n in nodes if n.name not in names]
+
+
+def _roomy(going: Sequence[ScaleDownNode], nodes: Sequence[ScaleDownNode]) -> bool:
+    """Whether the other ``nodes`` have, together, the room for the pods of ``going`` (if not,
+    no packing places them)."""
+    pods, stay = _split(going, nodes)
     total = Resources()
     for pod in pods:
         total += pod.requests
     room = Resources()
     for state in stay:
         room += state.free
-    if not total.fits_in(room):
-        return None  # cheaply: more than all the room left
+    return total.fits_in(room)
+
+
+def _fits(
+    going: Sequence[ScaleDownNode],
+    nodes: Sequence[ScaleDownNode],
+    template: NodeTemplate,
+    search: SearchBudget | None,
+) -> list[Move] | None:
+    """Whether the pods of ``going`` all have a place on the other ``nodes`` (``search``: the
+    exact search's budget, ``None`` for FFD alone); where each goes."""
+    pods, stay = _split(going, nodes)
+    source = {id(p): n.name for n in going for p in _moving(n)}
     placed = place_on(pods, stay, template.allocatable, search)
     if placed is None:
         return None
