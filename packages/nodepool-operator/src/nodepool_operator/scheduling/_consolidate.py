@@ -15,12 +15,13 @@ What :func:`consolidate` decides, from the pool's Ready nodes and the pods bound
   (:func:`~._binpack.plan_scale_up`: first-fit-decreasing, then the exact search within its
   budget, with the plan's fit rules: resources, selectors, taints, pod (anti-)affinity,
   spread, host ports, the DaemonSets' overhead in the template);
-* when the pool is above it by at least one node, the **nodes to free**: the largest set
-  found whose movable pods all have a place on the nodes that stay, as they are (their pods
-  do not move: a drain moves only the pods of the nodes that go), simulated with the same
-  rules, the exact search where no pod constrains another. Candidates are tried least used
-  first (then fewest pods first), nodes named before (``prefer``) ahead, so the choice is
-  stable from one look to the next while the cluster is.
+* when the pool is above it by at least one node, the **nodes to free**: a set whose movable
+  pods all have a place on the nodes that stay, as they are (their pods do not move: a drain
+  moves only the pods of the nodes that go), simulated with the same rules. Candidates are
+  taken in turn, least used first (then fewest pods first), nodes named before (``prefer``)
+  ahead, so the choice is stable from one look to the next while the cluster is; each joins
+  the set when the pods of the whole set still fit (first-fit-decreasing, then, a few times
+  a decision, the exact search where no pod constrains another).
 
 Nodes that stay whatever the plan: those a blocker keeps (a pod that cannot move: do-not-
 disrupt, no controller, local storage, ... as the caller's ``blockers`` say, a do-not-disrupt
@@ -29,9 +30,9 @@ timed out resting). At most ``limit`` nodes are named (the pool's disruption bud
 are drained the scheduler places the moved pods where it likes, so the next ones are planned
 from the cluster as it then is.
 
-What it does not do: move pods between nodes that stay, or replace nodes by new ones (a repack
-that needs either is reported by :attr:`Consolidation.optimum` below :attr:`Consolidation.
-reachable`, and left).
+What it does not do: move pods between nodes that stay, or replace nodes by new ones. A layout
+whose optimum needs either stays above it (without a ``limit``, :attr:`Consolidation.
+reachable` above :attr:`Consolidation.optimum` says by how much).
 """
 
 from __future__ import annotations
