@@ -103,6 +103,15 @@ LONER = [
     node("n3", spread_pod("w", "800m")),
 ]
 
+#: No node's pods fit on the others (each has a 2000m pod, and no node 2000m free), though
+#: the pods fit on 2 (2000m twice; 2000m + 1200m + 400m + 400m): that needs a pod moved
+#: between nodes that stay, or a node replaced, which a drain does not do.
+STUCK = [
+    node("a", pod("a1", "2000m"), pod("a2", "400m")),
+    node("b", pod("b1", "2000m"), pod("b2", "400m")),
+    node("c", pod("c1", "2000m"), pod("c2", "1200m")),
+]
+
 ROWS = {
     "a burst spread over 4 nodes at 60 %: one goes, its pods fit on the others": Row(
         SPREAD, optimum=3, reachable=3, free=("n0",)
@@ -126,6 +135,9 @@ ROWS = {
     ),
     "a node named before is kept in the choice": Row(
         SPREAD, optimum=3, reachable=3, free=("n2",), prefer=frozenset({"n2"})
+    ),
+    "no node's pods fit on the others: the optimum is 2, a drain reaches none of it": Row(
+        STUCK, optimum=2, reachable=3, free=()
     ),
     "anti-affinity between the big pods: 4 nodes are the optimum": Row(
         APART, optimum=4, reachable=4, free=()
@@ -172,6 +184,13 @@ def test_the_threshold_rule_frees_none_of_the_spread_nodes() -> None:
     assert found.above == 1
     # the moves: n0's 1600m onto one node, its 800m onto another
     assert sorted(to for *_, to in found.moves) == ["n1", "n2"]
+
+
+def test_three_nodes_at_40_percent_the_threshold_rule_frees_one_already() -> None:
+    """What the scale-down did before consolidation, on a spread it can see: each node below
+    half used; the first one's pods fit on the two others, which are then too full to go."""
+    order = removal_order(spread(3, "1000m", "600m"))
+    assert [d.node for d in order if d.removable] == ["n0"]
 
 
 def test_the_moves_land_where_the_simulation_says_with_their_requests() -> None:
