@@ -602,6 +602,14 @@ def test_a_pool_spread_over_too_many_nodes_is_consolidated_when_none_is_unneeded
     off["spec"]["scaleDownConsolidation"] = False
     quiet = decide(observe(off, pool(target=4), world, nodes), Memory(), CLOCK, KNOBS)
     assert quiet.memory.unneeded_since == {}
+    # at minNodes: nothing to name, the target would not go down
+    floor = decide(
+        observe(scaler(scale_down=True), pool(target=4, min_nodes=4), world, nodes),
+        Memory(),
+        CLOCK,
+        KNOBS,
+    )
+    assert floor.memory.unneeded_since == {}
     # at the optimum (3 nodes, the same pods packed): nothing either
     packed = [running(f"r-{i}", f"n-{i % 3}", m) for i, m in enumerate(["36Gi"] * 4 + ["18Gi"] * 4)]
     at = decide(

@@ -529,17 +529,19 @@ def _scale(
 def _consolidation(obs: Observation, m: Memory, kept: set[str]) -> Consolidation:
     """The pool's pods on fewer nodes (:func:`~nodepool_operator.scheduling.consolidate`),
     when no node is unneeded by the threshold rule: the nodes whose pods all have a place on
-    the others, no more than the pool's disruption budget lets go now (the moved pods land
-    where the scheduler puts them, so the next ones are chosen from the cluster as it then
-    is). Blocked nodes and ``kept`` ones (a budget holds a pod of theirs, a drain timed out)
+    the others, no more than the pool's disruption budget lets go now, nor below minNodes
+    (the moved pods land where the scheduler puts them, so the next ones are chosen from the
+    cluster as it then is). Blocked nodes and ``kept`` ones (a budget holds a pod of theirs, a drain timed out)
     stay; the nodes named before come first, so the choice holds while the cluster does."""
     nodes = obs.nodes
-    limit = allowed_disruptions(
+    allowed = allowed_disruptions(
         obs.pool.spec.disruption.budgets,
         nodes.registered + nodes.leaving,
         nodes.leaving,
         str(RemovalReason.UNDERUTILIZED),
     )
+    # never a node named that minNodes would keep: the target would not go down for it
+    limit = min(allowed, max(0, obs.target - obs.pool.spec.min_nodes))
     return consolidate(
         nodes.candidates,
         template=obs.template,
