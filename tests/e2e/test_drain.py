@@ -389,6 +389,8 @@ async def test_a_mixed_burst_spread_over_too_many_nodes_is_consolidated_to_the_o
         before = await env.eventually(placed, f"4 {app} pods running", timeout=90)
     assert len(set(before.values())) == 4  # spread over every node: one above the optimum
     timeline = await Timeline.watch(env.client, name, namespace)
+    watch = NodeWatch(env, f"{POOL_LABEL}={name}")
+    await watch.start()
     try:
         await scale_down_quickly(env, name, namespace)
 
@@ -409,12 +411,14 @@ async def test_a_mixed_burst_spread_over_too_many_nodes_is_consolidated_to_the_o
         assert note.endswith("(consolidation: the pods fit on 3 nodes)"), note
     finally:
         await timeline.stop()
+        await watch.stop()
     assert timeline.values == [4, 3]
     assert len(env.cloud.snapshot().live) == 3
     assert requests.evictions() == 2  # the two pods of the drained node, nothing else
     assert requests.pod_deletes() == 0
     gone = set(before.values()) - set(after.values())
     assert len(gone) == 1
+    assert watch.named == gone  # the node the consolidation named is the one drained
     moved = {p for p, n in before.items() if n in gone}
     assert len(moved) == 2
     assert not moved & set(after)  # evicted, replaced by the Deployments' new pods
