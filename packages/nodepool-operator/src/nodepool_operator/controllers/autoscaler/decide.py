@@ -531,8 +531,9 @@ def _consolidation(obs: Observation, m: Memory, kept: set[str]) -> Consolidation
     when no node is unneeded by the threshold rule: the nodes whose pods all have a place on
     the others, no more than the pool's disruption budget lets go now, nor below minNodes
     (the moved pods land where the scheduler puts them, so the next ones are chosen from the
-    cluster as it then is). Blocked nodes and ``kept`` ones (a budget holds a pod of theirs, a drain timed out)
-    stay; the nodes named before come first, so the choice holds while the cluster does."""
+    cluster as it then is). Blocked nodes and ``kept`` ones (a budget holds a pod of theirs,
+    a drain timed out) stay; the nodes named before come first, so the choice holds while
+    the cluster does."""
     nodes = obs.nodes
     allowed = allowed_disruptions(
         obs.pool.spec.disruption.budgets,
