@@ -90,7 +90,7 @@ BAD_IMPORTS = [
     ),
     (
         "controllers/autoscaler/_scale.py",
-        "from nodepool_operator.controllers.nodepool import _plan",
+        "from nodepool_operator.controllers.nodepool import _budget",
         "The operator's controllers import no _private module of another package (issue 20)",
     ),
     (

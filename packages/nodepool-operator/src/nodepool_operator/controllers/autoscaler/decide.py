@@ -43,7 +43,6 @@ from typing import Any, Final
 
 from nodepool_operator.api import MAX_POOL_NODES, NodePool
 from nodepool_operator.controllers._blocked import SCALE_DOWN_BLOCKED, blocked_nodes, switches
-from nodepool_operator.controllers._budget import allowed_disruptions
 from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._node_manifest import ready_for
 from nodepool_operator.controllers._reserve import (
@@ -90,6 +89,7 @@ from nodepool_operator.controllers.autoscaler._texts import (
     track_unneeded,
 )
 from nodepool_operator.controllers.autoscaler.observe import Observation, PendingPod
+from nodepool_operator.controllers.nodepool import allowed_disruptions
 from nodepool_operator.scheduling import (
     ZONE_KEY,
     Consolidation,

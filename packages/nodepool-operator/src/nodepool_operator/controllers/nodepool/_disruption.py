@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nodepool_operator.api import DisruptionStatus, InstanceRecord, NodePool
-from nodepool_operator.controllers._budget import VOLUNTARY_REASONS, allowed_disruptions
+from nodepool_operator.controllers.nodepool._budget import VOLUNTARY_REASONS, allowed_disruptions
 from nodepool_operator.controllers.nodepool._instances import node_of
 from nodepool_operator.controllers.nodepool._intent import DELETING
 from nodepool_operator.controllers.nodepool._plan import Plan

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from nodepool_operator.api import InstanceRecord, format_duration
-from nodepool_operator.controllers._budget import allowed_disruptions
+from nodepool_operator.controllers.nodepool._budget import allowed_disruptions
 from nodepool_operator.controllers.nodepool._disruption import disrupting
 from nodepool_operator.controllers.nodepool._drift import DRIFTED, Drift
 from nodepool_operator.controllers.nodepool._instances import live, node_of, serving

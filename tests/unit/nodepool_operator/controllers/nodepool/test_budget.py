@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nodepool_operator.api import Budget, InvalidField, parse_nodepool
-from nodepool_operator.controllers._budget import allowed_disruptions, budget_nodes
+from nodepool_operator.controllers.nodepool._budget import allowed_disruptions, budget_nodes
 from nodepool_operator.controllers.nodepool.records import decode_node
 
 
