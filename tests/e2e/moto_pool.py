@@ -6,18 +6,40 @@ record of the pool's instances as the oracle (never the operator's view).
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from aiobotocore.session import AioSession
 
 from nodepool_operator.api import AWSNODECLASSES, NODEPOOLS
+from nodepool_operator.cloud import AwsCloud
 from nodepool_operator.controllers import POOL_LABEL
-from nodepool_operator.testbed import LaunchEnvironment, seed_launch_environment
+from nodepool_operator.testbed import (
+    LaunchEnvironment,
+    MotoKubelets,
+    MotoServer,
+    seed_launch_environment,
+)
 from tests.e2e.conftest import OperatorEnv
 from tests.e2e.test_autoscaler import pool_manifest
 
 #: A real EC2 type moto knows (2 vCPUs, 8 GiB); the operator is told to offer only it.
 INSTANCE_TYPE = "m5.large"
+
+
+@asynccontextmanager
+async def operator_on_moto(
+    env: OperatorEnv, moto: MotoServer, instance_types: Sequence[str] = (INSTANCE_TYPE,)
+) -> AsyncIterator[OperatorEnv]:
+    """``env`` with AwsCloud on moto offering ``instance_types``, and the moto stand-in kubelets
+    (which read what a kubelet reads: the user data) registering its instances as Nodes. The
+    env is cleaned up while AwsCloud is still open: the pools' finalizer needs it."""
+    async with AwsCloud(endpoint_url=moto.endpoint_url, instance_types=list(instance_types)) as aws:
+        env.provider = aws
+        env.make_kubelets = lambda client: MotoKubelets(moto.endpoint_url, client)
+        yield env
+        await env.cleanup()
 
 
 async def create_moto_pool(

@@ -32,6 +32,7 @@ from tests.e2e.disruption import (
     pod,
     pool,
     ready_nodes,
+    settled_nodes,
 )
 from tests.e2e.test_autoscaler import Timeline, autoscaler_manifest
 
@@ -347,3 +348,77 @@ async def test_the_autoscaler_names_the_node_a_budget_lets_go_and_that_one_is_dr
         if "held" in p["metadata"]["name"]
     ]
     assert [p["spec"]["nodeName"] for p in held] == [first]  # never moved
+
+
+async def test_a_mixed_burst_spread_over_too_many_nodes_is_consolidated_to_the_optimum(
+    operator_env: OperatorEnv, namespace: str
+) -> None:
+    """A pool of four nodes, then a mixed burst onto it: four 700m pods, then four 350m.
+    kube-scheduler (LeastAllocated) spreads it over all four, 1050m of 2000m on each: above
+    the scale-down's threshold, so no node is unneeded by that rule, yet the pods fit on
+    three (the optimum: 700m + 700m + 350m twice, the two 350m left on a third). The
+    Autoscaler's consolidation names one node and lowers the target once; the NodePool
+    controller drains it through evictions; its two pods land on the others. The pool ends
+    at three nodes with every pod running, and goes no lower."""
+    env = operator_env
+    requests = Requests()
+    env.client.add_observer(requests)
+    name = f"spread-{env.run_id}"
+    await env.create(NODEPOOLS, pool(name, 4))
+    await env.start(controllers=("nodepool", "autoscaler"))
+    await settled_nodes(env, name, 4)
+
+    async def running() -> dict[str, str]:
+        """Each running pod's node, when no pod of the namespace waits or is going."""
+        pods = (await env.client.list(PODS, namespace))["items"]
+        if any(
+            p["status"].get("phase") != "Running" or p["metadata"].get("deletionTimestamp")
+            for p in pods
+        ):
+            return {}
+        return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+
+    for app, cpu in (("big", "700m"), ("small", "350m")):
+        dep = factories.deployment(app, 4, cpu=cpu, node_selector={POOL_LABEL: name})
+        await env.create(DEPLOYMENTS_RES, dep, namespace)
+
+        async def placed(app: str = app) -> dict[str, str]:
+            found = await running()
+            return found if sum(1 for p in found if p.startswith(app)) == 4 else {}
+
+        before = await env.eventually(placed, f"4 {app} pods running", timeout=90)
+    assert len(set(before.values())) == 4  # spread over every node: one above the optimum
+    timeline = await Timeline.watch(env.client, name, namespace)
+    watch = NodeWatch(env, f"{POOL_LABEL}={name}")
+    await watch.start()
+    try:
+        await scale_down_quickly(env, name, namespace)
+
+        async def consolidated() -> dict[str, str]:
+            found = await running()
+            nodes = await nodes_of(env, name)
+            if len(nodes) != 3 or len(found) != 8:
+                return {}
+            return found if set(found.values()) <= {n["metadata"]["name"] for n in nodes} else {}
+
+        after = await env.eventually(consolidated, "8 pods running on 3 nodes", timeout=120)
+
+        async def said() -> list[str]:
+            notes = await events(env, name, "ScaleDown")
+            return [n for n in notes if "consolidation" in n]
+
+        (note,) = await env.eventually(said, "the scale-down's Event on the pool")
+        assert note.endswith("(consolidation: the pods fit on 3 nodes)"), note
+    finally:
+        await timeline.stop()
+        await watch.stop()
+    assert timeline.values == [4, 3]
+    assert len(env.cloud.snapshot().live) == 3
+    assert requests.evictions() == 2  # the two pods of the drained node, nothing else
+    assert requests.pod_deletes() == 0
+    gone = set(before.values()) - set(after.values())
+    assert len(gone) == 1
+    assert watch.named == gone  # the node the consolidation named is the one drained
+    moved = {p for p, n in before.items() if n in gone}
+    assert len(moved) == 2
+    assert not moved & set(after)  # evicted, replaced by the Deployments' new pods

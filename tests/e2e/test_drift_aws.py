@@ -19,9 +19,8 @@ import pytest
 from aiobotocore.session import AioSession
 
 from kubeloop.envtest import ControlPlane
-from nodepool_operator.cloud import AwsCloud
 from nodepool_operator.controllers import POOL_LABEL
-from nodepool_operator.testbed import MotoKubelets, MotoServer
+from nodepool_operator.testbed import MotoServer
 from tests.e2e.conftest import OperatorEnv
 from tests.e2e.disruption import (
     DEPLOYMENTS_RES,
@@ -35,7 +34,7 @@ from tests.e2e.disruption import (
     nodes_of,
     settled_nodes,
 )
-from tests.e2e.moto_pool import INSTANCE_TYPE, create_moto_pool
+from tests.e2e.moto_pool import create_moto_pool, operator_on_moto
 from tests.e2e.test_budget import Disrupted
 
 pytestmark = pytest.mark.integration
@@ -45,11 +44,8 @@ NODES = 2
 
 @pytest.fixture
 async def aws_env(operator_env: OperatorEnv, moto: MotoServer) -> AsyncIterator[OperatorEnv]:
-    async with AwsCloud(endpoint_url=moto.endpoint_url, instance_types=[INSTANCE_TYPE]) as aws:
-        operator_env.provider = aws
-        operator_env.make_kubelets = lambda client: MotoKubelets(moto.endpoint_url, client)
-        yield operator_env
-        await operator_env.cleanup()  # while AwsCloud is open: the finalizer needs it
+    async with operator_on_moto(operator_env, moto) as env:
+        yield env
 
 
 @pytest.fixture

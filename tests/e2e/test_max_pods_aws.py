@@ -24,12 +24,11 @@ from aiobotocore.session import AioSession
 from kubeloop import NODES, PODS, NotFound
 from kubeloop.envtest import ControlPlane
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
-from nodepool_operator.cloud import AwsCloud
 from nodepool_operator.controllers import POOL_LABEL
 from nodepool_operator.scheduling import classify
-from nodepool_operator.testbed import MotoKubelets, MotoServer
+from nodepool_operator.testbed import MotoServer
 from tests.e2e.conftest import OperatorEnv
-from tests.e2e.moto_pool import INSTANCE_TYPE, create_moto_pool, ec2_states
+from tests.e2e.moto_pool import create_moto_pool, ec2_states, operator_on_moto
 from tests.e2e.test_autoscaler import BOTH, Timeline, autoscaler_manifest, names, pod_manifest
 from tests.e2e.test_autoscaler_zones import zonal_stateful_set
 
@@ -42,11 +41,8 @@ TINY = {"resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}
 
 @pytest.fixture
 async def aws_env(operator_env: OperatorEnv, moto: MotoServer) -> AsyncIterator[OperatorEnv]:
-    async with AwsCloud(endpoint_url=moto.endpoint_url, instance_types=[INSTANCE_TYPE]) as aws:
-        operator_env.provider = aws
-        operator_env.make_kubelets = lambda client: MotoKubelets(moto.endpoint_url, client)
-        yield operator_env
-        await operator_env.cleanup()  # while AwsCloud is open: the finalizer needs it
+    async with operator_on_moto(operator_env, moto) as env:
+        yield env
 
 
 @pytest.fixture

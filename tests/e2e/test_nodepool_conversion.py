@@ -505,8 +505,13 @@ async def test_an_autoscaler_created_as_v1alpha1_reads_back_as_v1beta1(
     assert beta["spec"]["scaleDown"] == {
         "enabled": True,
         "unneededTime": created["spec"]["scaleDownUnneededTime"],
+        "consolidation": True,
     }
-    assert not {"scaleDownEnabled", "scaleDownUnneededTime"} & set(beta["spec"])
+    assert not {
+        "scaleDownEnabled",
+        "scaleDownUnneededTime",
+        "scaleDownConsolidation",
+    } & set(beta["spec"])
     assert (beta["spec"]["nodePoolRef"], beta["spec"]["maxNodes"]) == ({"name": name}, 3)
     shown = await converting.kubectl(
         "get", f"autoscalers.v1beta1.kubeloop.dev/{name}", "-o", "json"

@@ -21,22 +21,19 @@ from aiobotocore.session import AioSession
 
 from kubeloop import NODES, Object
 from nodepool_operator.api import AWSNODECLASSES, NODEPOOLS
-from nodepool_operator.cloud import AwsCloud
 from nodepool_operator.controllers import POOL_LABEL
-from nodepool_operator.testbed import MotoKubelets, MotoServer, seed_launch_environment
+from nodepool_operator.testbed import MotoServer, seed_launch_environment
 from tests._nodeadm import nodeadm_check
 from tests.e2e.conftest import LABEL, OperatorEnv
+from tests.e2e.moto_pool import operator_on_moto
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 async def aws_env(operator_env: OperatorEnv, moto: MotoServer) -> AsyncIterator[OperatorEnv]:
-    async with AwsCloud(endpoint_url=moto.endpoint_url, instance_types=["m5.large"]) as aws:
-        operator_env.provider = aws
-        operator_env.make_kubelets = lambda client: MotoKubelets(moto.endpoint_url, client)
-        yield operator_env
-        await operator_env.cleanup()  # while AwsCloud is open: the finalizer needs it
+    async with operator_on_moto(operator_env, moto) as env:
+        yield env
 
 
 async def _instances(endpoint_url: str, pool: str) -> list[dict[str, Any]]:

@@ -213,6 +213,7 @@ def test_autoscaler_defaults_filled_in(rest: RestClient, name: str) -> None:
         "frequency": "5m",
         "scaleDownEnabled": False,
         "scaleDownUnneededTime": "10m",
+        "scaleDownConsolidation": True,
         "weight": 0,
     }
     scaler = parse_autoscaler(created)

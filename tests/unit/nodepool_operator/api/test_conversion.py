@@ -207,6 +207,7 @@ SCALER_ALPHA = {
     "weight": 10,
     "scaleDownEnabled": True,
     "scaleDownUnneededTime": "15m",
+    "scaleDownConsolidation": False,
 }
 SCALER_BETA = {
     "nodePoolRef": {"name": "p"},
@@ -214,7 +215,7 @@ SCALER_BETA = {
     "frequency": "30s",
     "maxNodes": 5,
     "weight": 10,
-    "scaleDown": {"enabled": True, "unneededTime": "15m"},
+    "scaleDown": {"enabled": True, "unneededTime": "15m", "consolidation": False},
 }
 
 
@@ -234,10 +235,18 @@ def test_autoscaler_scale_down_fields_group_both_ways() -> None:
     )
     beta = parse(AutoscalerV1beta1, _scaler(BETA, SCALER_BETA))
     alpha = parse_autoscaler(_scaler(ALPHA, SCALER_ALPHA))
-    assert (beta.spec.scale_down.enabled, beta.spec.scale_down.unneeded_time) == (
+    assert (
+        beta.spec.scale_down.enabled,
+        beta.spec.scale_down.unneeded_time,
+        beta.spec.scale_down.consolidation,
+    ) == (
         alpha.spec.scale_down_enabled,
         alpha.spec.scale_down_unneeded_time,
+        alpha.spec.scale_down_consolidation,
     )
+    assert alpha.spec.scale_down_consolidation is False
+    default = parse_autoscaler(_scaler(ALPHA, {"nodePoolRef": {"name": "p"}, "namespaces": ["x"]}))
+    assert default.spec.scale_down_consolidation is True  # on unless turned off
     assert beta.spec.weight == alpha.spec.weight == 10
 
 

@@ -71,6 +71,10 @@ class AutoscalerSpec:
     """Whether to lower targetNodes when nodes are unneeded; off by default."""
     scale_down_unneeded_time: timedelta = timedelta(minutes=10)
     """How long a node must be unneeded before it is scaled down, as a duration."""
+    scale_down_consolidation: bool = True
+    """With scale-down enabled, whether nodes are also unneeded when the pool holds its pods
+    on more nodes than they need and draining them moves every pod onto the nodes that stay
+    (consolidation), not only when they are nearly empty; on by default."""
 
 
 @dataclass(frozen=True, kw_only=True)

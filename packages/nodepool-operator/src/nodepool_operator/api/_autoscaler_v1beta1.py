@@ -46,6 +46,10 @@ class ScaleDown:
     """Whether to lower the pool's target when nodes are unneeded; off by default."""
     unneeded_time: timedelta = timedelta(minutes=10)
     """How long a node must be unneeded before it is scaled down, as a duration."""
+    consolidation: bool = True
+    """Whether nodes are also unneeded when the pool holds its pods on more nodes than they
+    need and draining them moves every pod onto the nodes that stay (consolidation), not
+    only when they are nearly empty; on by default."""
 
 
 # The fields shared with v1alpha1 are written again: a served version's schema is its own

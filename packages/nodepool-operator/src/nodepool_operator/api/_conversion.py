@@ -61,6 +61,7 @@ AUTOSCALER_FIELDS: Final[FieldMap] = (
     (("weight",), "weight"),
     (("scaleDown", "enabled"), "scaleDownEnabled"),
     (("scaleDown", "unneededTime"), "scaleDownUnneededTime"),
+    (("scaleDown", "consolidation"), "scaleDownConsolidation"),
 )
 INSTANCE_FIELDS: Final[FieldMap] = (
     (("imageId",), "image"),

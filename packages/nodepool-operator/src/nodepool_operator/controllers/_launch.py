@@ -8,7 +8,7 @@ one would wait for ever.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import ClassVar
 
@@ -129,10 +129,12 @@ def check_subnets(spec: AwsNodeClassSpec | None, found: Sequence[Subnet]) -> Non
 
 
 async def selected_groups(
-    cloud: CloudProvider, spec: AwsNodeClassSpec | None
+    list_groups: Callable[[tuple[SelectorTerm, ...]], Awaitable[Sequence[str]]],
+    spec: AwsNodeClassSpec | None,
 ) -> tuple[str, ...] | None:
     """The security groups the class's selector terms find (None: it has none; its ids,
-    if any, are in :func:`launch_settings`).
+    if any, are in :func:`launch_settings`), listed by ``list_groups`` (the cloud port's
+    ``security_groups``, or a cache of it).
 
     Raises:
         InvalidRequest: terms that select no group, naming the field.
@@ -140,7 +142,7 @@ async def selected_groups(
     terms = group_terms(spec)
     if not terms:
         return None
-    found = await cloud.security_groups(terms)
+    found = await list_groups(terms)
     if not found:
         raise InvalidRequest(
             "spec.securityGroupSelectorTerms of the node class select no security group",
@@ -158,7 +160,7 @@ async def resolved_launch(cloud: CloudProvider, spec: AwsNodeClassSpec | None) -
         found = await cloud.subnets(subnet_terms(spec))
         check_subnets(spec, found)
         launch = replace(launch, subnets=tuple(sorted(s.id for s in found)))
-    groups = await selected_groups(cloud, spec)
+    groups = await selected_groups(cloud.security_groups, spec)
     if groups is not None:
         launch = replace(launch, security_groups=groups)
     return launch

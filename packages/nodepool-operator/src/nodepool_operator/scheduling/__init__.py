@@ -21,6 +21,8 @@ from ._blockers import needs_budgets as needs_budgets
 from ._blockers import node_blocker as node_blocker
 from ._blockers import pdb_view as pdb_view
 from ._blockers import pod_blocker as pod_blocker
+from ._consolidate import Consolidation as Consolidation
+from ._consolidate import consolidate as consolidate
 from ._daemonset import DaemonSetView as DaemonSetView
 from ._daemonset import daemonset_overhead as daemonset_overhead
 from ._daemonset import daemonset_view as daemonset_view
@@ -52,9 +54,11 @@ from ._quantity import format_cpu as format_cpu
 from ._quantity import parse_bytes as parse_bytes
 from ._quantity import parse_cpu as parse_cpu
 from ._quantity import parse_quantity as parse_quantity
+from ._scaledown import CHECK_BUDGET as CHECK_BUDGET
 from ._scaledown import Disposal as Disposal
 from ._scaledown import RemovalReason as RemovalReason
 from ._scaledown import ScaleDownNode as ScaleDownNode
+from ._scaledown import place_on as place_on
 from ._scaledown import removal_order as removal_order
 from ._slots import Booting as Booting
 from ._slots import Existing as Existing
@@ -75,6 +79,8 @@ from ._zones import zone_templates as zone_templates
 
 __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts before the constants
     "Booting",
+    "CHECK_BUDGET",
+    "Consolidation",
     "DEFAULT_MAX_PODS",
     "DO_NOT_DISRUPT",
     "DaemonSetView",
@@ -110,6 +116,7 @@ __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts bef
     "UnschedulableGroup",
     "ZONE_KEY",
     "classify",
+    "consolidate",
     "crowded_out",
     "daemonset_overhead",
     "daemonset_view",
@@ -127,6 +134,7 @@ __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts bef
     "parse_cpu",
     "parse_quantity",
     "pdb_view",
+    "place_on",
     "plan_scale_up",
     "pod_blocker",
     "pod_fits_node",

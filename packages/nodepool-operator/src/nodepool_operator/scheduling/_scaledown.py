@@ -1,5 +1,6 @@
 """Which nodes a pool can do without: empty ones first, then the least utilised whose pods the
-simulation can place on the nodes that stay.
+simulation can place on the nodes that stay (and whether some pods fit on some nodes:
+:func:`place_on`, which a consolidation asks too: :mod:`._consolidate`).
 
 One function decides it for the Autoscaler (when a node counts as unneeded) and for the NodePool
 controller (which node goes when the target drops), so they pick the same nodes. Like
@@ -13,16 +14,31 @@ the caller passes them) is never unneeded: it is ranked last, with what blocks i
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from ._blockers import Unremovable, node_blocker
+from ._exact import SearchBudget, pack_fewest
 from ._firstfit import NodeState, _order_key, _Packer, _Pending
 from ._quantity import Resources
+from ._slots import Existing
 from ._template import NodeTemplate, Taint
 from ._views import PodView
 
-__all__ = ["Disposal", "RemovalReason", "ScaleDownNode", "removal_order"]
+__all__ = [
+    "CHECK_BUDGET",
+    "Disposal",
+    "RemovalReason",
+    "ScaleDownNode",
+    "place_on",
+    "removal_order",
+]
+
+#: The exact search's budget for one question "do these pods fit on those nodes?", asked once
+#: per candidate node here and a handful of times by a consolidation (a binary search over how
+#: many nodes go): a quarter of the plan's steps, and a clock that keeps a decision short on a
+#: slow or shared CPU (where it may bind first).
+CHECK_BUDGET = SearchBudget(max_steps=10_000, max_seconds=0.05)
 
 
 class RemovalReason(StrEnum):
@@ -100,7 +116,11 @@ def removal_order(
     Of the nodes that can go, those in ``prefer`` (named for removal, e.g. by the Autoscaler)
     come first, and those in ``held`` (a PodDisruptionBudget refuses to evict a pod of theirs
     now) after the others; both are picked in that order too, so the others' pods are placed
-    around the preferred ones.
+    around the preferred ones, and a preferred node's pods never on another preferred node
+    (they go together, as a consolidation named them: :mod:`._consolidate`).
+
+    Whether a node's pods fit on the others is :func:`place_on`'s answer: first-fit-
+    decreasing, then the exact search where no pod constrains another.
     """
     usage = {n.name: n.utilization() for n in nodes}
 
@@ -123,13 +143,16 @@ def removal_order(
             busy.append(node)
             continue
         # Its pods as they are now: pods moved onto it by an earlier pick move again (an
-        # empty node picked after a preferred one may have taken some).
+        # empty node picked after a preferred one may have taken some). A preferred node's
+        # pods go on the nodes not named: the named ones are to go together.
         here = tuple(p for p in rest[node.name].pods if p.workload)
-        others = [state for name, state in rest.items() if name != node.name]
-        moved = _place(here, node.allocatable, others) if here else {}
-        if moved is None:
+        going = prefer if node.name in prefer else ()
+        others = [s for name, s in rest.items() if name != node.name and name not in going]
+        placed = place_on(here, others, node.allocatable) if here else ({}, [])
+        if placed is None:
             busy.append(node)
             continue
+        moved = placed[0]
         reason = RemovalReason.UNDERUTILIZED if node.workload else RemovalReason.EMPTY
         order.append(Disposal(node.name, reason, usage[node.name]))
         del rest[node.name]
@@ -150,15 +173,46 @@ def _state(node: ScaleDownNode) -> NodeState:
     return NodeState(node.name, free, node.labels, node.taints, node.pods)
 
 
-def _place(
-    pods: Sequence[PodView], allocatable: Resources, others: Sequence[NodeState]
-) -> dict[str, NodeState] | None:
-    """The other nodes after ``pods`` moved onto them; ``None`` if one has no place. Pods are
-    placed largest first, as the scale-up plan does."""
+def place_on(
+    pods: Sequence[PodView],
+    nodes: Sequence[NodeState],
+    room: Resources,
+    search: SearchBudget | None = CHECK_BUDGET,
+) -> tuple[dict[str, NodeState], list[tuple[PodView, str]]] | None:
+    """``nodes`` after ``pods`` moved onto them and where each went (pod, node name), or
+    ``None`` if one has no place. First-fit-decreasing with the plan's fit rules; when that
+    fails and no pod constrains another (no pod affinity, anti-affinity, spread or host port
+    in play), the exact search with ``search`` (``None``: FFD alone). ``room``: a node's
+    size, which orders the pods (largest share first) and scales the search's bounds."""
     nothing = NodeTemplate("none", Resources())
-    packer = _Packer(nothing, others, in_flight=0, allowed_new=0)
-    entries = sorted((_Pending(p) for p in pods), key=lambda e: _order_key(e, allocatable))
+    packer = _Packer(nothing, nodes, in_flight=0, allowed_new=0)
+    entries = sorted((_Pending(p) for p in pods), key=lambda e: _order_key(e, room))
+    plain = not packer.constraining and not any(packer.scans(e.view) for e in entries)
+    where: list[tuple[PodView, str]] = []
     for entry in entries:
-        if packer.place(entry) is None:
+        label = packer.place(entry)
+        if not isinstance(label, Existing):
+            break
+        where.append((entry.view, label.name))
+    else:
+        return {s.name: s for s in packer.existing_states()}, where
+    if search is None or not plain:
+        return None
+    exact = pack_fewest(entries, room, nodes, 0, fewer_than=1, budget=search)
+    if exact is None:
+        return None
+    added: dict[str, list[PodView]] = {}
+    where = []
+    for entry, slot in zip(entries, exact.labels, strict=True):
+        if not isinstance(slot, Existing):
             return None
-    return {state.name: state for state in packer.existing_states()}
+        added.setdefault(slot.name, []).append(entry.view)
+        where.append((entry.view, slot.name))
+    states: dict[str, NodeState] = {}
+    for node in nodes:
+        mine = added.get(node.name, [])
+        free = node.free
+        for pod in mine:
+            free -= pod.requests
+        states[node.name] = replace(node, free=free, pods=(*node.pods, *mine))
+    return states, where

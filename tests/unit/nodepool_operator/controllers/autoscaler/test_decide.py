@@ -573,6 +573,87 @@ def test_a_node_whose_drain_timed_out_rests_out_of_the_unneeded_ones() -> None:
     )
 
 
+def spread_pool(count: int, *sizes: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``count`` Nodes of the pool, each running one pod of each of ``sizes`` (as the
+    scheduler's LeastAllocated lays a mixed burst over nodes that were there): pods, Nodes."""
+    pods = [
+        running(f"r-{i}-{j}", f"n-{i}", memory)
+        for i in range(count)
+        for j, memory in enumerate(sizes)
+    ]
+    return pods, [node(f"n-{i}") for i in range(count)]
+
+
+def test_a_pool_spread_over_too_many_nodes_is_consolidated_when_none_is_unneeded() -> None:
+    # 4 nodes of 96Gi at 54Gi each (36Gi + 18Gi: above the 50 % threshold, so the
+    # threshold rule finds none); the pods fit on 3: n-0's pods go on the others
+    world, nodes = spread_pool(4, "36Gi", "18Gi")
+    obs = observe(scaler(scale_down=True), pool(target=4), world, nodes)
+    first = decide(obs, Memory(), CLOCK, KNOBS)
+    assert first.memory.unneeded_since == {"n-0": NOW}
+    assert first.target is None
+    due = decide(obs, first.memory, Clock(NOW + 600, WALL), KNOBS)
+    summary = "scale down 4 -> 3: nodes unneeded for 10m (consolidation: the pods fit on 3 nodes)"
+    assert due.target == TargetWrite(4, 3, Why.SCALE_DOWN, summary)
+    assert [(m.node, m.on) for m in due.marks] == [("n-0", True)]
+    assert due.status.last_decision == summary
+    # turned off: the threshold rule alone, which finds nothing
+    off = scaler(scale_down=True)
+    off["spec"]["scaleDownConsolidation"] = False
+    quiet = decide(observe(off, pool(target=4), world, nodes), Memory(), CLOCK, KNOBS)
+    assert quiet.memory.unneeded_since == {}
+    # at minNodes: nothing to name, the target would not go down
+    floor = decide(
+        observe(scaler(scale_down=True), pool(target=4, min_nodes=4), world, nodes),
+        Memory(),
+        CLOCK,
+        KNOBS,
+    )
+    assert floor.memory.unneeded_since == {}
+    # at the optimum (3 nodes, the same pods packed): nothing either
+    packed = [running(f"r-{i}", f"n-{i % 3}", m) for i, m in enumerate(["36Gi"] * 4 + ["18Gi"] * 4)]
+    at = decide(
+        observe(scaler(scale_down=True), pool(target=3), packed, nodes[:3]), Memory(), CLOCK, KNOBS
+    )
+    assert at.memory.unneeded_since == {}
+
+
+def test_a_consolidation_names_no_more_nodes_than_the_disruption_budget_allows() -> None:
+    # 6 nodes at 48Gi (two 24Gi pods: at the threshold, so busy); the pods fit on 3
+    world, nodes = spread_pool(6, "24Gi", "24Gi")
+    obs = observe(scaler(scale_down=True), pool(target=6), world, nodes)
+    # the default budget: 10 % of 6 nodes, rounded up: one at a time
+    one = decide(obs, Memory(), CLOCK, KNOBS)
+    assert one.memory.unneeded_since == {"n-0": NOW}
+    wide = pool(target=6)
+    wide["spec"]["disruption"] = {"budgets": [{"nodes": "50%"}]}
+    three = decide(observe(scaler(scale_down=True), wide, world, nodes), Memory(), CLOCK, KNOBS)
+    assert three.memory.unneeded_since == {"n-0": NOW, "n-1": NOW, "n-2": NOW}
+    due = decide(
+        observe(scaler(scale_down=True), wide, world, nodes),
+        three.memory,
+        Clock(NOW + 600, WALL),
+        KNOBS,
+    )
+    assert due.target is not None
+    assert (due.target.expected, due.target.desired) == (6, 3)
+    # a node being drained takes the budget's one: none is named meanwhile
+    draining = [*nodes[:5], node("n-5", draining=True)]
+    busy = decide(
+        observe(scaler(scale_down=True), pool(target=5), world, draining), Memory(), CLOCK, KNOBS
+    )
+    assert busy.memory.unneeded_since == {}
+
+
+def test_a_pod_that_cannot_move_keeps_its_node_out_of_a_consolidation() -> None:
+    world, nodes = spread_pool(4, "36Gi", "18Gi")
+    del world[0]["metadata"]["ownerReferences"]  # n-0's 36Gi pod: no controller brings it back
+    obs = observe(scaler(scale_down=True), pool(target=4), world, nodes)
+    first = decide(obs, Memory(), CLOCK, KNOBS)
+    assert first.memory.unneeded_since == {"n-1": NOW}
+    assert [u.node for u in first.status.unremovable_nodes or ()] == ["n-0"]
+
+
 def test_a_blocked_node_is_reported_once_and_listed_unremovable() -> None:
     nodes = [node("n-0", annotations={DO_NOT_DISRUPT: "true"}), node("n-1")]
     obs = observe(scaler(scale_down=True), pool(target=2), (), nodes)

@@ -492,6 +492,37 @@ async def test_the_node_named_is_one_whose_pods_every_budget_lets_go_now() -> No
     assert scale_targets(writes) == [1]
 
 
+async def test_a_pool_spread_over_more_nodes_than_its_pods_need_is_consolidated() -> None:
+    """Four nodes at 54Gi of 96Gi each (above the threshold: none unneeded by that rule); the
+    pods fit on three. The first node by the consolidation's order is named, then the target
+    goes 4 -> 3, the Events saying why; turned off, nothing is named."""
+    replicated = factories.owner_reference("ReplicaSet", "rs", controller=True)
+    on = functools.partial(factories.pod, namespace="prod", phase="Running", owner=replicated)
+    spread = [
+        on(f"p{size.lower()}-{i}", node=f"n-{i}", memory=size)
+        for i in range(4)
+        for size in ("36Gi", "18Gi")
+    ]
+    nodes = [node(f"n-{i}") for i in range(4)]
+    world = (scaling_down(), pool(target=4), *nodes, *spread)
+    passes = Passes()
+    _, writes = await passes.run(*world)
+    assert (marks(writes), scale_targets(writes)) == ([], [])
+    passes.now += 600
+    _, writes = await passes.run(*world)
+    assert [str(w) for w in writes[:2]] == ["patch Node n-0", "update NodePool/scale big"]
+    assert scale_targets(writes) == [3]
+    note = "scale down 4 -> 3: nodes unneeded for 10m (consolidation: the pods fit on 3 nodes)"
+    assert told(writes) == SCALED_DOWN
+    assert all(text.endswith(note) for _, _, text in events(writes))
+    off = scaling_down(scaleDownConsolidation=False)
+    later = Passes()
+    await later.run(off, *world[1:])
+    later.now += 600
+    _, writes = await later.run(off, *world[1:])
+    assert (marks(writes), scale_targets(writes)) == ([], [])
+
+
 async def test_a_named_node_open_and_needed_again_loses_its_name_a_drained_one_keeps_it() -> None:
     named = {UNNEEDED: "2026-01-01T11:00:00Z"}
     disrupting = [{"key": "kubeloop.dev/disrupting", "effect": "NoSchedule"}]

@@ -111,10 +111,17 @@ def decision_text(
     return text if len(text) <= DECISION_MAX else text[: DECISION_MAX - 3] + "..."
 
 
-def scale_down_text(before: int, after: int, unneeded: timedelta) -> str:
+def scale_down_text(
+    before: int, after: int, unneeded: timedelta, *, optimum: int | None = None
+) -> str:
     """E.g. ``scale down 3 -> 1: nodes unneeded for 10m`` (empty, or under the utilisation
-    threshold with pods that fit on the others)."""
-    return f"scale down {before} -> {after}: nodes unneeded for {format_duration(unneeded)}"
+    threshold with pods that fit on the others); with the ``optimum`` of a consolidation,
+    e.g. ``scale down 4 -> 3: nodes unneeded for 10m (consolidation: the pods fit on 3
+    nodes)``."""
+    text = f"scale down {before} -> {after}: nodes unneeded for {format_duration(unneeded)}"
+    if optimum is not None:
+        text += f" (consolidation: the pods fit on {optimum} node{'' if optimum == 1 else 's'})"
+    return text
 
 
 def track_unneeded(

@@ -17,7 +17,10 @@ The steps, as cluster-autoscaler and Karpenter order them:
    (not while backing off); else, with scale-down on, nodes unneeded for
    ``scaleDownUnneededTime`` lower it (nodes a blocker keeps never are, :mod:`._blocked`),
    each named on its Node first so the NodePool controller removes those
-   (:mod:`.._unneeded`);
+   (:mod:`.._unneeded`); when no node is unneeded by the threshold rule, with
+   ``scaleDownConsolidation`` on, those a consolidation frees are (the pool's pods on fewer
+   nodes, as many at once as its disruption budget allows:
+   :func:`~nodepool_operator.scheduling.consolidate`);
 4. tell: the status (:mod:`._status`), TriggeredScaleUp / ScaleDown / NotTriggerScaleUp /
    ProvisionTimedOut / ScaleDownBlocked Events, each distinct one once (:mod:`._report`);
 5. for a pool with ``reserveNewNodes`` (deprecated), let each planned pod onto its reserved
@@ -86,15 +89,19 @@ from nodepool_operator.controllers.autoscaler._texts import (
     track_unneeded,
 )
 from nodepool_operator.controllers.autoscaler.observe import Observation, PendingPod
+from nodepool_operator.controllers.nodepool import allowed_disruptions
 from nodepool_operator.scheduling import (
     ZONE_KEY,
+    Consolidation,
     Existing,
     FitReason,
     New,
     PodRef,
     PodView,
+    RemovalReason,
     ScaleUpPlan,
     Unremovable,
+    consolidate,
     crowded_out,
     held_by_budgets,
     plan_scale_up,
@@ -497,6 +504,10 @@ def _scale(
         held=held | resting,
     )
     unneeded = tuple(d.node for d in order if d.removable and d.node not in resting)
+    consolidation = None
+    if not unneeded and obs.scaler.spec.scale_down_consolidation:
+        consolidation = _consolidation(obs, m, held | resting)
+        unneeded = consolidation.free
     m.unneeded_since = track_unneeded(m.unneeded_since, unneeded, now)
     unneeded_time = obs.scaler.spec.scale_down_unneeded_time
     desired = scale_down_target(
@@ -510,8 +521,37 @@ def _scale(
     )
     if desired is None or not may_write or obs.moved:
         return plan, None
-    summary = scale_down_text(obs.target, desired, unneeded_time)
+    optimum = consolidation.optimum if consolidation is not None else None
+    summary = scale_down_text(obs.target, desired, unneeded_time, optimum=optimum)
     return plan, TargetWrite(obs.target, desired, Why.SCALE_DOWN, summary)
+
+
+def _consolidation(obs: Observation, m: Memory, kept: set[str]) -> Consolidation:
+    """The pool's pods on fewer nodes (:func:`~nodepool_operator.scheduling.consolidate`),
+    when no node is unneeded by the threshold rule: the nodes whose pods all have a place on
+    the others, no more than the pool's disruption budget lets go now, nor below minNodes
+    (the moved pods land where the scheduler puts them, so the next ones are chosen from the
+    cluster as it then is). Blocked nodes and ``kept`` ones (a budget holds a pod of theirs,
+    a drain timed out) stay; the nodes named before come first, so the choice holds while
+    the cluster does."""
+    nodes = obs.nodes
+    allowed = allowed_disruptions(
+        obs.pool.spec.disruption.budgets,
+        nodes.registered + nodes.leaving,
+        nodes.leaving,
+        str(RemovalReason.UNDERUTILIZED),
+    )
+    # never a node named that minNodes would keep: the target would not go down for it
+    limit = min(allowed, max(0, obs.target - obs.pool.spec.min_nodes))
+    return consolidate(
+        nodes.candidates,
+        template=obs.template,
+        blockers=m.blocked,
+        held=kept,
+        prefer=m.unneeded_since.keys(),
+        limit=limit,
+        zones=obs.pool.status.zones,
+    )
 
 
 def _marks(obs: Observation, m: Memory, now: Clock) -> tuple[Mark, ...]:

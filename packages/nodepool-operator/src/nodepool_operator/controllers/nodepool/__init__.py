@@ -45,6 +45,7 @@ labels and taints it owns on the pool's Nodes and their drain-timed-out annotati
 ``spec`` (docs/ownership.md).
 """
 
+from nodepool_operator.controllers.nodepool._budget import allowed_disruptions
 from nodepool_operator.controllers.nodepool.controller import (
     FINALIZER,
     NAME,
@@ -52,4 +53,6 @@ from nodepool_operator.controllers.nodepool.controller import (
     NodePoolController,
 )
 
-__all__ = ["FINALIZER", "NAME", "NODE_FINALIZER", "NodePoolController"]
+# allowed_disruptions: the pool's disruption budgets, which the Autoscaler's consolidation
+# names no more nodes than (one rule with the NodePool controller's cut of its removals)
+__all__ = ["FINALIZER", "NAME", "NODE_FINALIZER", "NodePoolController", "allowed_disruptions"]

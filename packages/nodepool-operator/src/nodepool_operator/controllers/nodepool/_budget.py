@@ -1,4 +1,6 @@
-"""Disruption budgets: how many more of a pool's nodes a voluntary disruption may take now.
+"""Disruption budgets: how many more of a pool's nodes a voluntary disruption may take now
+(the NodePool controller cuts its removals to it, the Autoscaler names no more nodes for a
+consolidation at once).
 
 Karpenter's rules (NodePool ``spec.disruption.budgets``): a budget is a count or a
 percentage of the pool's nodes, the percentage rounded *up* (10% of 5 nodes is 1, of 0 nodes

@@ -14,6 +14,7 @@ retirements before removals.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -537,7 +538,10 @@ class Act:
         if subnets is None:
             subnets = await self.subnets.subnets(self.cloud, launching.subnet_terms(node_class))
         launching.check_subnets(node_class, subnets)
-        return subnets, await launching.selected_groups(self.cloud, node_class)
+        groups = await launching.selected_groups(
+            functools.partial(self.subnets.security_groups, self.cloud), node_class
+        )
+        return subnets, groups
 
     async def _type_options(
         self, pool: NodePool, node_class: AwsNodeClassSpec | None
