@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -16,6 +17,19 @@ class Request:
 
     name: str
     namespace: str | None = None
+    # the workqueue, the rate limiter and loop detection look a request up about ten
+    # times per reconcile: its hash is computed once (a dataclass's own hashes a new
+    # tuple in Python code on every lookup). Not pickled: str hashes differ per process.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.name, self.namespace)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Request, (self.name, self.namespace))
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name

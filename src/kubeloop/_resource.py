@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: Objects are plain decoded JSON: kubeloop never drops unknown fields.
@@ -21,6 +21,20 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool = True
+    # the cache's tables are keyed by resource, looked up several times per event and
+    # per write: the hash is computed once (a dataclass's own hashes a new tuple in
+    # Python code on every lookup). Not pickled: str hashes differ per process.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        key = (self.group, self.version, self.plural, self.kind, self.namespaced)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Resource, (self.group, self.version, self.plural, self.kind, self.namespaced))
 
     @property
     def api_version(self) -> str:
