@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from kubeloop._resource import HashedOnce
 
 
 @dataclass(frozen=True, order=True, slots=True)
-class Request:
+class Request(HashedOnce):
     """Which object to reconcile: only its key, never a snapshot of it.
 
     A reconciler reads the current state itself, so several events for one
@@ -17,10 +19,6 @@ class Request:
 
     name: str
     namespace: str | None = None
-    # the workqueue, the rate limiter and loop detection look a request up about ten
-    # times per reconcile: its hash is computed once (a dataclass's own hashes a new
-    # tuple in Python code on every lookup). Not pickled: str hashes differ per process.
-    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash((self.name, self.namespace)))

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 #: Objects are plain decoded JSON: kubeloop never drops unknown fields.
 Object = dict[str, Any]
 
 
+class HashedOnce:
+    """A slot for a frozen value's hash, computed once in its ``__post_init__``.
+
+    A request or a resource keys the workqueue's, the rate limiter's and the cache's
+    tables, looked up about ten times per reconcile; a frozen dataclass's own
+    ``__hash__`` hashes a new tuple in Python code on every lookup. A slot, not a
+    dataclass field: ``fields()``, ``asdict`` and encoders never see it. Subclasses
+    pickle through ``__reduce__`` (their constructor), so another process, whose
+    string hashes differ, computes its own."""
+
+    __slots__ = ("_hash",)
+    _hash: int
+
+
 @dataclass(frozen=True, order=True)
-class Resource:
+class Resource(HashedOnce):
     """One API resource type (group, version, plural) and what it is called.
 
     ``Resource("apps", "v1", "deployments", "Deployment")``; the core group is ``""``.
@@ -21,10 +35,6 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool = True
-    # the cache's tables are keyed by resource, looked up several times per event and
-    # per write: the hash is computed once (a dataclass's own hashes a new tuple in
-    # Python code on every lookup). Not pickled: str hashes differ per process.
-    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         key = (self.group, self.version, self.plural, self.kind, self.namespaced)

@@ -12,6 +12,8 @@ import pickle
 import subprocess
 import sys
 
+import msgspec
+
 from kubeloop import CONFIGMAPS, NODES, Request, Resource
 
 
@@ -28,6 +30,21 @@ def test_equal_values_hash_alike_and_order_as_before() -> None:
     assert {CONFIGMAPS: 1}[twin] == 1
     assert {copy.deepcopy(NODES): 1}[NODES] == 1
     assert repr(NODES).endswith("kind='Node', namespaced=False)")
+
+
+def test_the_cached_hash_is_no_field() -> None:
+    assert dataclasses.asdict(Request("a", "ns")) == {"name": "a", "namespace": "ns"}
+    assert [f.name for f in dataclasses.fields(NODES)] == [
+        "group",
+        "version",
+        "plural",
+        "kind",
+        "namespaced",
+    ]
+    assert msgspec.json.decode(msgspec.json.encode(Request("a"))) == {
+        "name": "a",
+        "namespace": None,
+    }
 
 
 def test_a_pickled_key_is_hashed_afresh_in_another_process() -> None:
