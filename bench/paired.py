@@ -29,7 +29,7 @@ from bench.throughput import install_crd, populate
 from kubeloop import Client
 
 
-async def _namespaces(kubeconfig: str, count: int, objects: int) -> list[str]:
+async def namespaces(kubeconfig: str, count: int, objects: int) -> list[str]:
     client = Client.from_kubeconfig(kubeconfig)
     try:
         await install_crd(client)
@@ -63,7 +63,7 @@ def main() -> None:
     cpu: dict[tuple[str, str], list[float]] = {}
     for repeat in range(args.repeats + 1):
         for pair in pairs:
-            spaces = asyncio.run(_namespaces(args.kubeconfig, len(pair), args.objects))
+            spaces = asyncio.run(namespaces(args.kubeconfig, len(pair), args.objects))
             running = []
             for side, ns in zip(pair, spaces, strict=True):
                 env, argv = _command(side, args.kubeconfig, ns, args.objects)

@@ -144,6 +144,11 @@ class Informer:
         log_ = self._writers
 
         def summarize(obj: Object) -> Object:
+            meta = obj.get("metadata") or {}
+            if log_.holds(meta.get("uid") or "", str(meta.get("resourceVersion") or "")):
+                # the echo of our own write: the client recorded this very version's
+                # summary from the write's result, so there is nothing to add
+                return transform(obj) if transform is not None else obj
             writers = writers_of(obj)
             out = transform(obj) if transform is not None else obj
             log_.record(out, writers)
@@ -790,10 +795,19 @@ class Cache:
             if inf_ns is None or inf_ns == ns
         ]
 
-    def _all_have(self, resource: Resource, key: str, want: str) -> bool:
-        """Whether every informer that could hold ``key`` is at version ``want`` or later
-        for it (an informer whose selector leaves it out: once its watch is past it)."""
-        for inf in self._covering_key(resource, key):
+    def _all_have(
+        self,
+        resource: Resource,
+        key: str,
+        want: str,
+        covering: builtins.list[Informer] | None = None,
+    ) -> bool:
+        """Whether every informer that could hold ``key`` (``covering``, if the caller
+        has them already) is at version ``want`` or later for it (an informer whose
+        selector leaves it out: once its watch is past it)."""
+        if covering is None:
+            covering = self._covering_key(resource, key)
+        for inf in covering:
             have = inf.store.resource_version(key)
             if not rv_at_least(have if have is not None else inf.reflector.resource_version, want):
                 return False
@@ -871,10 +885,6 @@ class Cache:
         if rv_at_least(have, want) and self._all_have(resource, key, want):
             del exp[key]
 
-    def _watching(self, resource: Resource, obj: Object) -> builtins.list[Informer]:
-        """The informers whose scope could hold ``obj`` (selectors aside)."""
-        return self._covering_key(resource, object_key(obj))
-
     def note_delete(self, resource: Resource, namespace: str | None, name: str, uid: str) -> None:
         """Record that our delete removed ``uid``, so reads wait until the informer has
         seen it go (bounded, then read live): a list right after our delete must not show
@@ -897,11 +907,11 @@ class Cache:
         rv = obj.get("metadata", {}).get("resourceVersion")
         if not rv:
             return
-        watching = self._watching(resource, obj)
+        key = object_key(obj)
+        watching = self._covering_key(resource, key)
         if not watching:
             return
-        key = object_key(obj)
-        if self._all_have(resource, key, rv):
+        if self._all_have(resource, key, rv, watching):
             return  # every watch was faster than our response: nothing to wait for
         exp = self._expected.setdefault(resource, {})
         if key in self._deleted.get(resource, {}):

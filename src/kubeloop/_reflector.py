@@ -344,7 +344,8 @@ class Reflector:
                 self.emit(Deleted(obj))
             self.resource_version = version_of(obj) or self.resource_version
             self.store_version = self.resource_version
-            await self._notify()
+            if self._waiting:  # as _notify, without a coroutine per event when nobody waits
+                await self._notify()
         return lines
 
     async def _notify(self) -> None:

@@ -9,8 +9,22 @@ from typing import Any
 Object = dict[str, Any]
 
 
+class HashedOnce:
+    """A slot for a frozen value's hash, computed once in its ``__post_init__``.
+
+    A request or a resource keys the workqueue's, the rate limiter's and the cache's
+    tables, looked up about ten times per reconcile; a frozen dataclass's own
+    ``__hash__`` hashes a new tuple in Python code on every lookup. A slot, not a
+    dataclass field: ``fields()``, ``asdict`` and encoders never see it. Subclasses
+    pickle through ``__reduce__`` (their constructor), so another process, whose
+    string hashes differ, computes its own."""
+
+    __slots__ = ("_hash",)
+    _hash: int
+
+
 @dataclass(frozen=True, order=True)
-class Resource:
+class Resource(HashedOnce):
     """One API resource type (group, version, plural) and what it is called.
 
     ``Resource("apps", "v1", "deployments", "Deployment")``; the core group is ``""``.
@@ -21,6 +35,16 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool = True
+
+    def __post_init__(self) -> None:
+        key = (self.group, self.version, self.plural, self.kind, self.namespaced)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Resource, (self.group, self.version, self.plural, self.kind, self.namespaced))
 
     @property
     def api_version(self) -> str:

@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kubeloop._resource import Object
 
 
-@dataclass(frozen=True, slots=True)
-class Writer:
-    """One ``managedFields`` entry without its field set."""
+class Writer(NamedTuple):
+    """One ``managedFields`` entry without its field set.
+
+    A named tuple, not a dataclass: every write's result and every watch event's
+    summary is looked up in the sharing tables below by its writers, and a tuple's
+    hash and equality run in C (a frozen dataclass's ``__hash__`` is Python code,
+    called per entry per lookup)."""
 
     manager: str
     operation: str  # Update or Apply
@@ -141,10 +145,19 @@ class WriterLog:
     def refresh(self, obj: Object) -> None:
         """Record ``obj`` only if the log already holds its uid: a write's result
         updates what an informer recorded, but writes of kinds nobody watches (Events,
-        Leases) never fill the log."""
-        uid = (obj.get("metadata") or {}).get("uid")
-        if uid and uid in self._versions:
+        Leases) never fill the log. Nothing to do if it holds this very version (the
+        watch delivered our write before the client saw the result)."""
+        meta = obj.get("metadata") or {}
+        uid = meta.get("uid")
+        have = self._versions.get(uid) if uid else None
+        if have is not None and have != str(meta.get("resourceVersion") or ""):
             self.record(obj)
+
+    def holds(self, uid: str, rv: str) -> bool:
+        """Whether the log already has the summary of ``uid`` at version ``rv``: the watch
+        event of our own write, whose result the client recorded (same uid, same version,
+        so the same managedFields), needs no second summary."""
+        return bool(uid) and self._versions.get(uid) == rv
 
     def forget(self, obj: Object) -> None:
         uid = (obj.get("metadata") or {}).get("uid")
