@@ -59,6 +59,7 @@ from bench import ROOT, Benchmark, BenchResult, Context, rounded
 from bench import autoscaler_scenarios as sc_mod
 from bench._phase_watch import PhaseWatch
 from bench._raw import Api, connect
+from bench._real_cluster import add_system_node, real_cluster_timing
 from bench.autoscaler_scenarios import (
     Names,
     PodGroup,
@@ -690,10 +691,11 @@ async def _clean(admin: Client, names: Names, side: str) -> None:
 async def test_bed(scoring: str) -> AsyncIterator[tuple[ControlPlane, Client, Path]]:
     options = ControlPlaneOptions(scheduler=True, controller_manager=True, kwok=False)
     options.scheduler_scoring = scoring
-    cp = await asyncio.to_thread(ControlPlane, options)
+    cp = await asyncio.to_thread(ControlPlane, real_cluster_timing(options))
     await asyncio.to_thread(cp.start)
     try:
         async with Client.from_kubeconfig(cp.kubeconfig, field_manager="bench") as admin:
+            await add_system_node(admin)
             yield cp, admin, cp.dir
     finally:
         await asyncio.to_thread(cp.stop)
