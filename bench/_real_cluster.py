@@ -28,7 +28,15 @@ from typing import Any, Final
 from kubeloop import NODES, AlreadyExists, Client
 from kubeloop.envtest import KWOK_NODE_ANNOTATIONS, ControlPlaneOptions
 
-__all__ = ["SYSTEM_NODE", "SYSTEM_TAINT", "add_system_node", "real_cluster_timing"]
+__all__ = [
+    "NODE_LEASE_S",
+    "NODE_MONITOR_GRACE_S",
+    "NODE_MONITOR_PERIOD_S",
+    "SYSTEM_NODE",
+    "SYSTEM_TAINT",
+    "add_system_node",
+    "real_cluster_timing",
+]
 
 #: kube-controller-manager's ``--node-monitor-period`` default.
 NODE_MONITOR_PERIOD_S: Final = 5
