@@ -12,12 +12,14 @@ wait, so the benchmark's cluster is set as one:
   shortened clock.
 - **A system node**: a cluster always runs its operators, DNS and the autoscaler itself on
   some node. With none, kube-scheduler rejects a pod with "no nodes available", which names
-  no plugin, so every later cluster event (any Node's or pod's update, an autoscaler's write
-  to the pod) retries it and each failure doubles its back-off (1 s up to 10 s): a late
-  Node then waits out a back-off that a real cluster's queueing hints would not have
-  grown. The system node carries ``CriticalAddonsOnly=true:NoSchedule``, as the system
-  nodes of an EKS cluster that Karpenter scales are usually set apart, so no scenario's pod
-  lands on it and neither autoscaler counts it.
+  no plugin, so it counts the failure as an error: every later cluster event (any Node's or
+  pod's update, an autoscaler's write to the pod) retries the pod, each failure doubles its
+  back-off (1 s up to 10 s), and the pod sits out the whole back-off in the error queue,
+  which is not tried early when the scheduler is idle: a Node registering late then waits
+  seconds that a pod rejected by a plugin, as on a real cluster, would not. The system node
+  carries ``CriticalAddonsOnly=true:NoSchedule``, as the system nodes of an EKS cluster that
+  Karpenter scales are usually set apart, so no scenario's pod lands on it and neither
+  autoscaler counts it.
 """
 
 from __future__ import annotations
