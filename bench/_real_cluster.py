@@ -17,9 +17,9 @@ wait, so the benchmark's cluster is set as one:
   back-off (1 s up to 10 s), and the pod sits out the whole back-off in the error queue,
   which is not tried early when the scheduler is idle: a Node registering late then waits
   seconds that a pod rejected by a plugin, as on a real cluster, would not. The system node
-  carries ``CriticalAddonsOnly=true:NoSchedule``, as the system nodes of an EKS cluster that
-  Karpenter scales are usually set apart, so no scenario's pod lands on it and neither
-  autoscaler counts it.
+  carries ``CriticalAddonsOnly=true:NoSchedule``, the taint EKS Auto Mode's built-in
+  ``system`` node pool (Karpenter underneath) sets its add-on nodes apart with, so no
+  scenario's pod lands on it and neither autoscaler counts it.
 """
 
 from __future__ import annotations
