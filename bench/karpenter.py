@@ -1,7 +1,12 @@
 """Karpenter as a live peer: the same scenarios, once with Karpenter and once with our operator.
 
 The test bed is a small cluster started here (``ControlPlane`` with kube-scheduler and
-kube-controller-manager) plus kwok as every Node's kubelet, started per side. Karpenter v1.15.0's
+kube-controller-manager) plus kwok as every Node's kubelet, started per side, set as a real
+cluster is (:mod:`bench._real_cluster`): the node lifecycle timing at the upstream defaults
+(node monitor period 5 s, grace 50 s, Node Leases of 40 s) and a system node tainted
+``CriticalAddonsOnly`` that no scenario's pod lands on (with no Node at all, kube-scheduler's
+rejection names no plugin, so every cluster event retries a pending pod and grows its
+back-off, which a Node registering late then waits out). Karpenter v1.15.0's
 kwok cloud provider (built by ``tools/karpenter/build.sh``, run out of cluster) creates its Nodes
 at once and kwok turns them Ready within a second (a delayed ``node-initialize`` stage did not
 hold them back). So Karpenter's NodePool gives its Nodes a start-up taint that the bench lifts
@@ -59,6 +64,15 @@ from bench import ROOT, Benchmark, BenchResult, Context, rounded
 from bench import autoscaler_scenarios as sc_mod
 from bench._phase_watch import PhaseWatch
 from bench._raw import Api, connect
+from bench._real_cluster import (
+    NODE_LEASE_S,
+    NODE_MONITOR_GRACE_S,
+    NODE_MONITOR_PERIOD_S,
+    SYSTEM_NODE,
+    SYSTEM_TAINT,
+    add_system_node,
+    real_cluster_timing,
+)
 from bench.autoscaler_scenarios import (
     Names,
     PodGroup,
@@ -690,10 +704,11 @@ async def _clean(admin: Client, names: Names, side: str) -> None:
 async def test_bed(scoring: str) -> AsyncIterator[tuple[ControlPlane, Client, Path]]:
     options = ControlPlaneOptions(scheduler=True, controller_manager=True, kwok=False)
     options.scheduler_scoring = scoring
-    cp = await asyncio.to_thread(ControlPlane, options)
+    cp = await asyncio.to_thread(ControlPlane, real_cluster_timing(options))
     await asyncio.to_thread(cp.start)
     try:
         async with Client.from_kubeconfig(cp.kubeconfig, field_manager="bench") as admin:
+            await add_system_node(admin)
             yield cp, admin, cp.dir
     finally:
         await asyncio.to_thread(cp.stop)
@@ -784,6 +799,9 @@ async def run(ctx: Context) -> BenchResult:
             f"{NODES_AFTER_BOOT}: the provider creates the Node the boot delay after the "
             "launch (KWOKNodeClass nodeRegistrationDelay), no start-up taint",
             "scheduler_scoring": scoring,
+            "cluster": f"node monitor period {NODE_MONITOR_PERIOD_S} s, grace "
+            f"{NODE_MONITOR_GRACE_S} s, Node Leases {NODE_LEASE_S} s (upstream defaults); "
+            f"a system node ({SYSTEM_NODE}) tainted {SYSTEM_TAINT['key']}",
             "ours_scale_down_unneeded": OURS_UNNEEDED,
             "scale_down_wait_s": SCALE_DOWN_WAIT_S,
             "poll_s": POLL_S,
@@ -804,6 +822,10 @@ def phase_table(figures: dict[str, Any], scenarios: Sequence[str], sides: Sequen
             if "phases" in (fig := figures.get(sid, {}).get(side, {}))
         ]
     )
+
+
+#: What a result from before the ``cluster`` parameter ran on.
+NO_CLUSTER_PARAM: Final = "as the control plane starts (no Node, its test timing)"
 
 
 def markdown(result: BenchResult) -> str:
@@ -865,7 +887,8 @@ def markdown(result: BenchResult) -> str:
     return "\n".join(
         [
             f"Karpenter: {p['karpenter']}; kwok {p['kwok']}; kube-scheduler scoring "
-            f"{p['scheduler_scoring']}. `karpenter` = consolidation as it defaults; "
+            f"{p['scheduler_scoring']}; the cluster: {p.get('cluster', NO_CLUSTER_PARAM)}. "
+            "`karpenter` = consolidation as it defaults; "
             f"`{NODES_AFTER_BOOT}` = consolidation as it defaults, its Nodes created by the "
             "provider only when the boot is done (`nodeRegistrationDelay`, no start-up taint); "
             "`karpenter-noconsolidation` = `consolidateAfter: Never`. Scale-down waits "

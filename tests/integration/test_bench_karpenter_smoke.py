@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench._real_cluster import SYSTEM_NODE
 from bench.phases import LABELS, PHASES
 
 from kubeloop.envtest import ControlPlane
@@ -45,6 +46,9 @@ def test_karpenter_quick_s15_phase_table(kube_control_plane: ControlPlane, tmp_p
         progress=progress,
     )
     assert result["name"] == "karpenter"
+    # both sides ran on the test bed set as a real cluster (bench/_real_cluster.py)
+    assert "monitor period 5 s, grace 50 s" in result["params"]["cluster"]
+    assert SYSTEM_NODE in result["params"]["cluster"]
     s15 = result["figures"]["S15"]
     for side in SIDES:
         fig = s15[side]

@@ -118,6 +118,11 @@ class ControlPlaneOptions:
     #: controller marks a Node ``Unknown``: kube-controller-manager's
     #: ``--node-monitor-grace-period`` (50 s upstream; shorter so tests wait less).
     node_monitor_grace_seconds: int = 30
+    #: How often the node lifecycle controller checks each Node's health:
+    #: kube-controller-manager's ``--node-monitor-period`` (5 s upstream; shorter so tests
+    #: see a silent Node go ``Unknown`` sooner). New Nodes' not-ready taint is lifted on the
+    #: Node's own update, not on this period.
+    node_monitor_period_seconds: int = 2
     #: kwok's ``--node-lease-duration-seconds``; it renews each Lease every quarter of it.
     node_lease_seconds: int = 20
 
@@ -395,7 +400,7 @@ class ControlPlane:
                 f"--cert-dir={self.dir / 'controller-manager-certs'}",
                 f"--controllers={','.join(self.options.controllers)}",
                 f"--node-monitor-grace-period={self.options.node_monitor_grace_seconds}s",
-                "--node-monitor-period=2s",
+                f"--node-monitor-period={self.options.node_monitor_period_seconds}s",
                 "--v=1",
                 *gates,
             ],
