@@ -15,6 +15,9 @@ from kubeloop.envtest import ControlPlane
 
 #: Every fixture that gives a test a control plane depends on this one.
 CONTROL_PLANE_FIXTURE = "kube_control_plane"
+#: Every fixture that gives a test moto's server (a process of its own, like the control
+#: plane: the unit tier runs in process) depends on this one.
+MOTO_FIXTURE = "moto_server"
 MARKER = "integration"
 
 _current: list[pytest.Item] = []
@@ -42,9 +45,20 @@ def _calls_control_plane(name: str, module: Any) -> bool:
 
 
 def needs_marker(item: pytest.Item) -> bool:
-    """Whether ``item`` starts (or shares) a control plane."""
+    """Whether ``item`` starts (or shares) a control plane or moto's server."""
     fixtures = getattr(item, "fixturenames", ())
-    return CONTROL_PLANE_FIXTURE in fixtures or _module_builds_control_plane(item)
+    return (
+        CONTROL_PLANE_FIXTURE in fixtures
+        or MOTO_FIXTURE in fixtures
+        or _module_builds_control_plane(item)
+    )
+
+
+def require_marker(item: pytest.Item, what: str) -> None:
+    """Fail ``item`` unless it is marked: for a server a fixture hands out on request
+    (``request.getfixturevalue``), which collection cannot see."""
+    if item.get_closest_marker(MARKER) is None:
+        pytest.fail(f"{item.nodeid} uses {what} but is not marked `{MARKER}`", pytrace=False)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -52,7 +66,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if unmarked:
         listed = "\n  ".join(unmarked)
         raise pytest.UsageError(
-            f"these tests start a control plane but are not marked `{MARKER}` "
+            f"these tests start a control plane or moto's server but are not marked `{MARKER}` "
             f"(add `pytestmark = pytest.mark.{MARKER}`):\n  {listed}"
         )
 

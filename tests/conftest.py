@@ -1,14 +1,17 @@
 """Suite-wide fixtures and hygiene.
 
-Hygiene: a test that starts a control plane must say so. ``-m "not integration"`` is how a
-quick run skips everything that needs the real kube-apiserver, so a test that starts one
-without the ``integration`` marker breaks that run (it starts etcd and the apiserver where
-nobody expected them). Two checks make a missing marker an error rather than a surprise:
+Hygiene: a test that starts a control plane or moto's server must say so. ``-m "not
+integration"`` is how a quick run (the unit tier) keeps to what runs in process, so a test
+that starts one without the ``integration`` marker breaks that run (it starts etcd, the
+apiserver or moto where nobody expected them). Three checks make a missing marker an error
+rather than a surprise:
 
 * at collection: a test whose fixture closure includes ``kube_control_plane`` (directly or
-  through ``kube_client``, ``kube_namespace``, ``operator_env``, ...) or whose module
-  constructs a :class:`~kubeloop.envtest.ControlPlane` itself must carry the marker;
-* at run time: :meth:`ControlPlane.start` called while an unmarked test runs fails it.
+  through ``kube_client``, ``kube_namespace``, ``operator_env``, ...) or ``moto_server``
+  (through ``moto``), or whose module constructs a :class:`~kubeloop.envtest.ControlPlane`
+  itself, must carry the marker;
+* at run time: :meth:`ControlPlane.start` called while an unmarked test runs fails it, and
+  so does ``moto`` handed to an unmarked test (a fixture asks for it on request).
 
 Fixtures: moto's EC2 API server on loopback, started once per session and only if a test
 asks for it; each test that uses it resets it first, so tests see a fresh account. The two
@@ -28,6 +31,7 @@ from tests._dist import build_wheels
 from tests._hygiene import (  # re-exported as this conftest's hooks
     pytest_collection_modifyitems,
     pytest_runtest_protocol,
+    require_marker,
 )
 from tests._nodeadm import check_every_nodeconfig
 
@@ -48,10 +52,13 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer
 
 
 @pytest.fixture
-def moto(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoServer]:
+def moto(
+    moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[MotoServer]:
     """A fresh moto account, with the standard chain's variables pointing at it. Afterwards,
     the real nodeadm checks every AL2023 user data the test had EC2 launch with (issue 21:
     nodeadm judges every user data the tests generate, not only those a test looks at)."""
+    require_marker(request.node, "moto's server")
     moto_server.reset()
     for key, value in moto_server.env().items():
         monkeypatch.setenv(key, value)

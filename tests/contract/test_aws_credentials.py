@@ -42,6 +42,7 @@ def request(name: str) -> CreateRequest:
     )
 
 
+@pytest.mark.integration
 async def test_irsa_web_identity_through_sts(
     moto: MotoServer, bare_chain: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -60,6 +61,7 @@ async def test_irsa_web_identity_through_sts(
         assert aws.region == "us-west-2"
 
 
+@pytest.mark.integration
 async def test_a_named_profile_from_the_shared_files(moto: MotoServer, bare_chain: Path) -> None:
     (bare_chain / "config").write_text("[profile ops]\nregion = ap-southeast-2\n")
     (bare_chain / "credentials").write_text(
@@ -73,6 +75,7 @@ async def test_a_named_profile_from_the_shared_files(moto: MotoServer, bare_chai
         assert (await aws.describe(vm.id)).id == vm.id
 
 
+@pytest.mark.integration
 async def test_regions_are_separate(moto: MotoServer) -> None:
     async with (
         AwsCloud(region="eu-central-1", endpoint_url=moto.endpoint_url) as frankfurt,

@@ -47,7 +47,7 @@ EXPECTED_TYPES = {  # vCPUs, memory, ENI max-pods, NVIDIA GPUs
 UNKNOWN_ID = "i-0123456789abcdef0"
 
 
-@pytest.fixture(params=["simulated", "aws-moto"])
+@pytest.fixture(params=["simulated", pytest.param("aws-moto", marks=pytest.mark.integration)])
 async def cloud(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CloudProvider]:
     if request.param == "simulated":
         yield SimulatedCloud(tmp_path / "cloud.sqlite", boot_seconds=0.0)
@@ -218,6 +218,7 @@ async def test_catalogue_has_ec2s_figures(cloud: CloudProvider) -> None:
 # -- AwsCloud only: what EC2 does that the simulated cloud has no need to -----------------------
 
 
+@pytest.mark.integration
 async def test_aws_a_fresh_vm_unknown_to_describe_is_transient_not_gone(
     moto: MotoServer,
 ) -> None:
@@ -240,6 +241,7 @@ async def test_aws_a_fresh_vm_unknown_to_describe_is_transient_not_gone(
         await aws.delete(vm.id)
 
 
+@pytest.mark.integration
 async def test_aws_launch_settings_reach_ec2_and_a_changed_setting_is_a_mismatch(
     moto: MotoServer,
 ) -> None:
@@ -290,6 +292,7 @@ async def test_aws_launch_settings_reach_ec2_and_a_changed_setting_is_a_mismatch
             await aws.create(req(image=f"resolve:ssm:{param}", launch=launch, user_data="other"))
 
 
+@pytest.mark.integration
 async def test_aws_security_groups_by_tags_name_or_id(moto: MotoServer) -> None:
     """A node class's security group selector terms as DescribeSecurityGroups answers them
     (issue 21 item 4): every tag of a term must match (``"*"``: the key alone), a name or an
@@ -330,6 +333,7 @@ async def test_aws_security_groups_by_tags_name_or_id(moto: MotoServer) -> None:
         assert by_id_or_tags == sorted([groups["untagged"], groups["other-cluster"]])
 
 
+@pytest.mark.integration
 async def test_aws_an_ssm_parameter_that_does_not_exist_is_invalid(moto: MotoServer) -> None:
     async with AwsCloud(endpoint_url=moto.endpoint_url) as aws:
         with pytest.raises(InvalidRequest, match="ParameterNotFound"):
@@ -339,6 +343,7 @@ async def test_aws_an_ssm_parameter_that_does_not_exist_is_invalid(moto: MotoSer
         assert await aws.list({}) == []
 
 
+@pytest.mark.integration
 async def test_aws_describe_cluster_reads_eks_and_an_unknown_cluster_is_invalid(
     moto: MotoServer,
 ) -> None:

@@ -141,6 +141,7 @@ def test_parliament_finds_nothing() -> None:
     assert analyze_policy_string(json.dumps(merged)).findings == []
 
 
+@pytest.mark.integration
 async def test_moto_iam_accepts_the_policy(moto: MotoServer) -> None:
     async with AioSession().create_client("iam", endpoint_url=moto.endpoint_url) as iam:
         reply = await iam.create_policy(
@@ -155,6 +156,7 @@ def test_node_classes_may_not_set_the_ownership_tags() -> None:
             parse_nodeclass(factories.nodeclass(tags={key: "x"}))
 
 
+@pytest.mark.integration
 async def test_the_policy_allows_exactly_the_actions_awscloud_makes(moto: MotoServer) -> None:
     called: set[str] = set()
     run_params: list[dict[str, Any]] = []
@@ -229,6 +231,7 @@ async def test_the_policy_allows_exactly_the_actions_awscloud_makes(moto: MotoSe
     assert policy_actions(rendered("demo")) == called | authorizations
 
 
+@pytest.mark.integration
 async def test_a_pools_vm_and_its_volume_carry_what_the_policy_asks(moto: MotoServer) -> None:
     """Through the pool's own create request (node class naming the cluster): RunInstances
     tags the instance and its volume with every ``aws:RequestTag`` the launch statement

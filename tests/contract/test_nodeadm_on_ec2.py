@@ -21,6 +21,7 @@ spec:
 """
 
 
+@pytest.mark.integration
 async def test_every_nodeconfig_on_ec2_is_judged_and_a_refused_one_fails(
     moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,4 +1,5 @@
-"""The suite's own rule: a test that starts a control plane carries the integration marker.
+"""The suite's own rule: a test that starts a control plane or moto's server carries the
+integration marker.
 
 Each case runs a throw-away pytest session (collection only, so nothing is started) with
 the checks of ``tests/conftest.py`` loaded, and reads its verdict. The unmarked kinds share
@@ -41,6 +42,11 @@ UNMARKED = {
     "test_dependent_fixture": "def test_x(kube_namespace):\n    pass\n",
     "test_constructed": (
         "from kubeloop.envtest import ControlPlane\ndef test_x():\n    ControlPlane().start()\n"
+    ),
+    # moto's server is a process of its own too (the fixture of tests/conftest.py, by name)
+    "test_moto": (
+        "import pytest\n@pytest.fixture\ndef moto_server():\n    yield None\n"
+        "def test_x(moto_server):\n    pass\n"
     ),
 }
 
