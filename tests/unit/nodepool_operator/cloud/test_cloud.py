@@ -237,6 +237,21 @@ async def test_pending_becomes_running_exactly_after_boot(db: Path, clock: FakeC
     assert (booted.state, booted.launched_at) == ("running", T0 + 5.0)
 
 
+async def test_the_snapshot_says_when_the_next_boot_ends(db: Path, clock: FakeClock) -> None:
+    """What the simulated kubelets look again at: the soonest boot end of a pending VM."""
+    cloud = SimulatedCloud(db, boot_seconds=5.0, clock=clock)
+    assert cloud.snapshot().next_launch_in is None
+    await cloud.create(request("a", token="t-a"))
+    clock.now = T0 + 2
+    await cloud.create(request("b", token="t-b"))
+    clock.now = T0 + 3
+    assert cloud.snapshot().next_launch_in == pytest.approx(2.0)  # a's, of a and b
+    clock.now = T0 + 5
+    assert cloud.snapshot().next_launch_in == pytest.approx(2.0)  # a runs: b's
+    clock.now = T0 + 7
+    assert cloud.snapshot().next_launch_in is None
+
+
 async def test_stop_and_start_reboot(db: Path, clock: FakeClock) -> None:
     cloud = SimulatedCloud(db, boot_seconds=2.0, clock=clock)
     inst = await cloud.create(request())

@@ -188,6 +188,10 @@ class CloudSnapshot:
     """Every VM ever launched, terminated included, oldest first."""
     calls: dict[str, int]
     duplicates: int
+    next_launch_in: float | None = None
+    """Seconds from the snapshot until the next pending VM finishes booting (None: none is
+    booting): a VM's kubelet starts when its boot ends, so the simulated kubelets look again
+    then rather than at their next interval."""
 
     @property
     def live(self) -> tuple[Instance, ...]:
@@ -527,10 +531,15 @@ class SimulatedCloud:
         with self._transaction() as conn:
             now = self._clock()
             rows = conn.execute(f"SELECT {_COLUMNS} FROM instances ORDER BY rowid").fetchall()
+            (next_launch,) = conn.execute(
+                "SELECT MIN(ready_at) FROM instances WHERE state = 'pending' AND ready_at > ?",
+                (now,),
+            ).fetchone()
             return CloudSnapshot(
                 instances=tuple(_to_instance(row, now) for row in rows),
                 calls=_calls(conn),
                 duplicates=_duplicates(conn),
+                next_launch_in=None if next_launch is None else next_launch - now,
             )
 
     # -- internals ------------------------------------------------------------------------

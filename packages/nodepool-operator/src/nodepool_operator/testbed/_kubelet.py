@@ -61,7 +61,8 @@ class SimulatedKubelets:
         cloud: the VMs.
         client: a client for the cluster the VMs join (its own, with field manager
             ``kubelet``, so its requests are not counted as the operator's).
-        interval: seconds between looks at the cloud. Default 0.2.
+        interval: seconds between looks at the cloud, at most: a VM whose boot ends sooner
+            is looked at when it ends (a kubelet starts with its VM). Default 0.2.
     """
 
     def __init__(
@@ -76,6 +77,8 @@ class SimulatedKubelets:
         """VMs whose Node this process has taken the annotation from (or that never ran)."""
         self.registered = 0
         """Nodes this object created (for reports)."""
+        self._next_look = interval
+        """Seconds until the next look: the interval, or sooner when a boot ends sooner."""
 
     async def run(self) -> None:
         """Sync until cancelled; a failed round is logged and retried with a backoff."""
@@ -84,7 +87,7 @@ class SimulatedKubelets:
             try:
                 await self.sync()
                 failures = 0
-                await asyncio.sleep(self.interval)
+                await asyncio.sleep(self._next_look)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -96,6 +99,9 @@ class SimulatedKubelets:
         """One look at every VM; registers or unregisters as described above."""
         assert self.cloud is not None, "subclasses without a SimulatedCloud override sync()"
         snapshot = await asyncio.to_thread(self.cloud.snapshot)
+        booting = snapshot.next_launch_in
+        # a hair past the boot's end, so the look finds the VM running
+        self._next_look = self.interval if booting is None else min(self.interval, booting + 0.002)
         for vm in snapshot.instances:
             node = self._registration(vm)
             if node is None:
