@@ -36,7 +36,14 @@ from nodepool_operator.controllers import POOL_LABEL
 from nodepool_operator.controllers.nodepool._intent import POOL_UID_TAG
 from tests import factories
 from tests.e2e.disruption import DISRUPTING, PDBS, is_evicted, is_ready
-from tests.faults.operators import Harm, Losses, NodePoolOperator, Scope, _get
+from tests.faults.operators import (
+    Harm,
+    Losses,
+    NodePoolOperator,
+    Scope,
+    _get,
+    pool_status_mismatches,
+)
 from tests.faults.world import World
 
 #: The Deployment every scenario disrupts, and how many of its pods may be down at once.
@@ -274,15 +281,9 @@ class DrainingOperator(NodePoolOperator):
         cloud = scope.cloud()
         for name, want in run.pools.items():
             pool = await _get(world, NODEPOOLS, name)
+            out += pool_status_mismatches(name, pool, want)
             if pool is None:
-                out.append(f"pool {name}: missing")
                 continue
-            status = pool.get("status") or {}
-            if status.get("observedGeneration") != pool["metadata"]["generation"]:
-                out.append(f"pool {name}: observedGeneration {status.get('observedGeneration')}")
-            for key in ("currentNodes", "readyNodes"):
-                if status.get(key) != want:
-                    out.append(f"pool {name}: {key} {status.get(key)} != {want}")
             nodes = await self._nodes(world, name)
             ready = [n for n in nodes if is_ready(n)]
             if len(nodes) != want or len(ready) != want:

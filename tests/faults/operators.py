@@ -183,6 +183,21 @@ async def _get(world: World, res: Resource, name: str, ns: str | None = None) ->
         return None
 
 
+def pool_status_mismatches(name: str, pool: Object | None, want: int) -> list[str]:
+    """What a converged pool's status would not show: the pool missing, its spec not observed,
+    or its current and Ready node counts other than ``want``."""
+    if pool is None:
+        return [f"pool {name}: missing"]
+    out: list[str] = []
+    status = pool.get("status") or {}
+    if status.get("observedGeneration") != pool["metadata"]["generation"]:
+        out.append(f"pool {name}: observedGeneration {status.get('observedGeneration')}")
+    for key in ("currentNodes", "readyNodes"):
+        if status.get(key) != want:
+            out.append(f"pool {name}: {key} {status.get(key)} != {want}")
+    return out
+
+
 # -- (a) the AppConfig example -----------------------------------------------------------
 
 APPS = 8
@@ -419,16 +434,10 @@ class NodePoolOperator(OperatorAdapter):
         cloud = scope.cloud()
         for name, target in scope.desired.items():
             pool = await _get(world, NODEPOOLS, name)
+            out += pool_status_mismatches(name, pool, target)
             if pool is None:
-                out.append(f"pool {name}: missing")
                 continue
             status = pool.get("status") or {}
-            gen = pool["metadata"]["generation"]
-            if status.get("observedGeneration") != gen:
-                out.append(f"pool {name}: observedGeneration {status.get('observedGeneration')}")
-            for key in ("currentNodes", "readyNodes"):
-                if status.get(key) != target:
-                    out.append(f"pool {name}: {key} {status.get(key)} != {target}")
             if status.get("scaleOperation") != "inactive":
                 out.append(f"pool {name}: scaleOperation {status.get('scaleOperation')}")
             live = [
