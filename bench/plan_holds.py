@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench._real_cluster import add_system_node, real_cluster_timing
 from bench.autoscaler_scenarios import NAIVE_FREQUENCY_S, expected, run_side, scenarios
 from kubeloop import Client
 from kubeloop.envtest import ControlPlane, ControlPlaneOptions
@@ -34,11 +35,14 @@ async def one_profile(scoring: str, sids: list[str], repeats: int) -> list[dict[
     options.scheduler_scoring = scoring
     table = scenarios(quick=False)
     rows: list[dict[str, Any]] = []
-    cp = await asyncio.to_thread(ControlPlane, options)
+    # the cluster as a real one is (bench._real_cluster): a tainted system node, the node
+    # lifecycle timing at the upstream defaults
+    cp = await asyncio.to_thread(ControlPlane, real_cluster_timing(options))
     await asyncio.to_thread(cp.start)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-plan-holds-") as tmp:
             async with Client.from_kubeconfig(cp.kubeconfig, field_manager="bench") as admin:
+                await add_system_node(admin)
                 await install_crds(admin, crds())
                 for _ in range(repeats):
                     for sid in sids:

@@ -315,7 +315,7 @@ async def _reconcile(snap: Snapshot) -> list[Write]:
     settings = OperatorSettings(batch_window_seconds=0.0, install_crds=False)
     mgr = new_manager(snap.client)
     AutoscalerController(mgr, settings).register()
-    _, writes = await reconcile_once(mgr, Request("scaler"))
+    _, writes = await reconcile_once(mgr, Request("scaler"), controller="autoscaler")
     return writes
 
 

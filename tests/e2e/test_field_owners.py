@@ -115,7 +115,9 @@ class Owners:
 
     def ours(self) -> Owned:
         """The operator's entries: its client's manager, with or without a controller."""
-        mine = re.compile(rf"{re.escape(FIELD_MANAGER)}(-({'|'.join(CONTROLLERS)}))?")
+        # the Autoscaler's second controller writes back dropped nominations (_renominate)
+        names = (*CONTROLLERS, "autoscaler-nominations")
+        mine = re.compile(rf"{re.escape(FIELD_MANAGER)}(-({'|'.join(names)}))?")
         return {s for s in self.seen if mine.fullmatch(s[2])}
 
     async def stop(self) -> None:

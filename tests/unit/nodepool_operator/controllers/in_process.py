@@ -19,7 +19,7 @@ from typing import Any
 
 from kubeloop import Object, Request, Result
 from kubeloop.testing import Snapshot, Write, reconcile_once
-from nodepool_operator.api import AWSNODECLASSES, INSTANCES, NODEPOOLS
+from nodepool_operator.api import AUTOSCALERS, AWSNODECLASSES, INSTANCES, NODEPOOLS
 from nodepool_operator.cloud import (
     ClusterInfo,
     CreateRequest,
@@ -176,7 +176,7 @@ async def reconcile(
     journal = CloudJournal(cloud)
     snapshot = Snapshot(
         [with_uid(obj) for obj in objects],
-        resources=[NODEPOOLS, INSTANCES, AWSNODECLASSES],
+        resources=[NODEPOOLS, INSTANCES, AWSNODECLASSES, AUTOSCALERS],
         refuse_evictions=refuse_evictions,
     )
     journal.snapshot = snapshot

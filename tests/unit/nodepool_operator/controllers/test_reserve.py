@@ -91,6 +91,28 @@ def test_vms_recorded_before_a_second_scale_up_name_the_first_ones_slots() -> No
     }
 
 
+def test_a_later_plan_replaces_what_the_booting_nodes_slots_hold() -> None:
+    """The first raise planned u1 onto pool-n1; the second, made while pool-n1 boots, packs
+    u1 and u2 onto it (its booting node 0) and u3 onto a new node, and a VM nobody planned
+    (pool-x, booting) takes its booting node 1. A registered node's slot is kept."""
+    r = Reservation()
+    r.planned([("u0",)], known=["pool-old"])
+    assert r.assign(["pool-old", "pool-n0"]) == {"pool-n0": ("u0",)}
+    r.planned([("u1",)], known=["pool-old", "pool-n0"])
+    r.planned(
+        [("u3",)],
+        known=["pool-old", "pool-n0", "pool-n1", "pool-x"],
+        booting=[("u1", "u2"), ("u4",)],
+        settled={"pool-old", "pool-n0"},
+    )
+    assert r.assign(["pool-old", "pool-n0", "pool-n1", "pool-x", "pool-n3"]) == {
+        "pool-n0": ("u0",),
+        "pool-n1": ("u1", "u2"),
+        "pool-x": ("u4",),
+        "pool-n3": ("u3",),
+    }
+
+
 def test_slots_of_a_timed_out_scale_up_do_not_take_the_next_ones_names() -> None:
     r = Reservation()
     r.planned([("u1",), ("u2",)], known=["pool-old"])

@@ -1,6 +1,7 @@
 """The Pod and Node cache indexes the NodePool and Autoscaler controllers share: which pods
 are bound to a Node (a scale-down judges them, a node's room is what they leave), which Nodes
-are a pool's (by its label).
+are a pool's (by its label); and which pool an Autoscaler scales (the NodePool controller
+gates the new nodes of a pool that one scales: ``_reserve``).
 
 Both controllers read the same Pod informer and the same (scope-selected) Node informer, so one
 index each serves both; :func:`register` is called by each controller and files every object
@@ -16,7 +17,15 @@ from typing import Final
 from kubeloop import NODES, PODS, Cache, Request
 from nodepool_operator.controllers._scope import POOL_LABEL
 
-__all__ = ["NODE_POOL", "POD_NODE", "node_pool", "pod_node", "pool_of_node", "register"]
+__all__ = [
+    "NODE_POOL",
+    "POD_NODE",
+    "autoscaler_pool",
+    "node_pool",
+    "pod_node",
+    "pool_of_node",
+    "register",
+]
 
 #: On the Pod store: the name of the Node a pod is bound to.
 POD_NODE: Final = "nodepool-operator/pod-node"
@@ -37,6 +46,12 @@ def pod_node(pod: object) -> list[str]:
 def node_pool(node: object) -> list[str]:
     pool = _mapping(_mapping(node, "metadata"), "labels").get(POOL_LABEL)
     return [pool] if isinstance(pool, str) and pool else []
+
+
+def autoscaler_pool(obj: object) -> list[str]:
+    """The NodePool an Autoscaler scales (its ``spec.nodePoolRef.name``)."""
+    name = _mapping(_mapping(obj, "spec"), "nodePoolRef").get("name")
+    return [name] if isinstance(name, str) and name else []
 
 
 def pool_of_node(node: object) -> list[Request]:

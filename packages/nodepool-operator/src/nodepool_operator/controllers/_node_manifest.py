@@ -208,11 +208,13 @@ def node_bootstrap(
     *,
     run_labels: Mapping[str, str] | None = None,
     capacity_type: MarketType | None = None,
+    gated: bool = False,
 ) -> NodeBootstrap:
     """How the VM ``name`` of ``pool`` registers: its Node's name, labels, taints, capacity,
     all from :func:`pool_shape` (the Autoscaler's node template is built from it too), plus
-    the per-node ``kubernetes.io/hostname`` and, with ``spec.reserveNewNodes``, the taint
-    that reserves the node for the pods planned onto it (``_reserve``)."""
+    the per-node ``kubernetes.io/hostname`` and, when ``gated`` (an Autoscaler scales the
+    pool) or with ``spec.reserveNewNodes``, the taint that reserves the node for the pods
+    planned onto it (``_reserve``)."""
     shape = pool_shape(
         pool,
         instance_type,
@@ -221,7 +223,7 @@ def node_bootstrap(
         capacity_type=capacity_type,
     )
     taints = [*shape.api_taints()]
-    if pool.spec.reserve_new_nodes:
+    if gated or pool.spec.reserve_new_nodes:
         taints.append(reservation_taint(name))
     return NodeBootstrap(
         node_name=name,

@@ -6,11 +6,16 @@ default ``LeastAllocated`` scoring it spreads each pod onto the emptiest node th
 that moment, and one node that takes a fourth small pod before its third large one strands a
 large pod, which costs a second scale-up a boot later (S2 in ``docs/benchmarks.md``).
 
-Deprecated: the Autoscaler now holds its plan by default by nominating each planned pod to its
-new node once that Node has registered (``controllers/autoscaler/_nominations.py``), which
-writes only the pods' status. The :class:`Reservation` bookkeeping below (which pods each new
-node is for, and its name) serves both; the taint and the toleration patch only pools that
-still set ``reserveNewNodes`` (and an operator role granted ``pods`` ``patch``).
+By default the Autoscaler holds its plan by nominating each planned pod to its new node
+(``controllers/autoscaler/_nominations.py``), which writes only the pods' status. The taint
+below is then the *gate* of those nodes: the NodePool controller bootstraps every new node of
+a pool an Autoscaler scales with it, so that no pod lands on a node before its nominations are
+written (kube-scheduler clears a nomination on every failed attempt, and a node that opens the
+moment it is Ready fills in the scheduler's order first); the Autoscaler nominates a Ready
+gated node's pods and lifts the gates of a scale-up together. The :class:`Reservation`
+bookkeeping below (which pods each new node is for, and its name) serves both uses; the
+toleration patch serves only pools that still set the deprecated ``reserveNewNodes`` (and an
+operator role granted ``pods`` ``patch``).
 
 How, for a pool with ``spec.reserveNewNodes``: each new Node registers with the taint
 ``autoscaling.kubeloop.dev/reserved=<node name>:NoSchedule`` (the NodePool controller's
@@ -31,7 +36,7 @@ the Nodes' fields.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -119,17 +124,38 @@ class Reservation:
     known: frozenset[str] = frozenset()
     granted: set[tuple[str, str]] = field(default_factory=set)
 
-    def planned(self, slots: Sequence[Sequence[str]], known: Iterable[str]) -> None:
+    def planned(
+        self,
+        slots: Sequence[Sequence[str]],
+        known: Iterable[str],
+        *,
+        booting: Sequence[Sequence[str]] = (),
+        settled: Container[str] = frozenset(),
+    ) -> None:
         """Add the slots of a scale-up made when the pool had VMs ``known`` (record order).
 
         The VMs among ``known`` recorded since the last :meth:`assign` are the earlier
         scale-ups' (this one's are not made yet): they name the earlier slots first, or a
         second scale-up soon after the first would take them for old and leave those slots
-        unnamed."""
+        unnamed.
+
+        ``booting``: the pods the same plan put on the nodes already requested but not yet
+        registered and Ready (the plan's booting nodes, in its order), whose nodes are named
+        in ``settled`` once they are. A later plan packs every pod still pending again, so
+        its booting placements replace what the earlier slots of those nodes held; those
+        beyond the earlier slots go to the pool's booting VMs that have none."""
         known = list(known)
         self.assign(known)
         unnamed = [s for i, s in enumerate(self.slots) if i not in self.names]
         named = {self.names[i]: s for i, s in enumerate(self.slots) if i in self.names}
+        if booting:
+            fill = iter(tuple(b) for b in booting)
+            for name in [n for n in named if n not in settled]:
+                named[name] = next(fill, ())
+            unnamed = [next(fill, ()) for _ in unnamed]
+            for name in [n for n in known if n not in settled and n not in named]:
+                named[name] = next(fill, ())
+            unnamed += list(fill)
         self.slots = [*named.values(), *unnamed, *(tuple(s) for s in slots if s)]
         self.names = {i: name for i, name in enumerate(named)}
         self.known = self.known | frozenset(known)

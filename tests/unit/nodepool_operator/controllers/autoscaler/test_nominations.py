@@ -8,7 +8,11 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.controllers.autoscaler._nominations import nominations
+from nodepool_operator.controllers.autoscaler._nominations import (
+    Nominations,
+    in_queue_order,
+    nominations,
+)
 from nodepool_operator.scheduling import PodView, pod_view, read_pending
 from tests import factories
 
@@ -109,3 +113,146 @@ def test_a_pod_nominated_to_a_pool_node_is_still_a_candidate() -> None:
     scheduling = factories.pod("q", namespace="prod", memory="28Gi")
     scheduling["status"] = {"nominatedNodeName": "vm-a"}
     assert not read_pending(scheduling).candidate_on(pool)  # not (yet) Unschedulable
+
+
+# --- gated nodes: nominated when Ready, opened together -------------------------------------
+
+
+def _two_gated(
+    ready: dict[str, float | None], queued_at: dict[str, float] | None = None
+) -> Nominations:
+    """Two slots (vm-a: p, vm-b: q), both nodes gated, a hold of 5 s; ``ready``: seconds
+    Ready by name for the registered ones (absent: not registered yet)."""
+    pods = {k: pending(k.split("/")[1]) for k in ("prod/p", "prod/q")}
+    return nominations(
+        {"vm-a": ("prod/p",), "vm-b": ("prod/q",)},
+        vms=["vm-a", "vm-b"],
+        nodes=ready,
+        pods=views(pods),
+        ready_for=ready.get,
+        grace=GRACE,
+        gated={"vm-a", "vm-b"},
+        hold=5.0,
+        queued_at=queued_at,
+    )
+
+
+def _gated(
+    ready: dict[str, float | None],
+) -> tuple[list[tuple[str | None, str]], tuple[str, ...], float | None]:
+    out = _two_gated(ready)
+    return [(w.node, w.pod) for w in out.writes], out.opens, out.next_due
+
+
+def test_a_gated_node_is_not_nominated_before_it_is_ready() -> None:
+    writes, opens, _ = _gated({"vm-a": None, "vm-b": None})
+    assert (writes, opens) == ([], ())
+
+
+def test_a_ready_gated_node_waits_for_the_others_within_the_hold() -> None:
+    """vm-b registered but not Ready: vm-a (Ready 1 s) waits, nothing is written, and the
+    pass is due when the hold ends."""
+    writes, opens, due = _gated({"vm-a": 1.0, "vm-b": None})
+    assert (writes, opens) == ([], ())
+    assert due == pytest.approx(4.0)
+
+
+def test_a_node_not_registered_yet_holds_the_gates_too() -> None:
+    writes, opens, due = _gated({"vm-a": 1.0})
+    assert (writes, opens) == ([], ())
+    assert due == pytest.approx(4.0)
+
+
+def test_the_gates_fall_together_once_all_are_ready() -> None:
+    writes, opens, _ = _gated({"vm-a": 1.0, "vm-b": 0.1})
+    assert writes == [("vm-a", "prod/p"), ("vm-b", "prod/q")]
+    assert opens == ("vm-a", "vm-b")
+
+
+def test_after_the_hold_the_ready_gates_fall_without_the_late_ones() -> None:
+    writes, opens, _ = _gated({"vm-a": 5.0, "vm-b": None})
+    assert (writes, opens) == ([("vm-a", "prod/p")], ("vm-a",))
+
+
+def test_a_gated_slot_whose_pods_are_gone_is_done_not_opened_here() -> None:
+    """The decide step lifts a gate with no slot once its node is Ready (``lift_due``)."""
+    nodes = {"vm-a": 2.0}
+    out = nominations(
+        {"vm-a": ("prod/p",)},
+        vms=["vm-a"],
+        nodes=nodes,
+        pods={},
+        ready_for=nodes.get,
+        grace=GRACE,
+        gated={"vm-a"},
+    )
+    assert (out.writes, out.opens, out.done) == ((), (), ("vm-a",))
+
+
+# --- open nodes: nominated again only where the pod still fits -------------------------------
+
+
+def test_a_pod_crowded_out_of_its_open_node_is_not_nominated_there_again() -> None:
+    """vm-a has room for one 28Gi pod: p still holds its nomination there, so q (dropped by
+    the scheduler) is not written again; with room for both, it is."""
+    pods = {"prod/p": pending("p", "vm-a"), "prod/q": pending("q")}
+    nodes = {"vm-a": 1.0}
+    common: dict[str, Any] = {
+        "vms": ["vm-a"],
+        "nodes": nodes,
+        "pods": views(pods),
+        "ready_for": nodes.get,
+        "grace": GRACE,
+    }
+    slots = {"vm-a": ("prod/p", "prod/q")}
+    one = pod_view(pending("x")).requests
+    tight = nominations(slots, free={"vm-a": one}, **common)
+    assert tight.writes == ()
+    assert tight.held == (("prod/p", "vm-a"), ("prod/q", "vm-a"))
+    roomy = nominations(slots, free={"vm-a": one + one}, **common)
+    assert [(w.pod, w.node) for w in roomy.writes] == [("prod/q", "vm-a")]
+
+
+# --- the order the gates fall in -------------------------------------------------------------
+
+
+def _kind(name: str, memory: str, **spec: Any) -> PodView:
+    obj = factories.pod(name, namespace="prod", memory=memory, unschedulable=True, **spec)
+    obj["metadata"]["uid"] = name
+    obj["metadata"]["resourceVersion"] = "1"
+    return pod_view(obj)
+
+
+def test_interchangeable_pods_are_dealt_out_in_the_order_the_scheduler_tries_them() -> None:
+    """Two nodes of one big and one small pod each: the earliest big and the earliest small
+    go to the first node, whatever the plan's own order; counts per node are kept."""
+    pods = {
+        k: _kind(k, m) for k, m in [("b1", "28Gi"), ("b2", "28Gi"), ("s1", "3Gi"), ("s2", "3Gi")]
+    }
+    seen = {"b2": 1.0, "s2": 2.0, "b1": 3.0, "s1": 4.0}
+    assert in_queue_order([("b1", "s1"), ("b2", "s2")], pods, seen) == [
+        ("b2", "s2"),
+        ("b1", "s1"),
+    ]
+
+
+def test_pods_told_apart_by_a_node_or_by_their_labels_keep_their_slots() -> None:
+    pods = {"a": _kind("a", "28Gi"), "b": _kind("b", "28Gi", node_selector={"disk": "ssd"})}
+    assert in_queue_order([("a",), ("b",)], pods, {"b": 1.0, "a": 2.0}) == [("a",), ("b",)]
+    spread = factories.pod("c", namespace="prod", memory="28Gi", unschedulable=True)
+    spread["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "c"}},
+        }
+    ]
+    with_spread = {**pods, "c": pod_view(spread), "d": _kind("d", "28Gi")}
+    slots = [("a", "c"), ("d",)]
+    assert in_queue_order(slots, with_spread, {"d": 0.0}) == slots
+
+
+def test_ready_gates_are_opened_earliest_pod_first() -> None:
+    out = _two_gated({"vm-a": 1.0, "vm-b": 1.0}, queued_at={"prod/q": 1.0, "prod/p": 2.0})
+    assert out.opens == ("vm-b", "vm-a")

@@ -118,7 +118,7 @@ class Passes:
             memory=self.memory,
             first_seen=self.first_seen,
         ).register()
-        return await reconcile_once(mgr, Request("as"))
+        return await reconcile_once(mgr, Request("as"), controller="autoscaler")
 
 
 async def reconcile(*objects: dict[str, Any]) -> tuple[Result, list[Write]]:
@@ -701,6 +701,38 @@ async def test_planned_pods_are_nominated_to_their_registered_new_nodes_by_defau
     passes.now += 30
     _, writes = await passes.run(scaler(), ours, *bound, still, a_open, b_open)
     assert nominated(writes) == [("w-3", None)]
+
+
+async def test_gated_new_nodes_are_nominated_and_opened_together_once_all_are_ready() -> None:
+    """An autoscaled pool's new Nodes register gated (the reservation taint, set by the
+    NodePool controller's bootstrap). Nothing is nominated while a gate stands and a node of
+    the plan is not Ready yet (within the hold); once both are Ready, one pass nominates
+    every planned pod, then lifts both gates, in that order."""
+    passes = Passes()
+    ours = pool(2)
+    ours["status"] = {"instances": [{"name": n, "state": "running"} for n in ("vm-a", "vm-b")]}
+    _, writes = await passes.run(scaler(), pool(), *pods("w", 4))
+    assert scale_targets(writes) == [2]
+    passes.now += 20
+
+    def gated(name: str, *, ready: bool) -> dict[str, Any]:
+        gate = factories.taint(RESERVED_KEY, value=name)
+        return node(name, ready=ready, ready_since=passes.now, taints=[gate])
+
+    _, writes = await passes.run(
+        scaler(), ours, *pods("w", 4), gated("vm-a", ready=True), gated("vm-b", ready=False)
+    )
+    assert nominated(writes) == []
+    assert patches(writes) == []
+    passes.now += 0.5
+    _, writes = await passes.run(
+        scaler(), ours, *pods("w", 4), gated("vm-a", ready=True), gated("vm-b", ready=True)
+    )
+    assert nominated(writes) == [("w-0", "vm-a"), ("w-1", "vm-a"), ("w-2", "vm-a"), ("w-3", "vm-b")]
+    lifts = [i for i, w in enumerate(writes) if w.kind == "Node"]
+    assert [str(writes[i]) for i in lifts] == ["patch Node vm-a", "patch Node vm-b"]
+    last_nomination = max(i for i, w in enumerate(writes) if w.kind == "Pod")
+    assert last_nomination < min(lifts)
 
 
 async def test_a_node_holding_only_nominated_pods_is_not_taken_for_empty() -> None:

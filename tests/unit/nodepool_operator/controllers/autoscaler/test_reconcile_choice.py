@@ -35,7 +35,7 @@ async def reconcile(name: str, objects: list[dict[str, Any]]) -> list[Write]:
     )
     mgr = new_manager(snapshot.client)
     AutoscalerController(mgr, SETTINGS).register()
-    _, writes = await reconcile_once(mgr, Request(name))
+    _, writes = await reconcile_once(mgr, Request(name), controller="autoscaler")
     return writes
 
 

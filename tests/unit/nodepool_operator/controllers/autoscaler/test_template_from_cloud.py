@@ -38,7 +38,7 @@ async def reconcile(cloud: SimulatedCloud | None, *objects: dict[str, Any]) -> l
     )
     mgr = new_manager(snapshot.client)
     AutoscalerController(mgr, SETTINGS, cloud=cloud).register()
-    _, writes = await reconcile_once(mgr, Request("as"))
+    _, writes = await reconcile_once(mgr, Request("as"), controller="autoscaler")
     return writes
 
 

@@ -13,7 +13,8 @@ import pytest
 
 from kubeloop import KubeloopError, Request
 from nodepool_operator.api import parse_nodeclass
-from nodepool_operator.cloud import Instance, SimulatedCloud, provider_id
+from nodepool_operator.cloud import Instance, NodeBootstrap, SimulatedCloud, provider_id
+from nodepool_operator.controllers._reserve import RESERVED_KEY
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.controllers._unneeded import DRAIN_TIMED_OUT_AT, format_time
 from nodepool_operator.controllers._unneeded import UNNEEDED_ANNOTATION as UNNEEDED
@@ -187,6 +188,24 @@ async def test_scale_up_records_one_intent_and_creates_one_vm(
     ]
     assert len(cloud.snapshot().live) == 3
     assert done.events() == [("ScalingUp", "2 -> 3 nodes: creating 1 VM(s)")]
+
+
+@pytest.mark.parametrize("autoscaled", [False, True])
+async def test_the_new_vms_of_an_autoscaled_pool_register_gated(
+    cloud: SimulatedCloud, tmp_path: Path, autoscaled: bool
+) -> None:
+    """An Autoscaler scales the pool: the new VM's bootstrap gives its Node the reservation
+    taint (the gate its nominations open); a pool scaled by hand registers open."""
+    vms = await launched(cloud, "web-a")
+    scalers = [factories.autoscaler("as", pool="web", namespaces=["prod"])] if autoscaled else []
+
+    await run([pool(vms, target=2), node(vms[0]), *scalers], cloud, tmp_path)
+
+    [new] = [vm for vm in cloud.snapshot().live if vm.name != "web-a"]
+    boot = NodeBootstrap.decode(new.user_data)
+    assert boot is not None
+    gate = {"key": RESERVED_KEY, "value": new.name, "effect": "NoSchedule"}
+    assert (gate in boot.taints) is autoscaled
 
 
 # -- nothing changed ----------------------------------------------------------------------------

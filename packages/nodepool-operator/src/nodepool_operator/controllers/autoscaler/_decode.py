@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from nodepool_operator.controllers._indexes import autoscaler_pool
 from nodepool_operator.controllers.autoscaler._pending import Claim
 from nodepool_operator.scheduling import NodeSelectorTerm, pod_ref, volume_zone_terms
 
@@ -68,11 +69,6 @@ def pod_key(pod: object) -> str:
 
 def autoscaler_namespaces(obj: object) -> list[str]:
     return [ns for ns in _items(_mapping(obj, "spec"), "namespaces") if isinstance(ns, str)]
-
-
-def autoscaler_pool(obj: object) -> list[str]:
-    name = _text(_mapping(_mapping(obj, "spec"), "nodePoolRef"), "name")
-    return [name] if name else []
 
 
 def pod_namespace(obj: object) -> list[str]:

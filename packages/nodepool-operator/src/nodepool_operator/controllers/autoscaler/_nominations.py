@@ -10,15 +10,27 @@ or lower priority (``scheduling/_nominate.py``, ``docs/simulation.md`` "Nominate
 How: the plan's new-node slots (the pod keys planned onto each new node, named after the
 pool's new VMs in the order the NodePool controller recorded them: the bookkeeping of
 :class:`~nodepool_operator.controllers._reserve.Reservation`) become nominations once each
-node has registered, never before: the scheduler does not know the name until then, and the
-attempt a Node's registration causes (it registers tainted not-ready) would drop it anyway.
-A nomination the scheduler drops (each failed attempt clears it, and every node that opens
-sends the pods waiting for closed ones to such an attempt) is written again on the next
-pass, for as long as the node is not Ready or Ready for less than the landing grace. A pod the
-scheduler nominated elsewhere itself (preemption, or its own expectation while binding) is
-left alone. Once a slot is done (its pods bound anywhere or gone, its node gone, or Ready for
-the landing grace) a nomination of ours still standing is withdrawn: it would hold room on
-that node for as long as it stands.
+node has registered, never before: the scheduler does not know the name until then.
+
+A nomination is fragile: every failed scheduling attempt of the pod clears it (v1.37.2's
+``handleSchedulingFailure`` with the preemption plugin's empty nomination), and with a Node in
+the cluster every node that registers or turns Ready sends the waiting pods to such an
+attempt. A node that opens the moment it is Ready (the lifecycle controller lifts its not-ready
+taint within a second) is then filled in the scheduler's order before a nomination lands. So
+the NodePool controller bootstraps the new nodes of an autoscaled pool *gated*: they register
+with the reservation taint (``_reserve``), which none of the waiting pods tolerates. While it
+stands, kube-scheduler's queueing hint for that taint skips the pods on each node event, so
+nothing clears a nomination; once a gated node is Ready, one pass nominates its slot's pods and
+then opens it (the caller lifts the taint only if every nomination took). A Ready gated node is
+opened even if the plan's pods have gone elsewhere, and at the latest after the landing grace
+(the decide step's lift), so a gate never strands room.
+
+A nomination the scheduler drops after all (a pod tried while its node's gate was still up,
+just after another node opened) is written again on the next pass, for as long as the node is
+not Ready or Ready for less than the landing grace. A pod the scheduler nominated elsewhere
+itself (preemption, or its own expectation while binding) is left alone. Once a slot is done
+(its pods bound anywhere or gone, its node gone, or Ready for the landing grace) a nomination
+of ours still standing is withdrawn: it would hold room on that node for as long as it stands.
 
 Pure: a function of the slots, the pool's Nodes (how long each has been Ready) and the
 unbound pods' views, as observe read them at the boundary (``scheduling.read_pending``: a pod's
@@ -28,13 +40,14 @@ scheduler made of it under the nomination): no object is read here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nodepool_operator.scheduling import PodView, nomination_patch
+from nodepool_operator.scheduling import PodView, Resources, nomination_patch
 
-__all__ = ["Nomination", "Nominations", "nominations"]
+__all__ = ["Nomination", "Nominations", "in_queue_order", "nominations"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +62,17 @@ class Nomination:
 
 @dataclass(frozen=True, slots=True)
 class Nominations:
-    """What one pass writes, the slots that are done (by node name), and the seconds until
-    the next slot's grace ends (``None``: none counting down)."""
+    """What one pass writes, the gated nodes to open once those writes took (by node name),
+    the slots that are done (by node name), and the seconds until the next slot's grace ends
+    (``None``: none counting down)."""
 
     writes: tuple[Nomination, ...]
+    opens: tuple[str, ...]
     done: tuple[str, ...]
     next_due: float | None
+    held: tuple[tuple[str, str], ...] = ()
+    """(pod key, node) of the planned pods waiting for a registered node that is open or
+    opens now: the nominations :mod:`._renominate` writes back when the scheduler drops them."""
 
 
 def nominations(
@@ -65,6 +83,10 @@ def nominations(
     pods: Mapping[str, PodView],
     ready_for: Callable[[str], float | None],
     grace: float,
+    gated: Container[str] = frozenset(),
+    hold: float = 0.0,
+    free: Mapping[str, Resources] | None = None,
+    queued_at: Mapping[str, float] | None = None,
 ) -> Nominations:
     """The nominations for the named ``slots`` (node name -> planned pod keys, plan order).
 
@@ -72,11 +94,23 @@ def nominations(
     Nodes (a slot named by neither is gone: its VM was replaced or removed); ``pods``: the
     views of the unbound pods of the watched namespaces by key (a key missing is bound or
     gone); ``ready_for(name)``: seconds that registered Node has been Ready (``None``: not
-    Ready). A pod in two slots (planned again by a later scale-up) belongs to the first."""
+    Ready); ``gated``: the registered Nodes still carrying their gate (the reservation
+    taint); ``hold``: how long a Ready gated node waits for the other slots' nodes, so that
+    the gates fall together, in the order kube-scheduler will try their pods (``queued_at``: when
+    each pod was first seen unschedulable, see :func:`in_queue_order`); ``free``: the room
+    the pods bound to each registered Node leave.
+    On an open node a pod is nominated again only while that room, less what the node's
+    other nominees hold, still takes it: a pod crowded out of its planned node is the landing
+    guard's to plan again, and nominating it there would only have the scheduler clear it at
+    its next try, a write each time. A pod in two slots (planned again by a later scale-up)
+    belongs to the first."""
     writes: list[Nomination] = []
     done: list[str] = []
-    next_due: float | None = None
+    due: list[float] = []
+    holding: list[tuple[str, str]] = []
     seen: set[str] = set()
+    ready_gates: dict[str, tuple[dict[str, PodView], float]] = {}
+    coming = False  # a live slot whose node is not open-able yet (not registered or not Ready)
     for name, keys in slots.items():
         mine = [k for k in keys if k not in seen]
         seen.update(keys)
@@ -87,6 +121,7 @@ def nominations(
             continue
         gone = not registered and name not in vms
         if not registered and not gone:  # not registered yet
+            coming = True
             continue
         held = ready_for(name) if registered else None
         if gone or (held is not None and held >= grace):
@@ -98,12 +133,98 @@ def nominations(
             ]
             continue
         if held is not None:
-            left = grace - held
-            next_due = left if next_due is None else min(next_due, left)
-        writes += [
-            Nomination(key, name, patch)
-            for key, pod in waiting.items()
-            # none: ours to write; another node: the scheduler's own, left alone
-            if pod.nominated is None and (patch := nomination_patch(pod, name))
-        ]
-    return Nominations(tuple(writes), tuple(done), next_due)
+            due.append(grace - held)
+        if name in gated:
+            if held is None:  # not Ready: nominated when it is, just before it opens
+                coming = True
+            else:
+                ready_gates[name] = (waiting, held)
+            continue
+        room = None if free is None else free.get(name)
+        writes += _nominate(name, waiting, room)
+        holding += [(key, name) for key in waiting]
+    opens: list[str] = []
+    if ready_gates:
+        longest = max(held for _, held in ready_gates.values())
+        if coming and longest < hold:
+            due.append(hold - longest)  # the other nodes have until then to be Ready
+        else:
+            first = queued_at or {}
+
+            def queued(name: str) -> float:
+                return min((first.get(k, math.inf) for k in ready_gates[name][0]), default=0.0)
+
+            for name in sorted(ready_gates, key=queued):
+                waiting = ready_gates[name][0]
+                writes += _nominate(name, waiting)
+                opens.append(name)
+                holding += [(key, name) for key in waiting]
+    return Nominations(
+        tuple(writes), tuple(opens), tuple(done), min(due, default=None), tuple(holding)
+    )
+
+
+def _nominate(
+    name: str, waiting: Mapping[str, PodView], room: Resources | None = None
+) -> list[Nomination]:
+    """Nominate the ``waiting`` pods without a nomination to ``name``, those that fit in
+    ``room`` (when given) once the nominees still standing there hold theirs."""
+    if room is not None:
+        for pod in waiting.values():
+            if pod.nominated == name:
+                room = room - pod.requests
+    out: list[Nomination] = []
+    for key, pod in waiting.items():
+        # none: ours to write; another node: the scheduler's own, left alone
+        if pod.nominated is not None:
+            continue
+        if room is not None:
+            if not pod.requests.fits_in(room):
+                continue
+            room = room - pod.requests
+        if patch := nomination_patch(pod, name):
+            out.append(Nomination(key, name, patch))
+    return out
+
+
+def in_queue_order(
+    slots: Sequence[Sequence[str]], pods: Mapping[str, PodView], seen: Mapping[str, float]
+) -> list[tuple[str, ...]]:
+    """``slots`` (pod keys per new node, in the nodes' order) with interchangeable pods dealt
+    out in the order kube-scheduler will try them: the first slot gets the earliest of each
+    kind, and so on; each slot keeps how many of each kind it holds.
+
+    Why: when the gates fall, every waiting pod is sent to an attempt at the first lift, and
+    kube-scheduler tries them by priority, then by the time of their last failure, which for
+    a pod held off by the gates is its first (``seen``: when the watch first showed it
+    unschedulable, in the same order). The gates are lifted one after the other in the
+    slots' order, so a pod tried before its own node's lift has arrived (and loses its
+    nomination) becomes rare. Pods are interchangeable when no node tells them apart and
+    nothing refers to their labels: the same request, node constraints, priority, host ports
+    and volume zones, and no pod of the plan with pod (anti-)affinity or spread constraints.
+    """
+    views = [pods[k] for slot in slots for k in slot if k in pods]
+    if any(v.affinity or v.anti_affinity or v.spread for v in views):
+        return [tuple(slot) for slot in slots]
+
+    def kind(view: PodView) -> tuple[object, ...]:
+        return (
+            view.requests,
+            view.constraints,
+            view.priority,
+            view.host_ports,
+            view.volume_terms,
+        )
+
+    queues: dict[tuple[object, ...], list[str]] = {}
+    for slot in slots:
+        for key in slot:
+            if key in pods:
+                queues.setdefault(kind(pods[key]), []).append(key)
+    for keys in queues.values():
+        keys.sort(key=lambda k: seen.get(k, math.inf))
+    taken = {k: iter(keys) for k, keys in queues.items()}
+    return [
+        tuple(next(taken[kind(pods[key])]) if key in pods else key for key in slot)
+        for slot in slots
+    ]

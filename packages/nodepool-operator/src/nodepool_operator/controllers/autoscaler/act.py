@@ -10,12 +10,14 @@
    whose pods have landed. Those are best effort: a pod gone, or whose tolerations changed
    meanwhile, is looked at again next pass; which ones took is returned for the memory;
 5. the nominations (:mod:`._nominations`): a merge patch of each planned pod's status, with
-   its resourceVersion as a precondition. Best effort too: a pod bound, renominated or gone
-   since the cache read it is decided again on the next pass (its change is an event).
+   its resourceVersion as a precondition, then the lift of each gated node whose nominations
+   all took. Best effort too: a pod bound, renominated or gone since the cache read it is
+   decided again on the next pass (its change is an event).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
@@ -44,6 +46,7 @@ from nodepool_operator.controllers.autoscaler.decide import (
     Grant,
     Lift,
     Mark,
+    Nominated,
     Nomination,
     TargetWrite,
     Why,
@@ -54,6 +57,8 @@ __all__ = ["Actor", "Recorder"]
 
 log = logging.getLogger("nodepool_operator.autoscaler")
 
+#: How many nomination and gate writes one Autoscaler has in flight.
+_PARALLEL_WRITES = 16
 #: The Warning Event when a pool's ``reserveNewNodes`` meets a role without ``pods`` patch.
 RESERVE_FORBIDDEN = "ReserveNewNodesForbidden"
 _FORBIDDEN_NOTE = (
@@ -79,6 +84,9 @@ class Actor:
     def __init__(self, client: Client, recorder: Recorder) -> None:
         self._client = client
         self._recorder = recorder
+        # the pod and node writes of one pass in flight at once: enough for a burst's
+        # nominations to land in a few round trips, few enough to stay a polite client
+        self._writes = asyncio.Semaphore(_PARALLEL_WRITES)
 
     async def write_target(self, pool: str, write: TargetWrite) -> int | None:
         """Write ``write``; ``None`` once written, else the target the server has instead of
@@ -187,14 +195,34 @@ class Actor:
                 opened.append(lift.name)
         return granted, opened
 
-    async def nominate(self, raw: Raw, nominations: Sequence[Nomination]) -> int:
-        """Write the nominations (``pods/status``; the pod's spec is never written); returns
-        how many took."""
-        took = 0
-        for nomination in nominations:
-            meta = raw.pods[nomination.pod]["metadata"]
+    async def nominate(self, raw: Raw, nominated: Nominated) -> int:
+        """Write the nominations (``pods/status``; the pod's spec is never written), all at
+        once, then open the gated nodes whose every nomination took, all at once too, sent in
+        the order given: the first lift sends every waiting pod to a scheduling attempt, in
+        kube-scheduler's queue order, which the order of the gates follows
+        (:func:`._nominations.in_queue_order`), so that a pod seldom meets its own node still
+        gated (that attempt would clear its nomination); one by one, each waiting for the
+        last, they would fall slower than the scheduler tries pods. Returns how many
+        nominations took."""
+        writes = nominated.writes
+        took = await asyncio.gather(*(self._nominate(raw, n) for n in writes))
+        missed = {n.node for n, ok in zip(writes, took, strict=True) if not ok}
+        opens = [lift for lift in nominated.opens if lift.name not in missed]
+        await asyncio.gather(*(self._open(lift) for lift in opens))
+        if writes:
+            log.info(
+                "nominated %d of %d pod(s) to their planned nodes; opened %d gated node(s)",
+                sum(took),
+                len(writes),
+                len(opens),
+            )
+        return sum(took)
+
+    async def _nominate(self, raw: Raw, nomination: Nomination) -> bool:
+        meta = raw.pods[nomination.pod]["metadata"]
+        async with self._writes:
             # gone, bound (422 once bound) or changed since read (409): the next pass looks again
-            with contextlib.suppress(NotFound, Invalid, Conflict):
+            try:
                 await self._client.patch(
                     PODS,
                     meta["name"],
@@ -203,10 +231,14 @@ class Actor:
                     patch_type=PatchType.MERGE,
                     subresource="status",
                 )
-                took += 1
-        if nominations:
-            log.info("nominated %d of %d pod(s) to their planned nodes", took, len(nominations))
-        return took
+            except (NotFound, Invalid, Conflict):
+                return False
+        return True
+
+    async def _open(self, lift: Lift) -> None:
+        # gone, or its taints changed meanwhile (409/422): the next pass looks again
+        with contextlib.suppress(NotFound, Invalid, Conflict):
+            await self._client.patch(NODES, lift.node, lift.patch, patch_type=PatchType.JSON)
 
 
 def _subject(raw: Raw, event: Note) -> Object | None:

@@ -48,6 +48,11 @@ from nodepool_operator.controllers import _indexes as indexes
 from nodepool_operator.controllers._capacity import DAEMONSETS
 from nodepool_operator.controllers._scope import equality_labels, node_selector
 from nodepool_operator.controllers.autoscaler._batching import FirstSeen
+from nodepool_operator.controllers.autoscaler._renominate import (
+    Renominations,
+    Renominator,
+    nomination_dropped,
+)
 from nodepool_operator.controllers.autoscaler._template_inputs import TemplateSources
 from nodepool_operator.controllers.autoscaler._watch import (
     BY_NAMESPACE,
@@ -145,6 +150,7 @@ class AutoscalerController:
             template_sources=TemplateSources(mgr.client, cloud, cache),
         )
         self._actor = Actor(mgr.client, mgr.recorder)
+        self._renominations = Renominations()
 
     def register(self) -> Controller:
         self._autoscalers.add_index(BY_NAMESPACE, autoscaler_namespaces)
@@ -155,6 +161,13 @@ class AutoscalerController:
         self._pods.add_handler(self._first_seen.observe)
         routes = Routes(self._autoscalers.store, self._nodes.store)
         selector = self.settings.label_selector
+        # dropped nominations are written back one by one, as their events come (_renominate)
+        (
+            self.mgr.controller("autoscaler-nominations")
+            .for_(PODS, predicates=[nomination_dropped])
+            .with_options(ControllerOptions(max_concurrent_reconciles=4))
+            .complete(Renominator(self.mgr.client, self.mgr.cache, self._renominations).reconcile)
+        )
         return (
             self.mgr.controller("autoscaler")
             .for_(AUTOSCALERS, predicates=[generation_changed], label_selector=selector)
@@ -184,6 +197,7 @@ class AutoscalerController:
         )
         if obs is None:  # gone, or going
             self._memory.pop(req.name, None)
+            self._renominations.forget(req.name)
             return Result()
         if isinstance(obs, Unready):
             await self._actor.not_ready(obs, self._wall())
@@ -193,7 +207,8 @@ class AutoscalerController:
             # a nomination the scheduler dropped is written again without waiting for the burst
             memory = self._memory.setdefault(req.name, Memory())
             clock = Clock(self._clock(), self._wall())
-            nominated, _ = nominate(obs.seen, memory, clock, self._knobs)
+            nominated = nominate(obs.seen, memory, clock, self._knobs)
+            self._renominations.expect(req.name, nominated.held)  # before the gates fall
             await self._actor.nominate(obs.seen.raw, nominated)
             return Result(requeue_after=obs.wait)
         memory = self._memory.setdefault(req.name, Memory())
@@ -215,8 +230,10 @@ class AutoscalerController:
         granted, opened = await self._actor.tell_and_reserve(obs.raw, decision, self._wall())
         memory = self._memory[req.name] = settle(decision.memory, granted, opened)
         clock = Clock(now, self._wall())
-        nominated, due = nominate(obs, memory, clock, self._knobs, scaled=decision)
+        nominated = nominate(obs, memory, clock, self._knobs, scaled=decision)
+        self._renominations.expect(req.name, nominated.held)  # before the gates fall
         await self._actor.nominate(obs.raw, nominated)
+        due = nominated.due
         requeue = decision.requeue_after if due is None else min(decision.requeue_after, due)
         return Result(requeue_after=requeue)
 

@@ -55,7 +55,11 @@ from nodepool_operator.controllers._reserve import (
 from nodepool_operator.controllers._unneeded import mark_patch, rest_left, unmark_patch
 from nodepool_operator.controllers.autoscaler._choice import option, served_elsewhere
 from nodepool_operator.controllers.autoscaler._landing import Landing
-from nodepool_operator.controllers.autoscaler._nominations import Nomination, nominations
+from nodepool_operator.controllers.autoscaler._nominations import (
+    Nomination,
+    in_queue_order,
+    nominations,
+)
 from nodepool_operator.controllers.autoscaler._provision import (
     Provisioning,
     observe,
@@ -92,6 +96,7 @@ from nodepool_operator.controllers.autoscaler.observe import Observation, Pendin
 from nodepool_operator.controllers.nodepool import allowed_disruptions
 from nodepool_operator.scheduling import (
     ZONE_KEY,
+    Booting,
     Consolidation,
     Existing,
     FitReason,
@@ -117,6 +122,7 @@ __all__ = [
     "Lift",
     "Mark",
     "Memory",
+    "Nominated",
     "Nomination",
     "TargetWrite",
     "Why",
@@ -171,6 +177,9 @@ class Knobs:
 
     batch_window: float = 1.0
     landing_grace: float = 30.0
+    gate_hold: float = 5.0
+    """How long the first Ready gated node of a scale-up waits for the others' before the
+    gates fall (together; :mod:`._nominations`)."""
     max_node_provision: float = 900.0
     scale_up_backoff: float = 300.0
     utilization_threshold: float = 0.5
@@ -223,6 +232,19 @@ class Lift:
     node: str
     name: str
     patch: JsonPatch
+
+
+@dataclass(frozen=True, slots=True)
+class Nominated:
+    """What :func:`nominate` asks of the act: the nominations, then the gated nodes to open
+    once every nomination took, and the seconds until a slot's grace ends (``None``: none
+    counting down)."""
+
+    writes: tuple[Nomination, ...]
+    opens: tuple[Lift, ...]
+    due: float | None
+    held: tuple[tuple[str, str], ...] = ()
+    """(pod key, node) the nominations stand for once the nodes are open."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -586,13 +608,16 @@ def _on_new_capacity(plan: ScaleUpPlan, keys: Mapping[PodRef, str]) -> list[str]
     ]
 
 
-def _new_node_slots(plan: ScaleUpPlan, keys: Mapping[PodRef, str]) -> list[tuple[str, ...]]:
-    """The keys of the pods ``plan`` put on each new node, in the new nodes' order."""
+def _new_node_slots(
+    plan: ScaleUpPlan, keys: Mapping[PodRef, str], kind: type[New | Booting] = New
+) -> list[tuple[str, ...]]:
+    """The keys of the pods ``plan`` put on each new node (or each booting node: ``kind``),
+    in those nodes' order; a node of that kind the plan put no pod on has an empty slot."""
     slots: dict[int, list[str]] = {}
     for p in plan.placements:
-        if p.pod in keys and isinstance(p.node, New):
+        if p.pod in keys and isinstance(p.node, kind):
             slots.setdefault(p.node.index, []).append(keys[p.pod])
-    return [tuple(slots[i]) for i in sorted(slots)]
+    return [tuple(slots.get(i, ())) for i in range(max(slots, default=-1) + 1)]
 
 
 # --- step 4: what the write means, and telling --------------------------------------------
@@ -641,7 +666,8 @@ def _outcome(
         m.landing.planned(_on_new_capacity(plan, keys), write.desired)
         if obs.pool.spec.reserve_new_nodes:  # otherwise :func:`nominate` records them
             m.reservation.planned(
-                _new_node_slots(plan, keys), known=[r.name for r in obs.pool.status.instances]
+                [s for s in _new_node_slots(plan, keys) if s],
+                known=[r.name for r in obs.pool.status.instances],
             )
         events += scaled(obs.pool_name, up=True, summary=plan.summary)
         scaled_at = now.wall
@@ -782,28 +808,39 @@ def nominate(
     knobs: Knobs,
     *,
     scaled: Decision | None = None,
-) -> tuple[tuple[Nomination, ...], float | None]:
-    """Nominate the planned pods to their registered new nodes (:mod:`._nominations`), and
-    keep, in ``memory``, the slots of the scale-up ``scaled`` wrote (which pods each new node
-    is for) and forget those that are done. Returns the writes and the seconds until a
-    slot's grace ends (``None``: none counting down).
+) -> Nominated:
+    """Nominate the planned pods to their registered new nodes (:mod:`._nominations`), open
+    the gated ones that are Ready, and keep, in ``memory``, the slots of the scale-up
+    ``scaled`` wrote (which pods each new node is for) and forget those that are done.
 
     Run after the pass's target write (and while a burst is gathered, when no decision is
     made): the pods' status is not on the way to the target, and a dropped nomination is
     written again at once."""
     reservation = memory.reservation
     write = None if scaled is None else scaled.target
+    seen = {p.key: p.first_seen for p in obs.candidates}
     # a reserving pool's slots were kept by decide (its grants need them)
     reserving = obs.pool.spec.reserve_new_nodes
     if scaled is not None and write is not None and write.why is Why.SCALE_UP and not reserving:
         keys = {p.ref: p.key for p in obs.candidates}
+        views = {p.key: p.view for p in obs.candidates}
         known = [r.name for r in obs.pool.status.instances]
-        reservation.planned(_new_node_slots(scaled.plan, keys), known=known)
+        booting = _new_node_slots(scaled.plan, keys, Booting)
+        new = _new_node_slots(scaled.plan, keys)
+        dealt = in_queue_order([*booting, *new], views, seen)
+        reservation.planned(
+            dealt[len(booting) :],
+            known=known,
+            booting=dealt[: len(booting)],
+            settled=obs.raw.nodes,
+        )
     if not reservation.slots:
-        return (), None
+        return Nominated((), (), None)
     records = [r.name for r in obs.pool.status.instances]
     slots = reservation.assign(records)
     wall = now.wall.timestamp()
+    # a reserving pool's nodes open through its grants (decide), never here
+    gates = {} if reserving else {name: node for node, name in obs.reserved}
     out = nominations(
         slots,
         vms=records,
@@ -811,6 +848,15 @@ def nominate(
         pods=obs.unbound,
         ready_for=lambda name: ready_for(obs.raw.nodes[name], wall),
         grace=knobs.landing_grace,
+        gated=gates,
+        hold=knobs.gate_hold,
+        free={n.name: n.free for n in obs.nodes.room},
+        queued_at=seen,
     )
     reservation.forget(out.done)
-    return out.writes, None if out.next_due is None else max(0.05, out.next_due)
+    opens = tuple(
+        Lift(gates[name], name, lift_patch(node_fields(obs.raw.nodes[gates[name]])))
+        for name in out.opens
+    )
+    due = None if out.next_due is None else max(0.05, out.next_due)
+    return Nominated(out.writes, opens, due, out.held)

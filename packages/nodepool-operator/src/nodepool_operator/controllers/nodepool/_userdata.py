@@ -44,11 +44,13 @@ async def pool_user_data(
     run_labels: Mapping[str, str] | None = None,
     type_name: str | None = None,
     capacity_type: MarketType | None = None,
+    gated: bool = False,
 ) -> str:
     """The user data of the VM recorded as ``name`` (the same for the same pool, type and
     class, as the idempotency token requires). ``type_name``: the type it is launched as,
     when not the pool's ``instanceType`` (a fallback); ``capacity_type``: its market, when
-    not the pool's (a spot create launched on-demand).
+    not the pool's (a spot create launched on-demand); ``gated``: an Autoscaler scales the
+    pool, so the node registers with the reservation taint (``_reserve``).
 
     Raises:
         NodeClassUnavailable: the class cannot bootstrap a node (no cluster, a userData
@@ -65,6 +67,7 @@ async def pool_user_data(
             instance_type,
             run_labels=run_labels,
             capacity_type=capacity_type,
+            gated=gated,
         ).encode()
     if node_class.ami_family == "Custom":
         return ""  # the class's userData, rendered per VM by create_request
@@ -85,7 +88,7 @@ async def pool_user_data(
         capacity_type=capacity_type,
     )
     taints = shape.api_taints()
-    if pool.spec.reserve_new_nodes:
+    if gated or pool.spec.reserve_new_nodes:
         taints.append(reservation_taint(name))
     own = node_class.render_user_data(
         node_name=name, pool_name=pool.metadata.name or "", instance_type=type_name

@@ -38,6 +38,7 @@ from kubeloop import (
 )
 from nodepool_operator import failpoints
 from nodepool_operator.api import (
+    AUTOSCALERS,
     NODEPOOLS,
     AwsNodeClassSpec,
     InstanceRecord,
@@ -59,6 +60,7 @@ from nodepool_operator.cloud import (
 )
 from nodepool_operator.controllers import _launch as launching
 from nodepool_operator.controllers._blocked import switches
+from nodepool_operator.controllers._indexes import autoscaler_pool
 from nodepool_operator.controllers._node_manifest import pool_shape, pool_taints
 from nodepool_operator.controllers._reserve import lift_patch
 from nodepool_operator.controllers._unneeded import DRAIN_TIMED_OUT_AT, format_time
@@ -430,6 +432,14 @@ class Act:
 
     # -- create -----------------------------------------------------------------------------
 
+    async def _autoscaled(self, pool: str) -> bool:
+        """Whether an Autoscaler scales ``pool``: then its new nodes register gated
+        (:mod:`.._reserve`), so that the Autoscaler's nominations hold its plan. Read from the
+        Autoscalers' informer in the operator's scope (the one the Autoscaler controller
+        runs on; a few objects per cluster)."""
+        objs = await self.mgr.cache.list(AUTOSCALERS, label_selector=self.settings.label_selector)
+        return any(pool in autoscaler_pool(obj) for obj in objs)
+
     async def _create(self, p: Progress, decision: Decision) -> None:
         if decision.held is not None:
             p.failure = decision.held  # refused recently for this spec: not asked again yet
@@ -443,6 +453,7 @@ class Act:
             self.failed(p, err)
             return
         listed = {vm.name: vm for vm in p.listed}
+        gated = await self._autoscaled(p.name)
         try:
             template, options = await self._type_options(p.pool, node_class)
             subnets, groups = await self._network(p, node_class)
@@ -472,6 +483,7 @@ class Act:
                         run_labels=self.run_labels,
                         type_name=type_name,
                         capacity_type=market,
+                        gated=gated,
                     )
                 except CloudError as err:
                     self.failed(p, err)
