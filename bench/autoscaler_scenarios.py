@@ -57,6 +57,7 @@ from typing import Any, Final
 from bench import Benchmark, BenchResult, Context, rounded
 from bench._naive_autoscaler import NaiveAutoscaler, running
 from bench._optimum import fewest_new_nodes
+from bench._real_cluster import add_system_node, real_cluster_timing
 from bench.phases import unschedulable
 from kubeloop import (
     EVENTS,
@@ -988,6 +989,8 @@ async def run(ctx: Context) -> BenchResult:
     figures: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-autoscaler-") as tmp:
         async with Client.from_kubeconfig(ctx.kubeconfig, field_manager="bench") as admin:
+            # a real cluster is never without a Node (bench._real_cluster): both sides alike
+            await add_system_node(admin)
             await install_crds(admin, crds())
             for sid in chosen:
                 sc = table[sid]
@@ -1077,7 +1080,7 @@ async def _other_scoring(
     options = ControlPlaneOptions(scheduler=True, controller_manager=True, kwok=True)
     options.scheduler_scoring = str(scoring)
     ctx.log(f"autoscaler: a second control plane, kube-scheduler scoring {scoring}")
-    cp = await asyncio.to_thread(ControlPlane, options)
+    cp = await asyncio.to_thread(ControlPlane, real_cluster_timing(options))
     await asyncio.to_thread(cp.start)
     out: dict[str, Any] = {}
     try:
@@ -1086,6 +1089,7 @@ async def _other_scoring(
             # burst would spread the pods over seconds and split the Autoscaler's batch)
             client = Client.from_kubeconfig(cp.kubeconfig, field_manager="bench")
             async with client as admin:
+                await add_system_node(admin)
                 await install_crds(admin, crds())
                 for sid in todo:
                     sc = table[sid]

@@ -51,6 +51,7 @@ from bench import (
     throughput,
     workers,
 )
+from bench._real_cluster import real_cluster_timing
 from kubeloop import Client
 from kubeloop.envtest import SCHEDULER_SCORINGS, ControlPlane, ControlPlaneOptions
 
@@ -275,6 +276,8 @@ def cluster(
     # Pods that should run need the full bed: kwok is the Nodes' kubelet and
     # kube-controller-manager their lifecycle (the VMs' kubelets register the Nodes).
     options = ControlPlaneOptions(scheduler=scheduler, controller_manager=scheduler, kwok=scheduler)
+    if scheduler:  # the node lifecycle timing of a real cluster (bench._real_cluster)
+        options = real_cluster_timing(options)
     if scoring is not None:
         options.scheduler_scoring = scoring
     with ControlPlane(options) as cp:
