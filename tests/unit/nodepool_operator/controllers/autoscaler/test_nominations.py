@@ -144,22 +144,23 @@ def _gated(
     return [(w.node, w.pod) for w in out.writes], out.opens, out.next_due
 
 
-def test_a_gated_node_is_not_nominated_before_it_is_ready() -> None:
+def test_a_gated_node_is_nominated_once_registered_and_stays_closed_until_ready() -> None:
+    """Behind its gate a nomination is safe: it is written as soon as the Node registers."""
     writes, opens, _ = _gated({"vm-a": None, "vm-b": None})
-    assert (writes, opens) == ([], ())
+    assert (writes, opens) == ([("vm-a", "prod/p"), ("vm-b", "prod/q")], ())
 
 
 def test_a_ready_gated_node_waits_for_the_others_within_the_hold() -> None:
-    """vm-b registered but not Ready: vm-a (Ready 1 s) waits, nothing is written, and the
-    pass is due when the hold ends."""
-    writes, opens, due = _gated({"vm-a": 1.0, "vm-b": None})
-    assert (writes, opens) == ([], ())
+    """vm-b registered but not Ready: vm-a (Ready 1 s) stays closed, and the pass is due
+    when the hold ends."""
+    _, opens, due = _gated({"vm-a": 1.0, "vm-b": None})
+    assert opens == ()
     assert due == pytest.approx(4.0)
 
 
 def test_a_node_not_registered_yet_holds_the_gates_too() -> None:
     writes, opens, due = _gated({"vm-a": 1.0})
-    assert (writes, opens) == ([], ())
+    assert (writes, opens) == ([("vm-a", "prod/p")], ())
     assert due == pytest.approx(4.0)
 
 
@@ -170,8 +171,8 @@ def test_the_gates_fall_together_once_all_are_ready() -> None:
 
 
 def test_after_the_hold_the_ready_gates_fall_without_the_late_ones() -> None:
-    writes, opens, _ = _gated({"vm-a": 5.0, "vm-b": None})
-    assert (writes, opens) == ([("vm-a", "prod/p")], ("vm-a",))
+    _, opens, _ = _gated({"vm-a": 5.0, "vm-b": None})
+    assert opens == ("vm-a",)
 
 
 def test_a_gated_slot_whose_pods_are_gone_is_done_not_opened_here() -> None:

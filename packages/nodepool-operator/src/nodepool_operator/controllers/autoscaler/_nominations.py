@@ -20,10 +20,12 @@ taint within a second) is then filled in the scheduler's order before a nominati
 the NodePool controller bootstraps the new nodes of an autoscaled pool *gated*: they register
 with the reservation taint (``_reserve``), which none of the waiting pods tolerates. While it
 stands, kube-scheduler's queueing hint for that taint skips the pods on each node event, so
-nothing clears a nomination; once a gated node is Ready, one pass nominates its slot's pods and
-then opens it (the caller lifts the taint only if every nomination took). A Ready gated node is
-opened even if the plan's pods have gone elsewhere, and at the latest after the landing grace
-(the decide step's lift), so a gate never strands room.
+nothing clears a nomination: a gated node's slot is nominated as soon as its Node registers.
+The gates of a scale-up fall together, once all its nodes are Ready (or the first has waited
+``hold``), in the order kube-scheduler will try their pods (:func:`in_queue_order`); the caller
+lifts a gate only if every nomination of its slot took. A Ready gated node is opened even if
+the plan's pods have gone elsewhere, and at the latest after the landing grace (the decide
+step's lift), so a gate never strands room.
 
 A nomination the scheduler drops after all (a pod tried while its node's gate was still up,
 just after another node opened) is written again on the next pass, for as long as the node is
@@ -135,7 +137,11 @@ def nominations(
         if held is not None:
             due.append(grace - held)
         if name in gated:
-            if held is None:  # not Ready: nominated when it is, just before it opens
+            # behind its gate a nomination is safe (no Node event sends the pods to an
+            # attempt), so it is written as soon as the Node registered: when the gates fall,
+            # only the lifts are left to do
+            writes += _nominate(name, waiting)
+            if held is None:
                 coming = True
             else:
                 ready_gates[name] = (waiting, held)
@@ -155,10 +161,8 @@ def nominations(
                 return min((first.get(k, math.inf) for k in ready_gates[name][0]), default=0.0)
 
             for name in sorted(ready_gates, key=queued):
-                waiting = ready_gates[name][0]
-                writes += _nominate(name, waiting)
                 opens.append(name)
-                holding += [(key, name) for key in waiting]
+                holding += [(key, name) for key in ready_gates[name][0]]
     return Nominations(
         tuple(writes), tuple(opens), tuple(done), min(due, default=None), tuple(holding)
     )
