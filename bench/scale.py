@@ -268,7 +268,7 @@ async def reconcile(objs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     mgr = new_manager(snapshot.client)
     controller = _Probed(mgr, OperatorSettings(batch_window_seconds=0.0))
     controller.register()
-    _, writes = await reconcile_once(mgr, Request("as"))
+    _, writes = await reconcile_once(mgr, Request("as"), controller="autoscaler")
     targets = [
         w.body["spec"]["replicas"]
         for w in writes
