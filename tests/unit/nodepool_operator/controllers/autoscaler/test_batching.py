@@ -40,7 +40,7 @@ def test_first_seen_is_when_the_watch_showed_the_pod_unschedulable() -> None:
     seen.observe(Updated(pod("a", unschedulable=False), pod("a")))
     clock.now = 105.0
     seen.observe(Updated(pod("a"), pod("a")))  # a repeat keeps the first time
-    assert seen.since(pod_key(pod("a"))) == 101.0
+    assert seen.frozen()(pod_key(pod("a"))) == 101.0
 
 
 def test_pods_that_stop_being_candidates_are_forgotten() -> None:
@@ -53,12 +53,27 @@ def test_pods_that_stop_being_candidates_are_forgotten() -> None:
     assert len(seen) == 0
 
 
-def test_a_candidate_the_watch_has_not_shown_yet_starts_now() -> None:
+def test_a_candidate_the_watch_has_not_shown_yet_is_new_as_of_the_read() -> None:
     clock = Clock()
     seen = FirstSeen(clock)
-    assert seen.since(pod_key(pod("a"))) == 100.0
+    assert seen.frozen()(pod_key(pod("a"))) == 100.0
     clock.now = 103.0
-    assert seen.since(pod_key(pod("a"))) == 100.0
+    seen.observe(Added(pod("a")))  # the watch shows it: that time holds from now on
+    clock.now = 104.0
+    assert seen.frozen()(pod_key(pod("a"))) == 103.0
+
+
+def test_a_pod_bound_while_the_pass_reads_is_not_taken_in_again() -> None:
+    # The pass freezes the times on the loop, then reads its snapshot in a worker thread
+    # while the loop goes on: a pod bound meanwhile keeps the time it had, and stays gone.
+    clock = Clock()
+    seen = FirstSeen(clock)
+    seen.observe(Added(pod("a")))
+    times = seen.frozen()
+    clock.now = 107.0
+    seen.observe(Updated(pod("a"), pod("a", unschedulable=False, node="n1")))
+    assert times(pod_key(pod("a"))) == 100.0  # not a new candidate: no window restarted
+    assert len(seen) == 0  # and not remembered again
 
 
 def test_wait_until_the_burst_is_quiet_for_a_window() -> None:

@@ -51,10 +51,17 @@ class FirstSeen:
         else:
             self._since.setdefault(key, self._clock())
 
-    def since(self, key: str) -> float:
-        """When the pod of ``key`` (:func:`~._decode.pod_key`) was first seen as a candidate;
-        now, if this is the first time."""
-        return self._since.setdefault(key, self._clock())
+    def frozen(self) -> Callable[[str], float]:
+        """The times as they stand now, as a lookup by pod key (:func:`~._decode.pod_key`); a
+        candidate the watch has not shown yet is new as of now.
+
+        Why a copy: the pass reads its snapshot in a worker thread while the loop goes on
+        handling events. Looked up live from there, a pod bound meanwhile was taken in again
+        as a new candidate: it restarted the batch window (a second raise held back a window
+        while the scheduler was still binding the first) and stayed until its next event."""
+        times = dict(self._since)
+        now = self._clock()
+        return lambda key: times.get(key, now)
 
 
 def batch_wait(

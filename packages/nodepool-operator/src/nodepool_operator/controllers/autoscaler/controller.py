@@ -146,7 +146,7 @@ class AutoscalerController:
             daemonsets=cache.informer(DAEMONSETS),
             label_selector=selector,
             scope_labels=scope_labels,
-            first_seen=self._first_seen.since,
+            first_seen=self._first_seen.frozen,
             template_sources=TemplateSources(mgr.client, cloud, cache),
         )
         self._actor = Actor(mgr.client, mgr.recorder)

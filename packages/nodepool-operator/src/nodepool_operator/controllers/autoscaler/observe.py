@@ -295,7 +295,7 @@ class Observer:
         cache: Cache,
         label_selector: str | None,
         scope_labels: Mapping[str, str],
-        first_seen: Callable[[str], float],
+        first_seen: Callable[[], Callable[[str], float]],
         template_sources: TemplateSources | None = None,
     ) -> None:
         self._client = client
@@ -394,7 +394,8 @@ class Observer:
             pods_on=lambda node: bound.get(node, []),
             daemonsets=daemonsets,
             scope_labels=self._scope_labels,
-            first_seen=self._first_seen,
+            # on the loop: the thread must not see the handler's times move under it
+            first_seen=self._first_seen(),
             rivals=rivals,
             template_inputs=inputs,
         )
