@@ -58,6 +58,11 @@ class GatedScaleUp(DrainingOperator):
     replicas = 3
     cpu = "700m"
 
+    def __init__(self) -> None:
+        super().__init__()
+        #: Per scope: the new VMs seen bootstrapped gated while the Autoscaler was there.
+        self.gated: dict[str, list[str]] = {}
+
     def argv(self, world: World, scope: Scope, client: str, *, leader: bool) -> list[str]:
         args = super().argv(world, scope, client, leader=leader)
         return [*args, "--boot-seconds", str(BOOT_S), "--landing-grace", str(LANDING_GRACE_S)]
@@ -99,6 +104,7 @@ class GatedScaleUp(DrainingOperator):
             boot = NodeBootstrap.decode(vm.user_data)
             if boot is None or reservation_taint(vm.name) not in boot.taints:
                 raise AssertionError(f"VM {vm.name} of pool {pool} was not bootstrapped gated")
+        self.gated[scope.id] = [vm.name for vm in vms]
         run.pools[pool] = len(vms)
         scope.desired = dict(run.pools)
 
@@ -118,12 +124,16 @@ class GatedScaleUp(DrainingOperator):
 
         seen: list[str] = []
 
-        async def registered_gated() -> bool:
-            nodes = await self._nodes(world, pool)
-            seen[:] = [f"{n['metadata']['name']} gated={_gated(n)}" for n in nodes]
-            return len(nodes) == target and all(_gated(n) for n in nodes)
+        # (a VM the Autoscaler asked for after create() returned may have been created once
+        # it was deleted: then it registers open, rightly)
+        gated = self.gated[scope.id]
 
-        await _until(registered_gated, f"pool {pool}'s {target} Nodes registered gated", seen=seen)
+        async def registered_gated() -> bool:
+            nodes = {n["metadata"]["name"]: n for n in await self._nodes(world, pool)}
+            seen[:] = [f"{name} gated={_gated(n)}" for name, n in nodes.items()]
+            return len(nodes) == target and all(n in nodes and _gated(nodes[n]) for n in gated)
+
+        await _until(registered_gated, f"pool {pool}'s Nodes {gated} registered gated", seen=seen)
 
     async def _still_gated(self, world: World, scope: Scope) -> list[str]:
         pool, _ = self._names(scope)
@@ -147,6 +157,7 @@ class GatedScaleUp(DrainingOperator):
     async def close(self, world: World, scope: Scope) -> None:
         """Let the held Autoscaler go (the scenario is over)."""
         await super().close(world, scope)
+        self.gated.pop(scope.id, None)
         _, scaler = self._names(scope)
 
         async def release() -> Object | None:
