@@ -1,9 +1,9 @@
 """``nodepool-operator run`` for the fault matrix: the same composition root, test timings.
 
-The CLI takes no flags for lease timings, drift interval or GC grace (production has no
-use for 4 s leases), so the matrix starts the operator through this module instead: it
-wires the manager as ``nodepool_operator.operator.build_manager`` does, with
-``OperatorSettings`` and ``ManagerOptions`` a test can shorten. It is a separate OS
+The CLI takes no flags for lease timings, drift interval, GC grace or the pod landing
+grace (production has no use for 4 s leases), so the matrix starts the operator through
+this module instead: it wires the manager as ``nodepool_operator.operator.build_manager``
+does, with ``OperatorSettings`` and ``ManagerOptions`` a test can shorten. It is a separate OS
 process like the real one, and SIGKILL, SIGTERM and leader election behave the same.
 
     python tests/faults/launch.py --kubeconfig K --cloud-state F --label-selector run=x \
@@ -41,6 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--boot-seconds", type=float, default=0.5)
     p.add_argument("--drift-interval", type=float, default=2.0)
     p.add_argument("--gc-grace", type=float, default=5.0)
+    p.add_argument("--landing-grace", type=float, default=30.0)
     return p.parse_args(argv)
 
 
@@ -50,6 +51,7 @@ async def run(args: argparse.Namespace) -> None:
         boot_seconds=args.boot_seconds,
         gc_grace_seconds=args.gc_grace,
         drift_interval_seconds=args.drift_interval,
+        pod_landing_grace_seconds=args.landing_grace,
         batch_window_seconds=0.5,
         label_selector=args.label_selector,
         install_crds=False,

@@ -36,7 +36,8 @@ cloud's records, never from an operator's own metrics:
     The disruption scenarios (tests/faults/disruption.py): a pod the operator DELETEd
     instead of evicting, or its PodDisruptionBudget's pods seen by a watch below what the
     budget allows; a workload pod not Running at the end (or deleted without an
-    eviction), a bare pod on a blocked node touched; a live Node still tainted for removal.
+    eviction), a bare pod on a blocked node touched; a live Node still tainted for removal
+    (the gated scenarios, tests/faults/gates.py: or still gated, the reservation taint).
 ``differences``
     Sieve's differential check against the fault-free run of the same workload: end
     state, and per-object create/delete counts.
@@ -105,6 +106,7 @@ from kubeloop.testing.oracles import (
 from nodepool_operator.testbed import simulated_vms
 from tests.faults import cache_faults
 from tests.faults.disruption import DISRUPTION_ADAPTERS
+from tests.faults.gates import GATE_ADAPTERS
 from tests.faults.operators import ADAPTERS, NodePoolOperator, OperatorAdapter, Scope
 from tests.faults.scenarios import Scenario, disruption, full, quick
 from tests.faults.world import Replica, World, world
@@ -224,7 +226,9 @@ class Run:
 
     def __init__(self, w: World, scn: Scenario, references: References) -> None:
         self.w, self.scn, self.refs = w, scn, references
-        self.adapter: OperatorAdapter = {**ADAPTERS, **DISRUPTION_ADAPTERS}[scn.operator]
+        self.adapter: OperatorAdapter = {**ADAPTERS, **DISRUPTION_ADAPTERS, **GATE_ADAPTERS}[
+            scn.operator
+        ]
         self.rng = random.Random(scn.id)
         self.tag = uuid.uuid4().hex[:6]
         self.scopes: list[Scope] = []

@@ -15,7 +15,18 @@ from dataclasses import dataclass
 #: item 9; tests/faults/disruption.py): an unneeded node's scale-down, a pool's deletion,
 #: an unhealthy node's repair, an expired node's replacement. Each strikes mid-drain.
 DISRUPTION_OPERATORS = ("scaledown", "pooldelete", "repair", "expiry")
-OPERATORS = ("appconfig", "nodepool", "instance", "tenant", "pack", *DISRUPTION_OPERATORS)
+#: The Autoscaler deleted while its pool's new nodes are gated (issue 25;
+#: tests/faults/gates.py): only the NodePool controller's backstop opens them.
+GATE_OPERATORS = ("gated",)
+OPERATORS = (
+    "appconfig",
+    "nodepool",
+    "instance",
+    "tenant",
+    "pack",
+    *DISRUPTION_OPERATORS,
+    *GATE_OPERATORS,
+)
 #: The operators every fault x moment x topology runs on; ``tenant`` (a cluster-scoped
 #: owner of children in two namespaces, issue 23 bug 2) has scenarios of its own.
 FULL_OPERATORS = OPERATORS[:3]
@@ -125,6 +136,7 @@ def full() -> list[Scenario]:
     out.append(Scenario("tenant", "single", "watch-lag", "start"))
     out += cache_reads()
     out += disruption()
+    out += gates()
     return out
 
 
@@ -138,6 +150,18 @@ def disruption() -> list[Scenario]:
         out.append(Scenario(op, "single", "sigkill", "update", 1))
         out.append(Scenario(op, "single", "apiserver-restart", "update"))
     return out
+
+
+def gates() -> list[Scenario]:
+    """The Autoscaler gone while its new nodes are gated, struck (``update``: the adapter's
+    update returns once every new Node registered gated) by a SIGKILL of the operator, a
+    restart of the apiserver and a storm of 5xx (the backstop's lifts refused for a while)."""
+    return [
+        Scenario("gated", "single", "none", "update"),
+        Scenario("gated", "single", "sigkill", "update", 1),
+        Scenario("gated", "single", "apiserver-restart", "update"),
+        Scenario("gated", "single", "storm-5xx", "update"),
+    ]
 
 
 def cache_reads() -> list[Scenario]:
@@ -180,4 +204,7 @@ def quick() -> list[Scenario]:
     # evictions back, and the Autoscaler's scale-down beside a bare pod's blocked node
     out.append(Scenario("pooldelete", "single", "sigkill", "update", 1))
     out.append(Scenario("scaledown", "single", "sigkill", "update", 1))
+    # the Autoscaler deleted while its new nodes are gated, the operator killed then: the
+    # restarted NodePool controller's backstop opens them (issue 25)
+    out.append(Scenario("gated", "single", "sigkill", "update", 1))
     return out

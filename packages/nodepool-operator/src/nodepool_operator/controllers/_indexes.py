@@ -1,7 +1,7 @@
 """The Pod and Node cache indexes the NodePool and Autoscaler controllers share: which pods
 are bound to a Node (a scale-down judges them, a node's room is what they leave), which Nodes
 are a pool's (by its label); and which pool an Autoscaler scales (the NodePool controller
-gates the new nodes of a pool that one scales: ``_reserve``).
+gates the new nodes of a pool that one scales: ``_reserve``, unless that one is being deleted).
 
 Both controllers read the same Pod informer and the same (scope-selected) Node informer, so one
 index each serves both; :func:`register` is called by each controller and files every object
@@ -11,7 +11,7 @@ read whatever the API holds and never assume a shape: a malformed object is file
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from kubeloop import NODES, PODS, Cache, Request
@@ -21,10 +21,12 @@ __all__ = [
     "NODE_POOL",
     "POD_NODE",
     "autoscaler_pool",
+    "deleting",
     "node_pool",
     "pod_node",
     "pool_of_node",
     "register",
+    "scaled",
 ]
 
 #: On the Pod store: the name of the Node a pod is bound to.
@@ -52,6 +54,18 @@ def autoscaler_pool(obj: object) -> list[str]:
     """The NodePool an Autoscaler scales (its ``spec.nodePoolRef.name``)."""
     name = _mapping(_mapping(obj, "spec"), "nodePoolRef").get("name")
     return [name] if isinstance(name, str) and name else []
+
+
+def deleting(obj: object) -> bool:
+    """Its ``metadata.deletionTimestamp`` is set."""
+    return bool(_mapping(obj, "metadata").get("deletionTimestamp"))
+
+
+def scaled(pool: str, autoscalers: Iterable[object]) -> bool:
+    """Whether an Autoscaler among ``autoscalers`` scales ``pool`` and will lift the gates of
+    its new nodes. One being deleted does not count: its controller plans nothing more and
+    lifts nothing, so a node gated for it would wait for the backstop (``_reserve``)."""
+    return any(pool in autoscaler_pool(obj) and not deleting(obj) for obj in autoscalers)
 
 
 def pool_of_node(node: object) -> list[Request]:

@@ -132,7 +132,8 @@ class Reservation:
         booting: Sequence[Sequence[str]] = (),
         settled: Container[str] = frozenset(),
     ) -> None:
-        """Add the slots of a scale-up made when the pool had VMs ``known`` (record order).
+        """Add the slots of a scale-up made when the pool had VMs ``known`` (record order);
+        an empty one is dropped (a new node the plan put no pod on holds nothing).
 
         The VMs among ``known`` recorded since the last :meth:`assign` are the earlier
         scale-ups' (this one's are not made yet): they name the earlier slots first, or a

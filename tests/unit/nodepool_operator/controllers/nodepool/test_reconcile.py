@@ -190,14 +190,28 @@ async def test_scale_up_records_one_intent_and_creates_one_vm(
     assert done.events() == [("ScalingUp", "2 -> 3 nodes: creating 1 VM(s)")]
 
 
-@pytest.mark.parametrize("autoscaled", [False, True])
+@pytest.mark.parametrize(
+    ("scaler", "gated"),
+    [("none", False), ("another pool's", False), ("scaling", True), ("being deleted", False)],
+)
 async def test_the_new_vms_of_an_autoscaled_pool_register_gated(
-    cloud: SimulatedCloud, tmp_path: Path, autoscaled: bool
+    cloud: SimulatedCloud, tmp_path: Path, scaler: str, gated: bool
 ) -> None:
     """An Autoscaler scales the pool: the new VM's bootstrap gives its Node the reservation
-    taint (the gate its nominations open); a pool scaled by hand registers open."""
+    taint (the gate its nominations open); a pool scaled by hand registers open, and so does
+    one whose Autoscaler is being deleted (held by someone's finalizer: its controller lifts
+    no gate, which would then wait for the backstop)."""
     vms = await launched(cloud, "web-a")
-    scalers = [factories.autoscaler("as", pool="web", namespaces=["prod"])] if autoscaled else []
+    scalers = {
+        "none": [],
+        "another pool's": [factories.autoscaler("as", pool="api", namespaces=["prod"])],
+        "scaling": [factories.autoscaler("as", pool="web", namespaces=["prod"])],
+        "being deleted": [factories.autoscaler("as", pool="web", namespaces=["prod"])],
+    }[scaler]
+    if scaler == "being deleted":
+        scalers[0]["metadata"].update(
+            deletionTimestamp=format_time(time.time() - 1), finalizers=["example.com/hold"]
+        )
 
     await run([pool(vms, target=2), node(vms[0]), *scalers], cloud, tmp_path)
 
@@ -205,7 +219,7 @@ async def test_the_new_vms_of_an_autoscaled_pool_register_gated(
     boot = NodeBootstrap.decode(new.user_data)
     assert boot is not None
     gate = {"key": RESERVED_KEY, "value": new.name, "effect": "NoSchedule"}
-    assert (gate in boot.taints) is autoscaled
+    assert (gate in boot.taints) is gated
 
 
 # -- nothing changed ----------------------------------------------------------------------------

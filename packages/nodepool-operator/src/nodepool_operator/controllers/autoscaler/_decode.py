@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from nodepool_operator.controllers._indexes import autoscaler_pool
+from nodepool_operator.controllers._indexes import autoscaler_pool, deleting
 from nodepool_operator.controllers.autoscaler._pending import Claim
 from nodepool_operator.scheduling import NodeSelectorTerm, pod_ref, volume_zone_terms
 
@@ -54,10 +54,6 @@ def _text(obj: object, key: str) -> str:
 
 def object_name(obj: object) -> str:
     return _text(_mapping(obj, "metadata"), "name")
-
-
-def deleting(obj: object) -> bool:
-    return bool(_mapping(obj, "metadata").get("deletionTimestamp"))
 
 
 def pod_key(pod: object) -> str:

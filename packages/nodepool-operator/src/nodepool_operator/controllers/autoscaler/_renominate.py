@@ -39,6 +39,7 @@ from kubeloop import (
     Result,
     Updated,
 )
+from nodepool_operator.controllers._indexes import pod_node
 from nodepool_operator.controllers.autoscaler._decode import pod_key
 from nodepool_operator.scheduling import nomination_patch, pod_view
 
@@ -56,18 +57,13 @@ def _nominated(obj: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _bound(obj: object) -> bool:
-    spec = obj.get("spec") if isinstance(obj, Mapping) else None
-    return bool(spec.get("nodeName")) if isinstance(spec, Mapping) else False
-
-
 def nomination_dropped(event: Event) -> bool:
     """An unbound pod's nomination was cleared (the scheduler's failed attempt)."""
     return (
         isinstance(event, Updated)
         and bool(_nominated(event.old))
         and not _nominated(event.new)
-        and not _bound(event.new)
+        and not pod_node(event.new)
     )
 
 

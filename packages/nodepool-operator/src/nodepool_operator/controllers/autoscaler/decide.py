@@ -666,7 +666,7 @@ def _outcome(
         m.landing.planned(_on_new_capacity(plan, keys), write.desired)
         if obs.pool.spec.reserve_new_nodes:  # otherwise :func:`nominate` records them
             m.reservation.planned(
-                [s for s in _new_node_slots(plan, keys) if s],
+                _new_node_slots(plan, keys),
                 known=[r.name for r in obs.pool.status.instances],
             )
         events += scaled(obs.pool_name, up=True, summary=plan.summary)

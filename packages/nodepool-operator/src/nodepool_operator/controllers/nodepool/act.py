@@ -60,7 +60,7 @@ from nodepool_operator.cloud import (
 )
 from nodepool_operator.controllers import _launch as launching
 from nodepool_operator.controllers._blocked import switches
-from nodepool_operator.controllers._indexes import autoscaler_pool
+from nodepool_operator.controllers._indexes import scaled
 from nodepool_operator.controllers._node_manifest import pool_shape, pool_taints
 from nodepool_operator.controllers._reserve import lift_patch
 from nodepool_operator.controllers._unneeded import DRAIN_TIMED_OUT_AT, format_time
@@ -433,12 +433,13 @@ class Act:
     # -- create -----------------------------------------------------------------------------
 
     async def _autoscaled(self, pool: str) -> bool:
-        """Whether an Autoscaler scales ``pool``: then its new nodes register gated
-        (:mod:`.._reserve`), so that the Autoscaler's nominations hold its plan. Read from the
-        Autoscalers' informer in the operator's scope (the one the Autoscaler controller
-        runs on; a few objects per cluster)."""
+        """Whether an Autoscaler scales ``pool`` (:func:`.._indexes.scaled`: one being deleted
+        does not): then its new nodes register gated (:mod:`.._reserve`), so that the
+        Autoscaler's nominations hold its plan. Read from the Autoscalers' informer in the
+        operator's scope (the one the Autoscaler controller runs on; a few objects per
+        cluster)."""
         objs = await self.mgr.cache.list(AUTOSCALERS, label_selector=self.settings.label_selector)
-        return any(pool in autoscaler_pool(obj) for obj in objs)
+        return scaled(pool, objs)
 
     async def _create(self, p: Progress, decision: Decision) -> None:
         if decision.held is not None:
