@@ -113,6 +113,28 @@ def test_a_later_plan_replaces_what_the_booting_nodes_slots_hold() -> None:
     }
 
 
+def test_the_unheld_pods_follow_the_latest_plan_and_go_with_their_slots() -> None:
+    """The unheld of a slot forgotten are forgotten too; a pod left unheld by one plan and
+    held by the next (planned again, onto a booting node) is held."""
+    r = Reservation()
+    r.planned([("u1", "u2"), ("u3",)], known=["pool-old"], unheld=["u1", "u3"])
+    assert r.unheld == {"u1", "u3"}
+    assert r.assign(["pool-old", "pool-n1", "pool-n2"]) == {
+        "pool-n1": ("u1", "u2"),
+        "pool-n2": ("u3",),
+    }
+    r.forget(["pool-n2"])
+    assert r.unheld == {"u1"}
+    r.planned(
+        [("u4",)],
+        known=["pool-old", "pool-n1", "pool-n2"],
+        booting=[("u1", "u2")],
+        settled={"pool-old"},
+        unheld=["u4"],
+    )
+    assert r.unheld == {"u4"}
+
+
 def test_slots_of_a_timed_out_scale_up_do_not_take_the_next_ones_names() -> None:
     r = Reservation()
     r.planned([("u1",), ("u2",)], known=["pool-old"])

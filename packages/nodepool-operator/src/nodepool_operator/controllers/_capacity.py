@@ -16,6 +16,7 @@ from nodepool_operator.cloud import CATALOGUE, InstanceType
 from nodepool_operator.controllers._node_manifest import (
     DISRUPTING_TAINT,
     INSTANCE_TYPE_LABEL,
+    STARTING_TAINTS,
     pool_shape,
 )
 from nodepool_operator.controllers._reserve import RESERVED_KEY
@@ -46,14 +47,7 @@ __all__ = [
 #: the Autoscaler's own reservation of a new node (lifted once its planned pods are bound).
 #: They say nothing about the pool's shape, so such a node still counts as room for pods that
 #: do not tolerate them (they will, once the taint is gone).
-_LIFECYCLE_TAINTS: Final = frozenset(
-    {
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.cloudprovider.kubernetes.io/uninitialized",
-        RESERVED_KEY,
-    }
-)
+_LIFECYCLE_TAINTS: Final = STARTING_TAINTS | {RESERVED_KEY}
 _TERMINAL: Final = ("Succeeded", "Failed")
 
 ApiObject = Mapping[str, object]

@@ -41,6 +41,17 @@ REGION_LABEL: Final = "topology.kubernetes.io/region"
 #: On a Node chosen for removal, from the choice on (Karpenter's ``karpenter.sh/disrupted``):
 #: the NodePool controller puts it, and the Autoscaler counts no room on such a Node.
 DISRUPTING_TAINT: Final = Taint("kubeloop.dev/disrupting", "NoSchedule")
+#: Taints the node lifecycle keeps on a Node that may not take pods yet (or briefly, again):
+#: kube-controller-manager lifts ``not-ready`` some time after the Ready condition turns True
+#: (up to its node monitor period), the cloud controller ``uninitialized`` once it has
+#: labelled the Node.
+STARTING_TAINTS: Final = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.cloudprovider.kubernetes.io/uninitialized",
+    }
+)
 
 __all__ = [
     "CAPACITY_TYPE_LABEL",
@@ -48,11 +59,13 @@ __all__ = [
     "INSTANCE_TYPE_LABEL",
     "PROVIDER_ID_PREFIX",
     "REGION_LABEL",
+    "STARTING_TAINTS",
     "ZONE_LABEL",
     "capacity",
     "is_ready",
     "node_bootstrap",
     "node_manifest",
+    "open_for",
     "parse_time",
     "provider_id",
     "ready_for",
@@ -182,6 +195,16 @@ def ready_for(node: Object, now: float) -> float | None:
     both time from it."""
     since = ready_since(node) if is_ready(node) else None
     return None if since is None else max(0.0, now - since)
+
+
+def open_for(node: Object, now: float) -> float | None:
+    """:func:`ready_for`, but ``None`` while the Node still carries one of the
+    :data:`STARTING_TAINTS`: Ready in its condition, it still refuses every pod, so a pod
+    nominated to it would be tried and lose its nomination."""
+    taints = (node.get("spec") or {}).get("taints") or ()
+    if any(isinstance(t, Mapping) and t.get("key") in STARTING_TAINTS for t in taints):
+        return None
+    return ready_for(node, now)
 
 
 def _hostname(name: str) -> str:

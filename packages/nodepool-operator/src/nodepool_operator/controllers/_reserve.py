@@ -117,12 +117,15 @@ class Reservation:
         known: the pool's VM names when the slots were made (their nodes are not new).
         granted: (pod uid, node name) pairs whose toleration was written, so that a pass
             whose cache has not seen that write yet does not append it again.
+        unheld: the planned pods left without a nomination
+            (:func:`~nodepool_operator.controllers.autoscaler._nominations.lead_kind`).
     """
 
     slots: list[tuple[str, ...]] = field(default_factory=list)
     names: dict[int, str] = field(default_factory=dict)
     known: frozenset[str] = frozenset()
     granted: set[tuple[str, str]] = field(default_factory=set)
+    unheld: frozenset[str] = frozenset()
 
     def planned(
         self,
@@ -131,6 +134,7 @@ class Reservation:
         *,
         booting: Sequence[Sequence[str]] = (),
         settled: Container[str] = frozenset(),
+        unheld: Iterable[str] = (),
     ) -> None:
         """Add the slots of a scale-up made when the pool had VMs ``known`` (record order);
         an empty one is dropped (a new node the plan put no pod on holds nothing).
@@ -144,7 +148,10 @@ class Reservation:
         registered and Ready (the plan's booting nodes, in its order), whose nodes are named
         in ``settled`` once they are. A later plan packs every pod still pending again, so
         its booting placements replace what the earlier slots of those nodes held; those
-        beyond the earlier slots go to the pool's booting VMs that have none."""
+        beyond the earlier slots go to the pool's booting VMs that have none.
+
+        ``unheld``: the pods of this plan to leave without a nomination; a pod planned again
+        is held or not as the latest plan says."""
         known = list(known)
         self.assign(known)
         unnamed = [s for i, s in enumerate(self.slots) if i not in self.names]
@@ -160,6 +167,8 @@ class Reservation:
         self.slots = [*named.values(), *unnamed, *(tuple(s) for s in slots if s)]
         self.names = {i: name for i, name in enumerate(named)}
         self.known = self.known | frozenset(known)
+        replanned = {k for s in (*slots, *booting) for k in s}
+        self.unheld = frozenset(unheld) | (self.unheld - replanned)
 
     def assign(self, vm_names: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """Give unnamed slots the pool's new VM names (in the order given, which is the
@@ -185,6 +194,7 @@ class Reservation:
         self.slots = [self.slots[i] for i in keep]
         self.names = {j: self.names[i] for j, i in enumerate(keep) if i in self.names}
         self.granted = {(uid, name) for uid, name in self.granted if name not in done}
+        self.unheld = self.unheld & {k for s in self.slots for k in s}
 
 
 def lift_due(

@@ -11,6 +11,7 @@ import pytest
 from nodepool_operator.controllers.autoscaler._nominations import (
     Nominations,
     in_queue_order,
+    lead_kind,
     nominations,
 )
 from nodepool_operator.scheduling import PodView, pod_view, read_pending
@@ -224,6 +225,20 @@ def _kind(name: str, memory: str, **spec: Any) -> PodView:
     return pod_view(obj)
 
 
+def _spread(name: str, memory: str) -> PodView:
+    """A pod spread over hostnames by its own label: it refers to other pods' labels."""
+    obj = factories.pod(name, namespace="prod", memory=memory, unschedulable=True)
+    obj["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": name}},
+        }
+    ]
+    return pod_view(obj)
+
+
 def test_interchangeable_pods_are_dealt_out_in_the_order_the_scheduler_tries_them() -> None:
     """Two nodes of one big and one small pod each: the earliest big and the earliest small
     go to the first node, whatever the plan's own order; counts per node are kept."""
@@ -240,16 +255,7 @@ def test_interchangeable_pods_are_dealt_out_in_the_order_the_scheduler_tries_the
 def test_pods_told_apart_by_a_node_or_by_their_labels_keep_their_slots() -> None:
     pods = {"a": _kind("a", "28Gi"), "b": _kind("b", "28Gi", node_selector={"disk": "ssd"})}
     assert in_queue_order([("a",), ("b",)], pods, {"b": 1.0, "a": 2.0}) == [("a",), ("b",)]
-    spread = factories.pod("c", namespace="prod", memory="28Gi", unschedulable=True)
-    spread["spec"]["topologySpreadConstraints"] = [
-        {
-            "maxSkew": 1,
-            "topologyKey": "kubernetes.io/hostname",
-            "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": {"app": "c"}},
-        }
-    ]
-    with_spread = {**pods, "c": pod_view(spread), "d": _kind("d", "28Gi")}
+    with_spread = {**pods, "c": _spread("c", "28Gi"), "d": _kind("d", "28Gi")}
     slots = [("a", "c"), ("d",)]
     assert in_queue_order(slots, with_spread, {"d": 0.0}) == slots
 
@@ -257,3 +263,55 @@ def test_pods_told_apart_by_a_node_or_by_their_labels_keep_their_slots() -> None
 def test_ready_gates_are_opened_earliest_pod_first() -> None:
     out = _two_gated({"vm-a": 1.0, "vm-b": 1.0}, queued_at={"prod/q": 1.0, "prod/p": 2.0})
     assert out.opens == ("vm-b", "vm-a")
+
+
+# --- the lead kind: the pods kube-scheduler tries first get no nomination ---------------------
+
+
+def test_the_kind_first_in_the_queue_is_left_unheld() -> None:
+    """The smalls were seen first: kube-scheduler tries them while the gates are still
+    falling, so they get no nomination (nothing to lose); the bigs behind them are held."""
+    pods = {
+        k: _kind(k, m) for k, m in [("b1", "28Gi"), ("b2", "28Gi"), ("s1", "3Gi"), ("s2", "3Gi")]
+    }
+    seen = {"s1": 1.0, "s2": 2.0, "b1": 3.0, "b2": 4.0}
+    assert lead_kind([("b1", "s1"), ("b2", "s2")], pods, seen) == {"s1", "s2"}
+    assert lead_kind([("b1", "s1"), ("b2", "s2")], pods, {**seen, "b2": 0.5}) == {"b1", "b2"}
+
+
+def test_one_kind_is_left_unheld_whole() -> None:
+    pods = {k: _kind(k, "28Gi") for k in ("x", "y", "z")}
+    assert lead_kind([("x", "y"), ("z",)], pods, {}) == {"x", "y", "z"}
+
+
+def test_no_pod_is_left_unheld_when_kinds_cannot_stand_in_or_priorities_differ() -> None:
+    """Pods that refer to others' labels are not interchangeable; a lead kind of a higher
+    priority than some nominee would not be held off that nominee's room (the nominator
+    holds room against the same or lower priority only)."""
+    pods = {"e": _kind("e", "28Gi"), "c": _spread("c2", "3Gi")}
+    assert lead_kind([("e", "c")], pods, {"c": 1.0}) == frozenset()
+    urgent = factories.pod("u", namespace="prod", memory="3Gi", unschedulable=True)
+    urgent["spec"]["priority"] = 1000
+    pods = {"f": _kind("f", "28Gi"), "u": pod_view(urgent)}
+    assert lead_kind([("f", "u")], pods, {"u": 1.0}) == frozenset()
+
+
+def test_an_unheld_pod_is_not_nominated_and_its_gate_still_opens() -> None:
+    """The slot of vm-b holds only an unheld pod: nothing is written for it, and it is not
+    done: its gate falls with the others."""
+    pods = {k: pending(k.split("/")[1]) for k in ("prod/p", "prod/q")}
+    out = nominations(
+        {"vm-a": ("prod/p",), "vm-b": ("prod/q",)},
+        vms=["vm-a", "vm-b"],
+        nodes={"vm-a": 1.0, "vm-b": 1.0},
+        pods=views(pods),
+        ready_for={"vm-a": 1.0, "vm-b": 1.0}.get,
+        grace=GRACE,
+        gated={"vm-a", "vm-b"},
+        hold=5.0,
+        unheld={"prod/q"},
+    )
+    assert [(w.node, w.pod) for w in out.writes] == [("vm-a", "prod/p")]
+    assert out.opens == ("vm-a", "vm-b")
+    assert out.done == ()
+    assert ("prod/q", "vm-b") not in out.held

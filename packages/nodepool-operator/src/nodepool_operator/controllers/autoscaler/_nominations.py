@@ -23,7 +23,11 @@ stands, kube-scheduler's queueing hint for that taint skips the pods on each nod
 nothing clears a nomination: a gated node's slot is nominated as soon as its Node registers.
 The gates of a scale-up fall together, once all its nodes are Ready (or the first has waited
 ``hold``), in the order kube-scheduler will try their pods (:func:`in_queue_order`); the caller
-lifts a gate only if every nomination of its slot took. A Ready gated node is opened even if
+lifts a gate only if every nomination of its slot took. "Ready" here is the scheduler's:
+the Ready condition and no start-up taint left (``ready_for``, the caller's
+``_node_manifest.open_for``). The kind of pod kube-scheduler tries first gets no nomination
+at all (:func:`lead_kind`): the lifts take tens of milliseconds to land, and the pods tried
+meanwhile, the head of the queue, would lose theirs. A Ready gated node is opened even if
 the plan's pods have gone elsewhere, and at the latest after the landing grace (the decide
 step's lift), so a gate never strands room.
 
@@ -49,7 +53,7 @@ from typing import Any
 
 from nodepool_operator.scheduling import PodView, Resources, nomination_patch
 
-__all__ = ["Nomination", "Nominations", "in_queue_order", "nominations"]
+__all__ = ["Nomination", "Nominations", "in_queue_order", "lead_kind", "nominations"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,7 @@ def nominations(
     hold: float = 0.0,
     free: Mapping[str, Resources] | None = None,
     queued_at: Mapping[str, float] | None = None,
+    unheld: Container[str] = frozenset(),
 ) -> Nominations:
     """The nominations for the named ``slots`` (node name -> planned pod keys, plan order).
 
@@ -105,7 +110,7 @@ def nominations(
     other nominees hold, still takes it: a pod crowded out of its planned node is the landing
     guard's to plan again, and nominating it there would only have the scheduler clear it at
     its next try, a write each time. A pod in two slots (planned again by a later scale-up)
-    belongs to the first."""
+    belongs to the first. The pods of ``unheld`` (:func:`lead_kind`) are never nominated."""
     writes: list[Nomination] = []
     done: list[str] = []
     due: list[float] = []
@@ -116,9 +121,10 @@ def nominations(
     for name, keys in slots.items():
         mine = [k for k in keys if k not in seen]
         seen.update(keys)
-        waiting = {k: pods[k] for k in mine if k in pods}
+        present = {k: pods[k] for k in mine if k in pods}
+        waiting = {k: pod for k, pod in present.items() if k not in unheld}
         registered = name in nodes
-        if not waiting:
+        if not present:
             done.append(name)
             continue
         gone = not registered and name not in vms
@@ -144,7 +150,7 @@ def nominations(
             if held is None:
                 coming = True
             else:
-                ready_gates[name] = (waiting, held)
+                ready_gates[name] = (present, held)
             continue
         room = None if free is None else free.get(name)
         writes += _nominate(name, waiting, room)
@@ -162,7 +168,7 @@ def nominations(
 
             for name in sorted(ready_gates, key=queued):
                 opens.append(name)
-                holding += [(key, name) for key in ready_gates[name][0]]
+                holding += [(key, name) for key in ready_gates[name][0] if key not in unheld]
     return Nominations(
         tuple(writes), tuple(opens), tuple(done), min(due, default=None), tuple(holding)
     )
@@ -208,27 +214,59 @@ def in_queue_order(
     and volume zones, and no pod of the plan with pod (anti-)affinity or spread constraints.
     """
     views = [pods[k] for slot in slots for k in slot if k in pods]
-    if any(v.affinity or v.anti_affinity or v.spread for v in views):
+    if not _interchangeable(views):
         return [tuple(slot) for slot in slots]
-
-    def kind(view: PodView) -> tuple[object, ...]:
-        return (
-            view.requests,
-            view.constraints,
-            view.priority,
-            view.host_ports,
-            view.volume_terms,
-        )
 
     queues: dict[tuple[object, ...], list[str]] = {}
     for slot in slots:
         for key in slot:
             if key in pods:
-                queues.setdefault(kind(pods[key]), []).append(key)
+                queues.setdefault(_kind(pods[key]), []).append(key)
     for keys in queues.values():
         keys.sort(key=lambda k: seen.get(k, math.inf))
     taken = {k: iter(keys) for k, keys in queues.items()}
     return [
-        tuple(next(taken[kind(pods[key])]) if key in pods else key for key in slot)
+        tuple(next(taken[_kind(pods[key])]) if key in pods else key for key in slot)
         for slot in slots
     ]
+
+
+def lead_kind(
+    slots: Sequence[Sequence[str]], pods: Mapping[str, PodView], seen: Mapping[str, float]
+) -> frozenset[str]:
+    """The keys of the planned pods that get no nomination: those of the kind kube-scheduler
+    will try first when the gates fall (the kind of the pod first seen unschedulable), when
+    the plan's pods are interchangeable within their kinds and all of one priority; else none.
+
+    Why: the gates cannot fall at once (each is a write of its own; twenty take tens of
+    milliseconds at the apiserver), and the first lift sends every waiting pod to an
+    attempt, in queue order. A nominated pod tried while its own node is still gated loses
+    its nomination, and its room is then anyone's. The pods at the head of the queue are the
+    ones tried meanwhile, so they are left without a nomination: nothing to lose. They land
+    where the nominations of the others leave room, and, being alike, they cannot strand each
+    other: the plan left room for each of them on some new node, and any of them fits any
+    such room. That needs the others' nominations to hold that room against them, which the
+    nominator does only for pods of the same or a higher priority: so one priority for all.
+    The pods behind them in the queue are nominated, and come to their attempts after the
+    lifts have landed (S2 in ``docs/benchmarks.md``: 60 pods of 900m / 3100Mi first, then 60
+    of 3500m / 28Gi)."""
+    views = {k: pods[k] for slot in slots for k in slot if k in pods}
+    if not views or not _interchangeable(list(views.values())):
+        return frozenset()
+    if len({v.priority for v in views.values()}) > 1:
+        return frozenset()
+    first = min(views, key=lambda k: (seen.get(k, math.inf), k))
+    lead = _kind(views[first])
+    return frozenset(k for k, v in views.items() if _kind(v) == lead)
+
+
+def _interchangeable(views: Sequence[PodView]) -> bool:
+    """Whether pods of one :func:`_kind` may stand in for each other: none of the plan's pods
+    refers to other pods' labels (pod affinity, anti-affinity, spread constraints)."""
+    return not any(v.affinity or v.anti_affinity or v.spread for v in views)
+
+
+def _kind(view: PodView) -> tuple[object, ...]:
+    """What tells pods apart for a node: request, node constraints, priority, host ports and
+    volume zones."""
+    return (view.requests, view.constraints, view.priority, view.host_ports, view.volume_terms)

@@ -44,7 +44,7 @@ from typing import Any, Final
 from nodepool_operator.api import MAX_POOL_NODES, NodePool
 from nodepool_operator.controllers._blocked import SCALE_DOWN_BLOCKED, blocked_nodes, switches
 from nodepool_operator.controllers._node_fields import node_fields
-from nodepool_operator.controllers._node_manifest import ready_for
+from nodepool_operator.controllers._node_manifest import open_for, ready_for
 from nodepool_operator.controllers._reserve import (
     JsonPatch,
     Reservation,
@@ -58,6 +58,7 @@ from nodepool_operator.controllers.autoscaler._landing import Landing
 from nodepool_operator.controllers.autoscaler._nominations import (
     Nomination,
     in_queue_order,
+    lead_kind,
     nominations,
 )
 from nodepool_operator.controllers.autoscaler._provision import (
@@ -833,6 +834,7 @@ def nominate(
             known=known,
             booting=dealt[: len(booting)],
             settled=obs.raw.nodes,
+            unheld=lead_kind(dealt, views, seen),
         )
     if not reservation.slots:
         return Nominated((), (), None)
@@ -846,12 +848,14 @@ def nominate(
         vms=records,
         nodes=obs.raw.nodes,
         pods=obs.unbound,
-        ready_for=lambda name: ready_for(obs.raw.nodes[name], wall),
+        # open to pods: Ready, and the lifecycle's start-up taints gone too
+        ready_for=lambda name: open_for(obs.raw.nodes[name], wall),
         grace=knobs.landing_grace,
         gated=gates,
         hold=knobs.gate_hold,
         free={n.name: n.free for n in obs.nodes.room},
         queued_at=seen,
+        unheld=reservation.unheld,
     )
     reservation.forget(out.done)
     opens = tuple(
