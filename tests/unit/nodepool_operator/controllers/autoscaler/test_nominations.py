@@ -315,3 +315,25 @@ def test_an_unheld_pod_is_not_nominated_and_its_gate_still_opens() -> None:
     assert out.opens == ("vm-a", "vm-b")
     assert out.done == ()
     assert ("prod/q", "vm-b") not in out.held
+
+
+def test_with_no_nomination_to_keep_a_gate_falls_as_soon_as_its_node_is_ready() -> None:
+    """A plan of one kind holds nothing (all unheld): vm-a, Ready, does not wait for vm-b
+    (registered, not Ready) within the hold; with a held pod on vm-b it would."""
+    pods = {k: pending(k.split("/")[1]) for k in ("prod/p", "prod/q")}
+
+    def opens(unheld: set[str]) -> tuple[str, ...]:
+        return nominations(
+            {"vm-a": ("prod/p",), "vm-b": ("prod/q",)},
+            vms=["vm-a", "vm-b"],
+            nodes={"vm-a": 1.0, "vm-b": None},
+            pods=views(pods),
+            ready_for={"vm-a": 1.0, "vm-b": None}.get,
+            grace=GRACE,
+            gated={"vm-a", "vm-b"},
+            hold=5.0,
+            unheld=unheld,
+        ).opens
+
+    assert opens({"prod/p", "prod/q"}) == ("vm-a",)
+    assert opens({"prod/p"}) == ()

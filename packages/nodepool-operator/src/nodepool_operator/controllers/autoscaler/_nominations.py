@@ -110,7 +110,9 @@ def nominations(
     other nominees hold, still takes it: a pod crowded out of its planned node is the landing
     guard's to plan again, and nominating it there would only have the scheduler clear it at
     its next try, a write each time. A pod in two slots (planned again by a later scale-up)
-    belongs to the first. The pods of ``unheld`` (:func:`lead_kind`) are never nominated."""
+    belongs to the first. The pods of ``unheld`` (:func:`lead_kind`) are never nominated; when
+    no gated or coming slot holds any other, there is no nomination to keep and each gate
+    falls as soon as its node is Ready, without waiting for the others."""
     writes: list[Nomination] = []
     done: list[str] = []
     due: list[float] = []
@@ -118,6 +120,7 @@ def nominations(
     seen: set[str] = set()
     ready_gates: dict[str, tuple[dict[str, PodView], float]] = {}
     coming = False  # a live slot whose node is not open-able yet (not registered or not Ready)
+    guarded = False  # a nomination to keep behind a gate (else a gate may fall on its own)
     for name, keys in slots.items():
         mine = [k for k in keys if k not in seen]
         seen.update(keys)
@@ -130,6 +133,7 @@ def nominations(
         gone = not registered and name not in vms
         if not registered and not gone:  # not registered yet
             coming = True
+            guarded = guarded or bool(waiting)
             continue
         held = ready_for(name) if registered else None
         if gone or (held is not None and held >= grace):
@@ -147,6 +151,7 @@ def nominations(
             # attempt), so it is written as soon as the Node registered: when the gates fall,
             # only the lifts are left to do
             writes += _nominate(name, waiting)
+            guarded = guarded or bool(waiting)
             if held is None:
                 coming = True
             else:
@@ -158,7 +163,7 @@ def nominations(
     opens: list[str] = []
     if ready_gates:
         longest = max(held for _, held in ready_gates.values())
-        if coming and longest < hold:
+        if coming and guarded and longest < hold:
             due.append(hold - longest)  # the other nodes have until then to be Ready
         else:
             first = queued_at or {}
