@@ -75,6 +75,9 @@ class Benchmark:
     #: Whether it measures a cluster; the harness starts no control plane for a run of only
     #: benchmarks that do not (``packing`` is pure computation).
     needs_cluster: bool = True
+    #: Whether it starts control planes of its own (``karpenter``: one per side), which
+    #: the run header then names instead of "no cluster".
+    starts_own_cluster: bool = False
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,13 @@ the scale-down scenario).
 
 Per scenario and side, from a poll of the pods (every 0.25 s): nodes created, seconds from the
 first pod's creation until every fitting pod is scheduled and until every one runs; for the
-scale-down scenario, nodes left after part of the pods go; API writes counted by the apiserver
-(``apiserver_request_total`` from its ``/metrics``, write verbs, minus the bench's own pod creates
-and deletes; kube-scheduler's bindings and kwok's status writes for the same pods are in both
-sides' counts); and cloud calls (Karpenter: ``karpenter_cloudprovider_duration_seconds_count``
-from its metrics; ours: the simulated cloud's call log). And where the time goes
+scale-down scenario (its pods owned by a ReplicaSet, which then scales to a third), nodes left
+and pods running after the wait; API writes counted by the apiserver (``apiserver_request_total``
+from its ``/metrics``, write verbs, minus the bench's own pod creates and the ReplicaSet's
+adoption, scale-down and status writes; kube-scheduler's bindings and kwok's status writes
+for the same pods are in both sides' counts); and cloud calls (Karpenter:
+``karpenter_cloudprovider_duration_seconds_count`` from its metrics; ours: the simulated cloud's
+call log). And where the time goes
 (:mod:`bench.phases`): the median of each phase of a pod's wait, from pod created to Running,
 from what the bench's own watches saw and the cloud's records.
 
@@ -125,13 +127,16 @@ SCALE_DOWN_WAIT_S: Final = 60.0
 #: Our Autoscaler's unneeded time in the scale-down scenario (Karpenter's default is 0 s).
 OURS_UNNEEDED: Final = "10s"
 WRITE_VERBS: Final = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet")
+#: The annotation a ReplicaSet ranks its pods by when it scales down (lowest cost goes first).
+DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
 
 
 def scale_down_scenario(quick: bool) -> Scenario:
     count = 12 if quick else 24
     return Scenario(
         "SD",
-        f"scale-down: {count} pods of 28Gi on 96Gi nodes, then two in three deleted",
+        f"scale-down: {count} pods of 28Gi on 96Gi nodes, then their ReplicaSet scaled to a third",
         (PodGroup("sd", count, "1", "28Gi"),),
         cpu="12",
         memory="96Gi",
@@ -473,6 +478,8 @@ async def run_side(
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names.namespace}}
     await admin.create(NAMESPACES, ns)
     pods = [p for g, p in all_pods(sc, names) if g.drives]
+    if sc.id == "SD":
+        _mark_kept(pods)
     exp = expected(sc)
     node_selector = f"{POOL_LABEL}={names.pool}"
     lifted: dict[str, float] = {}  # the bench's own boot-taint lifts (Karpenter's side)
@@ -531,13 +538,7 @@ async def run_side(
                 sc_mod._operator(cp.kubeconfig, sc, names, "ours", workdir)
             )
             checks.append(op.check)
-            pool = sc_mod.pool_manifest(sc, names)
-            if sc.id == "SD":
-                # The scenario's pods are bare (no controller) for brevity; as workloads they
-                # stand for Deployment replicas, so the no-controller blocker is off here.
-                blockers = {"podsWithoutController": False}
-                pool["spec"]["disruption"] = {"blockers": blockers}
-            await admin.create(NODEPOOLS, pool)
+            await admin.create(NODEPOOLS, sc_mod.pool_manifest(sc, names))
             scaler = autoscaler_manifest(names)
             if sc.id == "SD":
                 scaler["spec"]["scaleDownEnabled"] = True
@@ -557,7 +558,6 @@ async def run_side(
         times = await _poll_pods(admin, names.namespace, exp.fitting, t0, checks)
         nodes_up = await _nodes(admin, node_selector)
         fig_phases = await _phases(watch, exp.fitting, side, lifted, op)
-        own_writes = len(pods)
         fig = {
             "all_fitting_scheduled_s": rounded(
                 sorted(times.scheduled.values())[exp.fitting - 1] - t0, 3
@@ -569,11 +569,13 @@ async def run_side(
             "phases": fig_phases,
         }
         if sc.id == "SD":
-            doomed = [p["metadata"]["name"] for i, p in enumerate(pods) if i % 3 != 0]
-            await _delete_pods(admin, doomed, names.namespace)
-            own_writes += len(doomed)
+            keep = sum(1 for p in pods if DELETION_COST in p["metadata"].get("annotations", {}))
+            doomed = len(pods) - keep
+            await _adopt(admin, names, pods, checks)
+            await admin.patch_scale(
+                REPLICASETS, names.base, {"spec": {"replicas": keep}}, names.namespace
+            )
             t_sd = time.monotonic()
-            keep = exp.fitting - len(doomed)
             while time.monotonic() - t_sd < SCALE_DOWN_WAIT_S:
                 for check in checks:
                     check()
@@ -615,7 +617,13 @@ async def run_side(
         writes["POST pods"] -= len(pods)
         writes["PUT nodes"] -= len(lifted)
         if sc.id == "SD":
-            writes["DELETE pods"] -= own_writes - len(pods)
+            # The ReplicaSet's adoption of the bench's pods, its scale-down to the kept
+            # third and its own writes are the scenario's, not the autoscaler's; the pods
+            # it recreates after an eviction stay counted.
+            writes["PATCH pods"] -= len(pods)
+            writes["DELETE pods"] -= doomed
+            for key in [k for k in writes if k.split(" ")[1].startswith("replicasets")]:
+                del writes[key]
         fig["api_writes"] = sum(v for v in writes.values() if v > 0)
         fig["api_writes_by_resource"] = dict(sorted((k, v) for k, v in writes.items() if v > 0))
         await _clean(admin, names, side)
@@ -669,7 +677,57 @@ async def _until_ok(probe: Any, what: str, timeout: float, checks: Sequence[Any]
             await asyncio.sleep(0.5)
 
 
+def _mark_kept(pods: Sequence[dict[str, Any]]) -> None:
+    """SD: one pod in three gets a deletion cost, so the ReplicaSet's scale-down removes
+    the other two thirds (as the bench deleted them before it owned them by a ReplicaSet)."""
+    for i, pod in enumerate(pods):
+        if i % 3 == 0:
+            pod["metadata"].setdefault("annotations", {})[DELETION_COST] = "100"
+
+
+async def _adopt(
+    admin: Client, names: Names, pods: Sequence[dict[str, Any]], checks: Sequence[Any]
+) -> None:
+    """SD: a ReplicaSet over the running pods (kube-controller-manager's controller adopts
+    them, as it would its own replicas), so a pod a drain evicts is recreated, as a real
+    workload's is. Created only once every pod runs: before that, it would make replicas
+    of its own."""
+    template = {"metadata": {"labels": pods[0]["metadata"]["labels"]}, "spec": pods[0]["spec"]}
+    rs = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": names.base},
+        "spec": {
+            "replicas": len(pods),
+            "selector": {"matchLabels": template["metadata"]["labels"]},
+            "template": template,
+        },
+    }
+    await admin.create(REPLICASETS, rs, names.namespace)
+
+    deadline = time.monotonic() + 60
+    while True:
+        for check in checks:
+            check()
+        items = (await admin.list(PODS, names.namespace))["items"]
+        owned = [
+            p
+            for p in items
+            if any(o.get("controller") for o in p["metadata"].get("ownerReferences") or ())
+        ]
+        if len(items) == len(owned) == len(pods):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{names.namespace}: the ReplicaSet owns {len(owned)} of {len(items)} pods "
+                f"({len(pods)} expected) after 60 s"
+            )
+        await asyncio.sleep(POLL_S)
+
+
 async def _clean(admin: Client, names: Names, side: str) -> None:
+    with contextlib.suppress(NotFound):  # first, or it recreates the pods deleted below
+        await admin.delete(REPLICASETS, names.base, names.namespace)
     pods = [p["metadata"]["name"] for p in (await admin.list(PODS, names.namespace))["items"]]
     await _delete_pods(admin, pods, names.namespace)
     if side.startswith("karpenter"):
@@ -828,6 +886,17 @@ def phase_table(figures: dict[str, Any], scenarios: Sequence[str], sides: Sequen
 NO_CLUSTER_PARAM: Final = "as the control plane starts (no Node, its test timing)"
 
 
+def _after_scale_down(fig: dict[str, Any]) -> str:
+    if "nodes_after_scale_down" not in fig:
+        return "–"
+    if "pods_running_after_scale_down" not in fig:
+        return str(fig["nodes_after_scale_down"])
+    return (
+        f"{fig['nodes_after_scale_down']} ({fig['pods_running_after_scale_down']} of "
+        f"{fig['pods_kept']} pods running)"
+    )
+
+
 def markdown(result: BenchResult) -> str:
     p, f = result["params"], result["figures"]
     rows = [
@@ -851,7 +920,7 @@ def markdown(result: BenchResult) -> str:
             rows.append(
                 f"| {label} | {side} | {fig.get('nodes_created')} "
                 f"| {fig.get('all_fitting_scheduled_s')} | {fig.get('all_fitting_running_s')} "
-                f"| {fig.get('nodes_after_scale_down', '–')} | {fig.get('api_writes')} "
+                f"| {_after_scale_down(fig)} | {fig.get('api_writes')} "
                 f"| {fig.get('cloud_calls')} |"
             )
     over = [
@@ -892,8 +961,9 @@ def markdown(result: BenchResult) -> str:
             f"`{NODES_AFTER_BOOT}` = consolidation as it defaults, its Nodes created by the "
             "provider only when the boot is done (`nodeRegistrationDelay`, no start-up taint); "
             "`karpenter-noconsolidation` = `consolidateAfter: Never`. Scale-down waits "
-            f"{p['scale_down_wait_s']:g} s after deleting the pods (ours: unneeded time "
-            f"{p['ours_scale_down_unneeded']}).",
+            f"{p['scale_down_wait_s']:g} s after the pods' ReplicaSet scales to a third "
+            "(it recreates the pods a drain evicts; ours: unneeded time "
+            f"{p['ours_scale_down_unneeded']}, the pool's disruption blockers as they default).",
             "",
             *rows,
             *notes,
@@ -909,6 +979,7 @@ BENCHMARK = Benchmark(
     run=run,
     markdown=markdown,
     needs_cluster=False,
+    starts_own_cluster=True,
 )
 
 

@@ -53,7 +53,7 @@ from bench import (
 )
 from bench._real_cluster import real_cluster_timing
 from kubeloop import Client
-from kubeloop.envtest import SCHEDULER_SCORINGS, ControlPlane, ControlPlaneOptions
+from kubeloop.envtest import SCHEDULER_SCORINGS, ControlPlane, ControlPlaneOptions, find_assets
 
 #: Every benchmark, in the order they run and appear in the docs.
 BENCHMARKS: dict[str, Benchmark] = {
@@ -140,6 +140,23 @@ def machine(apiserver: str, etcd: str | None, own_control_plane: bool | None) ->
             else "given by --kubeconfig"
         ),
     }
+
+
+def _own_cluster_versions(names: list[str]) -> tuple[str, str]:
+    """The header's kube-apiserver and etcd for a run with no shared cluster: "none", or,
+    when a benchmark of it starts its own control planes, the binaries' versions."""
+    if not any(BENCHMARKS[n].starts_own_cluster for n in names):
+        return "none (no cluster needed)", "none"
+    assets = find_assets()
+    versions = []
+    for binary in (assets.kube_apiserver, assets.etcd):
+        out = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, check=False
+        ).stdout
+        words = out.split()
+        versions.append(next((w for w in words if w[:1] == "v" or w[:1].isdigit()), "unknown"))
+    own = "started by the benchmark (one control plane per side)"
+    return f"{versions[0]}, {own}", f"{versions[1]}, {own}"
 
 
 def _etcd_version(url: str) -> str | None:
@@ -375,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     ) as (kubeconfig, cp):
         if kubeconfig is None:  # only benchmarks that need no cluster
             ctx = Context(kubeconfig=Path(), quick=args.quick, overrides=overrides)
-            m = machine("none (no cluster needed)", "none", None)
+            m = machine(*_own_cluster_versions(names), None)
             ctx.log(f"{m['cores']} cores; {command}")
             results, failed = asyncio.run(run_all(ctx, names, m["commit"]))
             if args.write and results:

@@ -26,6 +26,7 @@ from nodepool_operator.cloud import (
     provider_id,
     registered_node,
 )
+from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._node_resources import class_kubelet, node_resources
 from nodepool_operator.controllers._reserve import reservation_taint
 from nodepool_operator.controllers._scope import POOL_LABEL
@@ -201,8 +202,8 @@ def open_for(node: Object, now: float) -> float | None:
     """:func:`ready_for`, but ``None`` while the Node still carries one of the
     :data:`STARTING_TAINTS`: Ready in its condition, it still refuses every pod, so a pod
     nominated to it would be tried and lose its nomination."""
-    taints = (node.get("spec") or {}).get("taints") or ()
-    if any(isinstance(t, Mapping) and t.get("key") in STARTING_TAINTS for t in taints):
+    fields = node_fields(node)
+    if any(fields.taint(key) is not None for key in STARTING_TAINTS):
         return None
     return ready_for(node, now)
 
