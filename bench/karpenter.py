@@ -21,9 +21,10 @@ defaults (``WhenEmptyOrUnderutilized`` after 0 s) and separately with consolidat
 (``consolidateAfter: Never``). A fair variant (``karpenter-nodes-after-boot``, consolidation
 as it defaults) runs beside them: its KWOKNodeClass sets the provider's own
 ``nodeRegistrationDelay`` to the boot delay, so each Node appears only when the boot is done, as a
-kubelet registers it on a real cloud, and needs no start-up taint. Ours is the operator in this
-process (NodePool + Autoscaler controllers and the simulated VMs' kubelets; scale-down enabled for
-the scale-down scenario).
+kubelet registers it on a real cloud, and needs no start-up taint. Ours is the operator as users run
+it, ``nodepool-operator run`` with the simulated cloud in a process of its own, as Karpenter runs
+in its own (NodePool + Autoscaler controllers and the simulated VMs' kubelets; scale-down enabled
+for the scale-down scenario).
 
 Per scenario and side, from a poll of the pods (every 0.25 s): nodes created, seconds from the
 first pod's creation until every fitting pod is scheduled and until every one runs; for the
@@ -51,6 +52,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -103,6 +105,7 @@ from kubeloop.envtest import (
     free_port,
 )
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS, crds, parse_nodepool
+from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.controllers import POOL_LABEL, pool_template
 from nodepool_operator.crdinstall import install_crds
 
@@ -338,6 +341,45 @@ def kwok(cp: ControlPlane, stages: Path, workdir: Path) -> Any:
         yield proc
 
 
+@dataclass
+class _Ours:
+    """Our operator as users run it: ``nodepool-operator run`` in a process of its own (as
+    Karpenter runs in its own), and the bench's view of its simulated cloud (the SQLite file
+    both open: the cloud's records and call log)."""
+
+    process: _Process
+    cloud: SimulatedCloud
+
+    def check(self) -> None:
+        self.process.check()
+
+
+@contextlib.asynccontextmanager
+async def ours(cp: ControlPlane, sc: Scenario, names: Names, workdir: Path) -> AsyncIterator[_Ours]:
+    """``nodepool-operator run`` with the simulated cloud (its VMs' kubelets in its
+    process), scoped to this run's objects by label, once it reports ready."""
+    cloud_file = workdir / f"{names.base}.sqlite"
+    cloud = await asyncio.to_thread(SimulatedCloud, cloud_file, boot_seconds=sc.boot_seconds)
+    health = free_port()
+    args = [
+        sys.executable,
+        "-m",
+        "nodepool_operator",
+        "run",
+        f"--kubeconfig={cp.kubeconfig}",
+        "--cloud=simulated",
+        f"--cloud-state={cloud_file}",
+        f"--boot-seconds={sc.boot_seconds:g}",
+        f"--label-selector={names.selector}",
+        "--metrics-bind-address=0",
+        f"--health-probe-bind-address=127.0.0.1:{health}",
+    ]
+    with _spawn(args, dict(os.environ), workdir / f"ours-{names.base}.log") as proc:
+        ready = f"http://127.0.0.1:{health}/readyz"
+        await _until_ok(lambda: _http_text(ready), "the operator's readiness", 60, [proc.check])
+        yield _Ours(proc, cloud)
+
+
 @contextlib.contextmanager
 def karpenter(cp: ControlPlane, built: Path, sc: Scenario, workdir: Path) -> Any:
     types = workdir / f"instance-types-{sc.id}.json"
@@ -534,9 +576,7 @@ async def run_side(
             op = None
         else:
             checks.append(stack.enter_context(kwok(cp, base_stages, workdir)).check)
-            op = await stack.enter_async_context(
-                sc_mod._operator(cp.kubeconfig, sc, names, "ours", workdir)
-            )
+            op = await stack.enter_async_context(ours(cp, sc, names, workdir))
             checks.append(op.check)
             await admin.create(NODEPOOLS, sc_mod.pool_manifest(sc, names))
             scaler = autoscaler_manifest(names)
@@ -635,7 +675,7 @@ async def _phases(
     fitting: int,
     side: str,
     lifted: dict[str, float],
-    op: sc_mod._Operator | None,
+    op: _Ours | None,
 ) -> dict[str, Any]:
     """The phase table's entry for this side (:mod:`bench.phases`), once the watch has seen
     what the poll saw (every fitting pod Running)."""
@@ -852,6 +892,7 @@ async def run(ctx: Context) -> BenchResult:
             "sides": sides,
             "karpenter": "sigs.k8s.io/karpenter v1.15.0, kwok cloud provider, out of cluster",
             "kwok": "v0.8.0, its stages as built, for both sides",
+            "ours": "nodepool-operator run --cloud simulated, a process of its own",
             "boot": "ours: the simulated VM boots before its Node registers; Karpenter: a "
             "start-up taint lifted by the bench the boot delay after its Node appears; "
             f"{NODES_AFTER_BOOT}: the provider creates the Node the boot delay after the "
