@@ -102,19 +102,31 @@ class SimulatedKubelets:
         booting = snapshot.next_launch_in
         # a hair past the boot's end, so the look finds the VM running
         self._next_look = self.interval if booting is None else min(self.interval, booting + 0.002)
+        acts = []
         for vm in snapshot.instances:
             node = self._registration(vm)
             if node is None:
                 continue
             if vm.state == "running":
                 if vm.id not in self._up:
-                    await self._start(vm.id, node)
-                    self._up.add(vm.id)
-                    self._down.discard(vm.id)
+                    acts.append(self._come_up(vm.id, node))
             elif vm.id not in self._down:
-                await self._stop(node["metadata"]["name"])
-                self._down.add(vm.id)
-                self._up.discard(vm.id)
+                acts.append(self._go_down(vm.id, node["metadata"]["name"]))
+        # one kubelet per VM, each on its own as on a real cloud: VMs whose boots end
+        # together register together, not one request after another's answer
+        failed = [r for r in await asyncio.gather(*acts, return_exceptions=True) if r is not None]
+        if failed:
+            raise failed[0]  # the others took; the failed ones are looked at again
+
+    async def _come_up(self, instance_id: str, node: dict[str, Any]) -> None:
+        await self._start(instance_id, node)
+        self._up.add(instance_id)
+        self._down.discard(instance_id)
+
+    async def _go_down(self, instance_id: str, node_name: str) -> None:
+        await self._stop(node_name)
+        self._down.add(instance_id)
+        self._up.discard(instance_id)
 
     def _registration(self, vm: Instance) -> dict[str, Any] | None:
         """The Node ``vm``'s kubelet would register, or None if its user data joins none:

@@ -244,7 +244,8 @@ async def test_a_burst_is_planned_once_when_it_has_gone_quiet() -> None:
     passes.now += 0.5  # more of the burst arrives: the quiet time starts again
     world += pods("x", 6)
     result, writes = await passes.run(*world)
-    assert (writes, result) == ([], Result(requeue_after=1.0))
+    # not looked at before the first pods' window ends: these can only make it end later
+    assert (writes, result) == ([], Result(requeue_after=0.5))
     passes.now += 0.6
     result, writes = await passes.run(*world)
     assert writes == []  # the second wave's window is not over
@@ -255,6 +256,43 @@ async def test_a_burst_is_planned_once_when_it_has_gone_quiet() -> None:
     assert status(writes)["lastDecision"] == (
         "scale up 0 -> 3: 9 pods need 3 new mem96.large nodes"
     )
+
+
+async def test_a_burst_is_read_once_per_window_not_once_per_pod_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every pod event of a burst brings the Autoscaler back; until the end of the window a
+    pass found, it does not read every pending pod again (CPU the scheduler marking the
+    burst needs), whatever arrives; a spec change is read at once."""
+    from nodepool_operator.controllers.autoscaler import observe
+
+    reads: list[int] = []
+    real = observe.snapshot
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append(len(kwargs["pods"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(observe, "snapshot", counted)
+    passes = Passes(settings=OperatorSettings(batch_window_seconds=1.0))
+    world = [scaler(), pool(), *pods("w", 3)]
+    await passes.run(*world)
+    for i in range(4):  # four more pods, a pass each, within the first window
+        passes.now += 0.2
+        world.append(pending(f"x-{i}", uid=f"uid-x-{i}"))
+        result, writes = await passes.run(*world)
+        assert writes == []
+        assert result.requeue_after == pytest.approx(1.0 - 0.2 * (i + 1))
+    assert reads == [3]
+    changed = scaler(maxNodes=5)
+    changed["metadata"]["generation"] = 4
+    result, _ = await passes.run(changed, *world[1:])
+    assert reads == [3, 7]  # the new spec is read at once
+    assert result.requeue_after == pytest.approx(1.0)  # x-3 came 0 s ago
+    passes.now += 1.0
+    _, writes = await passes.run(changed, *world[1:])
+    assert reads == [3, 7, 7]
+    assert scale_targets(writes) == [3]
 
 
 # --- what caps the raise, what sets pods aside ------------------------------------------------

@@ -189,6 +189,9 @@ class AutoscalerController:
 
     async def reconcile(self, req: Request) -> Result:
         remembered = self._memory.get(req.name)
+        left = self._still_gathering(req.name, remembered)
+        if left is not None:
+            return Result(requeue_after=left)
         obs = await self._observer.observe(
             req,
             planned_at=None if remembered is None else remembered.planned_at,
@@ -206,6 +209,8 @@ class AutoscalerController:
             log.debug("gathering a burst of %d candidates for %.2fs", obs.candidates, obs.wait)
             # a nomination the scheduler dropped is written again without waiting for the burst
             memory = self._memory.setdefault(req.name, Memory())
+            generation = int(obs.seen.raw.scaler["metadata"].get("generation") or 0)
+            memory.gathering = (self._clock() + obs.wait, generation)
             clock = Clock(self._clock(), self._wall())
             nominated = nominate(obs.seen, memory, clock, self._knobs)
             self._renominations.expect(req.name, nominated.held)  # before the gates fall
@@ -236,6 +241,37 @@ class AutoscalerController:
         due = nominated.due
         requeue = decision.requeue_after if due is None else min(decision.requeue_after, due)
         return Result(requeue_after=requeue)
+
+    def _still_gathering(self, name: str, memory: Memory | None) -> float | None:
+        """Seconds left of the burst an earlier pass found gathering, if a pass now could
+        only find it gathering still; else None (and forgotten).
+
+        Why: every pod event of a burst brings the Autoscaler back, and a pass reads every
+        pending pod of its namespaces (a snapshot, in a thread) only to find the burst still
+        coming in: back to back, for as long as the scheduler marks the burst's pods
+        unschedulable, CPU that the scheduler (on the same machine in a small cluster) needs
+        for that very work. Until the end an earlier pass found, a pass cannot decide: the
+        burst's later pods only move its end later (its quiet time starts again; its cap
+        counts from its first pod). So it is not run, unless what it reads beside the pods
+        asks for it: slots to nominate (a gathering pass writes those at once), the
+        Autoscaler's spec changed, or it is being deleted. (A burst pod deleted meanwhile can
+        end the burst sooner; it then waits at most the rest of one window.)"""
+        if memory is None or memory.gathering is None:
+            return None
+        until, generation = memory.gathering
+        left = until - self._clock()
+        obj = self._autoscalers.store.get(name)
+        meta = (obj or {}).get("metadata") or {}
+        if (
+            left <= 0
+            or memory.reservation.slots
+            or obj is None
+            or meta.get("deletionTimestamp")
+            or int(meta.get("generation") or 0) != generation
+        ):
+            memory.gathering = None
+            return None
+        return left
 
 
 async def decide_and_write(

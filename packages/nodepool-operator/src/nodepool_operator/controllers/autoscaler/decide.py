@@ -148,6 +148,9 @@ class Memory:
     blocked: dict[str, Unremovable] = field(default_factory=dict)
     """What keeps each blocked node of the pool from scale-down, as last reported."""
     reported: Reported = field(default_factory=Reported)
+    gathering: tuple[float, int] | None = None
+    """Until when (on the controller's clock) a pass found a burst still gathering, with the
+    Autoscaler's generation it read: see ``AutoscalerController._still_gathering``."""
 
     def copy(self) -> Memory:
         """A copy a decision may change without touching this one: its containers are new,
