@@ -114,9 +114,11 @@ def _proc_field(path: str, key: str) -> str | None:
     return None
 
 
-def machine(apiserver: str, etcd: str | None, own_control_plane: bool | None) -> dict[str, Any]:
+def machine(
+    apiserver: str, etcd: str | None, own_control_plane: bool | None, *, per_benchmark: bool = False
+) -> dict[str, Any]:
     """What the figures depend on, for the docs header (``own_control_plane`` None: the run
-    needed no cluster)."""
+    needed no shared cluster; ``per_benchmark``: a benchmark of it starts its own)."""
     mem_kib = _proc_field("/proc/meminfo", "MemTotal") or "0 kB"
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return {
@@ -133,7 +135,9 @@ def machine(apiserver: str, etcd: str | None, own_control_plane: bool | None) ->
         "load_before": " / ".join(f"{x:.2f}" for x in os.getloadavg()),
         "commit": git_commit(),
         "control_plane": (
-            "none (no benchmark of this run needs one)"
+            "started by each benchmark that needs one, on loopback, same machine"
+            if own_control_plane is None and per_benchmark
+            else "none (no benchmark of this run needs one)"
             if own_control_plane is None
             else "started by the harness on loopback, same machine (etcd --unsafe-no-fsync)"
             if own_control_plane
@@ -392,7 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     ) as (kubeconfig, cp):
         if kubeconfig is None:  # only benchmarks that need no cluster
             ctx = Context(kubeconfig=Path(), quick=args.quick, overrides=overrides)
-            m = machine(*_own_cluster_versions(names), None)
+            own = any(BENCHMARKS[n].starts_own_cluster for n in names)
+            m = machine(*_own_cluster_versions(names), None, per_benchmark=own)
             ctx.log(f"{m['cores']} cores; {command}")
             results, failed = asyncio.run(run_all(ctx, names, m["commit"]))
             if args.write and results:

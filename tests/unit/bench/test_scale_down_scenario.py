@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.karpenter import DELETION_COST, _after_scale_down, _mark_kept
-from bench.run import _own_cluster_versions
+from bench.run import _own_cluster_versions, machine
 
 
 def _pods(n: int) -> list[dict[str, Any]]:
@@ -38,3 +38,9 @@ def test_a_run_of_benchmarks_that_start_their_own_control_planes_names_their_ver
     assert "started by the benchmark" in apiserver
     assert etcd[:1].isdigit()
     assert "started by the benchmark" in etcd
+
+
+def test_the_header_says_who_starts_the_control_plane() -> None:
+    assert "each benchmark" in machine("v1", "3", None, per_benchmark=True)["control_plane"]
+    assert machine("none", "none", None)["control_plane"].startswith("none")
+    assert "harness" in machine("v1", "3", True)["control_plane"]
