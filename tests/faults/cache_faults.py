@@ -23,7 +23,7 @@ apiserver or the fault proxy's log, never from the operator:
     informer. At the heal its watch resumes, delivers the old seal's delete of ``p-0`` and
     breaks there (a connection lost between two events; the proxy's narrowed
     :class:`~kubeloop.testing.faults.CutWatch`), and its next watch opens
-    ``RELAG_S`` late. That delete wakes the Pack's reconcile, whose read of the seal must
+    ``RELAG_S`` late. Then the user annotates the Pack, and its reconcile's read of the seal must
     still wait for our create (the delete is of an older incarnation, older than the
     create) instead of showing no seal. ``stale_reads`` also counts, per Pack, seal creates
     refused ``AlreadyExists`` (a read that missed our create) and seal deletes beyond the
@@ -90,6 +90,8 @@ RELAG_S = 3.0
 #: The Pack whose old seal's delete ``recreate-lag`` breaks the watch after (one whose
 #: replicas change).
 RELAG_PACK = "p-0"
+#: The annotation the user sets on :data:`RELAG_PACK` in ``recreate-lag``'s window.
+NUDGE = "faults.kubeloop.dev/nudge"
 #: How long ``recreate-lag`` waits at the heal for the replaced seals (from the apiserver).
 RESEAL_WAIT_S = 20.0
 #: How long ``child-lag`` lets the informers take in the children made for the
@@ -424,6 +426,19 @@ async def _relag(run: Run, adapter: PackAdapter) -> None:
     for rule in run.rules:  # the hung watches go (reset): the reflector watches again
         px.remove_rule(rule)
     run.rules.clear()
+    # once the watch has broken after the old seal's delete, the user touches the Pack
+    # (an annotation: no new generation), so a reconcile reads the seal in the window
+    # whatever else brings one (the delete's own event may not: it echoes our write)
+    try:
+        await px.log.wait_for(
+            lambda e: e.rule in {r.id for r in lag} and e.ended == "cut", timeout=3 * RELAG_S
+        )
+    except TimeoutError:
+        pass  # judged: faults_missed
+    else:
+        for scope in run.scopes:
+            nudge = {"metadata": {"annotations": {NUDGE: str(time.time())}}}
+            await run.w.user.patch(pack.PACKS, RELAG_PACK, nudge, scope.namespace)
     # the first watch (late), its cut, the second (late), and the reads it lets through
     await asyncio.sleep(3 * RELAG_S + 1.0)
     for rule in lag:
