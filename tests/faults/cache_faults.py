@@ -83,15 +83,17 @@ LIST_HANG_S = 9.0
 #: How long ``child-lag`` holds the selector informer: longer than a read waits for our
 #: own write (``read_your_writes_timeout``, 5 s), so reads also fall back to the server.
 CHILD_LAG_S = 8.0
-#: How late ``recreate-lag``'s watch reopens after the cut: room for the reconcile the old
-#: seal's delete wakes to read the seal (and to retry a refused create) before the new
-#: seal's event arrives; shorter than a read's wait for our own write (5 s).
-RELAG_S = 3.0
+#: How late ``recreate-lag``'s watches open: longer than a read waits for our own write
+#: (5 s), so a reconcile held in such a wait from before the cut (the informer was blind)
+#: ends inside the window and the Pack is read again in it before the new seal's event.
+RELAG_S = 8.0
 #: The Pack whose old seal's delete ``recreate-lag`` breaks the watch after (one whose
 #: replicas change).
 RELAG_PACK = "p-0"
 #: The annotation the user sets on :data:`RELAG_PACK` in ``recreate-lag``'s window.
 NUDGE = "faults.kubeloop.dev/nudge"
+#: How long after the cut the user annotates the Pack: well inside the window (RELAG_S).
+NUDGE_AFTER_S = 0.5
 #: How long ``recreate-lag`` waits at the heal for the replaced seals (from the apiserver).
 RESEAL_WAIT_S = 20.0
 #: How long ``child-lag`` lets the informers take in the children made for the
@@ -428,19 +430,23 @@ async def _relag(run: Run, adapter: PackAdapter) -> None:
     run.rules.clear()
     # once the watch has broken after the old seal's delete, the user touches the Pack
     # (an annotation: no new generation), so a reconcile reads the seal in the window
-    # whatever else brings one (the delete's own event may not: it echoes our write)
+    # whatever else brings one (a reconcile held in a wait from before the cut, its
+    # informer blind, ends in the window and runs again for this event)
     try:
         await px.log.wait_for(
-            lambda e: e.rule in {r.id for r in lag} and e.ended == "cut", timeout=3 * RELAG_S
+            lambda e: e.rule in {r.id for r in lag} and e.ended == "cut", timeout=2 * RELAG_S
         )
     except TimeoutError:
         pass  # judged: faults_missed
     else:
+        # after the operator has taken in the delete (the stream's end reached the proxy's
+        # log first): a read begun before it waits on the store either way
+        await asyncio.sleep(NUDGE_AFTER_S)
         for scope in run.scopes:
             nudge = {"metadata": {"annotations": {NUDGE: str(time.time())}}}
             await run.w.user.patch(pack.PACKS, RELAG_PACK, nudge, scope.namespace)
-    # the first watch (late), its cut, the second (late), and the reads it lets through
-    await asyncio.sleep(3 * RELAG_S + 1.0)
+    # the second watch (late), and the reads it lets through
+    await asyncio.sleep(RELAG_S + 1.0)
     for rule in lag:
         px.remove_rule(rule)
 
