@@ -16,6 +16,19 @@ apiserver or the fault proxy's log, never from the operator:
     children the apiserver saw created beyond the most any spec of the Pack asked for (a
     count that missed a fresh child creates another; one that still showed a deleted
     child deletes one more, then re-creates it).
+``recreate-lag`` (bug 3, an older incarnation's delete)
+    Once every Pack's seal exists (and the namespaced informer has it), that informer's
+    watches hang; the spec change then makes the operator replace the seals of the Packs
+    whose replicas change (delete, then create under the same name), unseen by the
+    informer. At the heal its watch resumes, delivers the old seal's delete of ``p-0`` and
+    breaks there (a connection lost between two events; the proxy's narrowed
+    :class:`~kubeloop.testing.faults.CutWatch`), and its next watch opens
+    ``RELAG_S`` late. Then the user annotates the Pack, and its reconcile's read of the seal must
+    still wait for our create (the delete is of an older incarnation, older than the
+    create) instead of showing no seal. ``stale_reads`` also counts, per Pack, seal creates
+    refused ``AlreadyExists`` (a read that missed our create) and seal deletes beyond the
+    replacements its specs asked for (one that still showed the old seal), from the proxy's
+    log. ``faults_missed``: no watch was broken after that delete (the run proved nothing).
 ``forbid-list`` (bug 5)
     The proxy answers 403 to the operator's LISTs and watches of Secrets (RBAC granting
     ``get`` only). Two of the four Packs name a Secret; two workers. ``stuck_reads``: a
@@ -35,13 +48,14 @@ apiserver or the fault proxy's log, never from the operator:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from kubeloop import CONFIGMAPS, LEASES, SECRETS, Object, Resource
 from kubeloop._client import _READ_TRIES
-from kubeloop.testing.faults import Hang, LogEntry, Respond
+from kubeloop.testing.faults import CutWatch, Delay, Hang, LogEntry, Respond, Rule
 from kubeloop.testing.invariants import NOT_OBJECT_WRITES
 from kubeloop.testing.oracles import ObjectKey, OpCount, State
 from tests.faults import pack
@@ -52,7 +66,7 @@ if TYPE_CHECKING:
     from tests.faults.runner import Run
     from tests.faults.scenarios import Scenario
 
-FAULTS = ("child-lag", "forbid-list", "list-hang", "lease-steal")
+FAULTS = ("child-lag", "recreate-lag", "forbid-list", "list-hang", "lease-steal")
 #: The Lease a Pack leader pair holds (the runner waits for its first holder).
 LEASE = pack.LEASE
 
@@ -69,6 +83,19 @@ LIST_HANG_S = 9.0
 #: How long ``child-lag`` holds the selector informer: longer than a read waits for our
 #: own write (``read_your_writes_timeout``, 5 s), so reads also fall back to the server.
 CHILD_LAG_S = 8.0
+#: How late ``recreate-lag``'s watches open: longer than a read waits for our own write
+#: (5 s), so a reconcile held in such a wait from before the cut (the informer was blind)
+#: ends inside the window and the Pack is read again in it before the new seal's event.
+RELAG_S = 8.0
+#: The Pack whose old seal's delete ``recreate-lag`` breaks the watch after (one whose
+#: replicas change).
+RELAG_PACK = "p-0"
+#: The annotation the user sets on :data:`RELAG_PACK` in ``recreate-lag``'s window.
+NUDGE = "faults.kubeloop.dev/nudge"
+#: How long after the cut the user annotates the Pack: well inside the window (RELAG_S).
+NUDGE_AFTER_S = 0.5
+#: How long ``recreate-lag`` waits at the heal for the replaced seals (from the apiserver).
+RESEAL_WAIT_S = 20.0
 #: How long ``child-lag`` lets the informers take in the children made for the
 #: created Packs before it holds the selector one.
 SEEN_S = 0.5
@@ -106,6 +133,8 @@ class PackAdapter(OperatorAdapter):
         self.held: dict[Scenario, set[int]] = {}
         #: When a ``lease-steal`` scenario's Lease was taken.
         self.stolen: dict[Scenario, float] = {}
+        #: The id of ``recreate-lag``'s narrowed cut, per scenario.
+        self.cut_rule: dict[Scenario, int] = {}
 
     async def install(self, world: World) -> None:
         await world.blocking(world.cp.install_crds, [pack.PACK_CRD])
@@ -172,11 +201,17 @@ class PackAdapter(OperatorAdapter):
                 WITH_SECRET[name] == "present"
             ):
                 out.append(f"pack {name}: secretFound {status.get('secretFound')}")
+            sealed = await _sealed(world, name, scope.namespace)
+            if sealed != spec["replicas"]:
+                out.append(f"pack {name}: seal records {sealed} replicas")
         return out
 
     async def acted_on_creates(self, world: World, scope: Scope) -> bool:
         children = await self._children(world, scope)
-        return all(len(children.get(n, [])) == r for n, (r, _) in REPLICAS.items())
+        for n, (r, _) in REPLICAS.items():
+            if len(children.get(n, [])) != r or await _sealed(world, n, scope.namespace) != r:
+                return False
+        return True
 
     async def losses(self, world: World, scope: Scope) -> Losses:
         lost, notes = 0, []
@@ -217,7 +252,7 @@ class PackAdapter(OperatorAdapter):
     def stale_reads(self, world: World, scope: Scope) -> list[str]:
         """Children created beyond the most any spec of their Pack asked for, as the
         apiserver's watch of them reported: each is a count that missed our own create
-        or still showed our own delete."""
+        or still showed our own delete. And the seals' (from the proxy's log)."""
         out: list[str] = []
         for (_, _, owner), count in self.creates_deletes(world, scope).items():
             most = max(self.asked[scope.id][owner])
@@ -226,10 +261,42 @@ class PackAdapter(OperatorAdapter):
                     f"pack {owner}: {count.creates} children created, {count.deletes} deleted; "
                     f"its specs asked for {self.asked[scope.id][owner]}"
                 )
+        entries = world.proxy.log.entries(resource="configmaps", namespace=scope.namespace)
+        for owner, asked in self.asked[scope.id].items():
+            out += seal_misreads(entries, owner, asked)
         return out
 
 
 ADAPTERS[PackAdapter.name] = PackAdapter()
+
+
+async def _sealed(world: World, name: str, namespace: str) -> int | None:
+    """The replicas the Pack's seal records, as the apiserver has it (None: no seal)."""
+    seal = await _get(world, CONFIGMAPS, pack.seal_name(name), namespace)
+    replicas = ((seal or {}).get("data") or {}).get("replicas")
+    return None if replicas is None else int(replicas)
+
+
+def seal_misreads(entries: list[LogEntry], owner: str, asked: list[int]) -> list[str]:
+    """A Pack's seal writes that only a stale read explains, from the proxy's log (the
+    operators' writes: the workload never touches seals): a create refused
+    ``AlreadyExists`` (the read missed our own create) and deletes beyond the replacements
+    its specs asked for (``asked``: every replicas asked, in order; a read that still
+    showed the old seal deletes the new one)."""
+    name = pack.seal_name(owner)
+    mine = [e for e in entries if e.name == name and e.client != "user"]
+    refused = [e for e in mine if e.verb == "create" and e.reason == "AlreadyExists"]
+    deleted = [e for e in mine if e.verb == "delete" and e.status == 200]
+    replaced = sum(a != b for a, b in itertools.pairwise(asked))
+    out: list[str] = []
+    if refused:
+        out.append(f"pack {owner}: {len(refused)} seal creates refused AlreadyExists")
+    if len(deleted) > replaced:
+        out.append(
+            f"pack {owner}: {len(deleted)} seals deleted; its specs asked for {asked} "
+            f"({replaced} replacements)"
+        )
+    return out
 
 
 # -- the faults ------------------------------------------------------------------------
@@ -256,6 +323,25 @@ async def strike(run: Run) -> None:
         for client in ops:
             px.cut_watches(client=client, resource=CONFIGMAPS.plural)
         adapter.hang_started[run.scn] = time.monotonic()
+    elif fault == "recreate-lag":
+        # every seal made and seen by the namespaced informer, which then goes blind:
+        # its watches hang (not its LISTs: a resumed watch delivers the old seal's delete,
+        # a relist would not), and the cut re-watch hangs too
+        await run._acted_on_creates()
+        await asyncio.sleep(SEEN_S)
+        await run._until_watching(CONFIGMAPS.plural)
+        for scope in run.scopes:
+            run.rules.append(
+                px.add_rule(
+                    Hang(),
+                    client=ops,
+                    verb="watch",
+                    resource="configmaps",
+                    namespace=scope.namespace,
+                )
+            )
+        for client in ops:
+            px.cut_watches(client=client, resource=CONFIGMAPS.plural)
     elif fault == "forbid-list":
         forbidden = Respond(403, reason="Forbidden", message="secrets is forbidden: list denied")
         run.rules.append(
@@ -302,9 +388,67 @@ async def at_heal(run: Run) -> None:
             await run.w.user.patch(
                 pack.PACKS, FLIPPED, {"spec": {"secret": secret}}, scope.namespace
             )
+    elif run.scn.fault == "recreate-lag":
+        await _relag(run, adapter)
     elif run.scn.fault in HOLDS:
         held = time.monotonic() - adapter.hang_started.pop(run.scn, time.monotonic())
         await asyncio.sleep(max(0.0, HOLDS[run.scn.fault] - held))
+
+
+async def _relag(run: Run, adapter: PackAdapter) -> None:
+    """``recreate-lag``'s second half: once the seals are replaced (as the apiserver has
+    them), the hung watches are let go; the one that resumes breaks just after the old
+    seal's delete of :data:`RELAG_PACK`, and every reopened watch waits ``RELAG_S``. Then
+    the lag lifts (the runner removes nothing it has not been given)."""
+    px, ops = run.w.proxy, run.clients
+    deadline = time.monotonic() + RESEAL_WAIT_S
+    for scope in run.scopes:
+        final = {n: r for n, (_, r) in REPLICAS.items()}
+        while any([await _sealed(run.w, n, scope.namespace) != r for n, r in final.items()]):
+            if time.monotonic() > deadline:
+                run.outcome.notes.append("recreate-lag: the seals were not replaced in time")
+                break
+            await asyncio.sleep(0.2)
+    lag: list[Rule] = []
+    for scope in run.scopes:
+        cut = CutWatch(after_events=1, types=("DELETED",), name=pack.seal_name(RELAG_PACK))
+        # the delay first: the log names the last rule that acted on a request, the cut
+        late = px.add_rule(
+            Delay(RELAG_S),
+            client=ops,
+            verb="watch",
+            resource="configmaps",
+            namespace=scope.namespace,
+        )
+        narrowed = px.add_rule(
+            cut, client=ops, verb="watch", resource="configmaps", namespace=scope.namespace
+        )
+        adapter.cut_rule[run.scn] = narrowed.id
+        lag += [late, narrowed]
+    for rule in run.rules:  # the hung watches go (reset): the reflector watches again
+        px.remove_rule(rule)
+    run.rules.clear()
+    # once the watch has broken after the old seal's delete, the user touches the Pack
+    # (an annotation: no new generation), so a reconcile reads the seal in the window
+    # whatever else brings one (a reconcile held in a wait from before the cut, its
+    # informer blind, ends in the window and runs again for this event)
+    try:
+        await px.log.wait_for(
+            lambda e: e.rule in {r.id for r in lag} and e.ended == "cut", timeout=2 * RELAG_S
+        )
+    except TimeoutError:
+        pass  # judged: faults_missed
+    else:
+        # after the operator has taken in the delete (the stream's end reached the proxy's
+        # log first): a read begun before it waits on the store either way
+        await asyncio.sleep(NUDGE_AFTER_S)
+        for scope in run.scopes:
+            nudge = {"metadata": {"annotations": {NUDGE: str(time.time())}}}
+            await run.w.user.patch(pack.PACKS, RELAG_PACK, nudge, scope.namespace)
+    # the second watch (late), and the reads it lets through
+    await asyncio.sleep(RELAG_S + 1.0)
+    for rule in lag:
+        px.remove_rule(rule)
 
 
 async def _forbidden_stuck(world: World, scope: Scope) -> tuple[list[str], list[str]]:
@@ -459,6 +603,18 @@ def judge(run: Run) -> None:
             f"child-lag: {n_held} cluster-wide LISTs/watches held; {live} live reads of "
             "children (the cache's fallback once its informer stayed behind our write)"
         )
+    if run.scn.fault == "recreate-lag":
+        rule = adapter.cut_rule.pop(run.scn, None)
+        cut = [
+            e
+            for e in run.w.proxy.log.entries(verb="watch", resource="configmaps")
+            if e.rule == rule and e.ended == "cut"
+        ]
+        run.outcome.notes.append(
+            f"recreate-lag: {len(cut)} watches broken just after {RELAG_PACK}'s old seal's delete"
+        )
+        if not cut:  # the run proved nothing: not a pass
+            run.outcome.faults_missed += 1
     if run.scn.fault == "lease-steal" and run.leader is not None:
         stolen = adapter.stolen.pop(run.scn, float("inf"))
         entries = run.w.proxy.log.entries()

@@ -18,6 +18,16 @@ ahead of the informer the reconcile reads (expectations must settle per informer
 the selector informer's read falls back to the server for what it has not seen (a fresh
 child must be kept).
 
+Each Pack also keeps one child of a fixed name, its *seal* (``<pack>-seal``): an
+immutable ConfigMap recording the replicas the Pack was last sized for. Immutable, so a
+change of ``spec.replicas`` replaces it: the reconcile deletes the old one and creates the
+new one under the same name at once, the way a controller replaces an immutable child.
+The seal is read from the cache (the namespaced informer: it has no Pack label), so a read
+right after the replacement must show the new incarnation: the old one's delete, arriving
+while the watch lags behind our create, must not settle the create (the matrix's
+``recreate-lag``; a read that missed the create answers with a create the apiserver
+refuses as ``AlreadyExists``, one that still showed the old seal with a second delete).
+
 A Pack may name a Secret (``spec.secret``) that its reconcile reads from the cache; the
 Secret is optional (only whether it exists goes to ``status.secretFound``). The
 matrix's ``forbid-list`` refuses the operator's LIST of Secrets: such a read must fail
@@ -70,15 +80,22 @@ PACKS = resource_of(PACK_CRD)
 #: The children's label: the Pack's name. The count reads through the informer that
 #: selects on its presence.
 PACK_LABEL = "faults.kubeloop.dev/pack"
+#: The seal's label: the Pack's name (not :data:`PACK_LABEL`: the seal is no counted child).
+SEAL_LABEL = "faults.kubeloop.dev/seal-of"
 #: The Lease of a leader pair (in the Packs' namespace).
 LEASE = "faults-pack-leader"
 #: How soon a reconcile that created or deleted children checks again.
 CHECK_S = 0.3
 
 
+def seal_name(pack: str) -> str:
+    return f"{pack}-seal"
+
+
 def _pack_of_child(obj: Object) -> list[Request]:
     meta = obj["metadata"]
-    pack = (meta.get("labels") or {}).get(PACK_LABEL)
+    labels = meta.get("labels") or {}
+    pack = labels.get(PACK_LABEL) or labels.get(SEAL_LABEL)
     return [Request(pack, meta.get("namespace"))] if pack else []
 
 
@@ -143,6 +160,7 @@ class PackOperator:
         for extra in children[want:]:
             name = extra["metadata"]["name"]
             await self.mgr.client.delete(CONFIGMAPS, name, req.namespace, ignore_not_found=True)
+        resealed = await self._seal(pack, want)
         generation = pack["metadata"]["generation"]
 
         def observed(status: dict[str, Any]) -> None:
@@ -153,8 +171,31 @@ class PackOperator:
                 status["secretFound"] = found
 
         await update_status(self.mgr.client, PACKS, pack, observed)
-        acted = want != len(children)
+        acted = want != len(children) or resealed
         return Result(requeue_after=CHECK_S) if acted else Result()
+
+    async def _seal(self, pack: Object, replicas: int) -> bool:
+        """Keep the Pack's seal at ``replicas``, replacing it when it records another
+        number; whether it wrote. A create refused as ``AlreadyExists`` raises (the
+        workqueue retries): the cache missed our own create."""
+        meta = pack["metadata"]
+        name, ns = seal_name(meta["name"]), meta["namespace"]
+        seal = await self.mgr.cache.get(CONFIGMAPS, name, ns)
+        if seal is not None and (seal.get("data") or {}).get("replicas") == str(replicas):
+            return False
+        if seal is not None:
+            # by name, as the read showed it: were that the new seal, it goes too
+            await self.mgr.client.delete(CONFIGMAPS, name, ns, ignore_not_found=True)
+        new: Object = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns, "labels": {SEAL_LABEL: meta["name"]}},
+            "data": {"replicas": str(replicas)},
+            "immutable": True,
+        }
+        set_controller_reference(pack, new)
+        await self.mgr.client.create(CONFIGMAPS, new, ns)
+        return True
 
 
 async def run(args: argparse.Namespace) -> None:

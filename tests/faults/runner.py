@@ -31,7 +31,8 @@ cloud's records, never from an operator's own metrics:
     read the lagging informer instead.
 ``stale_reads``, ``stuck_reads``, ``list_storms``, ``writes_after_stepdown``
     The cache's read guarantees and the lease on the Pack operator (``child-lag``,
-    ``forbid-list``, ``list-hang``, ``lease-steal``): see tests/faults/cache_faults.py.
+    ``recreate-lag``, ``forbid-list``, ``list-hang``, ``lease-steal``): see
+    tests/faults/cache_faults.py.
 ``pdb_breaches``, ``pods_lost``, ``left_tainted``
     The disruption scenarios (tests/faults/disruption.py): a pod the operator DELETEd
     instead of evicting, or its PodDisruptionBudget's pods seen by a watch below what the
@@ -151,6 +152,7 @@ COUNTERS = (
     "pods_lost",
     "left_tainted",
     "differences",
+    "faults_missed",
 )
 
 
@@ -174,6 +176,7 @@ class Outcome:
     pods_lost: int = 0
     left_tainted: int = 0
     differences: int = 0
+    faults_missed: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 

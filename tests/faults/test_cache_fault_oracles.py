@@ -4,7 +4,12 @@ and what they leave alone (no cluster: the scenarios themselves run in the matri
 from __future__ import annotations
 
 from kubeloop.testing.faults import LogEntry
-from tests.faults.cache_faults import LIST_HANG_TIMEOUT, list_storms, writes_after_stepdown
+from tests.faults.cache_faults import (
+    LIST_HANG_TIMEOUT,
+    list_storms,
+    seal_misreads,
+    writes_after_stepdown,
+)
 
 
 def entry(
@@ -18,6 +23,7 @@ def entry(
     status: int = 0,
     finished: float | None = None,
     query: str = "",
+    reason: str | None = None,
 ) -> LogEntry:
     return LogEntry(
         seq=0,
@@ -36,6 +42,7 @@ def entry(
         started_wall=started,
         status=status,
         finished=finished,
+        reason=reason,
     )
 
 
@@ -90,3 +97,30 @@ def test_writes_before_the_read_or_after_taking_the_lease_again_are_not() -> Non
     # in flight when it read the Lease; then its own successful renewal much later
     log = [write(1.15), lease(1.2), lease(5.0, verb="update"), write(5.1)]
     assert writes_after_stepdown(log, "old", stolen=1.0) == []
+
+
+def seal(verb: str, status: int, *, client: str = "op", reason: str | None = None) -> LogEntry:
+    return entry(0.0, client=client, verb=verb, name="p-0-seal", status=status, reason=reason)
+
+
+def test_a_replacement_as_asked_is_no_misread() -> None:
+    log = [seal("create", 201), seal("delete", 200), seal("create", 201)]
+    assert seal_misreads(log, "p-0", [3, 1]) == []
+    assert seal_misreads([seal("create", 201)], "p-2", [2, 2]) == []  # another Pack's
+
+
+def test_a_refused_create_and_a_second_delete_are_misreads() -> None:
+    refused = seal("create", 409, reason="AlreadyExists")
+    log = [seal("create", 201), seal("delete", 200), seal("create", 201), refused]
+    [missed] = seal_misreads(log, "p-0", [3, 1])
+    assert "1 seal creates refused AlreadyExists" in missed
+    # the unchanged spec asked for no replacement: its seal deleted is a read still
+    # showing a deleted seal
+    [over] = seal_misreads([seal("delete", 200), seal("create", 201)], "p-0", [2, 2])
+    assert "1 seals deleted" in over
+    assert "0 replacements" in over
+
+
+def test_the_workloads_writes_and_failed_deletes_are_not_counted() -> None:
+    log = [seal("delete", 200, client="user"), seal("delete", 404, reason="NotFound")]
+    assert seal_misreads(log, "p-0", [2, 2]) == []

@@ -344,6 +344,41 @@ async def test_watch_cut_after_k_events_and_the_reflector_resumes(
     assert len(proxy.log.entries(client="op", verb="list")) == 1
 
 
+async def test_a_narrowed_cut_breaks_the_watch_just_after_that_event(
+    proxy: FaultProxy, kube_namespace: str, kube_client: Client
+) -> None:
+    """The connection lost between two events: a's delete is delivered, b's create (the
+    next event) is not, and the events before it (other objects, other types) pass."""
+    ns = kube_namespace
+    start = await kube_client.create(CONFIGMAPS, cm("start"), ns)
+    proxy.add_rule(CutWatch(after_events=1, types=("DELETED",), name="a"), client="op", watch=True)
+    await kube_client.create(CONFIGMAPS, cm("a"), ns)
+    await kube_client.create(CONFIGMAPS, cm("other"), ns)
+    await kube_client.delete(CONFIGMAPS, "other", ns)
+    await kube_client.delete(CONFIGMAPS, "a", ns)
+    await kube_client.create(CONFIGMAPS, cm("b"), ns)
+    seen: list[tuple[str, str]] = []
+    async with client_of(proxy, "op") as op:
+        rv = start["metadata"]["resourceVersion"]
+        events = op.watch(CONFIGMAPS, ns, resource_version=rv, allow_bookmarks=False)
+        async with contextlib.aclosing(events) as stream:
+            async for event in stream:  # ends where the proxy cut it (cleanly)
+                seen.append((event.type, event.object["metadata"]["name"]))
+    assert seen == [
+        ("ADDED", "a"),
+        ("ADDED", "other"),
+        ("DELETED", "other"),
+        ("DELETED", "a"),
+    ]
+    [watch] = proxy.log.entries(client="op", verb="watch")
+    assert (watch.ended, watch.events) == ("cut", 4)
+
+
+def test_a_narrowed_cut_needs_a_count() -> None:
+    with pytest.raises(ValueError, match="narrow after_events"):
+        CutWatch(after_seconds=1.0, name="a")
+
+
 async def test_watch_cut_after_seconds_ends_the_stream_cleanly(
     proxy: FaultProxy, kube_namespace: str
 ) -> None:

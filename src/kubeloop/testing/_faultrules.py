@@ -100,17 +100,31 @@ class Hang:
 class CutWatch:
     """End a watch stream after ``after_events`` events or ``after_seconds`` seconds,
     whichever comes first. ``abort=False`` ends it cleanly, as the apiserver's own
-    ``timeoutSeconds`` does; ``abort=True`` resets the connection mid-stream."""
+    ``timeoutSeconds`` does; ``abort=True`` resets the connection mid-stream.
+
+    ``types`` and ``name`` narrow which events count towards ``after_events`` (the
+    others pass and are not counted): ``CutWatch(1, types=("DELETED",), name="x")``
+    breaks the stream just after it delivered the delete of ``x``, as a connection lost
+    between two events does. JSON watches only, as :class:`DropEvents`."""
 
     after_events: int | None = None
     after_seconds: float | None = None
     abort: bool = False
+    types: tuple[str, ...] = ()
+    name: str | None = None
 
     def __post_init__(self) -> None:
         if self.after_events is None and self.after_seconds is None:
             raise ValueError("CutWatch needs after_events or after_seconds")
         if self.after_events is not None and self.after_events < 0:
             raise ValueError(f"CutWatch after_events must be >= 0, not {self.after_events}")
+        if (self.types or self.name is not None) and self.after_events is None:
+            raise ValueError("CutWatch types and name narrow after_events: give it too")
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether only some events count towards ``after_events``."""
+        return bool(self.types) or self.name is not None
 
 
 Action = Delay | Respond | Reset | DropResponse | StaleRead | Hang | CutWatch | DropEvents

@@ -1,5 +1,6 @@
 """Reading and rewriting what passes through the fault proxy: where watch events end,
-which events a :class:`~kubeloop.testing.faults.DropEvents` rule hides, and how a read is
+which events a :class:`~kubeloop.testing.faults.DropEvents` rule hides (and a narrowed
+:class:`~kubeloop.testing.faults.CutWatch` counts), and how a read is
 turned into a stale one. Pure functions of bytes and URLs, kept apart from the server."""
 
 from __future__ import annotations
@@ -16,6 +17,20 @@ from kubeloop.testing._requestinfo import RequestInfo
 _decoder = msgspec.json.Decoder()
 
 
+def event_matches(event: bytes, types: tuple[str, ...], name: str | None) -> bool:
+    """Whether one JSON watch event is of ``types`` (empty: any but BOOKMARK) and about
+    the object ``name`` (None: any); an event that cannot be read matches nothing."""
+    try:
+        decoded = _decoder.decode(event)
+    except msgspec.DecodeError:
+        return False
+    kind = decoded.get("type") if isinstance(decoded, dict) else None
+    if kind == "BOOKMARK" or (types and kind not in types):
+        return False
+    meta = (decoded.get("object") or {}).get("metadata") or {}
+    return name is None or meta.get("name") == name
+
+
 @dataclass(eq=False)
 class Hider:
     """Applies one :class:`DropEvents` to one watch stream (JSON only: the events are read)."""
@@ -26,15 +41,7 @@ class Hider:
     def hides(self, event: bytes, entry: LogEntry) -> bool:
         if self.rule.count is not None and self.hidden >= self.rule.count:
             return False
-        try:
-            decoded = _decoder.decode(event)
-        except msgspec.DecodeError:
-            return False
-        kind = decoded.get("type") if isinstance(decoded, dict) else None
-        if kind == "BOOKMARK" or (self.rule.types and kind not in self.rule.types):
-            return False
-        meta = (decoded.get("object") or {}).get("metadata") or {}
-        if self.rule.name is not None and meta.get("name") != self.rule.name:
+        if not event_matches(event, self.rule.types, self.rule.name):
             return False
         self.hidden += 1
         entry.extra["hidden"] = str(self.hidden)

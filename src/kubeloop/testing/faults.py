@@ -50,7 +50,8 @@ Actions
     :class:`DropEvents` ``(types=(), name=None, count=None)`` (watch events left out);
     :class:`Hang` ``(seconds=None, release="reset"|"forward")``; :class:`CutWatch`
     ``(after_events=None,
-    after_seconds=None, abort=False)``. Rules are tried in the order added;
+    after_seconds=None, abort=False, types=(), name=None)`` (``types``/``name``: only
+    those events count towards ``after_events``). Rules are tried in the order added;
     :class:`Delay` (they add up), :class:`CutWatch` and :class:`DropEvents` combine with
     later rules, the first other action that takes the request decides it.
 The log (:class:`FaultLog` of :class:`LogEntry`)
@@ -128,6 +129,7 @@ from kubeloop.testing._faultwire import (
     EventSplitter,
     Hider,
     created_name,
+    event_matches,
     one_from_list,
     stale_url,
 )
@@ -931,10 +933,14 @@ class FaultProxy:
         out = web.StreamResponse(status=upstream.status, headers=headers)
         out.enable_chunked_encoding()
         await out.prepare(request)
-        limit = cut.after_events if cut is not None else None
         content_type = upstream.headers.get("Content-Type", "")
+        json_events = "json" in content_type
+        # a narrowed cut counts only its events (which must be read: JSON); else all
+        narrow = cut if cut is not None and cut.narrowed else None
+        limit = cut.after_events if cut is not None and (narrow is None or json_events) else None
+        counted = 0  # events towards the limit
         splitter = EventSplitter(content_type)
-        hide = flight.hide if flight.hide is not None and "json" in content_type else None
+        hide = flight.hide if flight.hide is not None and json_events else None
         loop = asyncio.get_running_loop()
         deadline = (
             loop.time() + cut.after_seconds
@@ -947,7 +953,7 @@ class FaultProxy:
         pending = b""
         try:
             while True:
-                if limit is not None and entry.events >= limit:
+                if limit is not None and counted >= limit:
                     ended = "cut"
                     break
                 try:
@@ -964,20 +970,23 @@ class FaultProxy:
                     pending = data
                     continue
                 pending = data[ends[-1] :]
-                if hide is None:
-                    whole = ends if limit is None else ends[: limit - entry.events]
+                if hide is None and narrow is None:
+                    whole = ends if limit is None else ends[: limit - counted]
                     await out.write(data[: whole[-1]])
                     entry.events += len(whole)
+                    counted += len(whole)
                     continue
                 parts, start = [], 0
                 for end in ends:
                     event, start = data[start:end], end
-                    if limit is not None and entry.events >= limit:
+                    if limit is not None and counted >= limit:
                         break
-                    if hide.hides(event, entry):
+                    if hide is not None and hide.hides(event, entry):
                         continue
                     parts.append(event)
                     entry.events += 1
+                    if narrow is None or event_matches(event, narrow.types, narrow.name):
+                        counted += 1
                 if parts:
                     await out.write(b"".join(parts))
         except (aiohttp.ClientError, OSError) as err:
