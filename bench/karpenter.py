@@ -560,6 +560,10 @@ async def run_side(
                 (K_NODECLAIMS, "", f"karpenter.sh/nodepool={names.pool}"),
             )
             kp = stack.enter_context(karpenter(cp, built, sc, workdir))
+            # cleaned up while Karpenter still runs (it releases its NodeClaims), and after
+            # a failure too: a failed run's NodePool and Nodes otherwise outlive it, hold
+            # every later run's clean-up for its full wait, and take later runs' pods
+            stack.push_async_callback(_clean, admin, names, side)
             checks.append(kp.check)
             await _until_ok(lambda: cloud_calls_karpenter(kp), "Karpenter's metrics", 60, checks)
             calls_before = await cloud_calls_karpenter(kp)
@@ -585,6 +589,7 @@ async def run_side(
         else:
             checks.append(stack.enter_context(kwok(cp, base_stages, workdir)).check)
             op = await stack.enter_async_context(ours(cp, sc, names, workdir))
+            stack.push_async_callback(_clean, admin, names, side)  # as above, while it runs
             checks.append(op.check)
             await admin.create(NODEPOOLS, sc_mod.pool_manifest(sc, names))
             scaler = autoscaler_manifest(names)
@@ -674,7 +679,6 @@ async def run_side(
                 del writes[key]
         fig["api_writes"] = sum(v for v in writes.values() if v > 0)
         fig["api_writes_by_resource"] = dict(sorted((k, v) for k, v in writes.items() if v > 0))
-        await _clean(admin, names, side)
     return fig
 
 
