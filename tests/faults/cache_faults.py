@@ -590,9 +590,9 @@ def judge(run: Run) -> None:
             "children created/deleted per Pack (the apiserver's watch): "
             + ", ".join(f"{k[2]} {c.creates}/{c.deletes}" for k, c in sorted(made.items()))
         )
+    held = adapter.held.pop(run.scn, set())  # every scenario's: none is left behind
     if run.scn.fault == "child-lag":
         # what the fault did, from the proxy's log
-        held = adapter.held.pop(run.scn, set())
         entries = run.w.proxy.log.entries()
         n_held = sum(e.rule in held for e in entries)
         live = sum(

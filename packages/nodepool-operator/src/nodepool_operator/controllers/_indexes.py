@@ -61,6 +61,12 @@ def deleting(obj: object) -> bool:
     return bool(_mapping(obj, "metadata").get("deletionTimestamp"))
 
 
+def generation(obj: object) -> int:
+    """Its ``metadata.generation`` (0 when absent)."""
+    value = _mapping(obj, "metadata").get("generation")
+    return value if isinstance(value, int) else 0
+
+
 def scaled(pool: str, autoscalers: Iterable[object]) -> bool:
     """Whether an Autoscaler among ``autoscalers`` scales ``pool`` and will lift the gates of
     its new nodes. One being deleted does not count: its controller plans nothing more and

@@ -209,9 +209,8 @@ class AutoscalerController:
             log.debug("gathering a burst of %d candidates for %.2fs", obs.candidates, obs.wait)
             # a nomination the scheduler dropped is written again without waiting for the burst
             memory = self._memory.setdefault(req.name, Memory())
-            generation = int(obs.seen.raw.scaler["metadata"].get("generation") or 0)
-            memory.gathering = (self._clock() + obs.wait, generation)
             clock = Clock(self._clock(), self._wall())
+            memory.gathering = (clock.mono + obs.wait, obs.seen.generation)
             nominated = nominate(obs.seen, memory, clock, self._knobs)
             self._renominations.expect(req.name, nominated.held)  # before the gates fall
             await self._actor.nominate(obs.seen.raw, nominated)
@@ -261,13 +260,12 @@ class AutoscalerController:
         until, generation = memory.gathering
         left = until - self._clock()
         obj = self._autoscalers.store.get(name)
-        meta = (obj or {}).get("metadata") or {}
         if (
             left <= 0
             or memory.reservation.slots
             or obj is None
-            or meta.get("deletionTimestamp")
-            or int(meta.get("generation") or 0) != generation
+            or indexes.deleting(obj)
+            or indexes.generation(obj) != generation
         ):
             memory.gathering = None
             return None
