@@ -52,7 +52,7 @@ from kubeloop._config import ClusterConfig, load_config, load_kubeconfig
 from kubeloop._errors import ApiError, Gone, NotFound, TransportError
 from kubeloop._log import CONTROLLER
 from kubeloop._resource import PODS, Object, Resource, name_of, namespace_of
-from kubeloop._transport import AiohttpTransport, Headers, Transport
+from kubeloop._transport import Headers, HttpTransport, Transport
 from kubeloop._writers import WriterLog
 
 _log = logging.getLogger("kubeloop.client")
@@ -292,7 +292,7 @@ class Client:
         #: Requests that waited for a client-side token (0 while there is no limit).
         self.limiter_waits = 0
         self.field_manager = field_manager
-        self._transport: Transport = transport or AiohttpTransport(config)
+        self._transport: Transport = transport or HttpTransport(config)
         self._owns_transport = transport is None
         self._observers: builtins.list[RequestObserver] = []
         self._write_observers: builtins.list[WriteObserver] = []

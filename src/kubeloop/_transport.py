@@ -1,17 +1,21 @@
-"""HTTP to the API server: a small :class:`Transport` protocol and its aiohttp implementation.
+"""HTTP to the API server: a small :class:`Transport` protocol and its implementation.
 
-Why aiohttp: it was the fastest HTTP/1.1 client measured for this workload (C
-parser; 2-3x cheaper than httpx/httpx2 for many concurrent small requests, and
-cheapest for large LIST bodies and watch streams; see
-``research/python-client.md`` §3.3). It has no HTTP/2, which avoids the HTTP/2
-pitfall in §2.5: the apiserver allows 100 streams per connection and httpcore
-queues the 101st request behind long-lived watches instead of opening a new
-connection.
+Requests (reads, writes, LIST pages) go over kubeloop's own HTTP/1.1 keep-alive
+connections (:mod:`kubeloop._h1`: asyncio protocols and httptools' C parser); watches
+and anything through an HTTP proxy go over aiohttp. Why the split: a controller's hot
+path is one small request after another, and aiohttp's per-request machinery cost more
+CPU than the rest of kubeloop's reconcile (``docs/benchmarks.md``, write path, round
+five); a watch is one long response read incrementally, where aiohttp costs little
+per event, and a proxy's CONNECT is aiohttp's to get right.
 
-HTTP/1.1 has the same problem as a pool limit, so watches get their **own**
-session and connection pool without a connection limit: a hundred watches can
-never starve reads and writes. Everything above this module talks to the
-protocol, so a different transport (or a fake in tests) can be dropped in.
+Why HTTP/1.1 at all: HTTP/2 in Python cost six times aiohttp's CPU per request here
+(``docs/benchmarks.md``, round two), and the apiserver allows 100 streams per HTTP/2
+connection: httpcore queues the 101st request behind long-lived watches instead of
+opening a connection (``research/python-client.md`` §2.5). HTTP/1.1 has the same
+problem as a pool limit, so watches get their **own** aiohttp session without a
+connection limit: a hundred watches can never starve reads and writes. Everything
+above this module talks to the protocol, so a different transport (or a fake in
+tests) can be dropped in.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from yarl import URL
 
 from kubeloop._config import BearerToken, ClusterConfig
 from kubeloop._errors import ConfigError, RequestTimeout, TransportError
+from kubeloop._h1 import ConnectionPool
 
 Params = Mapping[str, str]
 Headers = Mapping[str, str]
@@ -166,10 +171,11 @@ def _query(params: Params) -> str:
 _FAILURES = (aiohttp.ClientError, TimeoutError, OSError)
 
 
-class AiohttpTransport:
-    """:class:`Transport` over two aiohttp sessions: one for requests, one for watches.
+class HttpTransport:
+    """:class:`Transport` over kubeloop's own connections for requests (aiohttp's when
+    the cluster is reached through a proxy) and an aiohttp session for watches.
 
-    Sessions are created on first use, inside the event loop, with the TLS context
+    Connections are opened on first use, inside the event loop, with the TLS context
     built in a worker thread.
     """
 
@@ -195,6 +201,11 @@ class AiohttpTransport:
         self._timeout = aiohttp.ClientTimeout(total=request_timeout, sock_connect=connect_timeout)
         self._requests: aiohttp.ClientSession | None = None
         self._watches: aiohttp.ClientSession | None = None
+        #: requests on kubeloop's own connections (``_h1``); through a proxy, aiohttp's
+        self._pool: ConnectionPool | None = None
+        self._direct = config.proxy_url is None and base.scheme in ("http", "https")
+        self._host_port = (base.host or "", base.port or (443 if base.scheme == "https" else 80))
+        self._heads: dict[tuple[tuple[str, str], ...], bytes] = {}
         self._setup = asyncio.Lock()
         self._closed = False
 
@@ -204,13 +215,26 @@ class AiohttpTransport:
                 if self._closed:
                     raise TransportError("transport is closed")
                 if self._requests is None or self._watches is None:
-                    self._requests, self._watches = await self._open()
+                    self._requests, self._watches, self._pool = await self._open()
         return self._requests, self._watches
 
-    async def _open(self) -> tuple[aiohttp.ClientSession, aiohttp.ClientSession]:
+    async def _open(
+        self,
+    ) -> tuple[aiohttp.ClientSession, aiohttp.ClientSession, ConnectionPool | None]:
         tls: ssl.SSLContext | bool = True
         if self._base.startswith("https://"):
             tls = await asyncio.to_thread(build_ssl_context, self._config)
+        pool = None
+        if self._direct:
+            host, port = self._host_port
+            pool = ConnectionPool(
+                host,
+                port,
+                tls=tls if isinstance(tls, ssl.SSLContext) else None,
+                server_hostname=self._config.tls_server_name or host,
+                limit=self._max_connections,
+                connect_timeout=self._connect_timeout,
+            )
         requests = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=tls, limit=self._max_connections),
             timeout=self._timeout,
@@ -220,7 +244,7 @@ class AiohttpTransport:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout),
             read_bufsize=_WATCH_READ_BUFSIZE,
         )
-        return requests, watches
+        return requests, watches, pool
 
     async def _headers(self, headers: Headers | None) -> Headers:
         token = await self._token.get()
@@ -241,6 +265,40 @@ class AiohttpTransport:
             query_string=_query(params) if params else "",
             encoded=True,
         ), None
+
+    def _head(
+        self, method: str, path: str, params: Params | None, headers: Headers, body: bytes | None
+    ) -> bytes:
+        """The request as bytes: request line, headers, body."""
+        if _PLAIN_PATH.fullmatch(path) is not None:
+            target = self._base_path + path
+            if params:
+                target += "?" + _query(params)
+        else:
+            target = URL(self._base + path).with_query(params or None).raw_path_qs
+        key = tuple(headers.items())
+        fields = self._heads.get(key)
+        if fields is None:
+            fields = self._heads[key] = self._fields(headers)
+        line = f"{method} {target} HTTP/1.1\r\n".encode()
+        if body is None:
+            return line + fields + b"\r\n"
+        return b"".join((line, fields, b"Content-Length: %d\r\n\r\n" % len(body), body))
+
+    def _fields(self, headers: Headers) -> bytes:
+        if len(self._heads) >= _MAX_QUERIES:
+            self._heads.clear()  # a new token each time: start over, bounded
+        lines = [f"Host: {self._authority}", "Accept-Encoding: gzip"]
+        for name, value in headers.items():
+            if any(c in name or c in value for c in "\r\n\0") or ":" in name:
+                raise TransportError(f"header {name!r} has a character a header cannot carry")
+            lines.append(f"{name}: {value}")
+        try:
+            return ("\r\n".join(lines) + "\r\n").encode("latin-1")
+        except UnicodeEncodeError as err:
+            raise TransportError(
+                f"a header cannot carry {err.object[err.start : err.end]!r}"
+            ) from err
 
     def _seen(self, status: int) -> None:
         if status == 401:
@@ -271,6 +329,11 @@ class AiohttpTransport:
             total = min(total, left)
             if params is not None and "timeout" in params:
                 params = {**params, "timeout": f"{max(1, math.floor(left * 1000))}ms"}
+        if self._pool is not None:
+            data = self._head(method, path, params, hdrs, body)
+            reply = await self._pool.exchange(method, path, data, total)
+            self._seen(reply.status)
+            return Response(reply.status, reply.headers, reply.body)
         client_timeout = (
             self._timeout
             if total == self._request_timeout
@@ -336,7 +399,9 @@ class AiohttpTransport:
         async with self._setup:
             self._closed = True
             sessions = [s for s in (self._requests, self._watches) if s is not None]
-            self._requests = self._watches = None
+            if self._pool is not None:
+                self._pool.close()
+            self._requests = self._watches = self._pool = None
         for session in sessions:
             await session.close()
 

@@ -61,7 +61,7 @@ from kubeloop import (
     set_controller_reference,
     update_status,
 )
-from kubeloop._transport import AiohttpTransport
+from kubeloop._transport import HttpTransport
 from kubeloop.testing import resource_of, simple_crd
 
 GROUP = "faults.kubeloop.dev"
@@ -200,7 +200,7 @@ class PackOperator:
 
 async def run(args: argparse.Namespace) -> None:
     config = load_kubeconfig(args.kubeconfig)
-    transport = AiohttpTransport(config, request_timeout=args.request_timeout)
+    transport = HttpTransport(config, request_timeout=args.request_timeout)
     client = Client(config, field_manager="faults-pack", transport=transport)
     try:
         options = ManagerOptions(

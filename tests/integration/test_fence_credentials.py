@@ -18,7 +18,7 @@ from kubeloop import CONFIGMAPS, Client, NotFound, NotLeader, _log
 from kubeloop._config import load_kubeconfig
 from kubeloop._exec import ExecConfig
 from kubeloop._fence import FencedTransport
-from kubeloop._transport import AiohttpTransport
+from kubeloop._transport import HttpTransport
 from kubeloop.envtest import ControlPlane
 
 pytestmark = pytest.mark.integration
@@ -36,7 +36,7 @@ async def test_a_write_whose_credentials_outlast_the_lease_is_not_sent(
     base = load_kubeconfig(kube_control_plane.kubeconfig)
     plugin = ExecConfig(command=sys.executable, args=("-c", SLOW_PLUGIN))
     config = dataclasses.replace(base, exec=plugin)
-    fence = FencedTransport(AiohttpTransport(config), lambda controller: True)
+    fence = FencedTransport(HttpTransport(config), lambda controller: True)
     lease_ends = time.monotonic() + 1.0
     fence.lease_left = lambda: lease_ends - time.monotonic()
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late"}}

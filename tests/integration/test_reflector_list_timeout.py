@@ -11,7 +11,7 @@ import pytest
 from kubeloop import CONFIGMAPS, Client
 from kubeloop._informer import Informer
 from kubeloop._reflector import ReflectorOptions
-from kubeloop._transport import AiohttpTransport
+from kubeloop._transport import HttpTransport
 from kubeloop.testing import eventually
 from kubeloop.testing.faults import FaultProxy, Hang
 
@@ -23,7 +23,7 @@ async def test_a_list_timeout_backs_off_and_is_not_a_stall(
 ) -> None:
     proxy = kube_fault_proxy
     config = proxy.client_config("informer")
-    client = Client(config, transport=AiohttpTransport(config, request_timeout=0.3))
+    client = Client(config, transport=HttpTransport(config, request_timeout=0.3))
     # every LIST hangs past the client's request timeout
     proxy.add_rule(Hang(), client="informer", verb="list")
     # a long first backoff: after the first timed-out LIST the next one waits for it

@@ -1,4 +1,4 @@
-"""AiohttpTransport against a local aiohttp server: streaming, timeouts, TLS, auth."""
+"""HttpTransport against a local aiohttp server: streaming, timeouts, TLS, auth."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from aiohttp import web
 from kubeloop import _pki
 from kubeloop._config import ClusterConfig
 from kubeloop._errors import ConfigError, RequestTimeout, TransportError
-from kubeloop._transport import AiohttpTransport, build_ssl_context
+from kubeloop._transport import HttpTransport, build_ssl_context
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -56,7 +56,7 @@ async def test_request_sends_token_and_returns_errors_as_responses(server) -> No
         return web.json_response({"kind": "Status", "code": 404}, status=404)
 
     port = await server(handler)
-    transport = AiohttpTransport(ClusterConfig(f"http://127.0.0.1:{port}", token="s3cret"))
+    transport = HttpTransport(ClusterConfig(f"http://127.0.0.1:{port}", token="s3cret"))
     try:
         resp = await transport.request("GET", "/api/v1/x", params={"labelSelector": "a in (b)"})
     finally:
@@ -78,7 +78,7 @@ async def test_paths_and_parameters_reach_the_server_as_sent(server) -> None:
         return web.json_response({})
 
     port = await server(handler)
-    transport = AiohttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
+    transport = HttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
     params = {"fieldManager": "kubeloop-a", "labelSelector": "a in (b,c),d!=e&f", "x": "1%2"}
     try:
         await transport.request("PUT", "/api/v1/namespaces/n/configmaps/c/status", params=params)
@@ -108,7 +108,7 @@ async def test_stream_lines_across_chunks_and_big_lines(server) -> None:
         return resp
 
     port = await server(handler)
-    transport = AiohttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
+    transport = HttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
     try:
         async with transport.stream("GET", "/watch") as resp:
             assert resp.status == 200
@@ -127,7 +127,7 @@ async def test_stream_read_timeout(server) -> None:
         return resp
 
     port = await server(handler)
-    transport = AiohttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
+    transport = HttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
     got: list[bytes] = []
 
     async def consume() -> None:
@@ -149,7 +149,7 @@ async def test_request_timeout(server) -> None:
         return web.Response()
 
     port = await server(handler)
-    transport = AiohttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
+    transport = HttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
     try:
         with pytest.raises(RequestTimeout):
             await transport.request("GET", "/", timeout=0.3)
@@ -161,7 +161,7 @@ async def test_connection_refused() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    transport = AiohttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
+    transport = HttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
     try:
         with pytest.raises(TransportError) as info:
             await transport.request("GET", "/")
@@ -200,7 +200,7 @@ async def test_mutual_tls_with_server_name(server, tmp_path: Path) -> None:
         client_key_data=client.key_pem,
         tls_server_name="localhost",
     )
-    transport = AiohttpTransport(config)
+    transport = HttpTransport(config)
     try:
         resp = await transport.request("GET", "/")
     finally:
@@ -208,7 +208,7 @@ async def test_mutual_tls_with_server_name(server, tmp_path: Path) -> None:
     assert resp.body == b"alice"
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "kubeloop-*.pem"))) == before
 
-    wrong = AiohttpTransport(ClusterConfig(f"https://127.0.0.1:{port}", tls_server_name="x.y"))
+    wrong = HttpTransport(ClusterConfig(f"https://127.0.0.1:{port}", tls_server_name="x.y"))
     try:
         with pytest.raises(TransportError):
             await wrong.request("GET", "/")
@@ -245,7 +245,7 @@ def test_a_plain_path_url_is_the_one_the_general_way_builds(
     # the fast path builds the URL from parts; it must be the URL aiohttp would send
     from yarl import URL
 
-    transport = AiohttpTransport(ClusterConfig(server=server))
+    transport = HttpTransport(ClusterConfig(server=server))
     url, rest = transport._url(path, params)
     assert rest is None
     expected = URL(server.rstrip("/") + path).with_query(params or {})
@@ -253,3 +253,26 @@ def test_a_plain_path_url_is_the_one_the_general_way_builds(
     # the same URL (the query's escaping may differ: the server decodes both alike)
     parts = (url.scheme, url.host, url.port, url.raw_path, dict(url.query))
     assert parts == (expected.scheme, expected.host, expected.port, expected.raw_path, params or {})
+
+
+async def test_a_header_that_could_split_the_request_is_refused(server) -> None:
+    """A value with a line break would end the header block early on kubeloop's own
+    connections (no library in between to refuse it): refused before anything is sent."""
+    seen: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        return web.json_response({})
+
+    port = await server(handler)
+    transport = HttpTransport(ClusterConfig(f"http://127.0.0.1:{port}"))
+    try:
+        with pytest.raises(TransportError, match="X-Bad"):
+            await transport.request("GET", "/x", headers={"X-Bad": "a\r\nX-Injected: 1"})
+        with pytest.raises(TransportError, match="cannot carry"):
+            await transport.request("GET", "/x", headers={"X-Name": "\u2603"})
+        ok = await transport.request("GET", "/x", headers={"X-Fine": "yes"})
+    finally:
+        await transport.close()
+    assert ok.status == 200
+    assert seen == ["/x"]
