@@ -106,9 +106,18 @@ async def test_an_expired_node_is_drained_only_after_its_replacement_is_ready(
         await env.client.patch(NODEPOOLS, name, {"spec": {"disruption": {"expireAfter": "2s"}}})
 
         async def retiring() -> bool:
-            return old_name in seen.tainted
+            # The taint is written before the status that records the retirement, and a
+            # spec change in between makes that pass's status stale (refused): its next pass
+            # untaints. So the roll is decided only once the record says deleting.
+            if old_name not in seen.tainted:
+                return False
+            current = await env.client.get(NODEPOOLS, name)
+            records = (current.get("status") or {}).get("instances") or ()
+            mine = [r for r in records if r.get("nodeName") == old_name]
+            # no record left: retired and already gone
+            return not mine or mine[0].get("state") == "deleting"
 
-        await env.eventually(retiring, "the expired node tainted for removal", timeout=90)
+        await env.eventually(retiring, "the expired node's retirement recorded", timeout=90)
         # Its replacement is young but would expire too: expiry off again stops the roll.
         await env.client.patch(NODEPOOLS, name, {"spec": {"disruption": {"expireAfter": None}}})
 
