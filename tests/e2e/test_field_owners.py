@@ -115,8 +115,9 @@ class Owners:
 
     def ours(self) -> Owned:
         """The operator's entries: its client's manager, with or without a controller."""
-        # the Autoscaler's second controller writes back dropped nominations (_renominate)
-        names = (*CONTROLLERS, "autoscaler-nominations")
+        # the Autoscaler's second controller writes back dropped nominations (_renominate),
+        # its third lifts gates with no nomination behind them (_gates)
+        names = (*CONTROLLERS, "autoscaler-nominations", "autoscaler-gates")
         mine = re.compile(rf"{re.escape(FIELD_MANAGER)}(-({'|'.join(names)}))?")
         return {s for s in self.seen if mine.fullmatch(s[2])}
 

@@ -170,6 +170,12 @@ class Reservation:
         replanned = {k for s in (*slots, *booting) for k in s}
         self.unheld = frozenset(unheld) | (self.unheld - replanned)
 
+    def holds_nominations(self) -> bool:
+        """Whether a slot holds a pod to nominate (one not :attr:`unheld`): then the gates of
+        its scale-up fall together, in a pass. With none, nothing is lost when a gate falls
+        alone (a reserving pool's slots, which never have unheld pods, always hold)."""
+        return any(key not in self.unheld for slot in self.slots for key in slot)
+
     def assign(self, vm_names: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """Give unnamed slots the pool's new VM names (in the order given, which is the
         order the NodePool controller recorded them); returns every named slot by name."""

@@ -103,7 +103,10 @@ class Passes:
     def clock(self) -> float:
         return self.now
 
-    async def run(self, *objects: dict[str, Any]) -> tuple[Result, list[Write]]:
+    async def run(
+        self, *objects: dict[str, Any], request: str = "as", controller: str = "autoscaler"
+    ) -> tuple[Result, list[Write]]:
+        """One reconcile of ``request`` by ``controller`` (the Autoscaler's, by default)."""
         snapshot = Snapshot(
             objects,
             resources=[NODEPOOLS, AUTOSCALERS],
@@ -118,7 +121,7 @@ class Passes:
             memory=self.memory,
             first_seen=self.first_seen,
         ).register()
-        return await reconcile_once(mgr, Request("as"), controller="autoscaler")
+        return await reconcile_once(mgr, Request(request), controller=controller)
 
 
 async def reconcile(*objects: dict[str, Any]) -> tuple[Result, list[Write]]:

@@ -48,6 +48,7 @@ from nodepool_operator.controllers import _indexes as indexes
 from nodepool_operator.controllers._capacity import DAEMONSETS
 from nodepool_operator.controllers._scope import equality_labels, node_selector
 from nodepool_operator.controllers.autoscaler._batching import FirstSeen
+from nodepool_operator.controllers.autoscaler._gates import GateOpener, gate_may_fall
 from nodepool_operator.controllers.autoscaler._renominate import (
     Renominations,
     Renominator,
@@ -167,6 +168,21 @@ class AutoscalerController:
             .for_(PODS, predicates=[nomination_dropped])
             .with_options(ControllerOptions(max_concurrent_reconciles=4))
             .complete(Renominator(self.mgr.client, self.mgr.cache, self._renominations).reconcile)
+        )
+        # a gate with no nomination behind it falls as its Node opens, without a pass (_gates)
+        opener = GateOpener(
+            self.mgr.client,
+            self._nodes,
+            self._autoscalers,
+            self._memory,
+            clock=self._clock,
+            wall=self._wall,
+        )
+        (
+            self.mgr.controller("autoscaler-gates")
+            .for_(NODES, predicates=[gate_may_fall], label_selector=self._node_selector)
+            .with_options(ControllerOptions(max_concurrent_reconciles=4))
+            .complete(opener.reconcile)
         )
         return (
             self.mgr.controller("autoscaler")
