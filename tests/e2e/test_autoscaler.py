@@ -31,6 +31,7 @@ from nodepool_operator.api import AUTOSCALERS, NODEPOOLS, parse_nodepool
 from nodepool_operator.cloud import SimulatedCloud
 from nodepool_operator.controllers._capacity import pool_template
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.demo import api_activity
 from nodepool_operator.scheduling import classify, lower_bound
 from tests import factories
 from tests.e2e.conftest import OperatorEnv
@@ -247,6 +248,12 @@ async def test_a_burst_is_planned_once_and_gets_the_ffd_node_count(
         triggered = await events_about(env.client, scaler, "default", "TriggeredScaleUp")
         assert any("scale up 0 -> 3" in note for note in triggered)
         assert await events_about(env.client, pool, "default", "TriggeredScaleUp")
+        # One kind of pod: the plan nominates none, so the new nodes' gates fell each on its
+        # Node's own event (autoscaler-gates), not at the end of an Autoscaler pass; the
+        # apiserver took the guarded lift (every node is open: the pods are bound)
+        writes = api_activity(env.registry).writes_by_target
+        assert writes.get("autoscaler-gates patch nodes", 0) >= 1, writes
+        assert "autoscaler patch pods/status" not in writes, writes
     finally:
         await timeline.stop()
 
