@@ -20,7 +20,7 @@ import pytest
 from aiobotocore.session import AioSession
 
 from kubeloop import NODES, PODS, Cache, Informer, Object, Registry
-from kubeloop.envtest import ControlPlane
+from kubeloop.envtest import ControlPlane, RestClient
 from nodepool_operator.cloud import AwsCloud, SqsQueue, instance_id_of
 from nodepool_operator.controllers._interrupted import Interrupted, interrupted
 from nodepool_operator.controllers._node_manifest import CAPACITY_TYPE_LABEL
@@ -54,13 +54,17 @@ pytestmark = pytest.mark.integration
 
 class Timeline(expiry.Timeline):
     """The expiry test's record (each Node's first Ready and taint for removal, each pod's
-    node, deletion and final state, by resourceVersion), plus the pods running where, and a
-    copy of it when the operator's TerminateInstances left."""
+    node, deletion and final state, by resourceVersion), plus the pods running where, and
+    when the operator's TerminateInstances left: a copy of it and the namespace's pods as
+    the apiserver had them (read there and then: this watch may lag the operator's own by
+    a few milliseconds, and an eviction seen by the operator may not have reached it yet)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rest: RestClient, namespace: str) -> None:
         super().__init__()
         self.pod_running: dict[str, str] = {}
         self.at_terminate: list[tuple[list[str], dict[str, Any]]] = []
+        self._rest = rest
+        self._pods_path = f"/api/v1/namespaces/{namespace}/pods?labelSelector=app%3Dweb"
 
     def on_pod(self, event: Any) -> None:
         super().on_pod(event)
@@ -69,10 +73,17 @@ class Timeline(expiry.Timeline):
             self.pod_running[event.obj["metadata"]["name"]] = node
 
     def on_terminate(self, params: dict[str, Any], **_: Any) -> None:
+        # a blocking read, on purpose: the operator's call waits for it (a test hook)
+        listed = self._rest.get(self._pods_path)["items"]
         state = {
             "ready": dict(self.ready),
-            "pod_final": dict(self.pod_final),
-            "pod_running": {p: n for p, n in self.pod_running.items() if p not in self.pod_final},
+            "pods": {p["metadata"]["name"] for p in listed},
+            "pod_running": {
+                p["metadata"]["name"]: p["spec"].get("nodeName")
+                for p in listed
+                if p["status"].get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")
+            },
         }
         self.at_terminate.append((list(params.get("InstanceIds", [])), state))
 
@@ -92,7 +103,11 @@ async def aws(operator_env: OperatorEnv, moto: MotoServer) -> AsyncIterator[AwsC
 
 
 async def test_a_spot_warning_on_the_queue_replaces_then_drains_then_terminates(
-    operator_env: OperatorEnv, aws: AwsCloud, moto: MotoServer, namespace: str
+    operator_env: OperatorEnv,
+    aws: AwsCloud,
+    moto: MotoServer,
+    namespace: str,
+    kube_control_plane: ControlPlane,
 ) -> None:
     env = operator_env
     requests = Requests()
@@ -124,7 +139,7 @@ async def test_a_spot_warning_on_the_queue_replaces_then_drains_then_terminates(
         return await available(env, namespace, 2)
 
     await env.eventually(up, "the Deployment's two pods available", timeout=90)
-    seen = Timeline()
+    seen = Timeline(kube_control_plane.rest(), namespace)
     assert aws._client is not None
     aws._client.meta.events.register(
         "before-parameter-build.ec2.TerminateInstances", seen.on_terminate
@@ -165,7 +180,8 @@ async def test_a_spot_warning_on_the_queue_replaces_then_drains_then_terminates(
     # (not deleted), and a successor running on the replacement (the PDB let the second
     # pod go only once the first's successor ran there)
     assert replacement in then["ready"]
-    assert all(is_evicted(then["pod_final"][p]) for p in originals)
+    assert not then["pods"] & set(originals), "the pods were gone when it was terminated"
+    assert all(is_evicted(seen.pod_final[p]) for p in originals)
     assert then["pod_running"], "a successor was running when the instance was terminated"
     assert set(then["pod_running"].values()) == {replacement}
 
