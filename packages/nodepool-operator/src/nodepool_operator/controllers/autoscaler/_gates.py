@@ -22,31 +22,18 @@ gate, and :mod:`._renominate` writes back the ones the scheduler drops.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 
-from kubeloop import (
-    NODES,
-    Client,
-    Conflict,
-    Deleted,
-    Event,
-    Informer,
-    Invalid,
-    NotFound,
-    PatchType,
-    Request,
-    Result,
-)
+from kubeloop import Deleted, Event, Informer, Request, Result
 from nodepool_operator.controllers import _indexes as indexes
 from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._node_manifest import open_for
 from nodepool_operator.controllers._reserve import lift_patch, reserved_for
 from nodepool_operator.controllers.autoscaler._decode import object_name
 from nodepool_operator.controllers.autoscaler._watch import BY_POOL
-from nodepool_operator.controllers.autoscaler.decide import Memory
+from nodepool_operator.controllers.autoscaler.decide import Lift, Memory
 
 __all__ = ["GateOpener", "gate_may_fall", "nothing_to_keep"]
 
@@ -74,13 +61,13 @@ def nothing_to_keep(memory: Memory | None, now: float) -> bool:
 class GateOpener:
     """The reconciler: one gated Node, lifted if it is open-able and nothing is kept behind it.
 
-    ``memory``: the Autoscaler controller's, by Autoscaler name (read, never written);
-    ``clock``: that controller's monotonic clock; ``wall``: the wall clock a Node's Ready age
-    is read on."""
+    ``open_gate``: the Autoscaler's own lift (``Actor.open``); ``memory``: the Autoscaler
+    controller's, by Autoscaler name (read, never written); ``clock``: that controller's
+    monotonic clock; ``wall``: the wall clock a Node's Ready age is read on."""
 
     def __init__(
         self,
-        client: Client,
+        open_gate: Callable[[Lift], Awaitable[None]],
         nodes: Informer,
         autoscalers: Informer,
         memory: Mapping[str, Memory],
@@ -88,7 +75,7 @@ class GateOpener:
         clock: Callable[[], float],
         wall: Callable[[], datetime],
     ) -> None:
-        self._client = client
+        self._open = open_gate
         self._nodes = nodes
         self._autoscalers = autoscalers
         self._memory = memory
@@ -97,7 +84,11 @@ class GateOpener:
 
     async def reconcile(self, req: Request) -> Result:
         node = self._nodes.store.get(req.name)
-        if node is None or reserved_for(node_fields(node)) is None:
+        if node is None:
+            return Result()
+        fields = node_fields(node)
+        gate = reserved_for(fields)
+        if gate is None:
             return Result()
         if open_for(node, self._wall().timestamp()) is None:
             return Result()  # its next event (Ready, the start-up taints lifted) comes back
@@ -109,10 +100,6 @@ class GateOpener:
             for a in scalers
         ):
             return Result()  # no Autoscaler (the NodePool's backstop), or the pass's to lift
-        # gone, or its taints changed meanwhile (409/422): a pass or the next event looks again
-        with contextlib.suppress(NotFound, Invalid, Conflict):
-            await self._client.patch(
-                NODES, req.name, lift_patch(node_fields(node)), patch_type=PatchType.JSON
-            )
-            log.debug("opened a gated node alone: no nomination to keep", extra={"node": req.name})
+        await self._open(Lift(req.name, gate, lift_patch(fields)))
+        log.debug("opened a gated node alone: no nomination to keep", extra={"node": req.name})
         return Result()

@@ -208,7 +208,7 @@ class Actor:
         took = await asyncio.gather(*(self._nominate(raw, n) for n in writes))
         missed = {n.node for n, ok in zip(writes, took, strict=True) if not ok}
         opens = [lift for lift in nominated.opens if lift.name not in missed]
-        await asyncio.gather(*(self._open(lift) for lift in opens))
+        await asyncio.gather(*(self.open(lift) for lift in opens))
         if writes:
             log.info(
                 "nominated %d of %d pod(s) to their planned nodes; opened %d gated node(s)",
@@ -235,8 +235,9 @@ class Actor:
                 return False
         return True
 
-    async def _open(self, lift: Lift) -> None:
-        # gone, or its taints changed meanwhile (409/422): the next pass looks again
+    async def open(self, lift: Lift) -> None:
+        """Lift one gate (the guarded patch of :func:`.._reserve.lift_patch`)."""
+        # gone, or its taints changed meanwhile (409/422): the next pass or event looks again
         with contextlib.suppress(NotFound, Invalid, Conflict):
             await self._client.patch(NODES, lift.node, lift.patch, patch_type=PatchType.JSON)
 

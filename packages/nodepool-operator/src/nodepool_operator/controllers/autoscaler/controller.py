@@ -171,7 +171,7 @@ class AutoscalerController:
         )
         # a gate with no nomination behind it falls as its Node opens, without a pass (_gates)
         opener = GateOpener(
-            self.mgr.client,
+            self._actor.open,
             self._nodes,
             self._autoscalers,
             self._memory,
