@@ -53,6 +53,14 @@ def test_throughput_quick_smoke(kube_control_plane: ControlPlane, tmp_path: Path
         assert f"w{w}_of_raw_limit" in result["ratios"]
     assert set(figures["raw"]) == {"c1", "c4", "c16", "c64"}
     assert figures["raw_limit_objects_per_s"] > 0
+    # the share paired within a repeat: the raw limit's run time over kubeloop's, same pass
+    limit_seconds = figures["raw"][f"c{figures['raw_limit_concurrency']}"]["seconds_each"]
+    for w in workers:
+        runs = figures["kubeloop"][f"w{w}"]["seconds_each"]
+        expected = [round(c / k, 3) for c, k in zip(limit_seconds, runs, strict=True)]
+        assert figures["of_raw_limit_per_repeat"][f"w{w}"] == pytest.approx(expected, rel=1e-2)
+        assert result["ratios"][f"w{w}_of_raw_limit_paired"] == pytest.approx(expected[0], rel=1e-2)
     text = docs.read_text()
     assert "<!-- bench:throughput:begin -->" in text
     assert "| kubeloop | 16 |" in text
+    assert "Of the raw limit per repeat" in text
