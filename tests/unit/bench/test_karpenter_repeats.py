@@ -19,7 +19,7 @@ def _fig(running: float, nodes: int = 15) -> dict[str, object]:
 
 def test_the_close_scenarios_of_the_full_set_get_several_runs() -> None:
     full = Context(kubeconfig=Path(), quick=False)
-    assert [repeats(full, s) for s in ("S1", "S2", "SD")] == [REPEATS, 1, REPEATS]
+    assert [repeats(full, s) for s in ("S1", "S2", "S6", "SD")] == [REPEATS, 1, REPEATS, REPEATS]
     assert repeats(Context(kubeconfig=Path(), quick=True), "SD") == 1
     given = Context(kubeconfig=Path(), quick=True, overrides={"repeats": "2"})
     assert repeats(given, "S2") == 2
