@@ -15,6 +15,7 @@ from bench.phases import (
     decision_before,
     karpenter_launches,
     node_schedulable,
+    nth_after,
     our_launches,
     phase_medians,
     pod_timelines,
@@ -183,3 +184,12 @@ def test_the_table_marks_early_milestones_and_empty_phases() -> None:
     assert cells[:4] == ["S15", "karpenter", "–", "–"]
     assert cells[2 + MILESTONES.index("registered") - 1] == "0.00 [1 early]"
     assert cells[-1] == "1"
+
+
+def test_all_n_reached_is_the_nth_earliest_time_after_the_start() -> None:
+    times = [105.5, None, 101.0, 103.5, 102.25]
+    assert nth_after(times, 1, 100.0) == 1.0
+    assert nth_after(times, 4, 100.0) == 5.5
+    # fewer reached than asked (a pod never ran): no figure, not the last one reached
+    assert nth_after(times, 5, 100.0) is None
+    assert nth_after([], 1, 100.0) is None
