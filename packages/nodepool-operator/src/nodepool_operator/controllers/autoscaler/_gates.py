@@ -8,7 +8,12 @@ may fall as soon as its node is open-able. The Autoscaler's pass would lift it, 
 reads and plans every pending pod of its namespaces, and the passes of one Autoscaler run one
 at a time: when the nodes of a 240-pod burst turn Ready within a second of each other, each
 gate waits for the passes before it (S1 of the Karpenter benchmark, ``docs/benchmarks.md``).
-This controller answers each Node event alone: one guarded patch, no planning.
+This controller answers each Node event alone: one guarded patch, no planning. It reads the
+Node through the manager's cache, which waits for our own last write to it: the events of a
+Node's first second (kwok's status, kube-controller-manager's patches) come in a burst, and a
+reconcile of one of them that read the informer's store before the watch brought our lift back
+sent the lift again, answered 422 (the Karpenter benchmark's S1: 12-18 a run,
+``docs/benchmarks.md``).
 
 What it may lift: a Node carrying the gate, Ready and rid of the start-up taints
 (``_node_manifest.open_for``), of a pool every one of whose Autoscalers has passed since the
@@ -26,7 +31,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 
-from kubeloop import Deleted, Event, Informer, Request, Result
+from kubeloop import Deleted, Event, Informer, Object, Request, Result
 from nodepool_operator.controllers import _indexes as indexes
 from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._node_manifest import open_for
@@ -61,14 +66,16 @@ def nothing_to_keep(memory: Memory | None, now: float) -> bool:
 class GateOpener:
     """The reconciler: one gated Node, lifted if it is open-able and nothing is kept behind it.
 
-    ``open_gate``: the Autoscaler's own lift (``Actor.open``); ``memory``: the Autoscaler
-    controller's, by Autoscaler name (read, never written); ``clock``: that controller's
-    monotonic clock; ``wall``: the wall clock a Node's Ready age is read on."""
+    ``open_gate``: the Autoscaler's own lift (``Actor.open``); ``read_node``: a Node by name
+    as the manager's cache has it, never older than our own last write (``Cache.get``);
+    ``memory``: the Autoscaler controller's, by Autoscaler name (read, never written);
+    ``clock``: that controller's monotonic clock; ``wall``: the wall clock a Node's Ready age
+    is read on."""
 
     def __init__(
         self,
         open_gate: Callable[[Lift], Awaitable[None]],
-        nodes: Informer,
+        read_node: Callable[[str], Awaitable[Object | None]],
         autoscalers: Informer,
         memory: Mapping[str, Memory],
         *,
@@ -76,14 +83,14 @@ class GateOpener:
         wall: Callable[[], datetime],
     ) -> None:
         self._open = open_gate
-        self._nodes = nodes
+        self._read_node = read_node
         self._autoscalers = autoscalers
         self._memory = memory
         self._clock = clock
         self._wall = wall
 
     async def reconcile(self, req: Request) -> Result:
-        node = self._nodes.store.get(req.name)
+        node = await self._read_node(req.name)
         if node is None:
             return Result()
         fields = node_fields(node)

@@ -23,6 +23,7 @@ It then runs again after ``frequency``; pod, node and pool events bring it back 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -172,7 +173,7 @@ class AutoscalerController:
         # a gate with no nomination behind it falls as its Node opens, without a pass (_gates)
         opener = GateOpener(
             self._actor.open,
-            self._nodes,
+            functools.partial(self.mgr.cache.get, NODES, label_selector=self._node_selector),
             self._autoscalers,
             self._memory,
             clock=self._clock,
