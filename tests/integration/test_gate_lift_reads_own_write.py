@@ -7,9 +7,10 @@ second brings several events (kwok's status, kube-controller-manager's patches),
 reconcile. Here the fault proxy drops the operator's Node watch events after the first sync,
 so its informer never sees its own lift, and the Node is reconciled again, as the next event
 would have it. Read from the informer's store, the second reconcile saw the gate still there and
-sent the lift again, answered 422 (12-18 a run in S1); read through the manager's cache, which
-waits for our own write and then reads the Node live, it sees the gate gone and writes nothing.
-The oracle is the proxy's log of the operator's requests, and the Node as the apiserver has it.
+sent the lift again, answered 422 (about three a run in S1); read through the manager's cache,
+which waits for our own write and then reads the Node live, it sees the gate gone and writes
+nothing (and the lift itself, ``Actor.open``, reads it so too). The oracle is the proxy's log of
+the operator's requests, and the Node as the apiserver has it.
 """
 
 from __future__ import annotations

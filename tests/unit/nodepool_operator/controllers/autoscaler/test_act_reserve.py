@@ -1,13 +1,16 @@
-"""The deprecated reserveNewNodes under the default role (no ``pods`` patch): the refused
-toleration is told once as a Warning on the Autoscaler, the pass goes on, nothing crashes."""
+"""The Actor's reservation writes. The deprecated reserveNewNodes under the default role (no
+``pods`` patch): the refused toleration is told once as a Warning on the Autoscaler, the pass
+goes on, nothing crashes. A gate's lift is sent only while the cache still shows the gate."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kubeloop import Forbidden, Object
+from nodepool_operator.controllers._node_fields import node_fields
+from nodepool_operator.controllers._reserve import RESERVED_KEY, lift_patch
 from nodepool_operator.controllers.autoscaler.act import RESERVE_FORBIDDEN, Actor
-from nodepool_operator.controllers.autoscaler.decide import Grant
+from nodepool_operator.controllers.autoscaler.decide import Grant, Lift
 from nodepool_operator.controllers.autoscaler.observe import Raw
 from nodepool_operator.scheduling import pod_view
 from tests import factories
@@ -45,3 +48,43 @@ async def test_a_refused_toleration_is_told_once_and_stops_the_grants() -> None:
     assert (granted, opened) == ([], [])
     assert client.patches == 1  # the first refusal ends the grants of the pass
     assert told.warnings == [("as", RESERVE_FORBIDDEN)]
+
+
+class RecordingClient:
+    """Takes every patch, and records the Nodes patched."""
+
+    def __init__(self) -> None:
+        self.patched: list[str] = []
+
+    async def patch(self, resource: Any, name: str, *args: Any, **kwargs: Any) -> Object:
+        self.patched.append(name)
+        return {}
+
+
+async def test_a_lift_is_sent_only_while_the_cache_still_shows_the_gate() -> None:
+    """A pass plans on a snapshot; the gates controller may have lifted a gate since. The
+    lift reads the Node through the cache first (never older than our own writes) and sends
+    nothing for a gate already gone, or a Node gone; a gate still there is lifted."""
+    gate = factories.taint(RESERVED_KEY, value="vm-a")
+    shown: dict[str, Object] = {
+        "vm-a": factories.node("vm-a", taints=[gate]),
+        "vm-b": factories.node("vm-b", taints=[]),  # its gate lifted meanwhile
+    }
+
+    async def read_node(name: str) -> Object | None:
+        return shown.get(name)
+
+    client = RecordingClient()
+    actor = Actor(client, Told(), read_node)  # type: ignore[arg-type]
+    lifts = [
+        Lift(n, n, lift_patch(node_fields(factories.node(n, taints=[gate]))))
+        for n in ("vm-a", "vm-b", "vm-c")
+    ]
+    raw = Raw(factories.autoscaler("as", pool="big"), factories.nodepool("big"), {}, {})
+    granted, opened = await actor.reserve(raw, (), lifts)
+    assert (granted, opened) == ([], ["vm-a"])
+    assert client.patched == ["vm-a"]
+    # without a reader every lift is sent, as before (the guarded patch is the check)
+    unread = RecordingClient()
+    assert await Actor(unread, Told()).open(lifts[1])  # type: ignore[arg-type]
+    assert unread.patched == ["vm-b"]

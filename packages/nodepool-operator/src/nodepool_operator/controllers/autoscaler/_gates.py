@@ -12,7 +12,7 @@ This controller answers each Node event alone: one guarded patch, no planning. I
 Node through the manager's cache, which waits for our own last write to it: the events of a
 Node's first second (kwok's status, kube-controller-manager's patches) come in a burst, and a
 reconcile of one of them that read the informer's store before the watch brought our lift back
-sent the lift again, answered 422 (the Karpenter benchmark's S1: 12-18 a run,
+sent the lift again, answered 422 (the Karpenter benchmark's S1: about three a run,
 ``docs/benchmarks.md``).
 
 What it may lift: a Node carrying the gate, Ready and rid of the start-up taints
@@ -74,7 +74,7 @@ class GateOpener:
 
     def __init__(
         self,
-        open_gate: Callable[[Lift], Awaitable[None]],
+        open_gate: Callable[[Lift], Awaitable[bool]],
         read_node: Callable[[str], Awaitable[Object | None]],
         autoscalers: Informer,
         memory: Mapping[str, Memory],
@@ -107,6 +107,6 @@ class GateOpener:
             for a in scalers
         ):
             return Result()  # no Autoscaler (the NodePool's backstop), or the pass's to lift
-        await self._open(Lift(req.name, gate, lift_patch(fields)))
-        log.debug("opened a gated node alone: no nomination to keep", extra={"node": req.name})
+        if await self._open(Lift(req.name, gate, lift_patch(fields))):
+            log.debug("opened a gated node alone: no nomination to keep", extra={"node": req.name})
         return Result()

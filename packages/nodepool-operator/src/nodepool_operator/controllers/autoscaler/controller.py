@@ -151,7 +151,10 @@ class AutoscalerController:
             first_seen=self._first_seen.frozen,
             template_sources=TemplateSources(mgr.client, cloud, cache),
         )
-        self._actor = Actor(mgr.client, mgr.recorder)
+        # Nodes as the cache has them, never older than our own writes: the gates' lifts read
+        # them before they write (_gates, Actor.open)
+        self._read_node = functools.partial(cache.get, NODES, label_selector=self._node_selector)
+        self._actor = Actor(mgr.client, mgr.recorder, self._read_node)
         self._renominations = Renominations()
 
     def register(self) -> Controller:
@@ -173,7 +176,7 @@ class AutoscalerController:
         # a gate with no nomination behind it falls as its Node opens, without a pass (_gates)
         opener = GateOpener(
             self._actor.open,
-            functools.partial(self.mgr.cache.get, NODES, label_selector=self._node_selector),
+            self._read_node,
             self._autoscalers,
             self._memory,
             clock=self._clock,
