@@ -62,7 +62,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -873,6 +873,20 @@ async def _install_karpenter_crds(admin: Client, built: Path) -> None:
         await admin.create(KWOK_NODECLASSES, nodeclass)
 
 
+@contextlib.contextmanager
+def _workdir(keep: str | None) -> Iterator[Path]:
+    """Where each run's logs (ours, Karpenter's, kwok's) and our simulated cloud's records
+    go: ``keep`` when given, left there to read after the bench (a run's story is in the
+    operator's log, not in its figures), else a temporary directory."""
+    if keep:
+        path = Path(keep)
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+    else:
+        with tempfile.TemporaryDirectory(prefix="bench-karpenter-") as tmp:
+            yield Path(tmp)
+
+
 async def run(ctx: Context) -> BenchResult:
     chosen = ctx.param("scenarios", FULL_SET, QUICK_SET)
     if isinstance(chosen, str):
@@ -884,8 +898,8 @@ async def run(ctx: Context) -> BenchResult:
     built = await asyncio.to_thread(karpenter_dir)
     table = scenarios(ctx.quick)
     figures: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-karpenter-") as tmp:
-        workdir = Path(tmp)
+    keep = ctx.param("keep_logs", None, None)
+    with _workdir(None if keep is None else str(keep)) as workdir:
         async with test_bed(scoring) as (cp, admin, _), connect(str(cp.kubeconfig), 2) as api:
             await install_crds(admin, crds())
             await _install_karpenter_crds(admin, built)
@@ -1112,8 +1126,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--scenarios")
     parser.add_argument("--sides")
+    parser.add_argument("--keep-logs", metavar="DIR", help="keep each run's logs in DIR")
     args = parser.parse_args()
-    overrides = {k: v for k, v in (("scenarios", args.scenarios), ("sides", args.sides)) if v}
+    given = (("scenarios", args.scenarios), ("sides", args.sides), ("keep_logs", args.keep_logs))
+    overrides = {k: v for k, v in given if v}
     ctx = Context(kubeconfig=Path(), quick=args.quick, overrides=overrides)
     print(json.dumps(asyncio.run(run(ctx))))
 

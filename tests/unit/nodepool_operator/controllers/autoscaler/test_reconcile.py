@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from kubeloop import Request, Result
+from kubeloop import Added, Request, Result
 from kubeloop.testing import Snapshot, Write, new_manager, reconcile_once
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.controllers._reserve import RESERVED_KEY
@@ -296,6 +296,38 @@ async def test_a_burst_is_read_once_per_window_not_once_per_pod_event(
     _, writes = await passes.run(changed, *world[1:])
     assert reads == [3, 7, 7]
     assert scale_targets(writes) == [3]
+
+
+async def test_pods_the_watch_brings_while_a_pass_reads_are_a_burst_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pass takes its pods from the cache on the loop, then reads them in a worker thread
+    while the watch goes on: pods marked unschedulable meanwhile are not in its snapshot. It
+    planned as of its read, so the next pass gathers those pods as a new burst. Taken as
+    planned (a time read after the thread), they were planned at once, without the window:
+    one node ahead of the rest of the burst (one S1 run in twelve, docs/benchmarks.md)."""
+    from nodepool_operator.controllers.autoscaler import observe
+
+    passes = Passes(settings=OperatorSettings(batch_window_seconds=1.0))
+    early = pods("w", 3)
+    real = observe.snapshot
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        passes.now += 0.1  # the thread's time, while the watch shows the first pods
+        for obj in early:
+            passes.first_seen.observe(Added(obj))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(observe, "snapshot", slow)
+    _, writes = await passes.run(scaler(), pool())  # no pod pending when it read
+    assert scale_targets(writes) == []
+    monkeypatch.setattr(observe, "snapshot", real)
+    result, writes = await passes.run(scaler(), pool(), *early)
+    assert scale_targets(writes) == []
+    assert result.requeue_after == pytest.approx(1.0)  # their window starts when seen
+    passes.now += 1.5  # quiet for more than a window
+    _, writes = await passes.run(scaler(), pool(), *early)
+    assert scale_targets(writes) == [1]
 
 
 # --- what caps the raise, what sets pods aside ------------------------------------------------

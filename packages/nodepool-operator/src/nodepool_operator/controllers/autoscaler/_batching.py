@@ -15,17 +15,34 @@ up to a second older than it is and split a burst in two.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from kubeloop import Deleted, Event
 from nodepool_operator.controllers.autoscaler._decode import pod_key
 from nodepool_operator.scheduling import classify
 
-__all__ = ["MAX_BATCH_WINDOWS", "FirstSeen", "batch_wait"]
+__all__ = ["MAX_BATCH_WINDOWS", "FirstSeen", "Seen", "batch_wait"]
 
 #: The longest a burst is held back, in batch windows.
 MAX_BATCH_WINDOWS: Final = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """The first-seen times as they stood at ``at``, when a pass read the pods from the
+    cache: called with a pod key, its time; a candidate the watch has not shown yet is new
+    as of ``at``.
+
+    ``at`` is also when the pass planned (its ``planned_at``): a candidate the watch brings
+    after it is not in the pass's snapshot, so it must count as new to the next pass."""
+
+    times: Mapping[str, float]
+    at: float
+
+    def __call__(self, key: str) -> float:
+        return self.times.get(key, self.at)
 
 
 class FirstSeen:
@@ -51,17 +68,14 @@ class FirstSeen:
         else:
             self._since.setdefault(key, self._clock())
 
-    def frozen(self) -> Callable[[str], float]:
-        """The times as they stand now, as a lookup by pod key (:func:`~._decode.pod_key`); a
-        candidate the watch has not shown yet is new as of now.
+    def frozen(self) -> Seen:
+        """The times as they stand now, by pod key (:func:`~._decode.pod_key`).
 
         Why a copy: the pass reads its snapshot in a worker thread while the loop goes on
         handling events. Looked up live from there, a pod bound meanwhile was taken in again
         as a new candidate: it restarted the batch window (a second raise held back a window
         while the scheduler was still binding the first) and stayed until its next event."""
-        times = dict(self._since)
-        now = self._clock()
-        return lambda key: times.get(key, now)
+        return Seen(dict(self._since), self._clock())
 
 
 def batch_wait(

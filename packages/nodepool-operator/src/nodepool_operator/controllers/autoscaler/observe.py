@@ -46,7 +46,7 @@ from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._node_manifest import REGION_LABEL
 from nodepool_operator.controllers._reserve import reserved_for
 from nodepool_operator.controllers._unneeded import is_marked, timed_out_at
-from nodepool_operator.controllers.autoscaler._batching import batch_wait
+from nodepool_operator.controllers.autoscaler._batching import Seen, batch_wait
 from nodepool_operator.controllers.autoscaler._choice import Option, option
 from nodepool_operator.controllers.autoscaler._decode import deleting, object_name
 from nodepool_operator.controllers.autoscaler._pending import Lookup
@@ -136,8 +136,9 @@ class Observation:
             rests, out of scale-down, for a while after).
         rivals: the other Autoscalers watching one of its namespaces, as options for the
             choice of who scales for a pod (:mod:`._choice`), by name.
-        read_at: when the cache was read, on the monotonic clock of the candidates'
-            ``first_seen`` (the controller decides at that time).
+        read_at: when the cache was read (the pods, and their ``first_seen`` frozen with
+            them), on that monotonic clock. The controller decides, and remembers it planned,
+            as of then: a candidate the watch brings later is not in this snapshot.
     """
 
     scaler: Autoscaler
@@ -226,12 +227,14 @@ def snapshot(
     first_seen: Callable[[str], float],
     rivals: Sequence[Option] = (),
     template_inputs: TemplateInputs | None = None,
+    read_at: float = 0.0,
 ) -> Observation | Unready:
     """The observation of what was read: the Autoscaler (``obj``, parsed as ``scaler``), its
     pool, the pods of its namespaces, the pool's Nodes (``pods_on(name)``: the pods bound to
     one) and the DaemonSets; ``first_seen(key)``: when the watch showed the pod of that key
     (its view's ``key``) unschedulable; ``template_inputs``: the cloud's instance types and
-    the pool's node class (default: the simulated catalogue, no class).
+    the pool's node class (default: the simulated catalogue, no class); ``read_at``: when
+    the pods were read, on ``first_seen``'s clock.
     Pure, so tests observe a fixed snapshot the way the controller observes its cache."""
     pool_name = scaler.spec.node_pool_ref.name
     inputs = template_inputs or TemplateInputs(CATALOGUE, None)
@@ -277,6 +280,7 @@ def snapshot(
             name: when for name, node in by_name.items() if (when := timed_out_at(node))
         },
         rivals=tuple(sorted(rivals, key=lambda o: o.name)),
+        read_at=read_at,
     )
 
 
@@ -295,7 +299,7 @@ class Observer:
         cache: Cache,
         label_selector: str | None,
         scope_labels: Mapping[str, str],
-        first_seen: Callable[[], Callable[[str], float]],
+        first_seen: Callable[[], Seen],
         template_sources: TemplateSources | None = None,
     ) -> None:
         self._client = client
@@ -347,7 +351,7 @@ class Observer:
             if any(pod.workload for pod in views):
                 items, _ = await self._client.list_all(PDBS)
                 budgets = [pdb_view(item) for item in items]
-        return replace(seen, lookup=lookup, budgets=tuple(budgets), read_at=now)
+        return replace(seen, lookup=lookup, budgets=tuple(budgets))
 
     async def _read(self, obj: Object) -> Observation | Unready:
         """What the cache holds for planning (the live reads not made yet), or why the
@@ -384,6 +388,11 @@ class Observer:
         # pure and runs in a worker thread, so watches and probes are answered meanwhile.
         nodes = self._nodes.store.by_index(NODE_POOL, pool_name)
         bound = {name: pods.by_index(POD_NODE, name) for name in map(object_name, nodes)}
+        # Frozen on the loop with the pods, no await between: the thread must not see the
+        # handler's times move under it, and the pass plans as of this read. A time taken
+        # after the thread made the candidates the watch brought meanwhile (not in this
+        # snapshot) count as planned: the next pass planned them at once, without the window.
+        seen = self._first_seen()
         return await asyncio.to_thread(
             snapshot,
             obj,
@@ -394,8 +403,8 @@ class Observer:
             pods_on=lambda node: bound.get(node, []),
             daemonsets=daemonsets,
             scope_labels=self._scope_labels,
-            # on the loop: the thread must not see the handler's times move under it
-            first_seen=self._first_seen(),
+            first_seen=seen,
+            read_at=seen.at,
             rivals=rivals,
             template_inputs=inputs,
         )
