@@ -93,6 +93,7 @@ from bench.autoscaler_scenarios import (
 from bench.kopf_compare import scrape
 from bench.phases import (
     karpenter_launches,
+    last_to_run,
     nth_after,
     our_launches,
     phase_medians,
@@ -621,11 +622,12 @@ async def run_side(
             await _create(admin, [p for p in pods if _wave(sc, p) == 2], names.namespace)
         times = await _poll_pods(admin, names.namespace, exp.fitting, t0, checks)
         nodes_up = await _nodes(admin, node_selector)
-        fig_phases = await _phases(watch, exp.fitting, side, lifted, op)
+        timelines = await _timelines(watch, exp.fitting, side, lifted, op)
         fig = {
             **_all_fitting(watch, times, exp.fitting, t0, t0_wall),
             "nodes_after_scale_up": len(nodes_up),
-            "phases": fig_phases,
+            "phases": phase_medians(timelines.values()),
+            "last_pod_phases": last_to_run(timelines),
         }
         if sc.id == "SD":
             keep = sum(1 for p in pods if DELETION_COST in p["metadata"].get("annotations", {}))
@@ -708,15 +710,15 @@ def _all_fitting(
     return out
 
 
-async def _phases(
+async def _timelines(
     watch: PhaseWatch,
     fitting: int,
     side: str,
     lifted: dict[str, float],
     op: _Ours | None,
-) -> dict[str, Any]:
-    """The phase table's entry for this side (:mod:`bench.phases`), once the watch has seen
-    what the poll saw (every fitting pod Running)."""
+) -> dict[str, dict[str, float]]:
+    """Each pod's milestones for the phase tables (:mod:`bench.phases`), once the watch has
+    seen what the poll saw (every fitting pod Running)."""
     for _ in range(int(10.0 / POLL_S)):  # the watch is seldom behind the poll for long
         if watch.running() >= fitting:
             break
@@ -733,7 +735,7 @@ async def _phases(
             else lifted
         )
         launches = karpenter_launches(watch.claims, watch.nodes, boot_done)
-    return phase_medians(pod_timelines(watch.pods, watch.nodes, launches).values())
+    return pod_timelines(watch.pods, watch.nodes, launches)
 
 
 def _wave(sc: Scenario, pod: dict[str, Any]) -> int:
@@ -1007,14 +1009,20 @@ def _each(fig: dict[str, Any], key: str) -> str:
     return f"{value} ({min(runs)}–{max(runs)}, {len(runs)} runs)"
 
 
-def phase_table(figures: dict[str, Any], scenarios: Sequence[str], sides: Sequence[str]) -> str:
-    """The phase table (:func:`bench.phases.table`) of every scenario and side that ran."""
+def phase_table(
+    figures: dict[str, Any],
+    scenarios: Sequence[str],
+    sides: Sequence[str],
+    key: str = "phases",
+) -> str:
+    """A phase table (:func:`bench.phases.table`) of every scenario and side that ran: the
+    medians over all pods (``phases``) or the last pod's path (``last_pod_phases``)."""
     return table(
         [
-            (sid, side, fig["phases"])
+            (sid, side, fig[key])
             for sid in scenarios
             for side in sides
-            if "phases" in (fig := figures.get(sid, {}).get(side, {}))
+            if key in (fig := figures.get(sid, {}).get(side, {}))
         ]
     )
 
@@ -1091,6 +1099,16 @@ def markdown(result: BenchResult) -> str:
         "",
         phase_table(f, p["scenarios"], p["sides"]),
     ]
+    last = phase_table(f, p["scenarios"], p["sides"], "last_pod_phases")
+    if last.count("\n") > 1:  # results from before it have no last pod's path
+        phases += [
+            "",
+            'The last pod to run, the one that sets "all fitting running": its own phases, '
+            "the critical path the medians above hide (a second wave, a node that registers "
+            "late). From the run shown in the first table.",
+            "",
+            last,
+        ]
     return "\n".join(
         [
             f"Karpenter: {p['karpenter']}; kwok {p['kwok']}; kube-scheduler scoring "

@@ -279,6 +279,17 @@ def phase_medians(timelines: Iterable[Mapping[str, float]]) -> dict[str, Any]:
     }
 
 
+def last_to_run(timelines: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
+    """The phases of the pod that ran last (:func:`phase_medians` of its timeline alone,
+    and its name as ``pod``): the critical path behind "all fitting pods running", which
+    the medians over all pods hide (S3's second wave is 13 pods of 45)."""
+    ran = {name: t for name, t in timelines.items() if "running" in t}
+    if not ran:
+        return {**phase_medians([]), "pod": None}
+    name = max(ran, key=lambda n: (ran[n]["running"], n))
+    return {**phase_medians([ran[name]]), "pod": name}
+
+
 def _phase_ending(milestone: str) -> str:
     i = MILESTONES.index(milestone)
     return f"{MILESTONES[i - 1]}>{milestone}"

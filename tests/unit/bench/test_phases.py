@@ -14,6 +14,7 @@ from bench.phases import (
     PodSeen,
     decision_before,
     karpenter_launches,
+    last_to_run,
     node_schedulable,
     nth_after,
     our_launches,
@@ -54,6 +55,20 @@ def test_medians_are_over_the_pods_per_phase() -> None:
     pods = [_chain(0.0, [g * k for g in GAPS]) for k in (1, 2, 10)]
     medians = _by_phase(phase_medians(pods), "median_s")
     assert list(medians.values()) == [round(2 * g, 3) for g in GAPS]
+
+
+def test_the_last_pod_to_run_gives_its_own_path_not_the_medians() -> None:
+    # a first wave of three, then a second wave whose one pod waits longer for its decision
+    first = {f"w1-{i}": _chain(0.0, GAPS) for i in range(3)}
+    late_gaps = [GAPS[0], 4.0, *GAPS[2:]]
+    timelines = {**first, "w2-0": _chain(12.0, late_gaps), "never": {"created": 1.0}}
+    last = last_to_run(timelines)
+    assert last["pod"] == "w2-0"
+    assert last["pods"] == 1
+    assert list(_by_phase(last, "median_s").values()) == late_gaps
+    # the medians over all pods show the first wave's decision, not the one that mattered
+    assert _by_phase(phase_medians(timelines.values()), "median_s")["unschedulable>decided"] == 1.0
+    assert last_to_run({"never": {"created": 1.0}})["pod"] is None
 
 
 def test_a_node_registered_before_its_boot_ends_costs_nothing_and_is_counted_early() -> None:
