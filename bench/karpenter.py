@@ -41,7 +41,8 @@ for the same pods are in both sides' counts); and cloud calls (Karpenter:
 ``karpenter_cloudprovider_duration_seconds_count`` from its metrics; ours: the simulated cloud's
 call log). And where the time goes
 (:mod:`bench.phases`): the median of each phase of a pod's wait, from pod created to Running,
-from what the bench's own watches saw and the cloud's records.
+from what the bench's own watches saw and the cloud's records; and the phases of the last
+pod to run alone, the critical path behind the time to all running.
 
 By hand::
 
