@@ -1100,15 +1100,16 @@ def markdown(result: BenchResult) -> str:
         "",
         phase_table(f, p["scenarios"], p["sides"]),
     ]
-    last = phase_table(f, p["scenarios"], p["sides"], "last_pod_phases")
-    if last.count("\n") > 1:  # results from before it have no last pod's path
+    shown = [(sid, side) for sid in p["scenarios"] for side in p["sides"]]
+    # results from before it have no last pod's path
+    if any("last_pod_phases" in f.get(sid, {}).get(side, {}) for sid, side in shown):
         phases += [
             "",
             'The last pod to run, the one that sets "all fitting running": its own phases, '
             "the critical path the medians above hide (a second wave, a node that registers "
             "late). From the run shown in the first table.",
             "",
-            last,
+            phase_table(f, p["scenarios"], p["sides"], "last_pod_phases"),
         ]
     return "\n".join(
         [
