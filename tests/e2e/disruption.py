@@ -25,6 +25,7 @@ DO_NOT_DISRUPT = "kubeloop.dev/do-not-disrupt"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 UNNEEDED = "autoscaling.kubeloop.dev/unneeded-since"
+CANDIDATE = "autoscaling.kubeloop.dev/deletion-candidate"
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 DEPLOYMENTS_RES = DEPLOYMENTS
 
@@ -241,6 +242,7 @@ class NodeWatch:
         self.deleted_at: dict[str, int] = {}
         self.tainted: dict[str, list[bool]] = {}
         self.named: set[str] = set()
+        self.soft: set[str] = set()
         self._informer = Informer(env.client, NODES, label_selector=selector)
         self._informer.add_handler(self._on)
 
@@ -259,6 +261,8 @@ class NodeWatch:
         if UNNEEDED in (meta.get("annotations") or {}):
             self.named.add(name)
         taints = (event.obj.get("spec") or {}).get("taints") or ()
+        if any(t.get("key") == CANDIDATE and t.get("effect") == "PreferNoSchedule" for t in taints):
+            self.soft.add(name)
         has = any(t.get("key") == DISRUPTING for t in taints)
         seen = self.tainted.setdefault(name, [])
         if not seen or seen[-1] != has:

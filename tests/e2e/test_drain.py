@@ -8,6 +8,8 @@ evictions were made, which a PodDisruptionBudget refused with 429).
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from kubeloop import NODES, PODS, NotFound, Object
@@ -17,10 +19,12 @@ from nodepool_operator.controllers._scope import POOL_LABEL
 from tests import factories
 from tests.e2e.conftest import OperatorEnv
 from tests.e2e.disruption import (
+    CANDIDATE,
     DEPLOYMENTS_RES,
     DISRUPTING,
     DO_NOT_DISRUPT,
     PDBS,
+    UNNEEDED,
     DeploymentPods,
     NodeWatch,
     Requests,
@@ -337,7 +341,7 @@ async def test_the_autoscaler_names_the_node_a_budget_lets_go_and_that_one_is_dr
         await env.eventually(one_left, "the second node removed", timeout=120)
     finally:
         await watch.stop()
-    assert watch.named == {second}
+    assert watch.named == watch.soft == {second}
     assert True not in watch.tainted.get(first, [])
     assert requests.evictions(refused=True) == 0
     assert requests.evictions() == 1  # free's pod, through the Eviction API
@@ -419,6 +423,86 @@ async def test_a_mixed_burst_spread_over_too_many_nodes_is_consolidated_to_the_o
     gone = set(before.values()) - set(after.values())
     assert len(gone) == 1
     assert watch.named == gone  # the node the consolidation named is the one drained
+    assert watch.soft == gone  # and kube-scheduler was told to avoid it meanwhile
     moved = {p for p, n in before.items() if n in gone}
     assert len(moved) == 2
     assert not moved & set(after)  # evicted, replaced by the Deployments' new pods
+
+
+async def test_a_replacement_the_scheduler_undoes_stops_and_is_not_tried_again(
+    operator_env: OperatorEnv, namespace: str
+) -> None:
+    """This bed's kube-scheduler scores ``LeastAllocated``. Three nodes, each a 950m and a
+    200m pod (1150m of 2000m; its spread puts them so): no drain frees a node, but two nodes
+    traded for one new one would leave two. The Autoscaler raises the target 3 -> 4 and
+    drains the first named node once the new one is Ready; the scheduler puts both its pods
+    on the empty new node (the least allocated), so the second named node's 950m has no place
+    and the pool is back at three nodes of 1150m. The replacement stops there, and with the
+    same workload no other starts: after its rest (three unneeded times) the Autoscaler's
+    ``lastDecision`` says why, the target history is 3, 4, 3, two evictions, no pod deleted,
+    and the node left named has its name and soft taint taken off."""
+    env = operator_env
+    requests = Requests()
+    env.client.add_observer(requests)
+    name = f"undone-{env.run_id}"
+    await env.create(NODEPOOLS, pool(name, 3))
+    await env.start(controllers=("nodepool", "autoscaler"))
+    await settled_nodes(env, name, 3)
+
+    async def running() -> dict[str, str]:
+        pods = (await env.client.list(PODS, namespace))["items"]
+        if any(
+            p["status"].get("phase") != "Running" or p["metadata"].get("deletionTimestamp")
+            for p in pods
+        ):
+            return {}
+        return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+
+    for app, cpu in (("big", "950m"), ("small", "200m")):
+        dep = factories.deployment(app, 3, cpu=cpu, node_selector={POOL_LABEL: name})
+        await env.create(DEPLOYMENTS_RES, dep, namespace)
+
+        async def placed(app: str = app) -> dict[str, str]:
+            found = await running()
+            return found if sum(1 for p in found if p.startswith(app)) == 3 else {}
+
+        before = await env.eventually(placed, f"3 {app} pods running", timeout=90)
+    assert len(set(before.values())) == 3
+    assert sorted(Counter(before.values()).values()) == [2, 2, 2]  # one of each on each
+    timeline = await Timeline.watch(env.client, name, namespace)
+    try:
+        await scale_down_quickly(env, name, namespace)
+
+        async def undone() -> dict[str, str]:
+            found = await running()
+            nodes = await nodes_of(env, name)
+            return found if len(nodes) == 3 and timeline.values[-2:] == [4, 3] else {}
+
+        try:
+            after = await env.eventually(undone, "a raise to 4, then back to 3", timeout=180)
+        except AssertionError as e:
+            seen = {r: await events(env, name, r) for r in ("TriggeredScaleUp", "ScaleDown")}
+            where = await running()
+            raise AssertionError(f"{e}; timeline {timeline.values}; {where}; {seen}") from None
+
+        # after the rest (three unneeded times of 2 s) a pass finds the workload the
+        # replacement failed for, and says so instead of starting another
+        async def refused() -> str | None:
+            scaler = await env.client.get(AUTOSCALERS, f"as-{env.run_id}")
+            text = (scaler.get("status") or {}).get("lastDecision") or ""
+            return text if "one failed for this workload" in text else None
+
+        decision = await env.eventually(refused, "lastDecision: no replacement", timeout=60)
+    finally:
+        await timeline.stop()
+    seen = {r: await events(env, name, r) for r in ("TriggeredScaleUp", "ScaleDown")}
+    assert timeline.values == [3, 4, 3], (seen, decision)
+    # the name and the soft taint came off the node the drain left (a strategic merge patch)
+    for node in await nodes_of(env, name):
+        assert UNNEEDED not in (node["metadata"].get("annotations") or {}), node["metadata"]
+        taints = (node.get("spec") or {}).get("taints") or []
+        assert all(t["key"] != CANDIDATE for t in taints), taints
+    assert sorted(Counter(after.values()).values()) == [2, 2, 2]
+    assert requests.evictions() == 2, (seen, requests.seen)
+    assert requests.pod_deletes() == 0
+    assert len(env.cloud.snapshot().live) == 3

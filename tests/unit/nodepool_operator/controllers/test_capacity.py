@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nodepool_operator.api import parse_nodepool
-from nodepool_operator.controllers._capacity import pool_nodes, pool_template
+from nodepool_operator.controllers._capacity import pool_nodes, pool_template, scale_down_node
 from nodepool_operator.controllers._scope import POOL_LABEL
 from nodepool_operator.scheduling import Resources, Taint
 from tests import factories
@@ -112,6 +112,19 @@ def test_a_booting_node_is_simulated_with_the_templates_taints_not_its_start_up_
     assert by_name["n1"] == (pool_taint,)
     # once Ready, its own taints are what the scheduler sees
     assert by_name["n2"] == (Taint("example.com/agent-not-ready", "NoSchedule"),)
+
+
+def test_a_ready_node_not_open_yet_is_opening_and_judged_with_its_own_taints() -> None:
+    """Ready, but the lifecycle's not-ready taint (or the Autoscaler's reservation) is still
+    on: room for the plan (the taint goes), yet no place for a pod a scale-down moves now, as
+    the NodePool controller judges it (:func:`scale_down_node`: the Node as it is)."""
+    not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    nodes = pool_nodes([node("n1", taints=[not_ready]), node("n2")], lambda _: [])
+    assert (nodes.registered, nodes.ready, nodes.opening) == (2, 2, 1)
+    assert {s.name: s.taints for s in nodes.room}["n1"] == ()
+    by_name = {c.name: c.taints for c in nodes.candidates}
+    assert by_name == {"n1": (Taint("node.kubernetes.io/not-ready", "NoSchedule"),), "n2": ()}
+    assert by_name["n1"] == scale_down_node(node("n1", taints=[not_ready]), []).taints
 
 
 def test_cordoned_and_deleting_nodes() -> None:

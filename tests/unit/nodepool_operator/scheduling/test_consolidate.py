@@ -12,6 +12,7 @@ import pytest
 from nodepool_operator.scheduling import (
     NodeState,
     NodeTemplate,
+    Replacement,
     Resources,
     ScaleDownNode,
     SearchBudget,
@@ -234,3 +235,93 @@ def test_the_nodepool_controllers_order_takes_the_nodes_a_consolidation_named() 
     order = removal_order(SIX, threshold=1.0, prefer=set(found.free))
     assert [d.node for d in order[:2]] == list(found.free)
     assert all(d.removable for d in order[:2])
+
+
+def replaced(nodes: Sequence[ScaleDownNode], replacement: Replacement) -> list[ScaleDownNode]:
+    """The pool once ``replacement`` is done as planned: its new nodes up (``new-<i>``), its
+    drained nodes gone, each drained pod on the node the plan gave it."""
+    pods = {str(p.ref): p for n in nodes for p in n.pods}
+    landing: dict[str, list[Any]] = {}
+    for ref, _, to in replacement.moves:
+        landing.setdefault(to.replace("new:", "new-"), []).append(pods[ref])
+    kept = [
+        node(n.name, *n.pods, *landing.pop(n.name, ()))
+        for n in nodes
+        if n.name not in replacement.drain
+    ]
+    return kept + [node(f"new-{i}", *landing.pop(f"new-{i}")) for i in range(replacement.new_nodes)]
+
+
+#: 5 nodes of a 2000m and a 600m pod (65 %): no node's 2000m fits another's 1400m free, but the
+#: pods need 4 (two 2000m to a node); two nodes traded for one new one get there.
+PAIRS = spread(5, "2000m", "600m")
+
+
+def test_no_drain_frees_a_node_so_two_are_traded_for_one_new_one() -> None:
+    """STUCK: the drain alone frees nothing; with room to grow by one, a and b (the least
+    used) go once a new node is up: their 2000m pods onto it, their 400m onto c."""
+    assert consolidate(STUCK, template=TEMPLATE, search=STEPS_ONLY).replacement is None
+    found = consolidate(STUCK, template=TEMPLATE, search=STEPS_ONLY, grow=1)
+    assert found.free == ()
+    assert found.replacement == Replacement(
+        drain=("a", "b"),
+        new_nodes=1,
+        moves=(
+            ("prod/a1", "a", "new:0"),
+            ("prod/a2", "a", "c"),
+            ("prod/b1", "b", "new:0"),
+            ("prod/b2", "b", "c"),
+        ),
+    )
+
+
+@pytest.mark.parametrize("layout", [STUCK, PAIRS], ids=["STUCK", "PAIRS"])
+def test_a_replacement_done_as_planned_leaves_the_pool_at_its_optimum(
+    layout: list[ScaleDownNode],
+) -> None:
+    """Every drained pod has a place, no node over its size, and the pool that results is at
+    the optimum: nothing more to free, nothing to replace."""
+    found = consolidate(layout, template=TEMPLATE, search=STEPS_ONLY, grow=2)
+    assert found.replacement is not None
+    assert found.replacement.gain == found.above == 1
+    moved = sorted(ref for ref, *_ in found.replacement.moves)
+    drained = set(found.replacement.drain)
+    assert moved == sorted(str(p.ref) for n in layout if n.name in drained for p in n.pods)
+    after = replaced(layout, found.replacement)
+    assert len(after) == found.optimum
+    assert all(sum(p.requests.get("cpu") for p in n.pods) <= 4000 for n in after)
+    again = consolidate(after, template=TEMPLATE, search=STEPS_ONLY, grow=2)
+    assert (again.optimum, again.free, again.replacement) == (found.optimum, (), None)
+
+
+def test_no_replacement_where_a_drain_frees_a_node_or_the_pool_is_at_its_optimum() -> None:
+    """The drain comes first (it launches nothing); at the optimum nothing is traded."""
+    assert consolidate(SPREAD, template=TEMPLATE, search=STEPS_ONLY, grow=3).replacement is None
+    assert consolidate(APART, template=TEMPLATE, search=STEPS_ONLY, grow=3).replacement is None
+
+
+def test_a_replacement_waits_for_a_budget_and_drains_more_nodes_than_it_allows_at_once() -> None:
+    """STUCK with a disruption budget of none now: nothing is traded; of one node: a and b are
+    still traded for one new node (drained one after the other once it is up: a's pods onto
+    the new node and c, then b's the same way)."""
+    assert consolidate(STUCK, template=TEMPLATE, limit=0, grow=1).replacement is None
+    one = consolidate(STUCK, template=TEMPLATE, limit=1, grow=1).replacement
+    assert one is not None
+    assert (one.drain, one.new_nodes) == (("a", "b"), 1)
+    up = [*STUCK, node("new-0")]
+    first = consolidate(up, template=TEMPLATE, limit=1, prefer=one.drain)
+    assert first.free == ("a",)
+    after = [n for n in up if n.name != "a"]
+    moved = {ref: to for ref, _, to in first.moves}
+    pods = {str(p.ref): p for p in STUCK[0].pods}
+    after = [
+        node(n.name, *n.pods, *(pods[r] for r, to in moved.items() if to == n.name)) for n in after
+    ]
+    second = consolidate(after, template=TEMPLATE, limit=1, prefer=one.drain)
+    assert (second.free, second.reachable, second.optimum) == (("b",), 2, 2)
+
+
+def test_a_replacement_needs_room_to_grow() -> None:
+    """PAIRS at its maxNodes (``grow`` 0): nothing is traded, the pool stays one above."""
+    found = consolidate(PAIRS, template=TEMPLATE, search=STEPS_ONLY, grow=0)
+    assert (found.above, found.free, found.replacement) == (1, (), None)

@@ -133,11 +133,18 @@ class PoolNodes:
             DaemonSet pods not there yet are charged for.
         empty: Ready, schedulable Nodes running no workload pods, by name.
         candidates: Ready, schedulable Nodes with their pods, for
-            :func:`~nodepool_operator.scheduling.removal_order`.
+            :func:`~nodepool_operator.scheduling.removal_order`, with their own taints: the
+            NodePool controller judges a scale-down on the Nodes as they are
+            (:func:`scale_down_node`), and a Node the lifecycle has not opened yet is no
+            place for a moved pod now (the scheduler would not put it there either).
         leaving: Nodes being drained (the disrupting taint, no deletionTimestamp yet):
             capacity that is going, counted neither as registered nor as Ready, so the
             replacement of a node being repaired counts as in flight rather than hidden
             behind the node it replaces.
+        opening: Ready Nodes still carrying one of the
+            :data:`~._node_manifest.STARTING_TAINTS` or the Autoscaler's reservation:
+            registered and Ready, but no pod it was not planned for lands there until the
+            taint is lifted.
     """
 
     registered: int
@@ -146,6 +153,7 @@ class PoolNodes:
     empty: tuple[str, ...]
     candidates: tuple[ScaleDownNode, ...] = ()
     leaving: int = 0
+    opening: int = 0
 
 
 def pool_nodes(
@@ -166,7 +174,7 @@ def pool_nodes(
     Terminal pods take no room; terminating ones still do, as in kube-scheduler. A Node whose
     allocatable is malformed offers no room rather than failing the whole plan.
     """
-    registered = ready = leaving = 0
+    registered = ready = leaving = opening = 0
     room: list[NodeState] = []
     empty: list[str] = []
     candidates: list[ScaleDownNode] = []
@@ -199,13 +207,14 @@ def pool_nodes(
             taints = tuple(t for t in view.taints if t.key not in _LIFECYCLE_TAINTS)
         room.append(NodeState(view.name, free, view.labels, taints, tuple(pods)))
         if view.ready:
+            opening += any(t.key in _LIFECYCLE_TAINTS for t in view.taints)
             candidates.append(
-                ScaleDownNode(view.name, view.allocatable, view.labels, taints, tuple(pods))
+                ScaleDownNode(view.name, view.allocatable, view.labels, view.taints, tuple(pods))
             )
             if not any(p.workload for p in pods):
                 empty.append(view.name)
     return PoolNodes(
-        registered, ready, tuple(room), tuple(sorted(empty)), tuple(candidates), leaving
+        registered, ready, tuple(room), tuple(sorted(empty)), tuple(candidates), leaving, opening
     )
 
 

@@ -17,7 +17,10 @@ from typing import Any
 
 from kubeloop import Object
 
-__all__ = ["NodeFields", "node_fields"]
+__all__ = ["JsonPatch", "NodeFields", "node_fields"]
+
+JsonPatch = list[dict[str, Any]]
+"""An RFC 6902 patch, as the Node patches built from :class:`NodeFields` are sent."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,9 +38,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Container, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
-from nodepool_operator.controllers._node_fields import NodeFields
+from nodepool_operator.controllers._node_fields import JsonPatch, NodeFields
 from nodepool_operator.scheduling import PodView, Taint
 
 __all__ = [
@@ -60,8 +60,6 @@ RESERVED_KEY: Final = "autoscaling.kubeloop.dev/reserved"
 #: The NodePool controller opens a reserved node this many landing graces after it became
 #: Ready if nothing else did (no Autoscaler for the pool, or one that is down).
 RESERVATION_BACKSTOP: Final = 4
-
-JsonPatch = list[dict[str, Any]]
 
 
 def reservation_taint(node_name: str) -> dict[str, str]:

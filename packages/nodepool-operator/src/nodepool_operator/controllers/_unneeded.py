@@ -16,6 +16,13 @@ PodDisruptionBudget holds), falling back to its own order for the rest: a pool s
 annotation (it goes with the Node); one whose drain timed out is open again and loses it
 (its unneeded time starts afresh), so the next annotated Node is tried.
 
+A named Node also carries :data:`CANDIDATE_TAINT` (``PreferNoSchedule``, as
+cluster-autoscaler's ``DeletionCandidateOfClusterAutoscaler``): kube-scheduler then scores it
+below the Nodes that stay, so a pod moved off one named Node (or created meanwhile) does not
+land on the next one to go when another Node has room; the name and the taint come and go in
+one JSON patch, which touches that one annotation and that one taint (guarded: the
+taints are one list to the API server).
+
 The unneeded times themselves stay in the Autoscaler's memory: after its restart they start
 afresh, so the names come off and are put back once a node has been unneeded that long again
 (a name never stands for longer than the Autoscaler has seen the node unneeded).
@@ -37,9 +44,12 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any, Final
 
+from nodepool_operator.controllers._node_fields import JsonPatch, NodeFields
 from nodepool_operator.controllers._node_manifest import parse_time
+from nodepool_operator.scheduling import Taint
 
 __all__ = [
+    "CANDIDATE_TAINT",
     "DRAIN_TIMED_OUT_AT",
     "RECHECK_SECONDS",
     "UNNEEDED_ANNOTATION",
@@ -54,6 +64,8 @@ __all__ = [
 
 #: On a pool's Node: unneeded since (RFC 3339), as the Autoscaler found it.
 UNNEEDED_ANNOTATION: Final = "autoscaling.kubeloop.dev/unneeded-since"
+#: On a Node named unneeded, beside the annotation: the scheduler's last choice, not a refusal.
+CANDIDATE_TAINT: Final = Taint("autoscaling.kubeloop.dev/deletion-candidate", "PreferNoSchedule")
 #: On a pool's Node: when its scale-down drain was given up (RFC 3339), by the NodePool
 #: controller.
 DRAIN_TIMED_OUT_AT: Final = "kubeloop.dev/drain-timed-out-at"
@@ -87,12 +99,54 @@ def is_marked(node: Mapping[str, Any]) -> bool:
     return UNNEEDED_ANNOTATION in annotations
 
 
-def mark_patch(since: float) -> dict[str, Any]:
-    """The merge patch that names a Node unneeded since ``since`` (seconds since the epoch).
-    A merge patch touches that one annotation, whoever owns the others."""
-    return {"metadata": {"annotations": {UNNEEDED_ANNOTATION: format_time(since)}}}
+def _pointer(token: str) -> str:
+    """A JSON-pointer path segment (RFC 6901): ``~`` and ``/`` escaped."""
+    return token.replace("~", "~0").replace("/", "~1")
 
 
-def unmark_patch() -> dict[str, Any]:
-    """The merge patch that takes the name off again."""
-    return {"metadata": {"annotations": {UNNEEDED_ANNOTATION: None}}}
+_ANNOTATION_PATH: Final = f"/metadata/annotations/{_pointer(UNNEEDED_ANNOTATION)}"
+
+
+def mark_patch(node: NodeFields, since: float) -> JsonPatch:
+    """The JSON patch that names ``node`` (as read) unneeded since ``since`` (seconds since
+    the epoch): the annotation, and :data:`CANDIDATE_TAINT` unless it has it. A Node's taints
+    are one atomic list to the API server (a strategic merge patch replaces it whole), so the
+    taint is appended, or the list created only if there still is none (a ``test`` of null):
+    nothing another writer put there meanwhile is lost."""
+    ops: JsonPatch = []
+    stamp = format_time(since)
+    if node.annotations is None:
+        ops += [
+            {"op": "test", "path": "/metadata/annotations", "value": None},
+            {"op": "add", "path": "/metadata/annotations", "value": {UNNEEDED_ANNOTATION: stamp}},
+        ]
+    else:
+        ops.append({"op": "add", "path": _ANNOTATION_PATH, "value": stamp})
+    if node.taint(CANDIDATE_TAINT.key) is None:
+        taint = {"key": CANDIDATE_TAINT.key, "effect": CANDIDATE_TAINT.effect}
+        if node.taints is None:
+            ops += [
+                {"op": "test", "path": "/spec/taints", "value": None},
+                {"op": "add", "path": "/spec/taints", "value": [taint]},
+            ]
+        else:
+            ops.append({"op": "add", "path": "/spec/taints/-", "value": taint})
+    return ops
+
+
+def unmark_patch(node: NodeFields) -> JsonPatch:
+    """The JSON patch that takes the name and :data:`CANDIDATE_TAINT` off ``node`` (as
+    read); ``[]`` when it has neither. Each taint removed is tested first, so a list that
+    shifted meanwhile is refused (422) rather than losing another taint."""
+    ops: JsonPatch = []
+    if UNNEEDED_ANNOTATION in (node.annotations or {}):
+        ops.append({"op": "remove", "path": _ANNOTATION_PATH})
+    taints = node.taints or ()
+    for index in reversed(range(len(taints))):
+        if taints[index].get("key") == CANDIDATE_TAINT.key:
+            path = f"/spec/taints/{index}"
+            ops += [
+                {"op": "test", "path": path, "value": taints[index]},
+                {"op": "remove", "path": path},
+            ]
+    return ops

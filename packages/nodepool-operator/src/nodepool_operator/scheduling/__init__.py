@@ -22,6 +22,7 @@ from ._blockers import node_blocker as node_blocker
 from ._blockers import pdb_view as pdb_view
 from ._blockers import pod_blocker as pod_blocker
 from ._consolidate import Consolidation as Consolidation
+from ._consolidate import Replacement as Replacement
 from ._consolidate import consolidate as consolidate
 from ._daemonset import DaemonSetView as DaemonSetView
 from ._daemonset import daemonset_overhead as daemonset_overhead
@@ -106,6 +107,7 @@ __all__ = [  # noqa: RUF022 - plain sorted (a test checks it): Booting sorts bef
     "PodView",
     "References",
     "RemovalReason",
+    "Replacement",
     "Resources",
     "ScaleDownNode",
     "ScaleUpPlan",

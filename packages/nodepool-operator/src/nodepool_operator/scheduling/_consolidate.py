@@ -30,9 +30,19 @@ timed out resting). At most ``limit`` nodes are named (the pool's disruption bud
 are drained the scheduler places the moved pods where it likes, so the next ones are planned
 from the cluster as it then is.
 
-What it does not do: move pods between nodes that stay, or replace nodes by new ones. A layout
-whose optimum needs either stays above it (without a ``limit``, :attr:`Consolidation.
-reachable` above :attr:`Consolidation.optimum` says by how much).
+When no node can go that way (every node's pods need room the others lack, though the
+optimum is lower), and the pool may grow (``grow``), a **replacement**: a set of nodes to
+drain once some new template nodes are up, fewer new ones than drained, the drained pods
+planned onto the nodes that stay and the new ones (Karpenter's multi-node replace, in a pool
+of one node shape). Its candidates are taken in the same order, the set growing one node at a
+time (up to :data:`REPLACE_NODES`); the set with the largest gain (drained minus new) is kept,
+the smallest at equal gain, so a replacement disrupts no more nodes than its gain needs. Its
+nodes are drained once the new ones are up, as many at once as the ``limit`` allows (a limit
+of 0 now: no replacement now either).
+
+What it does not do: move pods between nodes that stay. A layout whose optimum needs that
+stays above it (:attr:`Consolidation.reachable` above :attr:`Consolidation.optimum` says by
+how much, for the drain alone).
 """
 
 from __future__ import annotations
@@ -46,17 +56,46 @@ from ._exact import SearchBudget
 from ._firstfit import NodeState
 from ._quantity import Resources
 from ._scaledown import CHECK_BUDGET, ScaleDownNode, _state, place_on
+from ._slots import Existing, NodeSlot
 from ._template import NodeTemplate
 from ._views import PodView
 
-__all__ = ["EXACT_CHECKS", "Consolidation", "consolidate"]
+__all__ = ["EXACT_CHECKS", "REPLACE_NODES", "Consolidation", "Replacement", "consolidate"]
 
 #: How many times one decision may ask the exact search whether a set of nodes can go, after
 #: first-fit-decreasing said no (each within :data:`~._scaledown.CHECK_BUDGET`).
 EXACT_CHECKS = 4
 
-#: A pod moved by a drain: the pod (namespace/name), the node it leaves, the node it goes to.
+#: The most nodes one replacement drains: one packing per node tried, so a pool of hundreds
+#: costs a few packings a decision; a larger excess is worked off by the next replacements.
+REPLACE_NODES = 8
+
+#: A pod moved by a drain: the pod (namespace/name), the node it leaves, the node it goes to
+#: (a node's name; in a :class:`Replacement`, ``new:<i>`` for its ``i``-th new node).
 Move = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    """Nodes to drain once ``new_nodes`` new template nodes are up: their pods have a place
+    on the nodes that stay and the new ones, and fewer nodes are new than go.
+
+    Attributes:
+        drain: the nodes to drain, best first.
+        new_nodes: the template nodes to launch first (fewer than ``drain``).
+        new_zones: the zone of each new node (``()`` for a pool without zones).
+        moves: where the plan put each pod of ``drain`` (see :data:`Move`), by pod.
+    """
+
+    drain: tuple[str, ...]
+    new_nodes: int
+    new_zones: tuple[str, ...] = ()
+    moves: tuple[Move, ...] = ()
+
+    @property
+    def gain(self) -> int:
+        """Nodes fewer once it is done."""
+        return len(self.drain) - self.new_nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +112,8 @@ class Consolidation:
         free: the nodes to drain now, best first, at most the ``limit``.
         moves: where the simulation put each pod of the nodes in ``free``: (the pod as
             namespace/name, the node it leaves, the node it goes to), by pod.
+        replacement: when ``free`` is empty though the pool is above its optimum and may
+            grow, the nodes to drain once new ones are up (:class:`Replacement`), if any.
     """
 
     nodes: int
@@ -80,6 +121,7 @@ class Consolidation:
     reachable: int
     free: tuple[str, ...] = ()
     moves: tuple[Move, ...] = ()
+    replacement: Replacement | None = None
 
     @property
     def above(self) -> int:
@@ -97,10 +139,13 @@ def consolidate(
     limit: int | None = None,
     zones: Sequence[str] = (),
     search: SearchBudget = CHECK_BUDGET,
+    grow: int = 0,
 ) -> Consolidation:
     """The optimum for ``nodes``' pods and the nodes to drain to get closer to it (see the
     module's docstring). ``template``: an empty node of the pool (what the optimum is counted
-    in); ``zones``: the pool's zones, for the optimum's template nodes."""
+    in); ``zones``: the pool's zones, for the optimum's and a replacement's template nodes;
+    ``grow``: how many nodes the pool may have above ``nodes`` while a replacement's new
+    nodes come up (its maxNodes minus its nodes; 0: no replacement)."""
     count = len(nodes)
     stay = {n.name for n in nodes if _kept(n, blockers, held)}
     fixed = [n for n in nodes if n.name in stay]
@@ -123,9 +168,21 @@ def consolidate(
     # With a limit, the search stops once it has that many: the next ones are chosen once
     # those are gone, from where the scheduler put their pods.
     most = count - optimum if limit is None else min(limit, count - optimum)
-    going, moves = _largest_set(_order(movable, prefer), nodes, most, template, search)
+    order = _order(movable, prefer)
+    going, moves = _largest_set(order, nodes, most, template, search)
+    replacement = None
+    if not going and grow > 0:
+        # a drain alone frees nothing: trade some nodes for fewer new ones (drained later as
+        # the budget allows, onto the new nodes and those that stay)
+        most = min(len(order), REPLACE_NODES)
+        replacement = _replacement(order, nodes, most, grow, count - optimum, template, zones)
     return Consolidation(
-        count, optimum, count - len(going), tuple(n.name for n in going), tuple(sorted(moves))
+        count,
+        optimum,
+        count - len(going),
+        tuple(n.name for n in going),
+        tuple(sorted(moves)),
+        replacement,
     )
 
 
@@ -220,3 +277,53 @@ def _fits(
     if placed is None:
         return None
     return [(str(pod.ref), source[id(pod)], node) for pod, node in placed[1]]
+
+
+def _replacement(
+    order: Sequence[ScaleDownNode],
+    nodes: Sequence[ScaleDownNode],
+    most: int,
+    grow: int,
+    wanted: int,
+    template: NodeTemplate,
+    zones: Sequence[str],
+) -> Replacement | None:
+    """The best trade of the first nodes of ``order`` (at most ``most``) for fewer new template
+    nodes (at most ``grow``): each prefix's pods planned onto the other ``nodes`` and new ones
+    by the scale-up plan (first-fit-decreasing alone: one plan per prefix, so a pool of
+    hundreds of nodes costs ``most`` packings). The largest gain wins, the shortest prefix at
+    equal gain; the search ends once the gain is ``wanted`` (the pool at its optimum)."""
+    best: Replacement | None = None
+    going: list[ScaleDownNode] = []
+    for candidate in order:
+        if len(going) >= most:
+            break
+        going.append(candidate)
+        pods, stay = _split(going, nodes)
+        plan = plan_scale_up(
+            pods,
+            template=template,
+            existing_nodes=stay,
+            current_target=len(stay),
+            max_nodes=len(stay) + min(grow, len(going) - 1),
+            search=None,
+            zones=zones,
+        )
+        if plan.unschedulable or len(going) - plan.new_nodes <= (best.gain if best else 0):
+            continue
+        source = {str(p.ref): n.name for n in going for p in _moving(n)}
+        moves = [(str(p.pod), source[str(p.pod)], _slot_name(p.node)) for p in plan.placements]
+        best = Replacement(
+            tuple(n.name for n in going),
+            plan.new_nodes,
+            tuple(plan.new_zones),
+            tuple(sorted(moves)),
+        )
+        if best.gain >= wanted:
+            break
+    return best
+
+
+def _slot_name(slot: NodeSlot) -> str:
+    """A node of a replacement's plan: a node that stays by name, a new one as ``new:<i>``."""
+    return slot.name if isinstance(slot, Existing) else str(slot)

@@ -12,16 +12,19 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import jsonpatch
 import pytest
 
 from kubeloop import Conflict
 from nodepool_operator.api import parse_autoscaler
+from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._reserve import RESERVED_KEY, Reservation
 from nodepool_operator.controllers._scope import POOL_LABEL
-from nodepool_operator.controllers._unneeded import DRAIN_TIMED_OUT_AT
+from nodepool_operator.controllers._unneeded import CANDIDATE_TAINT, DRAIN_TIMED_OUT_AT
 from nodepool_operator.controllers._unneeded import UNNEEDED_ANNOTATION as UNNEEDED
 from nodepool_operator.controllers.autoscaler._landing import Awaiting, Landing
 from nodepool_operator.controllers.autoscaler._provision import Provisioning
+from nodepool_operator.controllers.autoscaler._replacing import Replacing
 from nodepool_operator.controllers.autoscaler._report import Subject
 from nodepool_operator.controllers.autoscaler.controller import decide_and_write
 from nodepool_operator.controllers.autoscaler.decide import (
@@ -44,6 +47,7 @@ KNOBS = Knobs(
     scale_up_backoff=300.0,
     utilization_threshold=0.5,
 )
+CANDIDATE = CANDIDATE_TAINT.key
 NOW = 10_000.0
 WALL = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 CLOCK = Clock(NOW, WALL)
@@ -524,7 +528,17 @@ def test_unneeded_time_starts_when_a_node_is_first_empty_and_sets_the_requeue() 
     # both named on their Node, unneeded since the first look, for the NodePool controller
     assert [(m.node, m.on) for m in due.marks] == [("n-0", True), ("n-1", True)]
     stamp = (WALL - timedelta(seconds=600)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    assert due.marks[0].patch == {"metadata": {"annotations": {UNNEEDED: stamp}}}
+    named = jsonpatch.apply_patch(obs.raw.nodes["n-0"], due.marks[0].patch())
+    assert named["metadata"]["annotations"][UNNEEDED] == stamp
+    # and steered away from by kube-scheduler meanwhile (a soft taint beside the others)
+    soft = {"key": CANDIDATE, "effect": "PreferNoSchedule"}
+    assert named["spec"]["taints"] == [*(obs.raw.nodes["n-0"]["spec"].get("taints") or []), soft]
+    # taken off again, both, by a patch tested against the list as read
+    unnamed = jsonpatch.apply_patch(
+        named, replace(due.marks[0], on=False).patch(node_fields(named))
+    )
+    assert UNNEEDED not in unnamed["metadata"]["annotations"]
+    assert soft not in (unnamed["spec"].get("taints") or [])
     # the times are kept (they name the nodes to go) and not counted twice: the pool, two
     # nodes for a target of 0 now, is not settled
     assert due.memory.unneeded_since == {"n-0": NOW, "n-1": NOW}
@@ -652,6 +666,196 @@ def test_a_pod_that_cannot_move_keeps_its_node_out_of_a_consolidation() -> None:
     first = decide(obs, Memory(), CLOCK, KNOBS)
     assert first.memory.unneeded_since == {"n-1": NOW}
     assert [u.node for u in first.status.unremovable_nodes or ()] == ["n-0"]
+
+
+def test_a_spread_no_drain_can_fix_is_replaced_two_nodes_for_one_new_one() -> None:
+    # 3 nodes of 96Gi, each a 44Gi and a 9Gi pod (55 %): no node's 44Gi fits another's 43Gi
+    # free, but the pods fit on 2 (two 44Gi on one): n-0 and n-1 are traded for a new node
+    world, nodes = spread_pool(3, "44Gi", "9Gi")
+    obs = observe(scaler(scale_down=True), pool(target=3), world, nodes)
+    first = decide(obs, Memory(), CLOCK, KNOBS)
+    assert first.target is None
+    assert first.memory.unneeded_since == {"n-0": NOW, "n-1": NOW}
+    raised = decide(obs, first.memory, Clock(NOW + 600, WALL), KNOBS)
+    summary = (
+        "scale up 3 -> 4 to replace 2 nodes unneeded for 10m (n-0, n-1) with 1 new node "
+        "(consolidation: the pods fit on 2 nodes)"
+    )
+    assert raised.target == TargetWrite(3, 4, Why.REPLACE, summary)
+    assert [(m.node, m.on) for m in raised.marks] == [("n-0", True), ("n-1", True)]
+    assert "TriggeredScaleUp" in reasons(raised)
+    assert raised.memory.replacing == Replacing(("n-0", "n-1"), 4, start=3, since=NOW + 600)
+    # the new node boots: nothing lowered, the unneeded times kept
+    booting = observe(scaler(scale_down=True), pool(target=4), world, nodes)
+    wait = decide(booting, raised.memory, Clock(NOW + 630, WALL), KNOBS)
+    assert wait.target is None
+    assert wait.memory.unneeded_since == {"n-0": NOW, "n-1": NOW}
+    # Ready and empty (not unneeded: the pods go there): n-0 goes first, a budget of one node
+    up = observe(scaler(scale_down=True), pool(target=4), world, [*nodes, node("n-3")])
+    down = decide(up, wait.memory, Clock(NOW + 660, WALL), KNOBS)
+    note = "scale down 4 -> 3: nodes unneeded for 10m (consolidation: the pods fit on 2 nodes)"
+    assert down.target == TargetWrite(4, 3, Why.SCALE_DOWN, note)
+    assert down.memory.replacing == Replacing(
+        ("n-0", "n-1"), 3, start=3, since=NOW + 600, wrote=(4,)
+    )
+    # the cache still shows 4 for a moment: still under way, the names kept
+    lag = decide(up, down.memory, Clock(NOW + 661, WALL), KNOBS)
+    assert lag.memory.replacing is not None
+    assert set(lag.memory.unneeded_since) >= {"n-0", "n-1"}
+    assert [m for m in lag.marks if not m.on] == []
+    # while n-0 drains nothing more is lowered
+    draining = [node("n-0", draining=True), *nodes[1:], node("n-3")]
+    busy = observe(scaler(scale_down=True), pool(target=3), world, draining)
+    held = decide(busy, down.memory, Clock(NOW + 670, WALL), KNOBS)
+    assert held.target is None
+    assert held.memory.replacing == Replacing(("n-1",), 3, start=3, since=NOW + 600, wrote=(4,))
+    # n-0 gone, its 44Gi on the new node and its 9Gi on n-2, as the scheduler put them: n-1 next
+    moved = [
+        running("r-0-0", "n-3", "44Gi"),
+        running("r-0-1", "n-2", "9Gi"),
+        *(p for p in world if p["spec"]["nodeName"] != "n-0"),
+    ]
+    after = observe(scaler(scale_down=True), pool(target=3), moved, [*nodes[1:], node("n-3")])
+    last = decide(after, held.memory, Clock(NOW + 700, WALL), KNOBS)
+    assert last.target is not None
+    assert (last.target.expected, last.target.desired, last.target.why) == (3, 2, Why.SCALE_DOWN)
+    assert last.memory.replacing == Replacing(("n-1",), 2, start=3, since=NOW + 600, wrote=(4, 3))
+    # n-1 drains: the replacement is done, and no rest follows it
+    gone = [node("n-1", draining=True), nodes[2], node("n-3")]
+    done = decide(
+        observe(scaler(scale_down=True), pool(target=2), moved, gone),
+        last.memory,
+        Clock(NOW + 710, WALL),
+        KNOBS,
+    )
+    assert (done.memory.replacing, done.memory.replace_after) == (None, None)
+
+
+def test_a_replacement_waits_for_its_new_node_to_be_ready_but_not_for_ever() -> None:
+    """Registered but not Ready: not in flight, so no provisioning timeout; the replacement
+    waits, then, past the max provision time, is dropped and rests."""
+    world, nodes = spread_pool(3, "44Gi", "9Gi")
+    obs = observe(scaler(scale_down=True), pool(target=3), world, nodes)
+    first = decide(obs, Memory(), CLOCK, KNOBS)
+    raised = decide(obs, first.memory, Clock(NOW + 600, WALL), KNOBS)
+    up = observe(scaler(scale_down=True), pool(target=4), world, [*nodes, node("n-3", ready=False)])
+    wait = decide(up, raised.memory, Clock(NOW + 660, WALL), KNOBS)
+    assert wait.target is None
+    assert wait.memory.replacing == raised.memory.replacing
+    assert wait.memory.unneeded_since == {"n-0": NOW, "n-1": NOW}
+    late = decide(up, wait.memory, Clock(NOW + 600 + 901, WALL), KNOBS)
+    assert late.memory.replacing is None
+    assert late.memory.replace_after == NOW + 600 + 901 + 1800
+
+
+def test_a_replacement_waits_for_its_new_node_to_open_and_says_so() -> None:
+    """Ready but still carrying the lifecycle's not-ready taint or the Autoscaler's own
+    reservation: no pod lands there yet, and the NodePool controller, which judges a
+    scale-down on the Nodes as they are, would find no place for the drained pods and remove
+    the empty new node instead. Nothing is lowered until it opens; ``lastDecision`` names the
+    replacement meanwhile."""
+    world, nodes = spread_pool(3, "44Gi", "9Gi")
+    obs = observe(scaler(scale_down=True), pool(target=3), world, nodes)
+    first = decide(obs, Memory(), CLOCK, KNOBS)
+    raised = decide(obs, first.memory, Clock(NOW + 600, WALL), KNOBS)
+    starting = node("n-3")
+    starting["spec"]["taints"] = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    for new in (starting, node("n-3", reserved=True)):
+        up = observe(scaler(scale_down=True), pool(target=4), world, [*nodes, new])
+        wait = decide(up, raised.memory, Clock(NOW + 660, WALL), KNOBS)
+        assert wait.target is None
+        assert wait.memory.replacing == raised.memory.replacing
+        assert "replacing 2 nodes (n-0, n-1)" in (wait.status.last_decision or "")
+    up = observe(scaler(scale_down=True), pool(target=4), world, [*nodes, node("n-3")])
+    down = decide(up, raised.memory, Clock(NOW + 660, WALL), KNOBS)
+    assert down.target is not None
+    assert (down.target.expected, down.target.desired) == (4, 3)
+
+
+def test_a_replacement_whose_room_was_taken_is_dropped_and_rests() -> None:
+    world, nodes = spread_pool(3, "44Gi", "9Gi")
+    obs = observe(scaler(scale_down=True), pool(target=3), world, nodes)
+    first = decide(obs, Memory(), CLOCK, KNOBS)
+    raised = decide(obs, first.memory, Clock(NOW + 600, WALL), KNOBS)
+    assert raised.memory.replacing is not None
+    # pods of another workload took the new node's room before the drain
+    taken = [*world, running("other", "n-3", "60Gi")]
+    up = observe(scaler(scale_down=True), pool(target=4), taken, [*nodes, node("n-3")])
+    dropped = decide(up, raised.memory, Clock(NOW + 660, WALL), KNOBS)
+    assert dropped.target is None
+    assert (dropped.memory.replacing, dropped.memory.replace_after) == (None, NOW + 660 + 1800)
+    assert "no replacement for now: the last one was dropped" in (
+        dropped.status.last_decision or ""
+    )
+    # resting: the same spread (the new node gone again) is not traded for half an hour
+    again = decide(obs, dropped.memory, Clock(NOW + 1300, WALL), KNOBS)
+    due = decide(obs, again.memory, Clock(NOW + 1900, WALL), KNOBS)
+    assert due.target is None
+    assert due.memory.unneeded_since == {}
+    rested = decide(obs, due.memory, Clock(NOW + 2500, WALL), KNOBS)
+    assert rested.memory.unneeded_since == {"n-0": NOW + 2500, "n-1": NOW + 2500}
+    traded = decide(obs, rested.memory, Clock(NOW + 3100, WALL), KNOBS)
+    assert traded.target is not None
+    assert traded.target.why is Why.REPLACE
+
+
+def test_a_replacement_the_scheduler_undid_is_not_tried_again_on_the_same_workload() -> None:
+    """Under LeastAllocated n-0's pods both land on the empty new node, so n-1's 44Gi has no
+    place: the pool is back at three nodes of 53Gi, its pods moved for nothing. No
+    replacement starts again while the workload is the same, long after the rest."""
+    world, nodes = spread_pool(3, "44Gi", "9Gi")
+    obs = observe(scaler(scale_down=True), pool(target=3), world, nodes)
+    first = decide(obs, Memory(), CLOCK, KNOBS)
+    raised = decide(obs, first.memory, Clock(NOW + 600, WALL), KNOBS)
+    up = observe(scaler(scale_down=True), pool(target=4), world, [*nodes, node("n-3")])
+    down = decide(up, raised.memory, Clock(NOW + 660, WALL), KNOBS)
+    assert down.target is not None
+    assert down.target.desired == 3
+    spread_again = [
+        running("r-0-0", "n-3", "44Gi"),
+        running("r-0-1", "n-3", "9Gi"),
+        *(p for p in world if p["spec"]["nodeName"] != "n-0"),
+    ]
+    three = [*nodes[1:], node("n-3")]
+    after = observe(scaler(scale_down=True), pool(target=3), spread_again, three)
+    undone = decide(after, down.memory, Clock(NOW + 700, WALL), KNOBS)
+    assert (undone.target, undone.memory.replacing) == (None, None)
+    assert undone.memory.replace_failed is not None
+    assert "the last one was dropped" in (undone.status.last_decision or "")  # resting first
+    memory = undone.memory
+    for minutes in (40, 50, 60, 120):
+        later = decide(after, memory, Clock(NOW + 60 * minutes, WALL), KNOBS)
+        assert (later.target, later.memory.unneeded_since) == (None, {})
+        # the rest ends 30m after the drop; then why none starts, the same text each pass
+        # (the status is written on a change)
+        if minutes >= 50:
+            assert "one failed for this workload" in (later.status.last_decision or "")
+        memory = later.memory
+    # the workload changed (n-3's 9Gi pod gone): the pool is looked at again
+    changed = observe(
+        scaler(scale_down=True), pool(target=3), spread_again[:1] + spread_again[2:], three
+    )
+    looked = decide(changed, memory, Clock(NOW + 60 * 130, WALL), KNOBS)
+    assert looked.memory.unneeded_since != {}
+    assert "replacement" not in (looked.status.last_decision or "")
+
+
+def test_a_replacement_whose_new_node_never_comes_ends_and_rests() -> None:
+    world, nodes = spread_pool(3, "44Gi", "9Gi")
+    obs = observe(scaler(scale_down=True), pool(target=3), world, nodes)
+    first = decide(obs, Memory(), CLOCK, KNOBS)
+    raised = decide(obs, first.memory, Clock(NOW + 600, WALL), KNOBS)
+    # no new node after the max provision time: the target goes back to the registered nodes
+    booting = observe(scaler(scale_down=True), pool(target=4), world, nodes)
+    timeout = decide(booting, raised.memory, Clock(NOW + 1600, WALL), KNOBS)
+    assert timeout.target is not None
+    assert timeout.target.why is Why.PROVISION_TIMEOUT
+    # its wait ended in the same pass (past the max provision time since the raise)
+    assert timeout.memory.replacing is None
+    assert timeout.memory.replace_after == NOW + 1600 + 1800
+    back = decide(obs, timeout.memory, Clock(NOW + 1610, WALL), KNOBS)
+    assert (back.target, back.memory.replacing) == (None, None)
+    assert back.memory.replace_after == NOW + 1600 + 1800
 
 
 def test_a_blocked_node_is_reported_once_and_listed_unremovable() -> None:

@@ -24,6 +24,7 @@ from kubeloop.testing import Snapshot, Write, new_manager, reconcile_once
 from nodepool_operator.api import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.controllers._reserve import RESERVED_KEY
 from nodepool_operator.controllers._scope import POOL_LABEL
+from nodepool_operator.controllers._unneeded import CANDIDATE_TAINT
 from nodepool_operator.controllers._unneeded import UNNEEDED_ANNOTATION as UNNEEDED
 from nodepool_operator.controllers.autoscaler import AutoscalerController
 from nodepool_operator.controllers.autoscaler._batching import FirstSeen
@@ -517,12 +518,19 @@ async def test_empty_nodes_go_after_the_unneeded_time_and_not_before() -> None:
 
 
 def marks(writes: list[Write]) -> list[tuple[str, str | None]]:
-    """(write, the unneeded annotation it sets or None to take it off) of each Node patch."""
-    return [
-        (str(w), w.body["metadata"]["annotations"][UNNEEDED])
-        for w in writes
-        if (w.verb, w.kind) == ("patch", "Node")
-    ]
+    """(write, the unneeded annotation it sets or None to take it off) of each Node patch
+    (a JSON patch: the annotation added, or removed)."""
+    path = "/metadata/annotations/" + UNNEEDED.replace("/", "~1")
+    found = []
+    for w in writes:
+        if (w.verb, w.kind) != ("patch", "Node"):
+            continue
+        for op in w.body:
+            if op["path"] == path:
+                found.append((str(w), op.get("value") if op["op"] == "add" else None))
+            elif op["path"] == "/metadata/annotations" and op["op"] == "add":
+                found.append((str(w), op["value"][UNNEEDED]))
+    return found
 
 
 async def test_the_nodes_unneeded_long_enough_are_named_before_the_target_is_lowered() -> None:
@@ -538,6 +546,28 @@ async def test_the_nodes_unneeded_long_enough_are_named_before_the_target_is_low
     assert [str(w) for w in writes[:2]] == ["patch Node n-0", "update NodePool/scale big"]
     assert marks(writes) == [("patch Node n-0", "2026-01-01T12:00:00Z")]
     assert scale_targets(writes) == [1]
+
+
+async def test_an_autoscaler_deleted_takes_its_names_and_soft_taints_off() -> None:
+    """Nothing else would: a deleted Autoscaler's names would stand, and kube-scheduler
+    would go on scoring the nodes down for a scale-down that never comes."""
+    passes = Passes()
+    busy = factories.pod("busy", namespace="prod", memory="80Gi", node="n-1", phase="Running")
+    world = (scaling_down(), pool(target=2, min_nodes=1), node("n-0"), node("n-1"), busy)
+    await passes.run(*world)
+    passes.now += 600
+    _, writes = await passes.run(*world)
+    assert marks(writes) == [("patch Node n-0", "2026-01-01T12:00:00Z")]
+    soft = {"key": CANDIDATE_TAINT.key, "effect": "PreferNoSchedule"}
+    named = node("n-0", annotations={UNNEEDED: "2026-01-01T12:00:00Z"}, taints=[soft])
+    passes.now += 1
+    _, writes = await passes.run(pool(target=1, min_nodes=1), named, node("n-1"), busy)
+    assert marks(writes) == [("patch Node n-0", None)]
+    [unmark] = [w.body for w in writes if (w.verb, w.kind) == ("patch", "Node")]
+    assert {"op": "remove", "path": "/spec/taints/0"} in unmark
+    assert "as" not in passes.memory  # forgotten: a second delete event sends nothing
+    _, writes = await passes.run(pool(target=1, min_nodes=1), named, node("n-1"), busy)
+    assert marks(writes) == []
 
 
 async def test_the_node_named_is_one_whose_pods_every_budget_lets_go_now() -> None:

@@ -87,13 +87,16 @@ def decision_text(
     planned: bool,
     head: str | None = None,
     settling: int = 0,
+    consolidation: str | None = None,
 ) -> str:
     """``status.lastDecision``: the plan's ``summary`` (made at ``target``; ``planned``: it
     placed or turned down a pod) plus the pods set aside before planning.
 
     E.g. ``no scale up (target 0); 1 pod MissingSecret (secret "db" not found)``. ``head``
     replaces the summary's first part, e.g. with what a scale-down did. ``settling`` counts
-    the pods left out while the scheduler binds them to nodes that just became Ready.
+    the pods left out while the scheduler binds them to nodes that just became Ready;
+    ``consolidation``, what holds a replacement back or which one is under way
+    (:func:`._replacing.replace_note`).
     """
     first, *groups = summary.split("; ")
     if head is None:
@@ -102,6 +105,8 @@ def decision_text(
             head = f"no scale up (target {target})"  # not "no pending pods"
     if settling:
         groups.append(f"{_count(settling)} waiting for the scheduler on new Ready nodes")
+    if consolidation:
+        groups.append(consolidation)
     described = [f"{_count(len(g.pods))} {g.reason} ({g.detail})" for g in aside[:_GROUPS]]
     parts = [head, *groups, *described]
     hidden = len(aside) - _GROUPS

@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Final, Protocol
 
 from kubeloop import (
     NODES,
@@ -39,6 +39,7 @@ from kubeloop import (
 from nodepool_operator.api import AUTOSCALERS
 from nodepool_operator.controllers._node_fields import node_fields
 from nodepool_operator.controllers._reserve import reserved_for, toleration_patch
+from nodepool_operator.controllers._unneeded import is_marked
 from nodepool_operator.controllers.autoscaler._report import Note, Subject
 from nodepool_operator.controllers.autoscaler._scale import write_target
 from nodepool_operator.controllers.autoscaler._status import READY, ConditionChange, StatusChange
@@ -57,6 +58,9 @@ from nodepool_operator.controllers.autoscaler.observe import Raw, Unready
 __all__ = ["Actor", "Recorder"]
 
 log = logging.getLogger("nodepool_operator.autoscaler")
+
+#: Tries of a Node's name patch, each from a fresher read, before the pass is retried.
+_MARK_ATTEMPTS: Final = 3
 
 #: How many nomination and gate writes one Autoscaler has in flight.
 _PARALLEL_WRITES = 16
@@ -128,11 +132,42 @@ class Actor:
 
     async def mark(self, marks: Sequence[Mark]) -> None:
         """Name the unneeded Nodes, or take the name off (a Node gone meanwhile needs
-        neither)."""
+        neither). A guarded patch the server refuses (the Node's taints or annotations
+        changed since the cache read them) is built again from a fresh read."""
         for mark in marks:
-            with contextlib.suppress(NotFound):
-                await self._client.patch(NODES, mark.node, mark.patch, patch_type=PatchType.MERGE)
+            fields = None
+            for attempt in range(_MARK_ATTEMPTS):
+                ops = mark.patch(fields)
+                if not ops:
+                    break
+                try:
+                    await self._client.patch(NODES, mark.node, ops, patch_type=PatchType.JSON)
+                except NotFound:
+                    break
+                except Invalid as err:
+                    if attempt + 1 == _MARK_ATTEMPTS:  # the workqueue's backoff takes over
+                        note = f"Node {mark.node} changed under {_MARK_ATTEMPTS} patches"
+                        raise Conflict(409, "Conflict", note) from err
+                    try:
+                        fields = node_fields(await self._client.get(NODES, mark.node))
+                    except NotFound:
+                        break
+                    continue
                 log.info("node %s %s", mark.node, "unneeded" if mark.on else "needed again")
+                break
+
+    async def unname(self, nodes: Iterable[str]) -> None:
+        """Take the names this Autoscaler put on ``nodes`` off again, once it is gone: nothing
+        else would (a restart of the operator before that forgets which nodes they were: the
+        ones left are then taken off by hand, ``docs/ownership.md``)."""
+        if self._read_node is None:
+            return
+        marks = []
+        for name in sorted(nodes):
+            node = await self._read_node(name)
+            if node is not None and is_marked(node):
+                marks.append(Mark(name, False, 0.0, node_fields(node)))
+        await self.mark(marks)
 
     def tell(self, raw: Raw, events: Sequence[Note]) -> None:
         """Record ``events`` on the objects they are about."""

@@ -219,8 +219,10 @@ class AutoscalerController:
             window=self._knobs.batch_window,
         )
         if obs is None:  # gone, or going
-            self._memory.pop(req.name, None)
+            forgotten = self._memory.pop(req.name, None)
             self._renominations.forget(req.name)
+            if forgotten is not None:  # its names (and soft taints) would outlive it
+                await self._actor.unname(forgotten.unneeded_since)
             return Result()
         if isinstance(obs, Unready):
             await self._actor.not_ready(obs, self._wall())

@@ -20,7 +20,9 @@ The steps, as cluster-autoscaler and Karpenter order them:
    (:mod:`.._unneeded`); when no node is unneeded by the threshold rule, with
    ``scaleDownConsolidation`` on, those a consolidation frees are (the pool's pods on fewer
    nodes, as many at once as its disruption budget allows:
-   :func:`~nodepool_operator.scheduling.consolidate`);
+   :func:`~nodepool_operator.scheduling.consolidate`); when no node can go that way though the
+   pool is above its optimum, a replacement: nodes traded for fewer new ones, the target raised
+   first and lowered once the new nodes are Ready (:mod:`._replacing`);
 4. tell: the status (:mod:`._status`), TriggeredScaleUp / ScaleDown / NotTriggerScaleUp /
    ProvisionTimedOut / ScaleDownBlocked Events, each distinct one once (:mod:`._report`);
 5. for a pool with ``reserveNewNodes`` (deprecated), let each planned pod onto its reserved
@@ -39,14 +41,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import Final
 
 from nodepool_operator.api import MAX_POOL_NODES, NodePool
 from nodepool_operator.controllers._blocked import SCALE_DOWN_BLOCKED, blocked_nodes, switches
-from nodepool_operator.controllers._node_fields import node_fields
+from nodepool_operator.controllers._node_fields import JsonPatch, NodeFields, node_fields
 from nodepool_operator.controllers._node_manifest import open_for, ready_for
 from nodepool_operator.controllers._reserve import (
-    JsonPatch,
     Reservation,
     lets_on,
     lift_due,
@@ -66,6 +67,15 @@ from nodepool_operator.controllers.autoscaler._provision import (
     observe,
     requested,
     timed_out,
+)
+from nodepool_operator.controllers.autoscaler._replacing import (
+    REST_FACTOR,
+    Layout,
+    Replacing,
+    layout,
+    replace_note,
+    replace_text,
+    under_way,
 )
 from nodepool_operator.controllers.autoscaler._report import (
     Note,
@@ -105,6 +115,7 @@ from nodepool_operator.scheduling import (
     PodRef,
     PodView,
     RemovalReason,
+    Replacement,
     ScaleUpPlan,
     Unremovable,
     consolidate,
@@ -151,6 +162,13 @@ class Memory:
     gathering: tuple[float, int] | None = None
     """Until when (on the controller's clock) a pass found a burst still gathering, with the
     Autoscaler's generation it read: see ``AutoscalerController._still_gathering``."""
+    replacing: Replacing | None = None
+    """A consolidation's replacement under way (:mod:`._replacing`)."""
+    replace_after: float | None = None
+    """No replacement starts before then: one was dropped (:data:`._replacing.REST_FACTOR`)."""
+    replace_failed: Layout | None = None
+    """The pool's workload when a replacement was dropped with the pool no smaller: none
+    starts again while it is the same (:func:`._replacing.layout`)."""
 
     def copy(self) -> Memory:
         """A copy a decision may change without touching this one: its containers are new,
@@ -204,6 +222,8 @@ class Why(StrEnum):
     SCALE_UP = "ScaleUp"
     SCALE_DOWN = "ScaleDown"
     PROVISION_TIMEOUT = "ProvisionTimedOut"
+    REPLACE = "Replace"
+    """A raise for a consolidation's new nodes, the nodes they replace drained after."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,12 +273,19 @@ class Nominated:
 
 @dataclass(frozen=True, slots=True)
 class Mark:
-    """Name Node ``node`` unneeded (``on``) or take the name off: a merge patch of its
-    annotation (:mod:`.._unneeded`), written before the target."""
+    """Name Node ``node`` unneeded (``on``, since ``since``, seconds since the epoch) or take
+    the name off (:mod:`.._unneeded`), written before the target. ``fields``: the Node as the
+    cache has it, which the guarded patch is built from (:meth:`patch`)."""
 
     node: str
     on: bool
-    patch: dict[str, Any]
+    since: float
+    fields: NodeFields
+
+    def patch(self, fields: NodeFields | None = None) -> JsonPatch:
+        """The JSON patch, from ``fields`` (a fresher read) or the cache's."""
+        node = self.fields if fields is None else fields
+        return mark_patch(node, self.since) if self.on else unmark_patch(node)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +325,7 @@ def decide(obs: Observation, memory: Memory, now: Clock, knobs: Knobs) -> Decisi
         planned=bool(plan.placements or plan.unschedulable),
         head=outcome.head,
         settling=len(settling),
+        consolidation=_replace_note(obs, m, now.mono),
     )
     return Decision(
         target=outcome.write,
@@ -498,6 +526,7 @@ def _scale(
     plan = _plan(obs, pods, m, now)
     if plan.scale_up:
         m.unneeded_since.clear()
+        m.replacing = None  # its new nodes take the pods instead; the drain is decided anew
         if m.provisioning.backing_off(now) or not may_write:
             return plan, None
         return plan, TargetWrite(
@@ -510,6 +539,7 @@ def _scale(
     if not obs.scaler.spec.scale_down_enabled:
         m.unneeded_since.clear()
         m.blocked.clear()
+        m.replacing = None
         return plan, None
     # Empty nodes, and nodes below the utilisation threshold whose pods the simulation
     # places on the others, blocked ones never: the rule the NodePool controller removes
@@ -530,12 +560,49 @@ def _scale(
         held=held | resting,
     )
     unneeded = tuple(d.node for d in order if d.removable and d.node not in resting)
+    unneeded_time = obs.scaler.spec.scale_down_unneeded_time
     consolidation = None
-    if not unneeded and obs.scaler.spec.scale_down_consolidation:
+    rest = now + REST_FACTOR * unneeded_time.total_seconds()
+    m.replacing, ended = under_way(
+        m.replacing, target=obs.target, candidates={n.name for n in obs.nodes.candidates}
+    )
+    if ended:  # before its drain: a provisioning timeout, a hand on the target
+        m.replace_after = rest
+    # not settled: its new nodes boot or are not open yet (the NodePool controller would find
+    # no place there for the drained pods, and remove the empty new node instead), a lowering
+    # is not yet taken up (its budget is in use: the consolidation would free nothing), or
+    # one of its nodes drains
+    if m.replacing is not None and not _settled(obs):
+        # a node registered but never Ready is not in flight: this bounds the wait
+        if now - m.replacing.since <= knobs.max_node_provision:
+            return plan, None  # its new nodes come, or one of its nodes drains
+        m.replacing, m.replace_after = None, rest  # they never became usable
+    if m.replacing is not None:
+        # Ready: the nodes named first, the new ones empty (not unneeded: the pods go there)
         consolidation = _consolidation(obs, m, held | resting)
         unneeded = consolidation.free
-    m.unneeded_since = track_unneeded(m.unneeded_since, unneeded, now)
-    unneeded_time = obs.scaler.spec.scale_down_unneeded_time
+        if not set(m.replacing.drain) & set(unneeded):
+            # the room was taken meanwhile (the scheduler put the moved pods elsewhere)
+            if obs.target >= m.replacing.start:
+                m.replace_failed = layout(obs.nodes.candidates)
+            m.replacing, m.replace_after = None, rest
+    elif not unneeded and obs.scaler.spec.scale_down_consolidation:
+        consolidation = _consolidation(obs, m, held | resting, grow=_grow(obs, m, now))
+        unneeded = consolidation.free
+        if (replacement := consolidation.replacement) is not None:
+            write = _replace(
+                obs,
+                m,
+                replacement,
+                now,
+                optimum=consolidation.optimum,
+                may_write=may_write,
+                pods_need_room=bool(plan.placements) or settling,
+            )
+            return plan, write
+    # a replacement's nodes the budget leaves for later keep their times (and names)
+    later = m.replacing.drain if m.replacing is not None else ()
+    m.unneeded_since = track_unneeded(m.unneeded_since, (*unneeded, *later), now)
     desired = scale_down_target(
         target=obs.target,
         min_nodes=obs.pool.spec.min_nodes,
@@ -547,19 +614,78 @@ def _scale(
     )
     if desired is None or not may_write or obs.moved:
         return plan, None
+    if m.replacing is not None:  # its nodes the NodePool controller leaves go next
+        wrote = (*m.replacing.wrote, m.replacing.target)
+        m.replacing = replace(m.replacing, target=desired, wrote=wrote)
     optimum = consolidation.optimum if consolidation is not None else None
     summary = scale_down_text(obs.target, desired, unneeded_time, optimum=optimum)
     return plan, TargetWrite(obs.target, desired, Why.SCALE_DOWN, summary)
 
 
-def _consolidation(obs: Observation, m: Memory, kept: set[str]) -> Consolidation:
+def _replace_note(obs: Observation, m: Memory, now: float) -> str | None:
+    """What ``lastDecision`` says of replacements (:func:`._replacing.replace_note`): the one
+    under way, or what holds the next back while scale-down is on."""
+    if not obs.scaler.spec.scale_down_enabled:
+        return None
+    return replace_note(
+        m.replacing,
+        resting=m.replace_after is not None and now < m.replace_after,
+        failed=m.replace_failed is not None and m.replace_failed == layout(obs.nodes.candidates),
+    )
+
+
+def _grow(obs: Observation, m: Memory, now: float) -> int:
+    """How many nodes a replacement may add now: up to the smaller maxNodes; none while
+    scale-up backs off, after a replacement was dropped, or while the pool's workload is
+    the one a replacement failed for (:mod:`._replacing`)."""
+    if m.provisioning.backing_off(now) or (m.replace_after is not None and now < m.replace_after):
+        return 0
+    if m.replace_failed is not None and m.replace_failed == layout(obs.nodes.candidates):
+        return 0
+    most = min(obs.pool.spec.max_nodes, obs.scaler.spec.max_nodes or MAX_POOL_NODES)
+    return max(0, most - obs.target)
+
+
+def _replace(
+    obs: Observation,
+    m: Memory,
+    replacement: Replacement,
+    now: float,
+    *,
+    optimum: int,
+    may_write: bool,
+    pods_need_room: bool,
+) -> TargetWrite | None:
+    """Track the nodes ``replacement`` drains as unneeded; once all of them have been for
+    ``scaleDownUnneededTime`` on a settled pool with no pod waiting for room, raise the
+    target by its new nodes and remember it under way (:mod:`._replacing`). ``optimum``:
+    the fewest nodes the pool's pods need, as told."""
+    m.unneeded_since = track_unneeded(m.unneeded_since, replacement.drain, now)
+    unneeded_time = obs.scaler.spec.scale_down_unneeded_time
+    seconds = unneeded_time.total_seconds()
+    due = all(now - m.unneeded_since[name] >= seconds for name in replacement.drain)
+    if not due or not _settled(obs) or pods_need_room or not may_write or obs.moved:
+        return None
+    desired = obs.target + replacement.new_nodes
+    m.replacing = Replacing(replacement.drain, desired, obs.target, now)
+    summary = replace_text(obs.target, desired, replacement.drain, unneeded_time, optimum)
+    return TargetWrite(obs.target, desired, Why.REPLACE, summary)
+
+
+def _settled(obs: Observation) -> bool:
+    """Every Node of the target registered, Ready and open for pods, none leaving."""
+    nodes = obs.nodes
+    return nodes.registered == obs.target == nodes.ready and not nodes.leaving and not nodes.opening
+
+
+def _consolidation(obs: Observation, m: Memory, kept: set[str], *, grow: int = 0) -> Consolidation:
     """The pool's pods on fewer nodes (:func:`~nodepool_operator.scheduling.consolidate`),
     when no node is unneeded by the threshold rule: the nodes whose pods all have a place on
     the others, no more than the pool's disruption budget lets go now, nor below minNodes
     (the moved pods land where the scheduler puts them, so the next ones are chosen from the
     cluster as it then is). Blocked nodes and ``kept`` ones (a budget holds a pod of theirs,
     a drain timed out) stay; the nodes named before come first, so the choice holds while
-    the cluster does."""
+    the cluster does. ``grow``: how many new nodes a replacement may add (0: none)."""
     nodes = obs.nodes
     allowed = allowed_disruptions(
         obs.pool.spec.disruption.budgets,
@@ -577,6 +703,7 @@ def _consolidation(obs: Observation, m: Memory, kept: set[str]) -> Consolidation
         prefer=m.unneeded_since.keys(),
         limit=limit,
         zones=obs.pool.status.zones,
+        grow=grow,
     )
 
 
@@ -588,15 +715,15 @@ def _marks(obs: Observation, m: Memory, now: Clock) -> tuple[Mark, ...]:
     due = {name: t for name, t in m.unneeded_since.items() if now.mono - t >= seconds}
     wall = now.wall.timestamp()
     marks = [
-        Mark(name, True, mark_patch(wall - (now.mono - since)))
+        Mark(name, True, wall - (now.mono - since), node_fields(obs.raw.nodes[name]))
         for name, since in sorted(due.items())
         if name not in obs.marked and name in obs.raw.nodes
     ]
     open_nodes = {node.name for node in obs.nodes.candidates}
     marks += [
-        Mark(name, False, unmark_patch())
+        Mark(name, False, 0.0, node_fields(obs.raw.nodes[name]))
         for name in sorted(obs.marked)
-        if name in open_nodes and name not in due
+        if name in open_nodes and name not in due and name in obs.raw.nodes
     ]
     return tuple(marks)
 
@@ -664,6 +791,12 @@ def _outcome(
         # counted twice (``scale_down_target``).
         head = write.summary
         events += scaled(obs.pool_name, up=False, summary=head)
+        scaled_at = now.wall
+    elif write is not None and write.why is Why.REPLACE:
+        # its new nodes are followed as any (a provisioning timeout ends the replacement)
+        m.provisioning = requested(m.provisioning, registered=obs.nodes.registered, now=now.mono)
+        head = write.summary
+        events += scaled(obs.pool_name, up=True, summary=head)
         scaled_at = now.wall
     elif write is not None and write.why is Why.SCALE_UP:
         m.provisioning = requested(m.provisioning, registered=obs.nodes.registered, now=now.mono)

@@ -30,11 +30,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from kubeloop import NODES, PODS, Client, Invalid, NotFound, PatchType, TooManyRequests
 from nodepool_operator.controllers._blocked import kube_system_budgets
-from nodepool_operator.controllers._node_fields import NodeFields
+from nodepool_operator.controllers._node_fields import JsonPatch, NodeFields
 from nodepool_operator.controllers._node_manifest import DISRUPTING_TAINT
 from nodepool_operator.controllers._unneeded import format_time, parse_time
 from nodepool_operator.scheduling import (
@@ -71,7 +71,6 @@ PDB_RETRY: Final = 5.0
 BLOCKED_POLL: Final = 10.0
 _TERMINAL: Final = ("Succeeded", "Failed")
 
-JsonPatch = list[dict[str, Any]]
 EventSink = Callable[[str, str], None]
 """``(reason, note)`` of a Warning Event about the drain, e.g. on the pool."""
 

@@ -22,12 +22,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from nodepool_operator.controllers._node_fields import NodeFields
+from nodepool_operator.controllers._node_fields import JsonPatch, NodeFields
 
 #: Which labels and taints of this Node the NodePool controller set (JSON).
 OWNED_ANNOTATION: Final = "kubeloop.dev/nodepool-owned"
 
-JsonPatch = list[dict[str, Any]]
 TaintId = tuple[str, str]
 
 
